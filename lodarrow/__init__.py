@@ -1,0 +1,82 @@
+"""lodarrow: nested variable-length sequence tensors (PaddlePaddle's LoDTensor) on Arrow offsets.
+
+A :class:`LoDTensor` is a dense array whose rows are cut into nested sequences by int64 offset
+levels.  Every level maps onto an Arrow list-offsets buffer, so conversion to and from Arrow,
+Parquet, pandas and NumPy is lossless and zero-copy where Arrow allows.  The sequence operators
+(``sequence_pool``, ``sequence_expand``, ``sequence_pad`` ...) run as Cython kernels on the CPU
+and through CuPy on the GPU, chosen by where the data lives.
+
+``import lodarrow`` imports neither pandas, CuPy nor ``pyarrow.parquet``.
+"""
+
+from lodarrow._errors import BackendError, LoDError
+from lodarrow._ext.lod_utils import openmp_enabled
+from lodarrow._place import CPUPlace, CUDAPinnedPlace, CUDAPlace
+from lodarrow._tensor import LoDTensor, create_lod_tensor, from_list
+from lodarrow._arrow import from_arrow
+from lodarrow._table import from_table, to_table
+from lodarrow._parquet import iter_parquet, read_parquet, write_parquet
+from lodarrow._pandas import from_pandas
+from lodarrow._ops import (
+    lod_append,
+    lod_reset,
+    sequence_concat,
+    sequence_conv,
+    sequence_enumerate,
+    sequence_erase,
+    sequence_expand,
+    sequence_expand_as,
+    sequence_first_step,
+    sequence_last_step,
+    sequence_mask,
+    sequence_pad,
+    sequence_pool,
+    sequence_reshape,
+    sequence_reverse,
+    sequence_scatter,
+    sequence_slice,
+    sequence_softmax,
+    sequence_topk_avg_pooling,
+    sequence_unpad,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendError",
+    "CPUPlace",
+    "CUDAPinnedPlace",
+    "CUDAPlace",
+    "LoDError",
+    "LoDTensor",
+    "create_lod_tensor",
+    "from_arrow",
+    "from_list",
+    "from_pandas",
+    "from_table",
+    "iter_parquet",
+    "lod_append",
+    "lod_reset",
+    "openmp_enabled",
+    "read_parquet",
+    "sequence_concat",
+    "sequence_conv",
+    "sequence_enumerate",
+    "sequence_erase",
+    "sequence_expand",
+    "sequence_expand_as",
+    "sequence_first_step",
+    "sequence_last_step",
+    "sequence_mask",
+    "sequence_pad",
+    "sequence_pool",
+    "sequence_reshape",
+    "sequence_reverse",
+    "sequence_scatter",
+    "sequence_slice",
+    "sequence_softmax",
+    "sequence_topk_avg_pooling",
+    "sequence_unpad",
+    "to_table",
+    "write_parquet",
+]

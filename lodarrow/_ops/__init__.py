@@ -1,0 +1,20 @@
+"""The sequence operators, one public function per module (see OPS.md)."""
+
+from lodarrow._ops.lod_reset import lod_reset
+from lodarrow._ops.lod_append import lod_append
+from lodarrow._ops.sequence_expand import sequence_expand
+from lodarrow._ops.sequence_expand_as import sequence_expand_as
+from lodarrow._ops.sequence_scatter import sequence_scatter
+from lodarrow._ops.sequence_concat import sequence_concat
+from lodarrow._ops.sequence_slice import sequence_slice
+from lodarrow._ops.sequence_reverse import sequence_reverse
+from lodarrow._ops.sequence_reshape import sequence_reshape
+from lodarrow._ops.sequence_pad import sequence_pad
+from lodarrow._ops.sequence_unpad import sequence_unpad
+from lodarrow._ops.sequence_mask import sequence_mask
+from lodarrow._ops.sequence_enumerate import sequence_enumerate
+from lodarrow._ops.sequence_erase import sequence_erase
+from lodarrow._ops.sequence_pool import sequence_pool, sequence_first_step, sequence_last_step
+from lodarrow._ops.sequence_softmax import sequence_softmax
+from lodarrow._ops.sequence_conv import sequence_conv
+from lodarrow._ops.sequence_topk_avg_pooling import sequence_topk_avg_pooling

@@ -1,0 +1,111 @@
+"""Helpers every operator shares: input coercion, LoD-level checks, threading, byte views."""
+
+import os
+
+import numpy as np
+
+from lodarrow._backend import is_cupy_array
+from lodarrow._errors import LoDError
+from lodarrow._tensor import LoDTensor
+
+__all__ = [
+    "as_lod_tensor",
+    "require_lod_levels",
+    "row_bytes",
+    "num_threads",
+    "threads_for",
+    "chunk_bounds",
+    "PARALLEL_MIN_WORK",
+]
+
+#: Below this many elements of work a kernel runs on one thread: OpenMP's start-up would
+#: cost more than it saves and the call-overhead target (SPEC section 6) is a few microseconds.
+PARALLEL_MIN_WORK = 1 << 16
+
+
+def _is_arrow_like(obj):
+    return hasattr(obj, "__arrow_c_array__") or hasattr(obj, "__arrow_c_stream__")
+
+
+def as_lod_tensor(obj, name):
+    """Return ``obj`` as a valid LoDTensor for argument ``name`` (never copies the data).
+
+    Accepts a LoDTensor, anything :func:`lodarrow.from_arrow` accepts (converted zero-copy),
+    and NumPy/CuPy arrays or nested sequences (a plain tensor, ``lod_level == 0``).
+    """
+    if isinstance(obj, LoDTensor):
+        obj._check_valid(name)
+        return obj
+    if isinstance(obj, np.ndarray) or is_cupy_array(obj):
+        return LoDTensor(obj)
+    if _is_arrow_like(obj) or type(obj).__module__.startswith("pyarrow"):
+        from lodarrow._arrow import from_arrow
+
+        return from_arrow(obj)
+    if isinstance(obj, (list, tuple)):
+        return LoDTensor(np.asarray(obj))
+    raise TypeError(f"{name} must be a LoDTensor, an Arrow array of lists or an array, "
+                    f"got {type(obj).__name__}")
+
+
+def require_lod_levels(t, name, op, allowed):
+    """Raise ``LoDError`` unless ``t.lod_level`` is in ``allowed`` (an int, range or tuple)."""
+    if isinstance(allowed, int):
+        allowed = (allowed,)
+    if t.lod_level not in allowed:
+        allowed = tuple(allowed)
+        if len(allowed) == 1:
+            want = f"exactly {allowed[0]}"
+        elif allowed == tuple(range(allowed[0], allowed[-1] + 1)) and allowed[-1] > 3:
+            want = f"at least {allowed[0]}"
+        else:
+            want = " or ".join(str(a) for a in allowed)
+        raise LoDError(f"{op}: {name} must have {want} LoD level(s), got {t.lod_level}")
+
+
+def row_bytes(data):
+    """A C-contiguous ``(N, bytes_per_row)`` uint8 view of ``data`` (copy only if strided).
+
+    Data-moving kernels copy whole rows with ``memcpy`` through this view, so one kernel
+    serves every dtype, bool and float16 included.
+    """
+    xp = np
+    if is_cupy_array(data):
+        import cupy as xp
+    data = xp.ascontiguousarray(data)
+    n = data.shape[0]
+    width = data.dtype.itemsize * int(np.prod(data.shape[1:], dtype=np.int64))
+    return data.reshape(n, -1).view(np.uint8).reshape(n, width) if n and width else \
+        xp.empty((n, width), dtype=np.uint8)
+
+
+def num_threads():
+    """Threads a kernel may use: ``LODARROW_NUM_THREADS`` or the CPUs this process may run on."""
+    env = os.environ.get("LODARROW_NUM_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def threads_for(work):
+    """1 for small work (see ``PARALLEL_MIN_WORK``), else :func:`num_threads`."""
+    return 1 if work < PARALLEL_MIN_WORK else num_threads()
+
+
+def chunk_bounds(offsets, n_chunks):
+    """Split the sequences of ``offsets`` into ``n_chunks`` runs of about equal row count.
+
+    Returns int64 sequence indices ``b`` with ``b[0] == 0`` and ``b[-1] == n_sequences``;
+    chunk ``c`` is sequences ``[b[c], b[c + 1])``.  Balancing by rows, not by sequence count,
+    keeps one thread from getting all the long sequences.
+    """
+    n_seq = offsets.shape[0] - 1
+    n_chunks = max(1, min(int(n_chunks), n_seq))
+    targets = np.linspace(0, int(offsets[-1]), n_chunks + 1)
+    bounds = np.searchsorted(offsets, targets, side="left").astype(np.int64)
+    bounds[0], bounds[-1] = 0, n_seq
+    np.clip(bounds, 0, n_seq, out=bounds)
+    return np.maximum.accumulate(bounds)

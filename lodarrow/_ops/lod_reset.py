@@ -1,0 +1,4 @@
+"""Placeholder: being implemented."""
+
+def lod_reset(*args, **kwargs):
+    raise NotImplementedError('lod_reset')

@@ -1,0 +1,4 @@
+"""Placeholder: being implemented."""
+
+def sequence_enumerate(*args, **kwargs):
+    raise NotImplementedError('sequence_enumerate')

@@ -1,0 +1,9 @@
+"""Placeholder: being implemented."""
+
+
+def from_pandas(series):
+    raise NotImplementedError
+
+
+def to_pandas(t):
+    raise NotImplementedError

@@ -1,0 +1,663 @@
+"""``LoDTensor``: a dense array whose rows are cut into nested sequences by offset levels."""
+
+import operator
+
+import numpy as np
+
+from lodarrow._backend import get_cupy, is_cupy_array
+from lodarrow._errors import LoDError, _LengthMismatchError
+from lodarrow._place import CPUPlace, CUDAPinnedPlace, CUDAPlace, Place, _cuda_place_unchecked
+from lodarrow._validation import (
+    _levels,
+    as_offsets,
+    check_dtype,
+    check_lod,
+    lengths_to_offsets,
+    lod_problem,
+    offsets_to_lengths,
+)
+
+__all__ = ["LoDTensor", "create_lod_tensor", "from_list"]
+
+_PRINT_EDGE = 10  # elements shown at each end of a long printout
+
+
+def _as_place(place):
+    """Accept a Place, or "cpu" / "cuda" / "cuda:1" / "gpu:0" / "gpu_pinned"."""
+    if place is None or isinstance(place, Place):
+        return place
+    if isinstance(place, str):
+        kind, _, dev = place.lower().partition(":")
+        if kind == "cpu" and not dev:
+            return CPUPlace()
+        if kind in ("cuda", "gpu"):
+            return CUDAPlace(int(dev or 0))
+        if kind in ("gpu_pinned", "cuda_pinned", "pinned") and not dev:
+            return CUDAPinnedPlace()
+    raise TypeError(f"place must be CPUPlace(), CUDAPlace(i), CUDAPinnedPlace() or a string "
+                    f"such as 'cpu' or 'cuda:0', got {place!r}")
+
+
+def _host(data):
+    """The data as a NumPy array (a device-to-host copy for CuPy data)."""
+    return data.get() if is_cupy_array(data) else data
+
+
+def _move(data, place):
+    """Return ``data`` in the memory of ``place``, copying only if it is elsewhere."""
+    if isinstance(place, CUDAPlace):
+        cupy = get_cupy(repr(place))
+        if is_cupy_array(data) and data.device.id == place.device_id:
+            return data
+        with cupy.cuda.Device(place.device_id):
+            return cupy.asarray(data)
+    host = _host(data)
+    if isinstance(place, CUDAPinnedPlace):
+        import cupyx
+
+        pinned = cupyx.empty_pinned(host.shape, dtype=host.dtype)
+        pinned[...] = host
+        return pinned
+    return host
+
+
+def _coerce_data(obj, place, copy, name="data"):
+    """Return ``(data, place)``: a checked NumPy/CuPy array of rank >= 1 and its place."""
+    place = _as_place(place)
+    if is_cupy_array(obj):
+        data = obj.copy() if copy else obj
+        where = _cuda_place_unchecked(obj.device.id)
+    else:
+        if isinstance(obj, LoDTensor):
+            obj = obj._data
+        try:
+            data = np.array(obj, copy=True) if copy else np.asarray(obj)
+        except (ValueError, TypeError) as exc:
+            raise TypeError(f"{name} must be array-like with a supported dtype ({exc})") from None
+        where = CPUPlace()
+    check_dtype(data.dtype, name)
+    if data.ndim == 0:
+        raise ValueError(f"{name} must have rank >= 1 (rows first), got a 0-d array")
+    if place is not None and place != where:
+        data = _move(data, place)
+        where = place
+    return data, where
+
+
+class LoDTensor:
+    """A dense array ``data`` of shape ``(N, *feature_shape)`` plus a LoD of nested offsets.
+
+    Level ``k`` of the LoD is an int64 offset array that cuts the entries of level ``k + 1``
+    (the last level: the rows of ``data``) into sequences: sequence ``i`` spans
+    ``[offsets[i], offsets[i + 1])``.  Each level maps onto one Arrow list-offsets buffer.
+
+    Parameters
+    ----------
+    data : array_like, optional
+        NumPy or CuPy array (or anything ``numpy.asarray`` takes) of rank >= 1 and one of the
+        dtypes bool, int8, uint8, int16, uint16, int32, int64, float16, float32, float64.
+        Omitted: an empty tensor to fill with :meth:`set` (Paddle's ``LoDTensor()``).
+    lod : list of 1-D integer arrays, optional
+        The offsets of each level, outermost first (``[[0, 2, 3], [0, 2, 4, 7]]``).
+    lengths : list of 1-D integer arrays, optional
+        The same LoD as recursive sequence lengths (``[[2, 1], [2, 2, 3]]``).
+    place : CPUPlace, CUDAPlace, CUDAPinnedPlace or str, optional
+        Where the data should live; by default where it already is.
+    copy : bool, default False
+        Copy ``data`` even when it could be used as is.
+
+    Raises
+    ------
+    LoDError
+        If the LoD breaks a rule of SPEC section 1 (the message names level and position).
+    TypeError
+        If the dtype is not supported or an offset is not an integer.
+
+    Examples
+    --------
+    >>> import numpy as np, lodarrow as la
+    >>> t = la.LoDTensor(np.arange(7.0), lengths=[[2, 1], [2, 2, 3]])
+    >>> t.lod()
+    [[0, 2, 3], [0, 2, 4, 7]]
+    >>> len(t), t[1].lod()
+    (2, [[0, 3]])
+    """
+
+    __slots__ = ("_data", "_offsets", "_place", "_device_offsets", "__weakref__")
+
+    def __init__(self, data=None, lod=None, *, lengths=None, place=None, copy=False):
+        self._device_offsets = {}
+        if data is None:
+            if lod is not None or lengths is not None:
+                raise ValueError("LoDTensor: a lod or lengths needs data")
+            self._data = None
+            self._offsets = ()
+            self._place = _as_place(place) or CPUPlace()
+            return
+        self._data, self._place = _coerce_data(data, place, copy)
+        if lod is not None and lengths is not None:
+            raise TypeError("LoDTensor: give lod or lengths, not both")
+        if lengths is not None:
+            levels = lengths_to_offsets(lengths, "lengths")
+            name = "lengths"
+        elif lod is not None:
+            levels = [as_offsets(level, "lod", k) for k, level in enumerate(_levels(lod, "lod"))]
+            name = "lod"
+        else:
+            levels, name = [], "lod"
+        check_lod(levels, self._data.shape[0], name)
+        self._offsets = _freeze(levels)
+
+    @classmethod
+    def from_lengths(cls, data, lengths, *, place=None, copy=False):
+        """Build a LoDTensor from recursive sequence lengths (see the class docstring)."""
+        return cls(data, lengths=lengths, place=place, copy=copy)
+
+    @classmethod
+    def _from_trusted(cls, data, offsets, place=None):
+        """Wrap already-validated parts without any check (operator outputs, views)."""
+        self = object.__new__(cls)
+        self._data = data
+        self._offsets = tuple(offsets)
+        if place is None:
+            place = _cuda_place_unchecked(data.device.id) if is_cupy_array(data) else CPUPlace()
+        self._place = place
+        self._device_offsets = {}
+        return self
+
+    # ------------------------------------------------------------------ Paddle surface
+    def set(self, array, place=None):
+        """Copy ``array`` into this tensor at ``place`` (Paddle's ``set``); the LoD is kept.
+
+        As in Paddle, a LoD set earlier stays; if it no longer matches the new row count,
+        :meth:`has_valid_recursive_sequence_lengths` returns False.
+        """
+        self._data, self._place = _coerce_data(array, place, copy=True, name="array")
+        self._device_offsets = {}
+
+    def set_lod(self, lod):
+        """Set the LoD from offsets, e.g. ``[[0, 2, 5]]``; raises ``LoDError`` if invalid."""
+        levels = [as_offsets(level, "lod", k) for k, level in enumerate(_levels(lod, "lod"))]
+        check_lod(levels, self._rows(), "lod")
+        self._offsets = _freeze(levels)
+        self._device_offsets = {}
+
+    def set_recursive_sequence_lengths(self, recursive_sequence_lengths):
+        """Set the LoD from lengths, e.g. ``[[2, 3]]``; raises ``LoDError`` if invalid."""
+        name = "recursive_sequence_lengths"
+        levels = lengths_to_offsets(recursive_sequence_lengths, name)
+        check_lod(levels, self._rows(), name)
+        self._offsets = _freeze(levels)
+        self._device_offsets = {}
+
+    def lod(self):
+        """The LoD as offsets: a list of lists of int."""
+        return [level.tolist() for level in self._offsets]
+
+    def recursive_sequence_lengths(self):
+        """The LoD as lengths: a list of lists of int."""
+        return [offsets_to_lengths(level).tolist() for level in self._offsets]
+
+    def has_valid_recursive_sequence_lengths(self):
+        """True if the LoD is valid for the current data; never raises."""
+        try:
+            return lod_problem(self._offsets, self._rows()) is None
+        except Exception:
+            return False
+
+    def shape(self):
+        """The data's shape as a list of int (Paddle's ``shape()``); ``[]`` when empty."""
+        return [] if self._data is None else [int(s) for s in self._data.shape]
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def data(self):
+        """The rows: a ``numpy.ndarray`` (CPU, pinned) or ``cupy.ndarray`` (GPU); no copy."""
+        return self._data
+
+    @property
+    def dtype(self):
+        """The data's ``numpy.dtype``."""
+        return np.dtype(np.float32) if self._data is None else self._data.dtype
+
+    @property
+    def place(self):
+        """Where the data lives."""
+        return self._place
+
+    @property
+    def lod_level(self):
+        """The number of LoD levels (0 for a plain tensor)."""
+        return len(self._offsets)
+
+    @property
+    def offsets(self):
+        """The LoD levels as a tuple of read-only int64 arrays (no copy)."""
+        return self._offsets
+
+    @property
+    def lengths(self):
+        """The sequence lengths of every level, as a tuple of int64 arrays."""
+        return tuple(offsets_to_lengths(level) for level in self._offsets)
+
+    @property
+    def feature_shape(self):
+        """The shape of one row, ``data.shape[1:]``."""
+        return () if self._data is None else tuple(self._data.shape[1:])
+
+    @property
+    def ndim(self):
+        """The rank of the data."""
+        return 0 if self._data is None else self._data.ndim
+
+    @property
+    def nbytes(self):
+        """Bytes held by the data plus the offsets."""
+        data = 0 if self._data is None else self._data.nbytes
+        return data + sum(level.nbytes for level in self._offsets)
+
+    def num_sequences(self, level=0):
+        """The number of sequences of LoD level ``level`` (negative counts from the last)."""
+        if not self._offsets:
+            raise ValueError("num_sequences: this LoDTensor has no LoD levels")
+        try:
+            return self._offsets[level].shape[0] - 1
+        except IndexError:
+            raise IndexError(f"num_sequences: level {level} is out of range for "
+                             f"{len(self._offsets)} levels") from None
+
+    # ------------------------------------------------------------------ sequence access
+    def __len__(self):
+        if self._data is None:
+            return 0
+        if not self._offsets:
+            return self._data.shape[0]
+        return self._offsets[0].shape[0] - 1
+
+    def __getitem__(self, key):
+        n = len(self)
+        if self._data is None:
+            raise IndexError("index into an empty LoDTensor")
+        if isinstance(key, slice):
+            start, stop, step = key.indices(n)
+            if step == 1:
+                return self._view(start, max(start, stop), keep_level=True)
+            return self.take(np.arange(start, stop, step))
+        if isinstance(key, (list, np.ndarray)) or is_cupy_array(key):
+            return self.take(key)
+        try:
+            i = operator.index(key)
+        except TypeError:
+            raise TypeError(f"LoDTensor indices must be integers, slices or integer arrays, "
+                            f"got {type(key).__name__}") from None
+        if not -n <= i < n:
+            raise IndexError(f"index {i} is out of range for a LoDTensor of {n} sequences")
+        i += n if i < 0 else 0
+        if not self._offsets:
+            return self._data[i]
+        return self._view(i, i + 1, keep_level=False)
+
+    def _view(self, lo, hi, keep_level):
+        """Sequences ``[lo, hi)`` of the top level as a view of the data (offsets rebased)."""
+        levels = []
+        for k, off in enumerate(self._offsets):
+            a, b = int(off[lo]), int(off[hi])
+            if keep_level or k > 0:
+                levels.append(off[lo:hi + 1] - a if a else off[lo:hi + 1])
+            lo, hi = a, b
+        return LoDTensor._from_trusted(self._data[lo:hi], _freeze(levels), self._place)
+
+    def take(self, indices):
+        """Gather top-level sequences (rows for a plain tensor) into a new LoDTensor (a copy).
+
+        ``indices`` is an integer array (negative values count from the end) or a boolean
+        mask of length ``len(self)``.
+        """
+        idx = _host(indices) if is_cupy_array(indices) else np.asarray(indices)
+        n = len(self)
+        if idx.dtype == bool:
+            if idx.shape != (n,):
+                raise IndexError(f"take: a boolean mask must have shape ({n},), got {idx.shape}")
+            idx = np.flatnonzero(idx)
+        elif idx.dtype.kind not in "iu" and idx.size:
+            raise TypeError(f"take: indices must be integers, got dtype {idx.dtype}")
+        idx = idx.astype(np.int64, copy=False).reshape(-1)
+        if idx.size and (idx.min() < -n or idx.max() >= n):
+            pos = int(np.argmax((idx < -n) | (idx >= n)))
+            raise IndexError(f"take: index {int(idx[pos])} at position {pos} is out of range "
+                             f"for {n} sequences")
+        sel = np.where(idx < 0, idx + n, idx)
+        levels = []
+        for off in self._offsets:
+            starts = off[sel]
+            lens = off[sel + 1] - starts
+            new = np.zeros(sel.shape[0] + 1, dtype=np.int64)
+            np.cumsum(lens, out=new[1:])
+            levels.append(new)
+            sel = np.repeat(starts - new[:-1], lens) + np.arange(new[-1], dtype=np.int64)
+        if is_cupy_array(self._data):
+            sel = get_cupy().asarray(sel)
+        data = self._data.take(sel, axis=0)
+        return LoDTensor._from_trusted(data, _freeze(levels), self._place)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    # ------------------------------------------------------------------ places
+    def to(self, place):
+        """This tensor at ``place`` (a Place or "cpu" / "cuda:0"); ``self`` if already there."""
+        place = _as_place(place)
+        if place is None:
+            raise TypeError("to: place is required")
+        if self._data is None or place == self._place:
+            return self
+        out = LoDTensor._from_trusted(_move(self._data, place), self._offsets, place)
+        return out
+
+    def cpu(self):
+        """This tensor in host memory (``self`` if it is there already)."""
+        return self.to(CPUPlace())
+
+    def cuda(self, device_id=0):
+        """This tensor on CUDA device ``device_id`` (needs CuPy and a GPU)."""
+        return self.to(CUDAPlace(device_id))
+
+    def _device_offsets_for(self, level):
+        """Level ``level``'s offsets on the data's device, copied once and cached."""
+        cached = self._device_offsets.get(level)
+        if cached is None:
+            cupy = get_cupy()
+            with cupy.cuda.Device(self._data.device.id):
+                cached = cupy.asarray(self._offsets[level])
+            self._device_offsets[level] = cached
+        return cached
+
+    # ------------------------------------------------------------------ NumPy
+    def numpy(self):
+        """The data as a ``numpy.ndarray`` (no copy on the CPU; copied from the GPU)."""
+        if self._data is None:
+            return np.empty((0,), dtype=np.float64)
+        return _host(self._data)
+
+    def __array__(self, dtype=None, copy=None):
+        on_gpu = is_cupy_array(self._data)
+        data = self.numpy()
+        if copy is False:
+            if on_gpu:
+                raise ValueError("a GPU LoDTensor cannot be converted to NumPy without a copy")
+            if dtype is not None and np.dtype(dtype) != data.dtype:
+                raise ValueError(f"converting {data.dtype} to {np.dtype(dtype)} needs a copy")
+        if dtype is not None and np.dtype(dtype) != data.dtype:
+            return data.astype(dtype)
+        if copy and not on_gpu:
+            return data.copy()
+        return data
+
+    def to_list(self):
+        """The tensor as nested Python lists: one list per LoD level, then the rows."""
+        if self._data is None:
+            return []
+        rows = self.numpy().tolist()
+        for off in reversed(self._offsets):
+            bounds = off.tolist()
+            rows = [rows[bounds[j]:bounds[j + 1]] for j in range(len(bounds) - 1)]
+        return rows
+
+    # ------------------------------------------------------------------ interchange
+    def to_arrow(self, large_offsets=True):
+        """This tensor as a ``pyarrow.Array`` of nested lists (zero-copy but for bool).
+
+        See :func:`lodarrow.from_arrow` for the mapping.
+        """
+        from lodarrow._arrow import to_arrow
+
+        return to_arrow(self, large_offsets=large_offsets)
+
+    def __arrow_c_array__(self, requested_schema=None):
+        from lodarrow._arrow import export_c_array
+
+        return export_c_array(self, requested_schema)
+
+    def to_pandas(self):
+        """This tensor as a ``pandas.Series`` with ``pd.ArrowDtype``, a row per sequence."""
+        from lodarrow._pandas import to_pandas
+
+        return to_pandas(self)
+
+    @property
+    def __cuda_array_interface__(self):
+        if not is_cupy_array(self._data):
+            raise AttributeError("__cuda_array_interface__: the data is not on a CUDA device")
+        return self._data.__cuda_array_interface__
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._data.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._data.__dlpack_device__()
+
+    # ------------------------------------------------------------------ comparison, display
+    def equals(self, other):
+        """True if ``other`` is a LoDTensor with the same dtype, shape, LoD and data.
+
+        NaNs at the same positions compare equal; the place is not compared.
+        """
+        if not isinstance(other, LoDTensor):
+            return False
+        if (self._data is None) or (other._data is None):
+            return self._data is None and other._data is None and self.lod() == other.lod()
+        if self.dtype != other.dtype or self._data.shape != other._data.shape:
+            return False
+        if len(self._offsets) != len(other._offsets) or not all(
+            np.array_equal(a, b) for a, b in zip(self._offsets, other._offsets)
+        ):
+            return False
+        return bool(np.array_equal(self.numpy(), other.numpy(),
+                                   equal_nan=self.dtype.kind == "f"))
+
+    def __eq__(self, other):
+        if not isinstance(other, LoDTensor):
+            return NotImplemented
+        return self.equals(other)
+
+    __hash__ = None
+
+    def _rows(self):
+        return None if self._data is None else self._data.shape[0]
+
+    def _check_valid(self, name):
+        """Raise unless this tensor can enter an operator as argument ``name``."""
+        if self._data is None:
+            raise ValueError(f"{name} is an empty LoDTensor (no data has been set)")
+        off = self._offsets
+        if off and int(off[-1][-1]) != self._data.shape[0]:
+            raise LoDError(f"invalid LoD: {name}'s last level ends at {int(off[-1][-1])} but "
+                           f"its data has {self._data.shape[0]} rows (set() changed the data?)")
+
+    def __repr__(self):
+        lod = _abbreviate_lod(self.lod(), 8)
+        shape = tuple(self.shape())
+        return f"LoDTensor(lod={lod}, shape={shape}, dtype={self.dtype}, place={self._place!r})"
+
+    def __str__(self):
+        lines = []
+        if self._offsets:
+            lod = "".join("{" + ", ".join(_abbreviate(level.tolist(), 50)) + "}"
+                          for level in self._offsets)
+            lines.append(f"- lod: {{{lod}}}")
+        lines.append(f"- place: {self._place!r}")
+        lines.append(f"- shape: {self.shape()}")
+        lines.append("- layout: NCHW")
+        if self._data is not None:
+            lines.append(f"- dtype: {self.dtype}")
+            flat = self.numpy().reshape(-1)
+            if flat.size > 2 * _PRINT_EDGE:
+                flat = np.concatenate([flat[:_PRINT_EDGE], flat[-_PRINT_EDGE:]])
+                items = [_fmt(v) for v in flat.tolist()]
+                items = items[:_PRINT_EDGE] + ["..."] + items[_PRINT_EDGE:]
+            else:
+                items = [_fmt(v) for v in flat.tolist()]
+            lines.append(f"- data: [{' '.join(items)}]")
+        return "\n".join(lines)
+
+
+def _fmt(value):
+    """Format one element as C++'s ``ostream <<`` does (Paddle's printout)."""
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _abbreviate(items, limit):
+    strs = [str(v) for v in items]
+    if len(strs) > limit:
+        strs = strs[: limit // 2] + ["..."] + strs[-limit // 2:]
+    return strs
+
+
+def _abbreviate_lod(lod, limit):
+    return "[" + ", ".join("[" + ", ".join(_abbreviate(level, limit)) + "]" for level in lod) + "]"
+
+
+def _freeze(levels):
+    """A tuple of read-only views, so no holder of the offsets can change another's LoD."""
+    out = []
+    for level in levels:
+        view = level.view()
+        view.flags.writeable = False
+        out.append(view)
+    return tuple(out)
+
+
+def create_lod_tensor(data, recursive_seq_lens, place=None):
+    """Create a LoDTensor from data and recursive sequence lengths (Paddle's function).
+
+    Parameters
+    ----------
+    data : numpy.ndarray, LoDTensor or list
+        A NumPy (or CuPy) array is copied as is (dtype and shape kept).  A LoDTensor's data is
+        copied and given the new LoD.  A list of sequences (one level only) is flattened into
+        an ``(N, 1)`` array; Python ints give int64, floats float64.
+    recursive_seq_lens : list of lists of int
+        The lengths of every level, outermost first.
+    place : CPUPlace, CUDAPlace or CUDAPinnedPlace, optional
+        Where the tensor lives (default: host memory).
+
+    Returns
+    -------
+    LoDTensor
+
+    Raises
+    ------
+    LoDError
+        If the lengths are not a valid LoD for the data.  For a list whose sequence lengths
+        differ from ``recursive_seq_lens`` the error is also an ``AssertionError``, as Paddle's.
+    TypeError
+        If ``data`` is none of the above.
+
+    Examples
+    --------
+    >>> import numpy as np, lodarrow as la
+    >>> b = la.create_lod_tensor(np.array([[1.], [3.], [2.], [4.], [6.], [5.], [1.]]),
+    ...                          [[2, 0, 3], [1, 2, 1, 0, 3]], la.CPUPlace())
+    >>> b.lod()
+    [[0, 2, 2, 5], [0, 1, 3, 4, 4, 7]]
+    """
+    if isinstance(data, LoDTensor):
+        data._check_valid("data") if data._offsets else None
+        return create_lod_tensor(np.array(data), recursive_seq_lens, place)
+    if isinstance(data, list):
+        lengths, rows = [], []
+        for seq in data:
+            lengths.append(len(seq))
+            rows.extend(seq)
+        expected = [np.asarray(level).tolist() for level in _levels(recursive_seq_lens,
+                                                                      "recursive_seq_lens")]
+        if [lengths] != expected:
+            raise _LengthMismatchError(
+                f"data and recursive_seq_lens do not match: the sequences of data have lengths "
+                f"{[lengths]}, recursive_seq_lens is {expected}"
+            )
+        arr = np.array(rows)
+        arr = arr.reshape(arr.shape + (1,))
+        tensor = LoDTensor()
+        tensor.set(arr, place)
+        tensor.set_recursive_sequence_lengths(recursive_seq_lens)
+        return tensor
+    if isinstance(data, np.ndarray) or is_cupy_array(data):
+        tensor = LoDTensor()
+        tensor.set(data, place)
+        tensor.set_recursive_sequence_lengths(recursive_seq_lens)
+        return tensor
+    raise TypeError(f"create_lod_tensor: data should be a LoDTensor, a NumPy array or a list, "
+                    f"got {type(data).__name__}")
+
+
+def _nesting_depth(obj):
+    if isinstance(obj, (list, tuple)):
+        return 1 + max((_nesting_depth(child) for child in obj), default=0)
+    if isinstance(obj, np.ndarray):
+        return obj.ndim
+    return 0
+
+
+def from_list(nested, dtype=None, lod_level=None):
+    """Build a LoDTensor from nested Python lists (the inverse of :meth:`LoDTensor.to_list`).
+
+    Parameters
+    ----------
+    nested : list
+        ``lod_level`` levels of lists, then the rows (scalars, or nested lists / arrays of the
+        feature shape).
+    dtype : dtype, optional
+        The data's dtype; NumPy's inference by default (float64 when there are no rows).
+    lod_level : int, optional
+        How many list levels are sequences.  By default every level but the innermost scalars
+        (``from_list([[1, 2], [3]])`` has one level of scalar rows).
+
+    Returns
+    -------
+    LoDTensor
+
+    Examples
+    --------
+    >>> import lodarrow as la
+    >>> la.from_list([[[1, 2], [3]], [], [[4]]]).lod()
+    [[0, 2, 2, 3], [0, 2, 3, 4]]
+    """
+    if not isinstance(nested, (list, tuple, np.ndarray)):
+        raise TypeError(f"from_list: nested must be a list, got {type(nested).__name__}")
+    if lod_level is None:
+        lod_level = max(_nesting_depth(nested) - 1, 0)
+    lod_level = operator.index(lod_level)
+    if lod_level < 0:
+        raise ValueError(f"from_list: lod_level must be >= 0, got {lod_level}")
+    lengths = [[] for _ in range(lod_level)]
+    rows = []
+
+    def walk(seq, k, path):
+        if k == lod_level:
+            rows.append(seq)
+            return
+        if not isinstance(seq, (list, tuple, np.ndarray)):
+            raise ValueError(f"from_list: expected a list at depth {k} (position {path}), "
+                             f"got {seq!r}")
+        lengths[k].append(len(seq))
+        for j, child in enumerate(seq):
+            walk(child, k + 1, path + [j])
+
+    if lod_level == 0:
+        rows = list(nested)
+    else:
+        for i, seq in enumerate(nested):
+            walk(seq, 0, [i])
+    try:
+        data = np.array(rows, dtype=dtype)
+    except ValueError as exc:
+        raise ValueError(f"from_list: the rows do not share one shape ({exc})") from None
+    if data.ndim == 0:
+        data = data.reshape(0)
+    return LoDTensor(data, lengths=lengths) if lod_level else LoDTensor(data)

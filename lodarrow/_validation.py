@@ -1,0 +1,220 @@
+"""Boundary checks shared by the tensor and every operator.
+
+Kernels trust their inputs; everything they rely on is checked here first, and each failure
+names the argument, the level and the first offending position.
+"""
+
+import operator
+
+import numpy as np
+
+from lodarrow._errors import LoDError, _NegativeLoDError
+from lodarrow._ext import lod_utils
+
+__all__ = [
+    "SUPPORTED_DTYPES",
+    "check_dtype",
+    "as_index_array",
+    "as_offsets",
+    "lengths_to_offsets",
+    "offsets_to_lengths",
+    "check_lod",
+    "lod_problem",
+    "coerce_pad_value",
+    "as_int",
+]
+
+#: The dtypes a LoDTensor may hold (SPEC section 1).
+SUPPORTED_DTYPES = tuple(
+    np.dtype(t)
+    for t in ("bool", "int8", "uint8", "int16", "uint16", "int32", "int64",
+              "float16", "float32", "float64")
+)
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def check_dtype(dtype, name="data"):
+    """Return ``dtype`` as a ``np.dtype`` if lodarrow supports it, else raise ``TypeError``."""
+    dtype = np.dtype(dtype)
+    if dtype not in SUPPORTED_DTYPES:
+        supported = ", ".join(str(d) for d in SUPPORTED_DTYPES)
+        raise TypeError(f"{name}: dtype {dtype} is not supported (expected one of {supported})")
+    return dtype
+
+
+def as_int(value, name):
+    """``operator.index(value)`` with a ``TypeError`` that names the argument."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+
+
+def as_index_array(obj, name, *, ndim=1, xp=np):
+    """Return ``obj`` as a C-contiguous int64 array of any integer input dtype (unsigned too).
+
+    Floats and bools are a ``TypeError`` even when integral; values beyond int64 a ``ValueError``.
+    ``ndim=1`` also accepts ``(n, 1)`` column vectors (Paddle's ``[n, 1]`` index tensors) and
+    flattens them; ``ndim=None`` keeps the shape.
+    """
+    arr = obj if hasattr(obj, "dtype") and hasattr(obj, "shape") else np.asarray(obj)
+    if arr.dtype.kind not in "iu":
+        if arr.size == 0 and arr.dtype == np.float64 and not hasattr(obj, "dtype"):
+            arr = arr.astype(np.int64)  # [] from a Python list
+        else:
+            raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
+    if ndim == 1:
+        if arr.ndim == 2 and arr.shape[1] == 1:
+            arr = arr.reshape(-1)
+        elif arr.ndim != 1:
+            raise ValueError(f"{name} must be 1-D (or of shape (n, 1)), got shape {tuple(arr.shape)}")
+    if arr.dtype == np.uint64 and arr.size and int(arr.max()) > _INT64_MAX:
+        pos = int(xp.argmax(arr > _INT64_MAX))
+        raise ValueError(f"{name}: value {int(arr[pos])} at position {pos} does not fit int64")
+    return xp.ascontiguousarray(arr, dtype=np.int64)
+
+
+def as_offsets(obj, name="lod", level=0):
+    """Return one LoD level as a host int64 array (1-D); type, sign and range checked."""
+    if hasattr(obj, "__cuda_array_interface__") and not isinstance(obj, np.ndarray):
+        obj = obj.get()  # offsets live on the host
+    arr = _int_level(obj, name, level)
+    if arr.size and arr.min() < 0:
+        pos = int(np.argmax(arr < 0))
+        raise _NegativeLoDError(
+            f"invalid LoD: {name}[{level}] has a negative value {int(arr[pos])} at position {pos}"
+        )
+    return arr
+
+
+def _levels(lod, name):
+    if isinstance(lod, np.ndarray) and lod.ndim == 2:
+        return list(lod)
+    if isinstance(lod, (str, bytes)) or not hasattr(lod, "__len__"):
+        raise TypeError(f"{name} must be a list of levels (lists of integers), got {type(lod).__name__}")
+    return list(lod)
+
+
+def lengths_to_offsets(lengths, name="recursive_seq_lens"):
+    """Convert lengths (a list of levels) to a list of int64 offset arrays.
+
+    Raises ``LoDError`` (also a ``TypeError``) for a negative length, naming level and position.
+    """
+    out = []
+    for k, level in enumerate(_levels(lengths, name)):
+        arr = _int_level(level, name, k)
+        offsets = np.empty(arr.shape[0] + 1, dtype=np.int64)
+        bad = lod_utils.lengths_to_offsets(arr, offsets)
+        if bad >= 0:
+            raise _NegativeLoDError(
+                f"invalid LoD: {name}[{k}] has a negative length {int(arr[bad])} at position {bad}"
+            )
+        out.append(offsets)
+    return out
+
+
+def _int_level(level, name, k):
+    """One level (offsets or lengths) as int64; negatives are left to the caller to report."""
+    try:
+        arr = level if isinstance(level, np.ndarray) else np.asarray(level)
+    except (ValueError, TypeError):  # ragged or non-numeric
+        raise TypeError(f"{name}[{k}] must be a flat sequence of integers") from None
+    if arr.dtype == object:
+        raise TypeError(f"{name}[{k}] must be a flat sequence of integers")
+    if arr.ndim != 1:
+        raise ValueError(f"{name}[{k}] must be 1-D, got shape {arr.shape}")
+    if arr.dtype.kind not in "iu":
+        if arr.size == 0 and not isinstance(level, np.ndarray):
+            return np.zeros(0, dtype=np.int64)  # [] from a Python list
+        raise TypeError(f"{name}[{k}] must hold integers, got dtype {arr.dtype}")
+    if arr.dtype == np.uint64 and arr.size and int(arr.max()) > _INT64_MAX:
+        pos = int(np.argmax(arr > _INT64_MAX))
+        raise LoDError(f"invalid LoD: {name}[{k}][{pos}] = {int(arr[pos])} does not fit int64")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def offsets_to_lengths(offsets):
+    """``np.diff`` of one level, through the kernel (int64 in, int64 out)."""
+    out = np.empty(max(offsets.shape[0] - 1, 0), dtype=np.int64)
+    if out.shape[0]:
+        lod_utils.offsets_to_lengths(offsets, out)
+    return out
+
+
+def lod_problem(levels, n_rows, name="lod"):
+    """Return a message describing the first violation of SPEC section 1's rules, or None.
+
+    ``levels`` are int64 arrays (see ``as_offsets``); ``n_rows`` is ``data.shape[0]`` or None
+    when the data is not known yet (the last-level check is then skipped).
+    """
+    for k, off in enumerate(levels):
+        if off.shape[0] == 0:
+            return f"invalid LoD: {name}[{k}] is empty; a level holds at least the offset 0"
+        bad = lod_utils.first_bad_offset(off)
+        if bad == 0:
+            return (f"invalid LoD: {name}[{k}] must start at 0, found {int(off[0])} at position 0")
+        if bad > 0:
+            return (f"invalid LoD: {name}[{k}] must be non-decreasing; first violation at "
+                    f"position {bad} ({int(off[bad - 1])} > {int(off[bad])})")
+    for k in range(len(levels) - 1):
+        last, expected = int(levels[k][-1]), levels[k + 1].shape[0] - 1
+        if last != expected:
+            return (f"invalid LoD: {name}[{k}] ends at {last} but level {k + 1} has {expected} "
+                    f"sequences; the last offset of a level must equal the next level's "
+                    f"sequence count")
+    if levels and n_rows is not None and int(levels[-1][-1]) != n_rows:
+        k = len(levels) - 1
+        return (f"invalid LoD: {name}[{k}] (the last level) ends at {int(levels[-1][-1])} but "
+                f"the data has {n_rows} rows")
+    return None
+
+
+def check_lod(levels, n_rows, name="lod"):
+    """Raise ``LoDError`` if ``levels`` is not a valid LoD for ``n_rows`` rows."""
+    msg = lod_problem(levels, n_rows, name)
+    if msg is not None:
+        raise LoDError(msg)
+
+
+def coerce_pad_value(value, dtype, feature_shape, name="pad_value", xp=np):
+    """Convert a pad value once, directly, to ``dtype`` (OPS.md departure 11).
+
+    Returns an array of shape ``feature_shape`` (broadcast from ``()`` or ``(1,)``).
+
+    A Python scalar converts by value: a non-integral or out-of-range value for an integer or
+    bool dtype is a ``TypeError``.  An array or NumPy scalar must cast safely to ``dtype``.
+    """
+    dtype = np.dtype(dtype)
+    feature_shape = tuple(feature_shape)
+    if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
+        if dtype.kind in "iub":
+            if isinstance(value, float) and not float(value).is_integer():
+                raise TypeError(f"{name} = {value!r} is not integral; the output dtype is {dtype}")
+            ivalue = int(value)
+            if dtype.kind == "b":
+                if ivalue not in (0, 1):
+                    raise TypeError(f"{name} = {value!r} does not fit the output dtype bool")
+            else:
+                info = np.iinfo(dtype)
+                if not info.min <= ivalue <= info.max:
+                    raise TypeError(f"{name} = {value!r} is out of range for the output dtype "
+                                    f"{dtype} [{info.min}, {info.max}]")
+            arr = np.array(ivalue, dtype=dtype)
+        else:
+            arr = np.array(value, dtype=dtype)
+    else:
+        src = value.get() if hasattr(value, "__cuda_array_interface__") else value
+        src = getattr(src, "_data", src)  # a LoDTensor
+        src = np.asarray(src)
+        if src.dtype.kind not in "biuf":
+            raise TypeError(f"{name} must be numeric, got dtype {src.dtype}")
+        if not np.can_cast(src.dtype, dtype, "safe"):
+            raise TypeError(f"{name} of dtype {src.dtype} cannot be cast safely to the output "
+                            f"dtype {dtype}")
+        arr = src.astype(dtype)
+    if arr.shape in ((), (1,)):
+        arr = np.broadcast_to(arr.reshape(()), feature_shape)
+    elif arr.shape != feature_shape:
+        raise ValueError(f"{name} must have shape (), (1,) or the feature shape "
+                         f"{feature_shape}, got {arr.shape}")
+    return xp.ascontiguousarray(xp.asarray(arr))

@@ -1,0 +1,93 @@
+"""Shared fixtures: backends (CUDA skipped cleanly without CuPy or a GPU), dtypes, hypothesis."""
+
+import functools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "default", max_examples=60, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "ci", max_examples=150, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "nightly", max_examples=2000, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile("default")
+
+#: Every dtype a LoDTensor may hold (SPEC section 1).
+ALL_DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "int64",
+              "float16", "float32", "float64"]
+NUMERIC_DTYPES = [d for d in ALL_DTYPES if d != "bool"]
+FLOAT_DTYPES = ["float16", "float32", "float64"]
+
+
+@functools.cache
+def cuda_unavailable_reason():
+    """None when CuPy and a CUDA GPU are usable, else why not."""
+    try:
+        import cupy
+    except Exception as exc:  # ImportError, or CUDA libraries that fail to load
+        return f"CuPy is not installed ({exc.__class__.__name__})"
+    try:
+        if cupy.cuda.runtime.getDeviceCount() == 0:
+            return "no CUDA GPU"
+    except Exception as exc:
+        return f"no CUDA GPU ({exc.__class__.__name__})"
+    return None
+
+
+def _cuda_param():
+    reason = cuda_unavailable_reason()
+    marks = [pytest.mark.cuda]
+    if reason:
+        marks.append(pytest.mark.skip(reason=reason))
+    return pytest.param("cuda", marks=marks)
+
+
+BACKENDS = ["cpu", _cuda_param()]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    """"cpu" or "cuda"; move inputs with :func:`on_backend`."""
+    return request.param
+
+
+def on_backend(obj, backend):
+    """Move a LoDTensor or array to ``backend`` ("cpu" or "cuda")."""
+    import lodarrow
+
+    if backend == "cpu":
+        return obj
+    if isinstance(obj, lodarrow.LoDTensor):
+        return obj.cuda()
+    import cupy
+
+    return cupy.asarray(obj)
+
+
+def to_host(obj):
+    """A LoDTensor or array back on the host (for comparisons)."""
+    import lodarrow
+
+    if isinstance(obj, lodarrow.LoDTensor):
+        return obj.cpu()
+    if hasattr(obj, "get") and hasattr(obj, "__cuda_array_interface__"):
+        return obj.get()
+    return obj
+
+
+@pytest.fixture(params=ALL_DTYPES)
+def any_dtype(request):
+    return np.dtype(request.param)
+
+
+@pytest.fixture(params=NUMERIC_DTYPES)
+def numeric_dtype(request):
+    return np.dtype(request.param)
