@@ -217,4 +217,5 @@ def coerce_pad_value(value, dtype, feature_shape, name="pad_value", xp=np):
     elif arr.shape != feature_shape:
         raise ValueError(f"{name} must have shape (), (1,) or the feature shape "
                          f"{feature_shape}, got {arr.shape}")
-    return xp.ascontiguousarray(xp.asarray(arr))
+    arr = np.array(arr, order="C")  # materialise the broadcast; keeps 0-d arrays 0-d
+    return arr if xp is np else xp.asarray(arr)

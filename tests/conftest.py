@@ -1,6 +1,7 @@
 """Shared fixtures: backends (CUDA skipped cleanly without CuPy or a GPU), dtypes, hypothesis."""
 
 import functools
+import os
 
 import numpy as np
 import pytest
@@ -11,14 +12,14 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.register_profile(
-    "ci", max_examples=150, deadline=None,
+    "ci", max_examples=100, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.register_profile(
     "nightly", max_examples=2000, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-settings.load_profile("default")
+settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 #: Every dtype a LoDTensor may hold (SPEC section 1).
 ALL_DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "int64",

@@ -1,0 +1,282 @@
+"""The Pythonic surface of LoDTensor: construction, views, iteration, NumPy interop, places."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import lodarrow as la
+from lodarrow import LoDError
+from strategies import lod_lengths, lod_tensors
+
+from conftest import ALL_DTYPES, cuda_unavailable_reason
+
+
+def _y():
+    return la.LoDTensor(np.arange(14).reshape(7, 2), [[0, 2, 3], [0, 2, 4, 7]])
+
+
+# ---------------------------------------------------------------- construction
+def test_constructor_lod_and_lengths_agree():
+    a = la.LoDTensor(np.arange(7), lod=[[0, 2, 3], [0, 2, 4, 7]])
+    b = la.LoDTensor.from_lengths(np.arange(7), [[2, 1], [2, 2, 3]])
+    assert a.equals(b) and a == b
+    with pytest.raises(TypeError, match="not both"):
+        la.LoDTensor(np.arange(7), lod=[[0, 7]], lengths=[[7]])
+    with pytest.raises(LoDError, match=r"lengths\[0\] \(the last level\) ends at 6"):
+        la.LoDTensor(np.arange(7), lengths=[[6]])
+
+
+def test_constructor_does_not_copy_unless_asked():
+    arr = np.arange(6.0)
+    assert la.LoDTensor(arr, [[0, 6]]).data is arr
+    assert not np.shares_memory(la.LoDTensor(arr, [[0, 6]], copy=True).data, arr)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_every_dtype(dtype):
+    t = la.LoDTensor(np.zeros((4, 3), dtype=dtype), [[0, 1, 4]])
+    assert t.dtype == np.dtype(dtype) and t.feature_shape == (3,)
+
+
+@pytest.mark.parametrize("bad", [np.zeros(3, dtype=np.complex64), np.array(["a"]),
+                                 np.zeros(2, dtype="datetime64[s]"), np.zeros(2, dtype=np.uint32)])
+def test_unsupported_dtypes_are_type_errors(bad):
+    with pytest.raises(TypeError, match="is not supported"):
+        la.LoDTensor(bad)
+
+
+def test_rank0_rejected():
+    with pytest.raises(ValueError, match="rank >= 1"):
+        la.LoDTensor(np.float32(3))
+
+
+def test_properties():
+    y = _y()
+    assert y.lod_level == 2 and len(y) == 2
+    assert y.num_sequences() == 2 and y.num_sequences(1) == 3 and y.num_sequences(-1) == 3
+    assert [o.tolist() for o in y.offsets] == [[0, 2, 3], [0, 2, 4, 7]]
+    assert [l.tolist() for l in y.lengths] == [[2, 1], [2, 2, 3]]
+    assert y.feature_shape == (2,) and y.ndim == 2
+    assert y.place == la.CPUPlace() and repr(y.place) == "Place(cpu)"
+    assert all(o.dtype == np.int64 and not o.flags.writeable for o in y.offsets)
+    with pytest.raises(IndexError, match="level 5 is out of range"):
+        y.num_sequences(5)
+    with pytest.raises(ValueError, match="no LoD levels"):
+        la.LoDTensor(np.arange(3)).num_sequences()
+
+
+def test_offsets_are_read_only():
+    y = _y()
+    with pytest.raises(ValueError, match="read-only"):
+        y.offsets[0][1] = 5
+
+
+# ---------------------------------------------------------------- views and iteration
+def test_index_drops_a_level_and_shares_memory():
+    y = _y()
+    first, second = y[0], y[1]
+    assert first.lod() == [[0, 2, 4]] and second.lod() == [[0, 3]]
+    np.testing.assert_array_equal(second.data, np.arange(8, 14).reshape(3, 2))
+    assert np.shares_memory(first.data, y.data) and np.shares_memory(second.data, y.data)
+    assert y[-1].equals(second)
+    assert y[0][1].lod() == [] and y[0][1].shape() == [2, 2]
+    np.testing.assert_array_equal(y[1][0].data, [[8, 9], [10, 11], [12, 13]])
+
+
+def test_slices_keep_levels():
+    y = _y()
+    s = y[1:]
+    assert s.lod() == [[0, 1], [0, 3]] and np.shares_memory(s.data, y.data)
+    assert y[0:0].lod() == [[0], [0]] and y[0:0].shape() == [0, 2]
+    assert y[:].equals(y)
+    assert y[::-1].lod() == [[0, 1, 3], [0, 3, 5, 7]]
+    np.testing.assert_array_equal(y[::-1].data[:3], y.data[4:])
+
+
+def test_take_and_masks():
+    y = _y()
+    assert y.take([1, 0]).equals(y[::-1])
+    assert y[np.array([True, False])].equals(y[:1])
+    assert y.take([]).lod() == [[0], [0]]
+    with pytest.raises(IndexError, match="index 2 at position 1 is out of range"):
+        y.take([0, 2])
+    with pytest.raises(IndexError, match="boolean mask must have shape"):
+        y[np.array([True])]
+    with pytest.raises(TypeError, match="must be integers"):
+        y.take([0.5])
+
+
+def test_index_errors():
+    y = _y()
+    with pytest.raises(IndexError, match="index 2 is out of range for a LoDTensor of 2 sequences"):
+        y[2]
+    with pytest.raises(IndexError, match="index -3"):
+        y[-3]
+    with pytest.raises(TypeError, match="indices must be integers"):
+        y["a"]
+
+
+def test_plain_tensor_indexing_and_iteration():
+    p = la.LoDTensor(np.arange(6).reshape(3, 2))
+    assert len(p) == 3
+    np.testing.assert_array_equal(p[1], [2, 3])
+    assert p[1:].shape() == [2, 2]
+    assert [r.tolist() for r in p] == [[0, 1], [2, 3], [4, 5]]
+
+
+def test_iteration_yields_sequences():
+    y = _y()
+    assert [s.lod() for s in y] == [[[0, 2, 4]], [[0, 3]]]
+
+
+def test_zero_sequence_and_all_empty_tensors():
+    z = la.LoDTensor(np.zeros((0, 3), dtype=np.float32), [[0]])
+    assert len(z) == 0 and list(z) == [] and z.to_list() == []
+    e = la.LoDTensor(np.zeros((0,), dtype=np.int8), lengths=[[2, 0], [0, 0]])
+    assert e.to_list() == [[[], []], []]
+    assert e[0].lod() == [[0, 0, 0]] and e[1].lod() == [[0]]
+    assert la.from_list(e.to_list(), dtype="int8", lod_level=2).equals(e)
+
+
+def test_offsets_past_2_31():
+    # A zero-width feature axis gives 2**31 + 10 rows without memory: offsets must be int64.
+    n = 2**31 + 10
+    t = la.LoDTensor(np.empty((n, 0), dtype=np.float32), lengths=[[2**31, 10]])
+    assert t.lod() == [[0, 2**31, n]]
+    assert t[1].shape() == [10, 0] and t[0].shape() == [2**31, 0]
+    with pytest.raises(LoDError, match=f"ends at {n - 1} but the data has {n} rows"):
+        la.LoDTensor(np.empty((n, 0), dtype=np.float32), lod=[[0, 2**31 + 2, n - 1]])
+
+
+# ---------------------------------------------------------------- lists
+def test_to_list_and_from_list():
+    y = _y()
+    assert y.to_list() == [[[[0, 1], [2, 3]], [[4, 5], [6, 7]]], [[[8, 9], [10, 11], [12, 13]]]]
+    back = la.from_list(y.to_list(), dtype=y.dtype, lod_level=2)
+    assert back.equals(y)
+    assert la.from_list([[1, 2], [3]]).lod() == [[0, 2, 3]]
+    assert la.from_list([1, 2, 3]).lod_level == 0
+    with pytest.raises(ValueError, match="do not share one shape"):
+        la.from_list([[[1, 2]], [[3]]], lod_level=1)
+    with pytest.raises(ValueError, match=r"expected a list at depth 1 \(position \[0, 0\]\)"):
+        la.from_list([[1, 2]], lod_level=2)
+    with pytest.raises(TypeError, match="must be a list"):
+        la.from_list(3)
+
+
+@given(lod_tensors())
+def test_hypothesis_to_list_from_list_round_trip(t):
+    back = la.from_list(t.to_list(), dtype=t.dtype, lod_level=t.lod_level)
+    if t.data.shape[0] == 0:  # no rows: the feature shape is not in the lists
+        assert back.lod() == t.lod()
+    else:
+        assert back.equals(t)
+
+
+@given(st.integers(1, 3).flatmap(lambda n: lod_lengths(n)))
+def test_hypothesis_lengths_offsets_round_trip(lengths_rows):
+    lengths, rows = lengths_rows
+    t = la.LoDTensor(np.zeros(rows), lengths=lengths)
+    assert t.recursive_sequence_lengths() == lengths
+    u = la.LoDTensor(np.zeros(rows), lod=t.lod())
+    assert u.recursive_sequence_lengths() == lengths
+    assert all(o[0] == 0 and np.all(np.diff(o) >= 0) for o in t.offsets)
+
+
+# ---------------------------------------------------------------- NumPy protocol
+def test_array_protocol():
+    y = _y()
+    assert np.asarray(y) is y.data
+    a = np.array(y)
+    assert not np.shares_memory(a, y.data)
+    np.testing.assert_array_equal(np.asarray(y, dtype=np.float32), y.data.astype(np.float32))
+    assert y.__array__(copy=False) is y.data
+    with pytest.raises(ValueError, match="needs a copy"):
+        y.__array__(dtype=np.float32, copy=False)
+    assert not np.shares_memory(y.__array__(copy=True), y.data)
+    assert y.numpy() is y.data
+
+
+def test_equals_is_exact():
+    a = la.LoDTensor(np.array([1.0, np.nan]), [[0, 2]])
+    assert a.equals(la.LoDTensor(np.array([1.0, np.nan]), [[0, 2]]))
+    assert not a.equals(la.LoDTensor(np.array([1.0, np.nan]), [[0, 1, 2]]))
+    assert not a.equals(la.LoDTensor(np.array([1.0, np.nan], dtype=np.float32), [[0, 2]]))
+    assert not a.equals(np.array([1.0, np.nan]))
+    assert (a == 3) is False
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(a)
+
+
+def test_repr():
+    assert repr(_y()) == ("LoDTensor(lod=[[0, 2, 3], [0, 2, 4, 7]], shape=(7, 2), dtype=int64, "
+                          "place=Place(cpu))")
+
+
+# ---------------------------------------------------------------- places
+def test_cpu_place_round_trips():
+    y = _y()
+    assert y.to("cpu") is y and y.cpu() is y and y.to(la.CPUPlace()) is y
+    with pytest.raises(TypeError, match="place must be"):
+        y.to("tpu")
+
+
+@pytest.mark.skipif(cuda_unavailable_reason() is None, reason="a GPU is present")
+def test_cuda_place_without_gpu_says_what_is_missing():
+    reason = cuda_unavailable_reason()
+    match = "needs CuPy" if "CuPy" in reason else "needs a CUDA GPU"
+    with pytest.raises(la.BackendError, match=match):
+        la.CUDAPlace(0)
+    with pytest.raises(la.BackendError, match=match):
+        _y().cuda()
+    with pytest.raises(la.BackendError, match=match):
+        la.CUDAPinnedPlace()
+    with pytest.raises(TypeError, match="device_id must be an integer"):
+        la.CUDAPlace("0")
+    with pytest.raises(ValueError, match="device_id must be >= 0"):
+        la.CUDAPlace(-1)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(cuda_unavailable_reason() is not None, reason="needs CuPy and a GPU")
+def test_cuda_round_trip():
+    import cupy
+
+    y = _y()
+    g = y.cuda()
+    assert isinstance(g.data, cupy.ndarray) and g.place == la.CUDAPlace(0)
+    assert g.lod() == y.lod() and g.cpu().equals(y)
+    np.testing.assert_array_equal(np.array(g), y.data)
+    with pytest.raises(ValueError, match="without a copy"):
+        g.__array__(copy=False)
+    assert g._device_offsets_for(0) is g._device_offsets_for(0)
+    p = y.to(la.CUDAPinnedPlace())
+    assert isinstance(p.data, np.ndarray) and p.equals(y)
+    t = la.LoDTensor()
+    t.set(y.data, la.CUDAPlace(0))
+    assert isinstance(t.data, cupy.ndarray)
+    assert g.__cuda_array_interface__["shape"] == (7, 2)
+
+
+# ---------------------------------------------------------------- build and import hygiene
+def test_compiled_kernels_are_loaded():
+    import importlib.machinery
+
+    from lodarrow._ext import lod_utils
+
+    assert lod_utils.__file__.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+    assert type(lod_utils.first_bad_offset).__name__ in ("cython_function_or_method",
+                                                          "builtin_function_or_method")
+    assert isinstance(la.openmp_enabled(), bool)
+
+
+def test_import_does_not_pull_optional_modules():
+    code = ("import sys, lodarrow; bad = [m for m in ('pandas', 'cupy', 'pyarrow.parquet', "
+            "'polars', 'matplotlib', 'rich') if m in sys.modules]; print(bad); "
+            "sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
