@@ -92,8 +92,11 @@ def extensions():
         include_path=["_ext"],
         # Debug and release builds must not share generated C files.
         build_dir="build/cython-debug" if DEBUG else "build/cython",
-        nthreads=0,
     )
 
 
-setup(ext_modules=extensions())
+setup(
+    ext_modules=extensions(),
+    # Compile the extension modules in parallel (pip gives no -j of its own).
+    options={"build_ext": {"parallel": os.cpu_count() or 1}},
+)

@@ -419,6 +419,11 @@ class LoDTensor:
 
         return export_c_array(self, requested_schema)
 
+    def __arrow_c_device_array__(self, requested_schema=None, **kwargs):
+        from lodarrow._cdevice import export_device_array
+
+        return export_device_array(self, requested_schema, **kwargs)
+
     def to_pandas(self):
         """This tensor as a ``pandas.Series`` with ``pd.ArrowDtype``, a row per sequence."""
         from lodarrow._pandas import to_pandas
@@ -567,7 +572,6 @@ def create_lod_tensor(data, recursive_seq_lens, place=None):
     [[0, 2, 2, 5], [0, 1, 3, 4, 4, 7]]
     """
     if isinstance(data, LoDTensor):
-        data._check_valid("data") if data._offsets else None
         return create_lod_tensor(np.array(data), recursive_seq_lens, place)
     if isinstance(data, list):
         lengths, rows = [], []
