@@ -319,7 +319,8 @@ def from_arrow(obj, nulls="error"):
     Returns
     -------
     LoDTensor
-        On the CPU.  Every variable-size list (``List``, ``LargeList``, ``ListView``,
+        On the CPU; or, for a producer whose ``__arrow_c_device_array__`` reports CUDA memory
+        (a GPU LoDTensor, cuDF ...), on that GPU as views of the device buffers.  Every variable-size list (``List``, ``LargeList``, ``ListView``,
         ``LargeListView``) is a LoD level; a ``FixedSizeList`` above the last of them is a level
         of uniform lengths and one below it a feature dimension.  Without any variable-size
         list the result has no LoD (``lod_level == 0``, one data row per element).
@@ -364,6 +365,12 @@ def from_arrow(obj, nulls="error"):
     """
     if nulls not in _NULLS:
         raise ValueError(f"from_arrow: nulls must be 'error' or 'empty', got {nulls!r}")
+    if hasattr(obj, "__arrow_c_device_array__") and not isinstance(obj, _PYARROW_CONTAINERS):
+        # GPU producers (a GPU LoDTensor, cuDF ...): views on the device, no copy.
+        from lodarrow._cdevice import ARROW_DEVICE_CPU, device_type_of, import_device_array
+
+        if device_type_of(obj) not in (None, ARROW_DEVICE_CPU):
+            return import_device_array(obj, nulls)
     chunks, plan = _as_chunks(obj)
     if isinstance(chunks, pa.Array):
         data, levels = _decode(chunks, plan, nulls, None, 0)
@@ -382,6 +389,9 @@ def from_arrow(obj, nulls="error"):
         start += len(chunk)
     data, levels = _join(parts, plan)
     return LoDTensor._from_trusted(data, _freeze(levels), _CPU)
+
+
+_PYARROW_CONTAINERS = (pa.Array, pa.ChunkedArray, pa.Table, pa.RecordBatch)
 
 
 def _as_chunks(obj):
