@@ -9,15 +9,18 @@ from hypothesis import HealthCheck, settings
 
 settings.register_profile(
     "default", max_examples=60, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                           HealthCheck.function_scoped_fixture],
 )
 settings.register_profile(
     "ci", max_examples=100, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                           HealthCheck.function_scoped_fixture],
 )
 settings.register_profile(
     "nightly", max_examples=2000, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                           HealthCheck.function_scoped_fixture],
 )
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 

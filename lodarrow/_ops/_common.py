@@ -1,6 +1,8 @@
 """Helpers every operator shares: input coercion, LoD-level checks, threading, byte views."""
 
+import math
 import os
+import sys
 
 import numpy as np
 
@@ -69,14 +71,14 @@ def row_bytes(data):
     Data-moving kernels copy whole rows with ``memcpy`` through this view, so one kernel
     serves every dtype, bool and float16 included.
     """
-    xp = np
-    if is_cupy_array(data):
-        import cupy as xp
-    data = xp.ascontiguousarray(data)
+    if not data.flags.c_contiguous:
+        data = data.copy(order="C")
     n = data.shape[0]
-    width = data.dtype.itemsize * int(np.prod(data.shape[1:], dtype=np.int64))
-    return data.reshape(n, -1).view(np.uint8).reshape(n, width) if n and width else \
-        xp.empty((n, width), dtype=np.uint8)
+    width = data.dtype.itemsize * math.prod(data.shape[1:])
+    if n and width:
+        return data.view(np.uint8).reshape(n, width)
+    xp = sys.modules["cupy"] if is_cupy_array(data) else np
+    return xp.empty((n, width), dtype=np.uint8)  # nothing to view: no rows or no bytes per row
 
 
 def num_threads():
@@ -104,7 +106,8 @@ def chunk_bounds(offsets, n_chunks):
     """
     n_seq = offsets.shape[0] - 1
     n_chunks = max(1, min(int(n_chunks), n_seq))
-    targets = np.linspace(0, int(offsets[-1]), n_chunks + 1)
+    # int64 targets: float ones would make searchsorted cast all of ``offsets`` to float64.
+    targets = np.linspace(0, int(offsets[-1]), n_chunks + 1).astype(np.int64)
     bounds = np.searchsorted(offsets, targets, side="left").astype(np.int64)
     bounds[0], bounds[-1] = 0, n_seq
     np.clip(bounds, 0, n_seq, out=bounds)

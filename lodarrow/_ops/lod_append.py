@@ -1,4 +1,96 @@
-"""Placeholder: being implemented."""
+"""``lod_append``: add one LoD level under a tensor's existing levels (OPS.md section 1)."""
 
-def lod_append(*args, **kwargs):
-    raise NotImplementedError('lod_append')
+import numpy as np
+
+from lodarrow._backend import backend_of
+from lodarrow._errors import LoDError
+from lodarrow._ops._common import as_lod_tensor
+from lodarrow._ops.lod_reset import (
+    _ArgumentError,
+    _as_tensor_or_array,
+    _check_ends_at_rows,
+    _flat_offsets,
+    check_new_level,
+)
+from lodarrow._tensor import LoDTensor, _freeze
+
+__all__ = ["lod_append"]
+
+
+def lod_append(x, level, name=None):
+    """Append one level of offsets after ``x``'s LoD levels (``lod_reset`` with ``append``).
+
+    The output **shares x's data** (no copy): only the LoD is new.
+
+    Parameters
+    ----------
+    x : LoDTensor, array_like or Arrow array
+        The data; its levels are kept and the new level is appended after them (a tensor
+        without LoD gets just the new level).
+    level : sequence of int, array or LoDTensor
+        The new level as offsets (not lengths), of any integer dtype: a flat list or 1-D
+        array, or a tensor whose data is read flat.  A LoDTensor **with** a LoD instead
+        replaces ``x``'s whole LoD by its own (Paddle's behaviour for a ``Y`` with a LoD).
+    name : str, optional
+        Accepted for Paddle compatibility and ignored.
+
+    Returns
+    -------
+    LoDTensor
+        ``x``'s data (the same array) with ``lod_level + 1`` levels, on ``x``'s place.
+
+    Raises
+    ------
+    TypeError
+        If ``level`` is None or a scalar (also a ``ValueError``, as Paddle's), or its
+        values are not integers.
+    LoDError
+        If the new level is empty, does not start at 0 (the message suggests the offsets the
+        values would make as lengths), decreases, or does not end at ``x``'s row count; or
+        if ``x``'s last level does not end at the new level's sequence count, so that the
+        levels would not chain.
+    ValueError
+        If ``x`` and ``level`` live on different devices, or a list ``level`` is not flat.
+
+    Examples
+    --------
+    >>> import numpy as np, lodarrow as la
+    >>> x = la.LoDTensor(np.arange(6.0))
+    >>> la.lod_append(x, [0, 1, 3, 6]).lod()
+    [[0, 1, 3, 6]]
+
+    Under an existing level, the new one must have one sequence per row of ``x``:
+
+    >>> x = la.LoDTensor(np.arange(6.0), lod=[[0, 2, 6]])
+    >>> la.lod_append(x, [0, 0, 2, 3, 4, 5, 6]).lod()
+    [[0, 2, 6], [0, 0, 2, 3, 4, 5, 6]]
+    >>> la.lod_append(x, [0, 2, 6])
+    Traceback (most recent call last):
+    ...
+    lodarrow._errors.LoDError: lod_append: x's last LoD level (level 0) ends at 6, so the \
+appended level must have 6 sequences (7 offsets), got 2 sequences
+    """
+    x = as_lod_tensor(x, "x")
+    rows = x._data.shape[0]
+    if level is None or isinstance(level, (bool, int, float, np.generic)):
+        raise _ArgumentError(f"lod_append: level must be offsets (a list, array or LoDTensor), "
+                             f"got {type(level).__name__}")
+    if isinstance(level, (list, tuple)):
+        new = _flat_offsets(level, "level", "lod_append", flat_only=True)
+    else:
+        y = _as_tensor_or_array(level, "level")
+        backend_of("lod_append", x=x, level=y)
+        if isinstance(y, LoDTensor) and y._offsets:
+            _check_ends_at_rows(y, rows, "lod_append", "level")
+            return LoDTensor._from_trusted(x._data, y._offsets, x._place)
+        # An array or a plain tensor is read flat, as Paddle's operator reads Y.
+        new = _flat_offsets(y, "level", "lod_append")
+    check_new_level(new, rows, "level", "lod_append")
+    if x._offsets:
+        k = len(x._offsets) - 1
+        end = int(x._offsets[-1][-1])
+        if end != new.shape[0] - 1:
+            raise LoDError(f"lod_append: x's last LoD level (level {k}) ends at {end}, so the "
+                           f"appended level must have {end} sequences ({end + 1} offsets), got "
+                           f"{new.shape[0] - 1} sequences")
+    return LoDTensor._from_trusted(x._data, x._offsets + _freeze([new]), x._place)

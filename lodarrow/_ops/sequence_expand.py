@@ -1,4 +1,145 @@
-"""Placeholder: being implemented."""
+"""``sequence_expand``: repeat rows or sequences of ``x`` as a level of ``y`` says (OPS.md 2)."""
 
-def sequence_expand(*args, **kwargs):
-    raise NotImplementedError('sequence_expand')
+from contextlib import nullcontext
+
+import numpy as np
+
+from lodarrow._backend import array_namespace, backend_of
+from lodarrow._errors import LoDError
+from lodarrow._ext import seq_gather
+from lodarrow._ops._common import as_lod_tensor, chunk_bounds, require_lod_levels, row_bytes, \
+    threads_for
+from lodarrow._tensor import LoDTensor, _freeze
+from lodarrow._validation import as_int
+
+__all__ = ["sequence_expand"]
+
+_HOST = nullcontext()  # the CUDA path runs under the data's device instead
+
+
+def sequence_expand(x, y, ref_level=-1, name=None):
+    """Repeat each row (or sequence) of ``x`` as many times as ``y``'s level ``ref_level`` says.
+
+    Let ``r[i]`` be the lengths of ``y``'s level ``ref_level`` (``n`` sequences).
+
+    * ``x`` without LoD (``n`` rows): row ``i`` is repeated ``r[i]`` times; the output has
+      **no LoD**, even when ``y`` has several levels.
+    * ``x`` with one LoD level (``n`` sequences): sequence ``i`` is repeated whole ``r[i]``
+      times; the output has one level with ``r[i]`` entries ``len(x seq i)`` for each ``i``
+      (``r[i] == 0`` adds nothing; an empty ``x`` sequence adds ``r[i]`` empty ones).
+
+    Parameters
+    ----------
+    x : LoDTensor, array_like or Arrow array
+        The data, of any dtype and rank >= 1 (trailing axes are kept), with 0 or 1 LoD level.
+    y : LoDTensor or Arrow array
+        Gives the repeat counts; it needs at least one LoD level.  Its data is not read.
+    ref_level : int, default -1
+        The level of ``y`` to follow, in ``[0, y.lod_level)``; -1 means the last.
+    name : str, optional
+        Accepted for Paddle compatibility and ignored.
+
+    Returns
+    -------
+    LoDTensor
+        ``sum(r[i] * len(x seq i))`` rows of ``x``'s dtype and feature shape, on ``x``'s place.
+
+    Raises
+    ------
+    LoDError
+        If ``x`` has more than one LoD level, ``y`` has none, or ``x``'s rows (no LoD) or
+        sequences (one level) do not match ``y``'s level ``ref_level``.
+    ValueError
+        If ``ref_level`` is out of range, or ``x`` and ``y`` live on different devices.
+    TypeError
+        If ``ref_level`` is not an integer.
+
+    Examples
+    --------
+    The seed's case 1 (repeat whole sequences by ``y``'s level 0) and case 2 (repeat rows):
+
+    >>> import numpy as np, lodarrow as la
+    >>> x = la.create_lod_tensor(np.array([[1], [2], [3], [4]], np.float32), [[2, 2]],
+    ...                          la.CPUPlace())
+    >>> y = la.create_lod_tensor(np.arange(1, 9, dtype=np.float32).reshape(8, 1),
+    ...                          [[2, 2], [3, 3, 1, 1]], la.CPUPlace())
+    >>> print(la.sequence_expand(x, y, ref_level=0))
+    - lod: {{0, 2, 4, 6, 8}}
+    - place: Place(cpu)
+    - shape: [8, 1]
+    - layout: NCHW
+    - dtype: float32
+    - data: [1 2 1 2 3 4 3 4]
+    >>> x = la.LoDTensor(np.array([[1.0], [2.0], [3.0]]))
+    >>> y = la.LoDTensor(np.zeros((5, 1)), lengths=[[2, 0, 3]])
+    >>> out = la.sequence_expand(x, y)
+    >>> out.numpy().ravel().tolist(), out.lod()
+    ([1.0, 1.0, 3.0, 3.0, 3.0], [])
+    """
+    x = as_lod_tensor(x, "x")
+    y = as_lod_tensor(y, "y")
+    backend = backend_of("sequence_expand", x=x, y=y)
+    require_lod_levels(x, "x", "sequence_expand", (0, 1))
+    if not y._offsets:
+        raise LoDError("sequence_expand: y must have at least 1 LoD level, got 0")
+    ref_level = as_int(ref_level, "ref_level")
+    levels = len(y._offsets)
+    if not (ref_level == -1 or 0 <= ref_level < levels):
+        raise ValueError(f"sequence_expand: ref_level must be -1 or in [0, {levels}) for a y "
+                         f"with {levels} LoD level(s), got {ref_level}")
+    if ref_level == -1:
+        ref_level = levels - 1
+    ref = y._offsets[ref_level]
+    n = ref.shape[0] - 1
+    data = x._data
+    if not x._offsets:
+        if data.shape[0] != n:
+            raise LoDError(f"sequence_expand: x has no LoD, so it needs one row per sequence "
+                           f"of y's level {ref_level} ({n}), got {data.shape[0]} rows")
+        with data.device if backend == "cuda" else _HOST:
+            out = array_namespace(backend).empty((int(ref[-1]),) + data.shape[1:], data.dtype)
+            (_cuda if backend == "cuda" else _cpu)(out, x, y, ref_level, None, None)
+        return LoDTensor._from_trusted(out, (), x._place)
+    x_off = x._offsets[0]
+    if x_off.shape[0] - 1 != n:
+        raise LoDError(f"sequence_expand: x has {x_off.shape[0] - 1} sequences but y's level "
+                       f"{ref_level} has {n}; they must match")
+    out_lod = np.empty(int(ref[-1]) + 1, dtype=np.int64)
+    seq_gather.expand_lod(x_off, ref, out_lod)
+    with data.device if backend == "cuda" else _HOST:
+        out = array_namespace(backend).empty((int(out_lod[-1]),) + data.shape[1:],
+                                             data.dtype)
+        result = LoDTensor._from_trusted(out, _freeze([out_lod]), x._place)
+        (_cuda if backend == "cuda" else _cpu)(out, x, y, ref_level, out_lod, result)
+    return result
+
+
+def _cpu(out, x, y, ref_level, out_lod, result):
+    """Row repeats (``out_lod`` None) or whole-block repeats through ``seq_gather``."""
+    if out.size == 0:
+        return
+    ref = y._offsets[ref_level]
+    threads = threads_for(out.size)
+    dst, src = row_bytes(out), row_bytes(x._data)
+    if out_lod is None:
+        bounds = chunk_bounds(ref, threads * 4) if threads > 1 else None
+        seq_gather.expand_rows(dst, src, ref, bounds, threads)
+    else:
+        # Balance chunks by output rows: block i writes out_lod[ref[i]] .. out_lod[ref[i + 1]].
+        bounds = chunk_bounds(out_lod[ref], threads * 4) if threads > 1 else None
+        seq_gather.expand_blocks(dst, src, x._offsets[0], ref, out_lod, bounds, threads)
+
+
+def _cuda(out, x, y, ref_level, out_lod, result):
+    """The same on the GPU; offsets mirrored once and cached on their tensors."""
+    if out.size == 0:
+        return
+    from lodarrow._cuda import gather
+
+    ref = y._device_offsets_for(ref_level)
+    dst, src = row_bytes(out), row_bytes(x._data)
+    if out_lod is None:
+        gather.expand_rows(dst, src, ref)
+    else:
+        out_lod_dev = result._device_offsets_for(0)
+        gather.expand_blocks(dst, src, x._device_offsets_for(0), ref, out_lod_dev)

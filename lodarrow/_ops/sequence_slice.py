@@ -1,4 +1,129 @@
-"""Placeholder: being implemented."""
+"""``sequence_slice``: a sub-range of every last-level sequence (OPS.md 11, departure 6)."""
 
-def sequence_slice(*args, **kwargs):
-    raise NotImplementedError('sequence_slice')
+from contextlib import nullcontext
+
+import numpy as np
+
+from lodarrow._backend import array_namespace, backend_of, is_cupy_array
+from lodarrow._ext import seq_gather
+from lodarrow._ops._common import as_lod_tensor, chunk_bounds, require_lod_levels, row_bytes, \
+    threads_for
+from lodarrow._tensor import LoDTensor, _freeze
+from lodarrow._validation import as_index_array
+
+__all__ = ["sequence_slice"]
+
+_HOST = nullcontext()  # the CUDA path runs under the data's device instead
+
+
+class _NegativeSliceError(ValueError, IndexError):
+    """A negative offset or length: a ``ValueError`` (an invalid argument) that is also an
+    ``IndexError`` (Paddle reports slice bounds as out of range)."""
+
+
+def sequence_slice(input, offset, length, name=None):
+    """Keep rows ``[offset[i], offset[i] + length[i])`` of every last-level sequence ``i``.
+
+    Parameters
+    ----------
+    input : LoDTensor or Arrow array
+        At least one LoD level; the last level is sliced, outer levels are kept.  Any dtype
+        and rank >= 1.
+    offset, length : array_like or LoDTensor
+        One entry per last-level sequence, of shape ``[n]`` or ``[n, 1]`` and any integer
+        dtype; non-negative, with ``offset[i] + length[i] <= len(seq i)``.  Zero lengths
+        (also at ``offset == len(seq i)``) give empty sequences.
+    name : str, optional
+        Accepted for Paddle compatibility and ignored.
+
+    Returns
+    -------
+    LoDTensor
+        ``sum(length)`` rows; the last level's lengths are ``length``.
+
+    Raises
+    ------
+    LoDError
+        If ``input`` has no LoD.
+    ValueError
+        If ``offset`` or ``length`` has the wrong shape or count, or a negative entry (also an
+        ``IndexError``), or the inputs live on different devices.
+    IndexError
+        If ``offset[i] + length[i]`` runs past the end of sequence ``i``.
+    TypeError
+        If ``offset`` or ``length`` is not of an integer dtype.
+
+    Examples
+    --------
+    >>> import numpy as np, lodarrow as la
+    >>> x = la.LoDTensor(np.arange(10), lengths=[[3, 2, 4, 1]])
+    >>> out = la.sequence_slice(x, offset=[[0], [1], [1], [1]], length=[[2], [1], [3], [0]])
+    >>> out.numpy().tolist(), out.lod()
+    ([0, 1, 4, 6, 7, 8], [[0, 2, 3, 6, 6]])
+    """
+    x = as_lod_tensor(input, "input")
+    backend = backend_of("sequence_slice", input=x, offset=_array_or_none(offset),
+                         length=_array_or_none(length))
+    require_lod_levels(x, "input", "sequence_slice", range(1, 1 << 16))
+    last = x._offsets[-1]
+    n = last.shape[0] - 1
+    off = _host_indices(offset, "offset", n)
+    lens = _host_indices(length, "length", n)
+    src_start = np.empty(n, dtype=np.int64)
+    out_off = np.empty(n + 1, dtype=np.int64)
+    bad = seq_gather.slice_plan(last, off, lens, src_start, out_off)
+    if bad >= 0:
+        _raise_bad_slice(bad, last, off, lens)
+    data = x._data
+    with data.device if backend == "cuda" else _HOST:
+        out = array_namespace(backend).empty((int(out_off[-1]),) + data.shape[1:], data.dtype)
+        result = LoDTensor._from_trusted(out, x._offsets[:-1] + _freeze([out_off]), x._place)
+        (_cuda if backend == "cuda" else _cpu)(out, x, src_start, result)
+    return result
+
+
+def _raise_bad_slice(i, last, off, lens):
+    """Explain why sequence ``i``'s slice is invalid (the first invalid one)."""
+    for arg, name in ((off, "offset"), (lens, "length")):
+        if arg[i] < 0:
+            raise _NegativeSliceError(f"sequence_slice: {name}[{i}] = {int(arg[i])} is negative")
+    raise IndexError(f"sequence_slice: sequence {i} has {int(last[i + 1] - last[i])} rows, but "
+                     f"offset[{i}] + length[{i}] = {int(off[i])} + {int(lens[i])} runs past its "
+                     f"end")
+
+
+def _array_or_none(obj):
+    """An array argument for the device check; Python lists are neutral."""
+    return None if isinstance(obj, (list, tuple, int)) else obj
+
+
+def _host_indices(obj, name, n):
+    src = obj._data if isinstance(obj, LoDTensor) else obj
+    if is_cupy_array(src):
+        src = src.get()
+    arr = as_index_array(src, f"sequence_slice: {name}")
+    if arr.shape[0] != n:
+        raise ValueError(f"sequence_slice: {name} has {arr.shape[0]} entries but input has "
+                         f"{n} sequences; give one per sequence")
+    return arr
+
+
+def _cpu(out, x, src_start, result):
+    if out.size == 0:
+        return
+    out_off = result._offsets[-1]
+    threads = threads_for(out.size)
+    bounds = chunk_bounds(out_off, threads * 4) if threads > 1 else None
+    seq_gather.gather_blocks(row_bytes(out), row_bytes(x._data), src_start, out_off, bounds,
+                             threads)
+
+
+def _cuda(out, x, src_start, result):
+    if out.size == 0:
+        return
+    import cupy
+
+    from lodarrow._cuda import gather
+
+    out_off = result._device_offsets_for(len(result._offsets) - 1)
+    gather.gather_blocks(row_bytes(out), row_bytes(x._data), cupy.asarray(src_start), out_off)
