@@ -18,3 +18,26 @@ from lodarrow._ops.sequence_pool import sequence_pool, sequence_first_step, sequ
 from lodarrow._ops.sequence_softmax import sequence_softmax
 from lodarrow._ops.sequence_conv import sequence_conv
 from lodarrow._ops.sequence_topk_avg_pooling import sequence_topk_avg_pooling
+
+__all__ = [
+    "lod_append",
+    "lod_reset",
+    "sequence_concat",
+    "sequence_conv",
+    "sequence_enumerate",
+    "sequence_erase",
+    "sequence_expand",
+    "sequence_expand_as",
+    "sequence_first_step",
+    "sequence_last_step",
+    "sequence_mask",
+    "sequence_pad",
+    "sequence_pool",
+    "sequence_reshape",
+    "sequence_reverse",
+    "sequence_scatter",
+    "sequence_slice",
+    "sequence_softmax",
+    "sequence_topk_avg_pooling",
+    "sequence_unpad",
+]

@@ -9,6 +9,7 @@ import numpy as np
 from lodarrow._backend import is_cupy_array
 from lodarrow._errors import LoDError
 from lodarrow._tensor import LoDTensor
+from lodarrow._validation import coerce_pad_value
 
 __all__ = [
     "as_lod_tensor",
@@ -18,6 +19,12 @@ __all__ = [
     "threads_for",
     "chunk_bounds",
     "PARALLEL_MIN_WORK",
+    "ANY_LEVELS",
+    "check_growth",
+    "plan_threads",
+    "flat_bytes",
+    "backend_of_data",
+    "pad_array",
 ]
 
 #: Below this many elements of work a kernel runs on one thread: OpenMP's start-up would
@@ -81,6 +88,11 @@ def row_bytes(data):
     return xp.empty((n, width), dtype=np.uint8)  # nothing to view: no rows or no bytes per row
 
 
+def backend_of_data(data):
+    """"cpu" or "cuda" for a single array (there is nothing to mix up)."""
+    return "cuda" if is_cupy_array(data) else "cpu"
+
+
 def num_threads():
     """Threads a kernel may use: ``LODARROW_NUM_THREADS`` or the CPUs this process may run on."""
     env = os.environ.get("LODARROW_NUM_THREADS")
@@ -112,3 +124,83 @@ def chunk_bounds(offsets, n_chunks):
     bounds[0], bounds[-1] = 0, n_seq
     np.clip(bounds, 0, n_seq, out=bounds)
     return np.maximum.accumulate(bounds)
+
+
+#: LoD level counts accepted by the operators that act on the last level (OPS.md departure 6).
+ANY_LEVELS = range(1, 1024)
+
+#: An argument that widens an output beyond what the data needs (``maxlen`` or ``win_size``
+#: longer than the longest sequence, ``maxlen`` above ``max(x)``) may grow it up to this many
+#: bytes, or ``GROWTH_FACTOR`` times the output the data needs if that is larger.  Beyond that
+#: it is a ``ValueError``, never a ``MemoryError`` (SPEC section 3.1.1).
+GROWTH_MIN_BYTES = 1 << 30
+GROWTH_FACTOR = 16
+
+
+def check_growth(op, arg, value, need, unit_bytes):
+    """Raise ``ValueError`` if ``arg=value`` inflates the output far beyond ``arg=need``.
+
+    ``unit_bytes`` is the output's size in bytes per unit of ``value`` (counted as at least 1,
+    so an empty output still bounds the argument).  ``need`` may be a callable, evaluated only
+    when the output would pass ``GROWTH_MIN_BYTES``.
+    """
+    unit = max(int(unit_bytes), 1)
+    if value * unit <= GROWTH_MIN_BYTES:
+        return
+    if callable(need):
+        need = need()
+    if value <= need:
+        return
+    limit = max(GROWTH_MIN_BYTES, GROWTH_FACTOR * int(need) * unit)
+    if value * unit > limit:
+        raise ValueError(
+            f"{op}: {arg}={value} would make an output of {value * unit} bytes, far beyond "
+            f"what the data needs ({arg}={need}); at most {arg}={limit // unit} is allowed"
+        )
+
+
+def plan_threads(offsets, work, by_rows=True):
+    """``(n_threads, bounds)``: threads for ``work`` elements and the sequence chunks.
+
+    One chunk of all sequences when single-threaded; else ``4 * n_threads`` chunks balanced
+    by rows (``by_rows``), or by sequence count where every sequence costs the same.
+    """
+    n_threads = threads_for(work)
+    n_seq = offsets.shape[0] - 1
+    if n_threads == 1 or n_seq < 2:
+        return 1, np.array([0, n_seq], dtype=np.int64)
+    if not by_rows:
+        n_chunks = min(n_threads * 4, n_seq)
+        return n_threads, np.arange(n_chunks + 1, dtype=np.int64) * n_seq // n_chunks
+    return n_threads, chunk_bounds(offsets, n_threads * 4)
+
+
+def flat_bytes(a):
+    """``a`` as a flat uint8 view (a C-contiguous copy first if it is strided)."""
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+
+
+_PAD_CACHE = {}
+_PAD_CACHE_SIZE = 256
+
+
+def pad_array(value, dtype, feature_shape, xp):
+    """``coerce_pad_value``, memoised for Python scalars on the host (the usual call).
+
+    The cached arrays are read-only; kernels only read them.
+    """
+    kind = type(value)
+    if xp is not np or kind not in (int, float, bool):
+        return coerce_pad_value(value, dtype, feature_shape, xp=xp)
+    key = (kind, value.hex() if kind is float else value, dtype, feature_shape)  # -0.0 != 0.0
+    arr = _PAD_CACHE.get(key)
+    if arr is None:
+        arr = coerce_pad_value(value, dtype, feature_shape)
+        arr.flags.writeable = False
+        if len(_PAD_CACHE) >= _PAD_CACHE_SIZE:
+            _PAD_CACHE.clear()
+        _PAD_CACHE[key] = arr
+    return arr
+
+
+# ---------------------------------------------------------------------------------------------

@@ -1,4 +1,116 @@
-"""Placeholder: being implemented."""
+"""``sequence_enumerate``: every window of ``win_size`` ids of a sequence (OPS.md section 13)."""
 
-def sequence_enumerate(*args, **kwargs):
-    raise NotImplementedError('sequence_enumerate')
+import numpy as np
+
+from lodarrow._backend import array_namespace, get_cupy
+from lodarrow._ext import seq_layout
+from lodarrow._ops._common import (ANY_LEVELS, as_lod_tensor, backend_of_data, check_growth,
+                                   pad_array, plan_threads, require_lod_levels)
+from lodarrow._tensor import LoDTensor
+from lodarrow._validation import as_int
+
+__all__ = ["sequence_enumerate"]
+
+# Same-size integer containers: the kernel moves values bit for bit, so these four
+# specialisations serve every dtype (bool, float16 and floats included).
+_CONTAINERS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.int32),
+               8: np.dtype(np.int64)}
+
+
+def sequence_enumerate(input, win_size, pad_value=0, name=None):
+    """Enumerate all windows of ``win_size`` consecutive values inside each sequence.
+
+    For row ``t`` of a last-level sequence ending at row ``end``:
+    ``out[t, k] = input[t + k]`` if ``t + k < end``, else ``pad_value``.
+
+    Parameters
+    ----------
+    input : LoDTensor or Arrow array of lists
+        Data of shape ``(N, 1)`` or ``(N,)`` (OPS.md departure 12), any integer or float
+        dtype (bool too: values only move), with at least one LoD level; outer levels are
+        carried through and windows stop at the end of a last-level sequence.
+    win_size : int
+        The window length, >= 1.  It may exceed the longest sequence (the rest is padding)
+        as long as the output stays within ``max(1 GiB, 16 x`` the output at
+        ``win_size`` = the longest sequence).
+    pad_value : scalar or array_like, default 0
+        Fills window positions past the sequence's end: a Python scalar converted exactly,
+        or a shape ``()``/``(1,)`` array whose dtype casts safely (departure 11).
+    name : str, optional
+        Ignored (Paddle compatibility).
+
+    Returns
+    -------
+    LoDTensor
+        Shape ``(N, win_size)``, ``input``'s dtype and full LoD.
+
+    Raises
+    ------
+    LoDError
+        If ``input`` has no LoD.
+    ValueError
+        If the data is not of shape ``(N, 1)`` or ``(N,)``, ``win_size < 1`` or absurdly
+        large, or ``pad_value`` has a wrong shape.
+    TypeError
+        If ``win_size`` is not an integer or ``pad_value`` does not convert exactly.
+
+    Examples
+    --------
+    >>> import numpy as np, lodarrow as la
+    >>> x = la.LoDTensor(np.array([[1], [2], [3], [4], [5]]), lod=[[0, 3, 5]])
+    >>> out = la.sequence_enumerate(x, win_size=2, pad_value=0)
+    >>> out.numpy()
+    array([[1, 2],
+           [2, 3],
+           [3, 0],
+           [4, 5],
+           [5, 0]])
+    >>> out.lod()
+    [[0, 3, 5]]
+    """
+    x = as_lod_tensor(input, "input")
+    require_lod_levels(x, "input", "sequence_enumerate", ANY_LEVELS)
+    data = x._data
+    backend = backend_of_data(data)
+    if data.ndim > 2 or (data.ndim == 2 and data.shape[1] != 1):
+        raise ValueError(f"sequence_enumerate: input must be of shape [N, 1] or [N], got "
+                         f"shape {tuple(data.shape)}")
+    win = as_int(win_size, "win_size")
+    if win < 1:
+        raise ValueError(f"sequence_enumerate: win_size must be >= 1, got {win}")
+    offsets = x._offsets[-1]
+    n_rows = data.shape[0]
+    check_growth("sequence_enumerate", "win_size", win,
+                 lambda: int((offsets[1:] - offsets[:-1]).max()) if offsets.shape[0] > 1 else 0,
+                 n_rows * data.itemsize)
+    xp = array_namespace(backend)
+    pad = pad_array(pad_value, data.dtype, (), xp)
+    if backend == "cpu":
+        out = np.empty((n_rows, win), dtype=data.dtype)
+        if out.size:
+            _cpu(out, data, pad, offsets)
+        return LoDTensor._from_trusted(out, x._offsets, x.place)
+    with data.device:
+        out = xp.empty((n_rows, win), dtype=data.dtype)
+        if out.size:
+            _cuda(out, data, pad, x._device_offsets_for(x.lod_level - 1))
+    result = LoDTensor._from_trusted(out, x._offsets, x.place)
+    result._device_offsets.update(x._device_offsets)  # same LoD, same device copies
+    return result
+
+
+def _cpu(out, data, pad, offsets):
+    box = _CONTAINERS[data.itemsize]
+    n_threads, bounds = plan_threads(offsets, out.size)
+    seq_layout.enumerate_windows(out.reshape(-1).view(box),
+                                 np.ascontiguousarray(data).reshape(-1).view(box),
+                                 pad.reshape(1).view(box), offsets, bounds, out.shape[1],
+                                 n_threads)
+
+
+def _cuda(out, data, pad, offsets):
+    from lodarrow._cuda import layout
+
+    cupy = get_cupy()
+    layout.enumerate_windows(out, cupy.ascontiguousarray(data).reshape(-1), pad.reshape(1),
+                             offsets)

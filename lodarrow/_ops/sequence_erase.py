@@ -1,4 +1,189 @@
-"""Placeholder: being implemented."""
+"""``sequence_erase``: drop every row whose value is one of ``tokens`` (OPS.md section 14)."""
 
-def sequence_erase(*args, **kwargs):
-    raise NotImplementedError('sequence_erase')
+import functools
+import numbers
+
+import numpy as np
+
+from lodarrow._backend import get_cupy, is_cupy_array
+from lodarrow._ext import seq_layout
+from lodarrow._ops._common import (ANY_LEVELS, as_lod_tensor, backend_of_data, plan_threads,
+                                   require_lod_levels)
+from lodarrow._tensor import LoDTensor
+
+__all__ = ["sequence_erase"]
+
+
+def sequence_erase(input, tokens, name=None):
+    """Remove the rows of ``input`` whose value is in ``tokens``, keeping the order.
+
+    Parameters
+    ----------
+    input : LoDTensor or Arrow array of lists
+        Data of shape ``(N, 1)`` or ``(N,)`` (OPS.md departure 12), any integer or float
+        dtype, with at least one LoD level.
+    tokens : list or 1-D array of numbers
+        The values to erase, compared by value with the data: ``2.0`` erases an integer 2,
+        a token the dtype cannot hold exactly (``2.5`` for integers, ``300`` for int8)
+        erases nothing, NaN never matches, ``-0.0`` matches ``0.0``.  Empty: a copy.
+    name : str, optional
+        Ignored (Paddle compatibility).
+
+    Returns
+    -------
+    LoDTensor
+        The kept rows, shape ``(M, 1)`` or ``(M,)``, ``input``'s dtype.  LoD: ``input``'s
+        outer levels unchanged, the last level counting the kept rows of each sequence
+        (sequences may become empty).
+
+    Raises
+    ------
+    LoDError
+        If ``input`` has no LoD.
+    ValueError
+        If the data is not of shape ``(N, 1)`` or ``(N,)``, or ``tokens`` is not 1-D.
+    TypeError
+        If the data is bool, or ``tokens`` is not a list or array of numbers.
+
+    Examples
+    --------
+    >>> import numpy as np, lodarrow as la
+    >>> x = la.LoDTensor(np.array([[2], [2], [6], [1], [3], [9], [6], [1], [0], [1]]),
+    ...                  lod=[[0, 3, 6, 10]])
+    >>> out = la.sequence_erase(x, tokens=[2, 3, 5])
+    >>> out.numpy()[:, 0]
+    array([6, 1, 9, 6, 1, 0, 1])
+    >>> out.lod()
+    [[0, 1, 3, 7]]
+    """
+    x = as_lod_tensor(input, "input")
+    require_lod_levels(x, "input", "sequence_erase", ANY_LEVELS)
+    data = x._data
+    backend = backend_of_data(data)
+    if data.ndim > 2 or (data.ndim == 2 and data.shape[1] != 1):
+        raise ValueError(f"sequence_erase: input must be of shape [N, 1] or [N], got shape "
+                         f"{tuple(data.shape)}")
+    if data.dtype.kind not in "iuf":
+        raise TypeError(f"sequence_erase: input must hold integers or floats, got dtype "
+                        f"{data.dtype}")
+    # float16 is compared in float32 (exact: every float16 is a float32).
+    cmp_dtype = np.dtype(np.float32) if data.dtype == np.float16 else data.dtype
+    toks = _tokens_for(tokens, data.dtype, cmp_dtype)
+    offsets = x._offsets[-1]
+    if backend == "cpu":
+        if not toks.size or not data.shape[0]:
+            return LoDTensor._from_trusted(data.copy(), x._offsets, x.place)
+        out, new_offsets = _cpu(data, toks, offsets)
+    else:
+        with data.device:
+            if not toks.size or not data.shape[0]:
+                result = LoDTensor._from_trusted(data.copy(), x._offsets, x.place)
+                result._device_offsets.update(x._device_offsets)
+                return result
+            out, new_offsets = _cuda(data, get_cupy().asarray(toks),
+                                     x._device_offsets_for(x.lod_level - 1))
+    new_offsets.flags.writeable = False
+    return LoDTensor._from_trusted(out, (*x._offsets[:-1], new_offsets), x.place)
+
+
+def _tokens_for(tokens, dtype, cmp_dtype):
+    """The tokens the data can equal, exactly, as a sorted unique ``cmp_dtype`` array."""
+    if is_cupy_array(tokens):
+        tokens = tokens.get()
+    if isinstance(tokens, np.ndarray):
+        if tokens.ndim > 1:
+            raise ValueError(f"sequence_erase: tokens must be 1-D, got shape {tokens.shape}")
+        if tokens.dtype.kind not in "biuf":
+            raise TypeError(f"sequence_erase: tokens must be numbers, got dtype "
+                            f"{tokens.dtype}")
+        values = tokens.reshape(-1).tolist()
+    elif isinstance(tokens, (list, tuple)):
+        values = list(tokens)
+    else:
+        raise TypeError(f"sequence_erase: tokens must be a list or 1-D array of numbers, got "
+                        f"{type(tokens).__name__}")
+    kept = []
+    for pos, value in enumerate(values):
+        if isinstance(value, np.generic):
+            value = value.item()
+        if not isinstance(value, numbers.Real):
+            raise TypeError(f"sequence_erase: tokens[{pos}] = {value!r} is not a number")
+        if _representable(value, dtype):
+            kept.append(value)
+    # A set dedups by value (-0.0 == 0.0; NaN never gets here); the kernels want them sorted.
+    return np.array(sorted(set(kept)), dtype=cmp_dtype)
+
+
+@functools.cache
+def _int_range(dtype):
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
+def _representable(value, dtype):
+    """True if ``dtype`` holds a value equal to ``value`` (so a row could match it)."""
+    if dtype.kind in "iu":
+        if isinstance(value, float):
+            if not value.is_integer():  # NaN, infinities and fractions
+                return False
+            value = int(value)
+        low, high = _int_range(dtype)
+        return low <= int(value) <= high
+    if value != value:  # NaN equals nothing
+        return False
+    try:
+        with np.errstate(over="ignore"):
+            cast = dtype.type(value)
+    except OverflowError:  # an int beyond every float
+        return False
+    return float(cast) == value
+
+
+#: Integer tokens spanning at most this many values are looked up in a byte table.
+_TABLE_SPAN = 1 << 16
+_NO_TABLE = np.zeros(0, dtype=np.uint8)
+
+
+def _token_table(toks):
+    """``(table, low)``: ``table[v - low] == 1`` for the integer tokens, or an empty table.
+
+    The table ends with a zero sentinel, where the kernel sends every out-of-range value.
+    """
+    if toks.dtype.kind not in "iu":
+        return _NO_TABLE, 0
+    low, high = int(toks[0]), int(toks[-1])
+    if high - low >= _TABLE_SPAN:
+        return _NO_TABLE, 0
+    table = np.zeros(high - low + 2, dtype=np.uint8)
+    table[toks.astype(np.int64) - low] = 1
+    return table, low
+
+
+def _cpu(data, toks, offsets):
+    values = np.ascontiguousarray(data).reshape(-1)
+    cmp = values.astype(np.float32) if values.dtype == np.float16 else values
+    table, low = _token_table(toks)
+    n_seq = offsets.shape[0] - 1
+    n_threads, bounds = plan_threads(offsets, cmp.shape[0])
+    counts = np.empty(n_seq, dtype=np.int64)
+    seq_layout.erase_count(counts, cmp, toks, table, low, offsets, bounds, n_threads)
+    new_offsets = np.empty(n_seq + 1, dtype=np.int64)
+    new_offsets[0] = 0
+    np.cumsum(counts, out=new_offsets[1:])
+    kept = np.empty(int(new_offsets[-1]), dtype=cmp.dtype)
+    if kept.size:
+        seq_layout.erase_copy(kept, cmp, toks, table, low, offsets, new_offsets, bounds,
+                              n_threads)
+    if kept.dtype != data.dtype:
+        kept = kept.astype(data.dtype)
+    return kept.reshape((-1, *data.shape[1:])), new_offsets
+
+
+def _cuda(data, toks, offsets):
+    from lodarrow._cuda import layout
+
+    cupy = get_cupy()
+    values = cupy.ascontiguousarray(data).reshape(-1)
+    cmp = values.astype(np.float32) if values.dtype == np.float16 else values
+    keep, new_offsets = layout.erase(cmp, toks, offsets)
+    return values[keep].reshape((-1, *data.shape[1:])), new_offsets

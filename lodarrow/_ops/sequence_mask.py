@@ -1,4 +1,189 @@
-"""Placeholder: being implemented."""
+"""``sequence_mask``: a 0/1 mask of positions below each length (OPS.md section 15)."""
 
-def sequence_mask(*args, **kwargs):
-    raise NotImplementedError('sequence_mask')
+import math
+
+import numpy as np
+
+from lodarrow._backend import get_cupy, is_cupy_array
+from lodarrow._ext import seq_layout
+from lodarrow._ops._common import as_lod_tensor, backend_of_data, check_growth, threads_for
+from lodarrow._tensor import LoDTensor
+from lodarrow._validation import as_int, check_dtype
+
+__all__ = ["sequence_mask"]
+
+_ONE_BITS = {}  # dtype -> the bit pattern of 1 in it, as an unsigned int
+_OUT_DTYPES = {}  # the dtype argument -> its checked np.dtype
+
+
+def sequence_mask(x, maxlen=None, dtype="int64", name=None):
+    """Build the mask ``out[..., j] = j < x[...]`` for ``j`` in ``[0, M)``.
+
+    Parameters
+    ----------
+    x : array_like or LoDTensor
+        Lengths: an integer (or float) array of any shape.  A LoDTensor's LoD is ignored.
+    maxlen : int or array_like, optional
+        The mask width ``M``.  None, or a negative int (Paddle's "unset"), means ``max(x)``
+        (0 when ``x`` is empty or has no positive value; a float maximum is truncated as
+        Paddle's ``static_cast<int>``).  A 1-element integer array must hold a value > 0, as
+        in Paddle.  ``M`` above ``max(x)`` is allowed while the output stays within
+        ``max(1 GiB, 16 x`` the output at ``max(x))``.
+    dtype : str or numpy.dtype, default "int64"
+        Output dtype: bool, int8, uint8, int16, uint16, int32, int64, float16, float32 or
+        float64.
+    name : str, optional
+        Ignored (Paddle compatibility).
+
+    Returns
+    -------
+    LoDTensor
+        Shape ``x.shape + (M,)``, no LoD, on the device of ``x``.  Lengths above ``M`` are
+        clipped; negative (or NaN) lengths give all-zero rows.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not numeric (bool included), ``dtype`` is not supported, or ``maxlen``
+        is not an integer.
+    ValueError
+        If ``maxlen`` is an array of a size other than 1 or with a value <= 0, or is absurdly
+        large; if ``maxlen`` is None and ``x`` holds NaN or infinity.
+
+    Examples
+    --------
+    >>> import numpy as np, lodarrow as la
+    >>> la.sequence_mask(np.array([3, 1, 1, 0]), maxlen=4).numpy()
+    array([[1, 1, 1, 0],
+           [1, 0, 0, 0],
+           [1, 0, 0, 0],
+           [0, 0, 0, 0]])
+    """
+    lengths, place = _lengths_of(x)
+    if lengths.dtype.kind not in "iuf":
+        raise TypeError(f"sequence_mask: x must hold integer or float lengths, got dtype "
+                        f"{lengths.dtype}")
+    backend = backend_of_data(lengths)
+    out_dtype = _out_dtype(dtype)
+    width = _maxlen_value(maxlen)
+    if width is None:
+        width = _data_max(lengths)
+    else:
+        check_growth("sequence_mask", "maxlen", width, lambda: _data_max(lengths, strict=False),
+                     lengths.size * out_dtype.itemsize)
+    shape = (*lengths.shape, width)
+    if backend == "cpu":
+        out = np.empty(shape, dtype=out_dtype)
+        if out.size:
+            _cpu(out, lengths, width)
+    else:
+        cupy = get_cupy()
+        with lengths.device:
+            out = cupy.empty(shape, dtype=out_dtype)
+            if out.size:
+                _cuda(out, lengths, width)
+    return LoDTensor._from_trusted(out, (), place)
+
+
+def _lengths_of(x):
+    """``(array of any rank, place or None)`` from the accepted forms of ``x``."""
+    if isinstance(x, LoDTensor):
+        x._check_valid("x")
+        return x._data, x.place
+    if isinstance(x, np.ndarray) or is_cupy_array(x):
+        return x, None
+    if isinstance(x, (list, tuple, int, float, np.generic)):
+        try:
+            return np.asarray(x), None
+        except ValueError:  # ragged lists
+            raise TypeError("sequence_mask: x must be a rectangular array of lengths") from None
+    t = as_lod_tensor(x, "x")  # Arrow arrays; their LoD is ignored
+    return t._data, t.place
+
+
+def _out_dtype(dtype):
+    try:
+        return _OUT_DTYPES[dtype]
+    except (KeyError, TypeError):  # not seen yet, or unhashable
+        pass
+    try:
+        dt = np.dtype(dtype)
+    except (TypeError, ValueError):
+        raise TypeError(f"sequence_mask: dtype {dtype!r} is not a dtype") from None
+    dt = check_dtype(dt, "sequence_mask: dtype")
+    if isinstance(dtype, (str, type, np.dtype)) and len(_OUT_DTYPES) < 64:
+        _OUT_DTYPES[dtype] = dt
+    return dt
+
+
+def _maxlen_value(maxlen):
+    """The width asked for, or None for "use max(x)"."""
+    if maxlen is None:
+        return None
+    if isinstance(maxlen, LoDTensor):
+        maxlen = maxlen._data
+    if hasattr(maxlen, "shape") and hasattr(maxlen, "dtype") and not isinstance(maxlen,
+                                                                                np.generic):
+        if maxlen.dtype.kind not in "iu":
+            raise TypeError(f"sequence_mask: maxlen must hold an integer, got dtype "
+                            f"{maxlen.dtype}")
+        if maxlen.size != 1:
+            raise ValueError(f"sequence_mask: a maxlen array must hold one value, got shape "
+                             f"{tuple(maxlen.shape)}")
+        value = int(maxlen.reshape(-1)[0])
+        if value <= 0:  # Paddle's MaxLenTensor check
+            raise ValueError(f"sequence_mask: a maxlen array must hold a value > 0, got "
+                             f"{value}")
+        return value
+    value = as_int(maxlen, "maxlen")
+    return None if value < 0 else value  # Paddle: maxlen < 0 means max(x)
+
+
+def _data_max(lengths, strict=True):
+    """``max(x)`` as Paddle's ``static_cast<int>`` does it, floored at 0.
+
+    A NaN or infinite maximum raises, or counts as 0 when not ``strict``.
+    """
+    if not lengths.size:
+        return 0
+    top = lengths.max()
+    if lengths.dtype.kind == "f":
+        top = float(top)
+        if not math.isfinite(top):
+            if not strict:
+                return 0
+            raise ValueError(f"sequence_mask: x holds {top}, so max(x) gives no mask width; "
+                             f"pass maxlen")
+    return max(int(top), 0)
+
+
+def _one_bits(dtype):
+    bits = _ONE_BITS.get(dtype)
+    if bits is None:
+        bits = int(np.ones(1, dtype=dtype).view(f"u{dtype.itemsize}")[0])
+        _ONE_BITS[dtype] = bits
+    return bits
+
+
+def _kernel_lengths(lengths, xp):
+    """Flat, contiguous lengths in a dtype the kernels take."""
+    flat = xp.ascontiguousarray(lengths).reshape(-1)
+    if flat.dtype == np.float16:
+        return flat.astype(np.float32)
+    if flat.dtype == np.uint64:
+        return xp.minimum(flat, np.iinfo(np.int64).max).astype(np.int64)
+    if flat.dtype == np.uint32:
+        return flat.astype(np.int64)
+    return flat
+
+
+def _cpu(out, lengths, width):
+    flat = _kernel_lengths(lengths, np)
+    seq_layout.mask(out.reshape(-1).view(np.uint8), flat, width, out.itemsize,
+                    _one_bits(out.dtype), threads_for(out.size))
+
+
+def _cuda(out, lengths, width):
+    from lodarrow._cuda import layout
+
+    layout.mask(out.reshape(-1), _kernel_lengths(lengths, get_cupy()), width)

@@ -1,4 +1,123 @@
-"""Placeholder: being implemented."""
+"""``sequence_pad``: pad every last-level sequence to one length (OPS.md section 8)."""
 
-def sequence_pad(*args, **kwargs):
-    raise NotImplementedError('sequence_pad')
+import math
+
+import numpy as np
+
+from lodarrow._backend import array_namespace, get_cupy
+from lodarrow._ext import seq_layout
+from lodarrow._ops._common import (ANY_LEVELS, as_lod_tensor, backend_of_data, check_growth,
+                                   flat_bytes, pad_array, plan_threads, require_lod_levels)
+from lodarrow._tensor import LoDTensor
+from lodarrow._validation import as_int
+
+__all__ = ["sequence_pad"]
+
+def sequence_pad(x, pad_value, maxlen=None, name=None):
+    """Pad every last-level sequence of ``x`` to the same length.
+
+    Sequence ``i`` (rows ``[off[i], off[i + 1])`` of the last LoD level) becomes
+    ``out[i, :len_i]``; the remaining ``P - len_i`` rows are filled with ``pad_value``.
+    Empty sequences give rows of padding only.
+
+    Parameters
+    ----------
+    x : LoDTensor or Arrow array of lists
+        Data of shape ``(N, *feature_shape)`` (rank 1 allowed) with at least one LoD level;
+        any dtype.
+    pad_value : scalar or array_like
+        The padding: a Python scalar (converted by value, exactly), or an array of shape
+        ``()``, ``(1,)`` or ``feature_shape`` whose dtype casts safely to ``x``'s dtype
+        (OPS.md departure 11).  A small parameter: it may live on either device.
+    maxlen : int, optional
+        The padded length ``P``.  None (or Paddle's ``-1``) means the longest sequence.
+        It may exceed the longest sequence, as long as the output stays within
+        ``max(1 GiB, 16 x`` the output at ``maxlen=None)``.
+    name : str, optional
+        Ignored (Paddle compatibility).
+
+    Returns
+    -------
+    out : LoDTensor
+        Shape ``(n, P, *feature_shape)`` for ``n`` last-level sequences (``(n, P)`` for rank-1
+        data), ``x``'s dtype.  No LoD for a 1-level ``x`` (a LoDTensor with ``lod_level == 0``;
+        Paddle returns a plain tensor); for a multi-level ``x`` its LoD is ``x.lod()[:-1]``,
+        over one padded row per last-level sequence.
+    length : LoDTensor
+        int64 of shape ``(n,)``: every sequence's length (zeros kept), with the same LoD as
+        ``out``.
+
+    Raises
+    ------
+    LoDError
+        If ``x`` has no LoD.
+    ValueError
+        If ``maxlen`` is shorter than the longest sequence, negative (other than -1) or
+        absurdly large; if ``pad_value`` has a wrong shape.
+    TypeError
+        If ``maxlen`` is not an integer, or ``pad_value`` does not convert exactly to the
+        dtype of ``x``.
+
+    Examples
+    --------
+    >>> import numpy as np, lodarrow as la
+    >>> x = la.LoDTensor(np.array([[1.], [2.], [3.], [4.], [5.]]), lod=[[0, 2, 5]])
+    >>> out, length = la.sequence_pad(x, np.array([0.0]), maxlen=4)
+    >>> out.numpy()[..., 0]
+    array([[1., 2., 0., 0.],
+           [3., 4., 5., 0.]])
+    >>> length.numpy()
+    array([2, 3])
+    """
+    x = as_lod_tensor(x, "x")
+    require_lod_levels(x, "x", "sequence_pad", ANY_LEVELS)
+    data = x._data
+    backend = backend_of_data(data)
+    offsets = x._offsets[-1]
+    n = offsets.shape[0] - 1
+    lengths = offsets[1:] - offsets[:-1]
+    longest = int(lengths.max()) if n else 0
+    fshape = tuple(data.shape[1:])
+    if maxlen is None:
+        padded = longest
+    else:
+        padded = as_int(maxlen, "maxlen")
+        if padded == -1:  # Paddle's "unset"
+            padded = longest
+        elif padded < 0:
+            raise ValueError(f"sequence_pad: maxlen must be None, -1 or >= 0, got {padded}")
+        elif padded < longest:
+            seq = int(np.argmax(lengths))
+            raise ValueError(f"sequence_pad: maxlen={padded} is shorter than the longest "
+                             f"sequence of x (sequence {seq} has {longest} rows)")
+        check_growth("sequence_pad", "maxlen", padded, longest,
+                     n * data.itemsize * math.prod(fshape))
+    xp = array_namespace(backend)
+    pad = pad_array(pad_value, data.dtype, fshape, xp)
+    outer = x._offsets[:-1]
+    if backend == "cpu":
+        out = np.empty((n, padded, *fshape), dtype=data.dtype)
+        if out.size:
+            _cpu(out, data, pad, offsets, padded)
+        length = lengths
+    else:
+        with data.device:
+            out = xp.empty((n, padded, *fshape), dtype=data.dtype)
+            if out.size:
+                _cuda(out, data, pad, x._device_offsets_for(x.lod_level - 1), padded)
+            length = xp.asarray(lengths)
+    return (LoDTensor._from_trusted(out, outer, x.place),
+            LoDTensor._from_trusted(length, outer, x.place))
+
+
+def _cpu(out, data, pad, offsets, padded_length):
+    # Every sequence writes padded_length rows: balance the chunks by sequence count.
+    n_threads, bounds = plan_threads(offsets, out.size, by_rows=False)
+    seq_layout.pad(flat_bytes(out), flat_bytes(data), flat_bytes(pad), offsets, bounds,
+                   padded_length, pad.nbytes, n_threads)
+
+
+def _cuda(out, data, pad, offsets, padded_length):
+    from lodarrow._cuda import layout
+
+    layout.pad(out, get_cupy().ascontiguousarray(data), pad.reshape(-1), offsets, padded_length)
