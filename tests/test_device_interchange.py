@@ -309,11 +309,11 @@ def test_capsules_dropped_while_an_exception_propagates():
     t = la.LoDTensor(data, lengths=[[4]])
     del data
 
-    def drop_during_unwind():
-        return (t.__arrow_c_device_array__(), 1 / 0)
+    def drop_during_unwind(tensor):
+        return (tensor.__arrow_c_device_array__(), 1 / 0)
 
     with pytest.raises(ZeroDivisionError):  # not replaced by a SystemError
-        drop_during_unwind()
+        drop_during_unwind(t)
     del t
     gc.collect()
     assert ref() is None
