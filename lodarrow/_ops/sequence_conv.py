@@ -1,4 +1,224 @@
-"""Placeholder: being implemented."""
+"""``sequence_conv`` (OPS.md section 17, departures 6 and 8)."""
 
-def sequence_conv(*args, **kwargs):
-    raise NotImplementedError('sequence_conv')
+import numpy as np
+
+from lodarrow._backend import backend_of, is_cupy_array
+from lodarrow._errors import LoDError
+from lodarrow._ext import seq_conv as _kernels
+from lodarrow._ops._common import as_lod_tensor
+from lodarrow._tensor import LoDTensor
+from lodarrow._validation import as_int
+
+__all__ = ["sequence_conv"]
+
+#: Context-matrix elements gathered per block before its matrix product: bounds the scratch
+#: memory (8 MiB of float64) whatever the input size, and keeps the block in cache for BLAS.
+CHUNK_ELEMENTS = 1 << 20
+
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+
+
+def sequence_conv(input, filter, context_start=None, context_length=None, context_stride=1,
+                  padding_data=None, bias=None, name=None):
+    """Convolve every sequence of the last LoD level with ``filter`` along its rows.
+
+    Row ``t`` of a sequence spanning rows ``[a, b)`` gets the context vector of
+    ``context_length`` blocks of ``D`` values, block ``k`` being input row
+    ``p = t + context_start + k`` when ``a <= p < b``; outside the sequence the block is zeros,
+    or, with ``padding_data``, padding row ``up + (p - a)`` before the sequence and
+    ``up + (p - b)`` after it (``up = max(0, -context_start)``: Paddle's trainable padding).
+    Output row ``t`` is ``context @ filter (+ bias)``.  The contexts are gathered in blocks and
+    multiplied by the filter with one BLAS product per block.
+
+    Parameters
+    ----------
+    input : LoDTensor or Arrow array of lists
+        Shape ``(N, D)`` (or ``(N,)``, read as ``D = 1``) with at least one LoD level;
+        contexts never cross the sequences of the last level.  float16, float32, float64 or
+        an integer dtype.
+    filter : array_like or LoDTensor
+        Shape ``(context_length * D, F)`` (lodarrow has no parameters, so the filter is an
+        argument: OPS.md departure 8).  Cast to the computation dtype.
+    context_start : int, optional
+        Offset of the first context row; default ``-(context_length // 2)``.
+    context_length : int, optional
+        Rows per context, at least 1; default ``filter.shape[0] // D``.
+    context_stride : int, default 1
+        Must be 1 (as in Paddle).
+    padding_data : array_like, optional
+        Shape ``(up + down, D)`` with ``up = max(0, -context_start)`` and
+        ``down = max(0, context_start + context_length - 1)``: rows used instead of zeros
+        outside the sequences (Paddle's ``PaddingData`` with ``paddingTrainable``).
+    bias : array_like, optional
+        Shape ``(F,)`` or ``(1, F)``, added to every output row.
+    name : str, optional
+        Ignored (Paddle compatibility).
+
+    Returns
+    -------
+    LoDTensor
+        Shape ``(N, F)`` with the input's full LoD, on its place.  dtype: the input's for
+        floats (float16 is computed in float32), float64 for integer input.
+
+    Raises
+    ------
+    LoDError
+        If ``input`` has no LoD.
+    TypeError
+        If an input is bool or not numeric, or an integer argument is not an integer.
+    ValueError
+        If a shape does not match (``filter`` rows vs ``context_length * D``, padding rows,
+        bias width), ``context_length < 1``, ``context_stride != 1``, the input has rank > 2,
+        or the inputs live on different devices.
+
+    Examples
+    --------
+    With ``context_length=3`` (``context_start=-1``) every row sees its predecessor, itself and
+    its successor within its sequence; an identity-like filter picks them out:
+
+    >>> import numpy as np, lodarrow as la
+    >>> x = la.LoDTensor(np.array([[1.], [2.], [3.], [4.]], dtype="float32"), lod=[[0, 3, 4]])
+    >>> w = np.array([[1., 0., 0.], [0., 1., 0.], [0., 0., 1.]], dtype="float32")
+    >>> la.sequence_conv(x, w).numpy().tolist()
+    [[0.0, 1.0, 2.0], [1.0, 2.0, 3.0], [2.0, 3.0, 0.0], [0.0, 4.0, 0.0]]
+    """
+    x = as_lod_tensor(input, "input")
+    if not x._offsets:
+        raise LoDError("sequence_conv: input must have at least 1 LoD level, got 0")
+    data = x._data
+    if data.ndim > 2:
+        raise ValueError(f"sequence_conv: input must have shape [N, D] (or [N]), got "
+                         f"{list(data.shape)}")
+    kind = data.dtype.kind
+    if kind == "b":
+        raise TypeError("sequence_conv: input of dtype bool cannot be convolved; cast it to a "
+                        "numeric dtype first")
+    n = data.shape[0]
+    d = data.shape[1] if data.ndim == 2 else 1
+    compute = _F64 if kind in "iu" or data.dtype == _F64 else _F32
+    out_dtype = data.dtype if kind == "f" else _F64
+
+    w = _plain(filter, "filter")
+    backend = backend_of("sequence_conv", input=x, filter=w,
+                         padding_data=_plain(padding_data, "padding_data"),
+                         bias=_plain(bias, "bias"))
+    if w.ndim != 2:
+        raise ValueError(f"sequence_conv: filter must be 2-D [context_length * D, F], got "
+                         f"shape {list(w.shape)}")
+    if context_length is None:
+        if d == 0 or w.shape[0] % d:
+            raise ValueError(f"sequence_conv: cannot infer context_length: filter has "
+                             f"{w.shape[0]} rows, not a multiple of the input width D = {d}")
+        cl = w.shape[0] // d
+    else:
+        cl = as_int(context_length, "sequence_conv: context_length")
+    if cl < 1:
+        raise ValueError(f"sequence_conv: context_length must be >= 1, got {cl}")
+    if w.shape[0] != cl * d:
+        raise ValueError(f"sequence_conv: filter must have context_length * D = {cl} * {d} = "
+                         f"{cl * d} rows, got {w.shape[0]}")
+    cs = -(cl // 2) if context_start is None else as_int(context_start,
+                                                          "sequence_conv: context_start")
+    stride = as_int(context_stride, "sequence_conv: context_stride")
+    if stride != 1:
+        raise ValueError(f"sequence_conv: context_stride must be 1 (as in Paddle), got "
+                         f"{stride}")
+    up = max(0, -cs)
+    down = max(0, cs + cl - 1)
+    f_out = w.shape[1]
+    pad = None
+    if padding_data is not None:
+        pad = _plain(padding_data, "padding_data")
+        if pad.ndim == 1 and d == 1:
+            pad = pad.reshape(-1, 1)
+        if pad.shape != (up + down, d):
+            raise ValueError(f"sequence_conv: padding_data must have shape [up + down, D] = "
+                             f"[{up} + {down}, {d}] for context_start={cs}, "
+                             f"context_length={cl}, got {list(pad.shape)}")
+    b = None
+    if bias is not None:
+        b = _plain(bias, "bias")
+        if b.shape not in ((f_out,), (1, f_out)):
+            raise ValueError(f"sequence_conv: bias must have shape [F] or [1, F] with F = "
+                             f"{f_out}, got {list(b.shape)}")
+    if pad is None:
+        # Without padding rows only "inside or not" matters: clamping keeps every result and
+        # keeps t + context_start + k far from int64 overflow.
+        cs = min(max(cs, -(n + cl)), n + 1)
+
+    if backend == "cuda":
+        from lodarrow._cuda import numeric as _gpu
+
+        xp = _gpu.cupy()
+        w = xp.ascontiguousarray(w.astype(compute, copy=False))
+        pad = None if pad is None else xp.ascontiguousarray(pad.astype(compute, copy=False))
+        b = None if b is None else b.reshape(1, f_out).astype(compute, copy=False)
+        out = xp.empty((n, f_out), dtype=out_dtype)
+        _gpu.conv(out, data.reshape(n, d), x._device_offsets_for(x.lod_level - 1), w, pad, b,
+                  cs, cl, up, CHUNK_ELEMENTS)
+    else:
+        w = np.ascontiguousarray(w, dtype=compute)
+        pad = None if pad is None else np.ascontiguousarray(pad, dtype=compute)
+        b = None if b is None else np.asarray(b, dtype=compute).reshape(1, f_out)
+        out = np.empty((n, f_out), dtype=out_dtype)
+        _cpu(out, np.ascontiguousarray(data).reshape(n, d), x._offsets[-1], w, pad, b, cs, cl,
+             up)
+    return LoDTensor._from_trusted(out, x._offsets, x._place)
+
+
+def _plain(obj, name):
+    """A NumPy/CuPy array from an array-like or LoDTensor argument (None stays None)."""
+    if obj is None:
+        return None
+    if isinstance(obj, LoDTensor):
+        obj = obj._data
+    if not (isinstance(obj, np.ndarray) or is_cupy_array(obj)):
+        try:
+            obj = np.asarray(obj)
+        except (TypeError, ValueError):
+            raise TypeError(f"sequence_conv: {name} must be an array, got "
+                            f"{type(obj).__name__}") from None
+    if obj.dtype.kind not in "iuf":
+        raise TypeError(f"sequence_conv: {name} must be a numeric array (integer or float), "
+                        f"got dtype {obj.dtype}")
+    return obj
+
+
+def _cpu(out, data, offsets, w, pad, b, cs, cl, up):
+    """Gather the contexts block by block and multiply each block by the filter."""
+    n, d = data.shape
+    if n == 0:
+        return
+    compute = w.dtype
+    width = cl * d
+    if width == 0:
+        out[...] = 0 if b is None else b
+        return
+    offsets = np.ascontiguousarray(offsets)
+    step = max(1, CHUNK_ELEMENTS // width)
+    ctx_buf = np.empty((min(step, n), width), dtype=compute)
+    use_pad = pad is not None
+    padding = pad if use_pad else np.empty((0, d), dtype=compute)
+    direct = out.dtype == compute
+    for r0 in range(0, n, step):
+        r1 = min(n, r0 + step)
+        ctx = ctx_buf[:r1 - r0]
+        if data.dtype == compute:
+            src, base = data, 0
+        else:
+            # Convert only the rows this block's contexts can reach.
+            base = min(max(0, r0 + cs), n)
+            src = data[base:max(base, min(n, r1 + cs + cl - 1))].astype(compute)
+        # One thread: the product right after runs on BLAS's own threads, and OpenMP
+        # workers still spinning from a parallel gather would fight them (10x slower).
+        _kernels.conv_gather(ctx, src, base, offsets, r0, cs, cl, padding, up, use_pad, 1)
+        if direct:
+            np.matmul(ctx, w, out=out[r0:r1])
+            if b is not None:
+                out[r0:r1] += b
+        else:
+            block = ctx @ w
+            if b is not None:
+                block += b
+            out[r0:r1] = block

@@ -1,12 +1,288 @@
-"""Placeholder: being implemented."""
+"""``sequence_pool``, ``sequence_first_step``, ``sequence_last_step`` (OPS.md sections 5, 6)."""
 
-def sequence_pool(*args, **kwargs):
-    raise NotImplementedError('sequence_pool')
+import math
+
+import numpy as np
+
+from lodarrow._backend import backend_of, is_cupy_array
+from lodarrow._errors import LoDError
+from lodarrow._ext import seq_pool as _kernels
+from lodarrow._ops._common import as_lod_tensor, chunk_bounds, threads_for
+from lodarrow._tensor import LoDTensor
+from lodarrow._validation import coerce_pad_value
+
+__all__ = ["sequence_pool", "sequence_first_step", "sequence_last_step"]
+
+POOL_TYPES = ("sum", "average", "sqrt", "max", "min", "first", "last")
+_SUM_MODES = {"sum": 0, "average": 1, "sqrt": 2}
+_F64 = np.dtype(np.float64)
+_I64 = np.dtype(np.int64)
 
 
-def sequence_first_step(*args, **kwargs):
-    raise NotImplementedError('sequence_first_step')
+def sequence_pool(input, pool_type, is_test=False, pad_value=0.0, return_index=False,
+                  name=None):
+    """Pool every sequence of the last LoD level into one row.
+
+    For a sequence of ``L`` rows: ``"sum"`` adds them, ``"average"`` divides the sum by
+    ``L``, ``"sqrt"`` by ``sqrt(L)``, ``"max"`` / ``"min"`` take the element-wise extreme,
+    ``"first"`` / ``"last"`` copy a row.  An empty sequence gives ``pad_value`` for every
+    pool type.
+
+    Parameters
+    ----------
+    input : LoDTensor or Arrow array of lists
+        Data of shape ``(N, *feature_shape)`` with at least one LoD level; the last level is
+        pooled.  Any numeric dtype; bool only for ``"max"``, ``"min"``, ``"first"`` and
+        ``"last"``.
+    pool_type : str
+        One of ``"sum"``, ``"average"``, ``"sqrt"``, ``"max"``, ``"min"``, ``"first"``,
+        ``"last"`` (any case).
+    is_test : bool, default False
+        Accepted for Paddle compatibility and ignored (in Paddle it only controls whether the
+        max index is kept for training).
+    pad_value : scalar or array, default 0.0
+        The row given to empty sequences, converted once, exactly, to the output dtype: a
+        Python scalar by value (a non-integral or out-of-range value for an integer output is
+        a ``TypeError``), an array or NumPy scalar only if it casts safely; of shape ``()``,
+        ``(1,)`` or ``feature_shape``.
+    return_index : bool, default False
+        Also return, for ``"max"`` and ``"min"``, the absolute row number of each extreme
+        (Paddle's ``MaxIndex``): the first row on ties, the first NaN's row when there is one,
+        -1 for an empty sequence.
+    name : str, optional
+        Ignored (Paddle compatibility).
+
+    Returns
+    -------
+    out : LoDTensor
+        Shape ``(n_sequences, *feature_shape)`` with the LoD ``input.lod[:-1]`` (no LoD for a
+        one-level input), on the input's place.  dtype: the input's for ``"sum"``, ``"max"``,
+        ``"min"``, ``"first"``, ``"last"`` (integer sums accumulate in int64 and are cast back,
+        wrapping on overflow as C does; float16 accumulates in float32, float32 in float64);
+        for ``"average"`` and ``"sqrt"`` float64 for integer input, else the input's.
+        ``max`` and ``min`` propagate NaN as ``np.max`` does.
+    index : LoDTensor
+        Only with ``return_index=True``: int64, the same shape and LoD as ``out``.
+
+    Raises
+    ------
+    LoDError
+        If ``input`` has no LoD.
+    TypeError
+        If ``pool_type`` is not a string, the dtype cannot be pooled that way (bool sums), or
+        ``pad_value`` does not convert to the output dtype.
+    ValueError
+        If ``pool_type`` is unknown, ``return_index`` is asked for another pool type than
+        ``"max"`` / ``"min"``, or ``pad_value`` has the wrong shape.
+
+    Examples
+    --------
+    Paddle's example: a 1-level input with an empty last sequence.
+
+    >>> import numpy as np, lodarrow as la
+    >>> x = la.LoDTensor(np.array([[1.], [3.], [2.], [4.], [6.], [5.], [1.]], dtype="float32"),
+    ...                  lod=[[0, 2, 5, 7, 7]])
+    >>> la.sequence_pool(x, "average").numpy().ravel().tolist()
+    [2.0, 4.0, 3.0, 0.0]
+    >>> la.sequence_pool(x, "sum").numpy().ravel().tolist()
+    [4.0, 12.0, 6.0, 0.0]
+    >>> [round(v, 2) for v in la.sequence_pool(x, "sqrt").numpy().ravel().tolist()]
+    [2.83, 6.93, 4.24, 0.0]
+    >>> la.sequence_pool(x, "max").numpy().ravel().tolist()
+    [3.0, 6.0, 5.0, 0.0]
+    >>> la.sequence_pool(x, "last").numpy().ravel().tolist()
+    [3.0, 6.0, 1.0, 0.0]
+    >>> la.sequence_pool(x, "first").numpy().ravel().tolist()
+    [1.0, 2.0, 5.0, 0.0]
+
+    A 2-level input pools the last level and keeps the outer one:
+
+    >>> y = la.LoDTensor(x.numpy(), lod=[[0, 2, 2, 5], [0, 1, 3, 4, 4, 7]])
+    >>> out = la.sequence_pool(y, "sum")
+    >>> out.numpy().ravel().tolist(), out.lod()
+    ([1.0, 5.0, 4.0, 0.0, 12.0], [[0, 2, 2, 5]])
+    """
+    x = as_lod_tensor(input, "input")
+    pool = _pool_type(pool_type)
+    if not x._offsets:
+        raise LoDError("sequence_pool: input must have at least 1 LoD level, got 0 "
+                       "(a plain tensor has no sequences to pool)")
+    dtype = x._data.dtype
+    if dtype.kind == "b" and pool in _SUM_MODES:
+        raise TypeError(f"sequence_pool: pool_type {pool!r} is not defined for bool input "
+                        f"(max, min, first and last are); cast to an integer dtype first")
+    if return_index and pool not in ("max", "min"):
+        raise ValueError(f"sequence_pool: return_index=True needs pool_type 'max' or 'min', "
+                         f"got {pool!r}")
+    out_dtype = _F64 if pool in ("average", "sqrt") and dtype.kind in "iu" else dtype
+    if type(pad_value) in (float, int, bool):      # the common case, kept cheap
+        backend = "cuda" if is_cupy_array(x._data) else "cpu"
+    else:
+        backend = backend_of("sequence_pool", input=x, pad_value=pad_value)
+    pad = pad_row(pad_value, out_dtype, x._data.shape[1:])
+    offsets = x._offsets[-1]
+    shape = (offsets.shape[0] - 1,) + x._data.shape[1:]
+    if backend == "cuda":
+        from lodarrow._cuda import numeric as _gpu
+
+        xp = _gpu.cupy()
+        out = xp.empty(shape, dtype=out_dtype)
+        index = xp.empty(shape, dtype=_I64) if return_index else None
+        _gpu.pool(out, index, x._data, x._device_offsets_for(x.lod_level - 1),
+                  xp.asarray(pad), pool)
+    else:
+        out = np.empty(shape, dtype=out_dtype)
+        index = np.empty(shape, dtype=_I64) if return_index else None
+        _cpu(out, index, x._data, offsets, pad, pool)
+    lod = x._offsets[:-1]
+    result = LoDTensor._from_trusted(out, lod, x._place)
+    if return_index:
+        return result, LoDTensor._from_trusted(index, lod, x._place)
+    return result
 
 
-def sequence_last_step(*args, **kwargs):
-    raise NotImplementedError('sequence_last_step')
+def sequence_first_step(input, name=None):
+    """The first row of every sequence of the last LoD level (``pad`` 0 for an empty one).
+
+    Exactly ``sequence_pool(input, "first")``: see :func:`sequence_pool` for dtypes, shapes
+    and LoD.
+
+    Parameters
+    ----------
+    input : LoDTensor or Arrow array of lists
+        Data with at least one LoD level; any dtype.
+    name : str, optional
+        Ignored (Paddle compatibility).
+
+    Returns
+    -------
+    LoDTensor
+        ``(n_sequences, *feature_shape)``, the input's dtype, LoD ``input.lod[:-1]``.
+
+    Raises
+    ------
+    LoDError
+        If ``input`` has no LoD.
+
+    Examples
+    --------
+    >>> import numpy as np, lodarrow as la
+    >>> x = la.LoDTensor(np.array([[1.], [3.], [2.], [4.], [6.], [5.], [1.]]),
+    ...                  lod=[[0, 2, 5, 7]])
+    >>> la.sequence_first_step(x).numpy().ravel().tolist()
+    [1.0, 2.0, 5.0]
+    """
+    return sequence_pool(input, "first")
+
+
+def sequence_last_step(input, name=None):
+    """The last row of every sequence of the last LoD level (``pad`` 0 for an empty one).
+
+    Exactly ``sequence_pool(input, "last")``: see :func:`sequence_pool`.
+
+    Parameters
+    ----------
+    input : LoDTensor or Arrow array of lists
+        Data with at least one LoD level; any dtype.
+    name : str, optional
+        Ignored (Paddle compatibility).
+
+    Returns
+    -------
+    LoDTensor
+        ``(n_sequences, *feature_shape)``, the input's dtype, LoD ``input.lod[:-1]``.
+
+    Raises
+    ------
+    LoDError
+        If ``input`` has no LoD.
+
+    Examples
+    --------
+    >>> import numpy as np, lodarrow as la
+    >>> x = la.LoDTensor(np.array([[1.], [3.], [2.], [4.], [6.], [5.], [1.]]),
+    ...                  lod=[[0, 2, 5, 7]])
+    >>> la.sequence_last_step(x).numpy().ravel().tolist()
+    [3.0, 6.0, 1.0]
+    """
+    return sequence_pool(input, "last")
+
+
+_PAD_CACHE = {}
+
+
+def pad_row(value, dtype, feature_shape):
+    """``coerce_pad_value`` for argument ``pad_value``, memoised for Python scalars.
+
+    Converting a pad value costs more than pooling a small tensor; a Python scalar is
+    immutable, so its read-only conversion is kept (keyed with the sign of a float zero).
+    """
+    kind = type(value)
+    if kind is float or kind is int or kind is bool:
+        key = (kind, value, math.copysign(1.0, value) if kind is float else 0, dtype,
+               feature_shape)
+        try:
+            return _PAD_CACHE[key]
+        except KeyError:
+            pass
+        pad = coerce_pad_value(value, dtype, feature_shape, "pad_value")
+        pad.flags.writeable = False
+        if len(_PAD_CACHE) < 256:
+            _PAD_CACHE[key] = pad
+        return pad
+    return coerce_pad_value(value, dtype, feature_shape, "pad_value")
+
+
+def _pool_type(pool_type):
+    if not isinstance(pool_type, str):
+        raise TypeError(f"sequence_pool: pool_type must be a string, got "
+                        f"{type(pool_type).__name__}")
+    pool = pool_type.lower()
+    if pool not in POOL_TYPES:
+        raise ValueError(f"sequence_pool: unknown pool_type {pool_type!r}; expected one of "
+                         f"{', '.join(t.upper() for t in POOL_TYPES)} (any case)")
+    return pool
+
+
+def _cpu(out, index, data, offsets, pad, pool):
+    """Run the pooling kernel: ``out`` (and ``index``) from ``data`` pooled over ``offsets``."""
+    n_seq = offsets.shape[0] - 1
+    if out.size == 0:
+        return
+    d = out.size // n_seq
+    n = data.shape[0]
+    x = np.ascontiguousarray(data).reshape(n, d)
+    o = out.reshape(n_seq, d)
+    p = pad.reshape(d)
+    offsets = np.ascontiguousarray(offsets)
+    nt = threads_for(n * d + n_seq)
+    bounds = chunk_bounds(offsets, nt * 4) if nt > 1 else None
+    kind = x.dtype.kind
+    if pool in ("first", "last"):
+        # Rows as bytes: one copy kernel for every dtype.
+        _kernels.pool_pick(o.view(np.uint8), x.view(np.uint8), offsets, p.view(np.uint8),
+                           pool == "last", bounds, nt)
+    elif pool in _SUM_MODES:
+        mode = _SUM_MODES[pool]
+        if x.dtype.itemsize == 2 and kind == "f":
+            _kernels.pool_sum_half(o.view(np.uint16), x.view(np.uint16), offsets,
+                                   p.view(np.uint16), mode, bounds, nt)
+        elif kind == "f":
+            _kernels.pool_sum_float(o, x, offsets, p, mode, bounds, nt)
+        elif mode == 0:
+            _kernels.pool_sum_int(o, x, offsets, p, bounds, nt)
+        else:
+            _kernels.pool_mean_int(o, x, offsets, p, mode, bounds, nt)
+    else:
+        is_min = pool == "min"
+        i2 = None if index is None else index.reshape(n_seq, d)
+        if x.dtype.itemsize == 2 and kind == "f":
+            _kernels.pool_extreme_half(o.view(np.uint16), i2, x.view(np.uint16), offsets,
+                                       p.view(np.uint16), is_min, bounds, nt)
+            return
+        if kind == "b":
+            o, x, p = o.view(np.uint8), x.view(np.uint8), p.view(np.uint8)
+        if i2 is None:
+            _kernels.pool_extreme(o, x, offsets, p, is_min, bounds, nt)
+        else:
+            _kernels.pool_arg_extreme(o, i2, x, offsets, p, is_min, bounds, nt)

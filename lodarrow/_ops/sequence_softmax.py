@@ -1,4 +1,101 @@
-"""Placeholder: being implemented."""
+"""``sequence_softmax`` (OPS.md section 7, departures 2 and 13)."""
 
-def sequence_softmax(*args, **kwargs):
-    raise NotImplementedError('sequence_softmax')
+import numpy as np
+
+from lodarrow._backend import is_cupy_array
+from lodarrow._errors import LoDError
+from lodarrow._ext import seq_softmax as _kernels
+from lodarrow._ops._common import as_lod_tensor, chunk_bounds, threads_for
+from lodarrow._tensor import LoDTensor
+
+__all__ = ["sequence_softmax"]
+
+_F64 = np.dtype(np.float64)
+
+
+def sequence_softmax(input, use_cudnn=False, name=None):
+    """Softmax over the values of every sequence of the last LoD level.
+
+    ``out[j] = exp(x[j] - m) / sum_k exp(x[k] - m)`` over a sequence, with ``m`` its maximum:
+    numerically stable (no overflow for inputs around 1000, where Paddle's CPU kernel returns
+    NaN), and equal to Paddle's result wherever that is finite.  A sequence that holds NaN
+    becomes NaN (as does one whose maximum is infinite); empty sequences write nothing.
+
+    Parameters
+    ----------
+    input : LoDTensor or Arrow array of lists
+        Shape ``(N,)`` or ``(N, 1)`` (one value per row) with at least one LoD level; the
+        softmax runs over the sequences of the last level.  Any numeric dtype (not bool).
+    use_cudnn : bool, default False
+        Accepted for Paddle compatibility and ignored.
+    name : str, optional
+        Ignored (Paddle compatibility).
+
+    Returns
+    -------
+    LoDTensor
+        The input's shape and full LoD, on its place.  dtype: the input's for floats
+        (float16 is computed in float32), float64 for integers.
+
+    Raises
+    ------
+    LoDError
+        If ``input`` has no LoD.
+    ValueError
+        If ``input`` is not of shape ``(N,)`` or ``(N, 1)``.
+    TypeError
+        If ``input`` is bool.
+
+    Examples
+    --------
+    >>> import numpy as np, lodarrow as la
+    >>> x = la.LoDTensor(np.array([[0.], [0.], [1000.], [1000.], [7.]], dtype="float32"),
+    ...                  lod=[[0, 2, 4, 4, 5]])
+    >>> la.sequence_softmax(x).numpy().ravel().tolist()
+    [0.5, 0.5, 0.5, 0.5, 1.0]
+    """
+    x = as_lod_tensor(input, "input")
+    if not x._offsets:
+        raise LoDError("sequence_softmax: input must have at least 1 LoD level, got 0")
+    data = x._data
+    shape = data.shape
+    if not (len(shape) == 1 or (len(shape) == 2 and shape[1] == 1)):
+        raise ValueError(f"sequence_softmax: input must have shape [N] or [N, 1] (one value "
+                         f"per row), got {list(shape)}")
+    kind = data.dtype.kind
+    if kind == "b":
+        raise TypeError("sequence_softmax: input of dtype bool cannot be softmaxed; cast it to "
+                        "a numeric dtype first")
+    out_dtype = _F64 if kind in "iu" else data.dtype
+    backend = "cuda" if is_cupy_array(data) else "cpu"    # one input: nothing to mix
+    level = x.lod_level - 1
+    if backend == "cuda":
+        from lodarrow._cuda import numeric as _gpu
+
+        xp = _gpu.cupy()
+        out = xp.empty(shape, dtype=out_dtype)
+        _gpu.softmax(out, data, x._device_offsets_for(level))
+    else:
+        out = np.empty(shape, dtype=out_dtype)
+        _cpu(out, data, x._offsets[level])
+    return LoDTensor._from_trusted(out, x._offsets, x._place)
+
+
+def _cpu(out, data, offsets):
+    """Run the softmax kernel over the flat values of ``data`` into ``out``."""
+    n = data.shape[0]
+    if n == 0:
+        return
+    flat = np.ascontiguousarray(data).reshape(n)
+    o = out.reshape(n)
+    offsets = np.ascontiguousarray(offsets)
+    # exp is ~10x the cost of a read: go parallel earlier than the memory-bound kernels.
+    nt = threads_for(16 * n)
+    bounds = chunk_bounds(offsets, nt * 4) if nt > 1 else None
+    kind = flat.dtype.kind
+    if kind == "f" and flat.dtype.itemsize == 2:
+        _kernels.softmax_half(o.view(np.uint16), flat.view(np.uint16), offsets, bounds, nt)
+    elif kind == "f":
+        _kernels.softmax_float(o, flat, offsets, bounds, nt)
+    else:
+        _kernels.softmax_int(o, flat, offsets, bounds, nt)

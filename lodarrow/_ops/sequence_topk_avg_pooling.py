@@ -1,4 +1,186 @@
-"""Placeholder: being implemented."""
+"""``sequence_topk_avg_pooling`` (OPS.md section 18, departures 9 and 13)."""
 
-def sequence_topk_avg_pooling(*args, **kwargs):
-    raise NotImplementedError('sequence_topk_avg_pooling')
+import operator
+
+import numpy as np
+
+from lodarrow._backend import backend_of
+from lodarrow._ext import seq_pool as _kernels
+from lodarrow._ops._common import as_lod_tensor, chunk_bounds, require_lod_levels, threads_for
+from lodarrow._tensor import LoDTensor
+from lodarrow._validation import as_int
+
+__all__ = ["sequence_topk_avg_pooling", "TOPK_FREE_LIMIT"]
+
+_OP = "sequence_topk_avg_pooling"
+
+#: A k may exceed every row's column count (the missing values count as 0, OPS.md section
+#: 18), but only up to ``max(longest col, TOPK_FREE_LIMIT)``: larger values are refused as
+#: absurd (SPEC 3.1.1) rather than silently dividing by them.
+TOPK_FREE_LIMIT = 1024
+
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+
+
+def sequence_topk_avg_pooling(input, row, col, topks, channel_num, name=None):
+    """Average of the top-k values of every row of every channel of each sequence.
+
+    Sequence ``i`` of ``input`` holds ``channel_num * R_i * C_i`` values, a
+    ``[channel_num, R_i, C_i]`` block, where ``R_i`` and ``C_i`` are the lengths of sequence
+    ``i`` of ``row`` and ``col``.  For every channel ``c`` and row ``r`` of that block and every
+    ``k`` in ``topks``, the output is the sum of the ``k`` largest of the ``C_i`` values divided
+    by ``k``; when ``C_i < k`` the missing values count as 0 (still divided by ``k``).  A row
+    holding NaN gives NaN for every ``k``.
+
+    Parameters
+    ----------
+    input : LoDTensor or Arrow array of lists
+        Shape ``(N,)`` or ``(N, 1)`` with exactly one LoD level.  Any numeric dtype (not bool).
+    row, col : LoDTensor or Arrow array of lists
+        One LoD level each, with as many sequences as ``input``; only their LoD is used.
+    topks : sequence of int
+        The ``k`` values, each ``>= 1`` and at most ``max(longest col, 1024)`` (see
+        ``TOPK_FREE_LIMIT``); any order.
+    channel_num : int
+        Channels per sequence, ``>= 1``.
+    name : str, optional
+        Ignored (Paddle compatibility).
+
+    Returns
+    -------
+    LoDTensor
+        Shape ``(sum(R_i), channel_num * len(topks))``, row ``row_off[i] + r`` holding
+        ``[c0: k1, k2, ..., c1: k1, k2, ...]``, with ``row``'s LoD, on the input's place.
+        dtype: the input's for floats (float16 computed in float32), float64 for integers.
+        Paddle's second output (the top-k positions) is internal and not returned.
+
+    Raises
+    ------
+    LoDError
+        If ``input``, ``row`` or ``col`` does not have exactly one LoD level.
+    TypeError
+        If ``topks`` or ``channel_num`` is not made of integers, or ``input`` is bool.
+    ValueError
+        If a sequence does not hold ``channel_num * R_i * C_i`` values, the sequence counts
+        differ, ``input`` is wider than one value per row, ``topks`` is empty or holds a
+        ``k < 1`` or an absurdly large ``k``, or ``channel_num < 1``.
+
+    Examples
+    --------
+    One sequence, one channel, a 2 x 3 block:
+
+    >>> import numpy as np, lodarrow as la
+    >>> x = la.LoDTensor(np.array([1., 5., 3., 4., 2., 6.], dtype="float32"), lod=[[0, 6]])
+    >>> rows = la.LoDTensor(np.zeros(2), lod=[[0, 2]])
+    >>> cols = la.LoDTensor(np.zeros(3), lod=[[0, 3]])
+    >>> out = la.sequence_topk_avg_pooling(x, rows, cols, topks=[1, 2, 5], channel_num=1)
+    >>> out.numpy().tolist(), out.lod()
+    ([[5.0, 4.0, 1.7999999523162842], [6.0, 5.0, 2.4000000953674316]], [[0, 2]])
+    """
+    x = as_lod_tensor(input, "input")
+    r = as_lod_tensor(row, "row")
+    c = as_lod_tensor(col, "col")
+    for t, arg in ((x, "input"), (r, "row"), (c, "col")):
+        require_lod_levels(t, arg, _OP, 1)
+    data = x._data
+    shape = data.shape
+    if not (len(shape) == 1 or (len(shape) == 2 and shape[1] == 1)):
+        raise ValueError(f"{_OP}: input must have shape [N] or [N, 1], got {list(shape)}")
+    kind = data.dtype.kind
+    if kind == "b":
+        raise TypeError(f"{_OP}: input of dtype bool cannot be averaged; cast it to a numeric "
+                        f"dtype first")
+    backend = backend_of(_OP, input=x, row=r, col=c)
+    in_off, row_off, col_off = x._offsets[0], r._offsets[0], c._offsets[0]
+    n_seq = in_off.shape[0] - 1
+    for t_off, arg in ((row_off, "row"), (col_off, "col")):
+        if t_off.shape[0] - 1 != n_seq:
+            raise ValueError(f"{_OP}: {arg} has {t_off.shape[0] - 1} sequences but input has "
+                             f"{n_seq}; they must match")
+    channels = as_int(channel_num, f"{_OP}: channel_num")
+    if channels < 1:
+        raise ValueError(f"{_OP}: channel_num must be >= 1, got {channels}")
+    rows = np.diff(row_off)
+    cols = np.diff(col_off)
+    sizes = np.diff(in_off)
+    # float64 first: a product beyond int64 must not wrap into an accidental match.
+    want = rows.astype(np.float64) * cols * channels
+    bad = np.flatnonzero((want != sizes) | (want > 2.0**62))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"{_OP}: sequence {i} of input holds {int(sizes[i])} values, but "
+                         f"channel_num * rows * cols = {channels} * {int(rows[i])} * "
+                         f"{int(cols[i])} = {int(want[i])}")
+    ks = _topks(topks)
+    longest = int(cols.max()) if n_seq else 0
+    limit = max(longest, TOPK_FREE_LIMIT)
+    if ks.max() > limit:
+        pos = int(np.argmax(ks > limit))
+        raise ValueError(f"{_OP}: topks[{pos}] = {int(ks[pos])} is larger than any row can "
+                         f"use (longest col {longest}; k up to max(longest col, "
+                         f"{TOPK_FREE_LIMIT}) is allowed)")
+    out_dtype = data.dtype if kind == "f" else _F64
+    out_shape = (int(row_off[-1]), channels * ks.shape[0])
+    if backend == "cuda":
+        from lodarrow._cuda import numeric as _gpu
+
+        xp = _gpu.cupy()
+        out = xp.empty(out_shape, dtype=out_dtype)
+        _gpu.topk_avg_pool(out, data.reshape(-1), x._device_offsets_for(0),
+                           r._device_offsets_for(0), c._device_offsets_for(0), ks, channels)
+    else:
+        out = np.empty(out_shape, dtype=out_dtype)
+        _cpu(out, data.reshape(-1), in_off, row_off, col_off, ks, channels, longest)
+    return LoDTensor._from_trusted(out, r._offsets, x._place)
+
+
+def _topks(topks):
+    """``topks`` as a non-empty int64 array of values >= 1."""
+    if isinstance(topks, np.ndarray):
+        if topks.ndim != 1 or topks.dtype.kind not in "iu":
+            raise TypeError(f"{_OP}: topks must be a 1-D sequence of integers, got an array of "
+                            f"dtype {topks.dtype} and shape {topks.shape}")
+        values = topks.tolist()
+    else:
+        try:
+            values = list(topks)
+        except TypeError:
+            raise TypeError(f"{_OP}: topks must be a sequence of integers, got "
+                            f"{type(topks).__name__}") from None
+    if not values:
+        raise ValueError(f"{_OP}: topks must hold at least one k")
+    ks = []
+    for pos, k in enumerate(values):
+        if isinstance(k, (bool, np.bool_)):
+            raise TypeError(f"{_OP}: topks[{pos}] must be an integer, got bool")
+        try:
+            k = operator.index(k)
+        except TypeError:
+            raise TypeError(f"{_OP}: topks[{pos}] must be an integer, got "
+                            f"{type(k).__name__}") from None
+        if k < 1:
+            raise ValueError(f"{_OP}: topks[{pos}] must be >= 1, got {k}")
+        ks.append(min(k, 2**62))    # beyond the limit either way; keeps int64 happy
+    return np.array(ks, dtype=np.int64)
+
+
+def _cpu(out, data, in_off, row_off, col_off, ks, channels, longest):
+    if out.size == 0:
+        return
+    flat = np.ascontiguousarray(data)
+    if flat.dtype.kind != "f":
+        flat = flat.astype(_F64)
+    elif flat.dtype.itemsize == 2:
+        flat = flat.astype(_F32)
+    target = out if out.dtype == flat.dtype else np.empty(out.shape, dtype=flat.dtype)
+    in_off = np.ascontiguousarray(in_off)
+    nt = threads_for(flat.shape[0] * 4)
+    bounds = chunk_bounds(in_off, nt * 4) if nt > 1 else None
+    n_chunks = 1 if bounds is None else bounds.shape[0] - 1
+    m = max(1, min(int(ks.max()), longest))
+    work = np.empty((n_chunks, m), dtype=_F64)
+    _kernels.topk_avg_pool(target, work, flat, in_off, np.ascontiguousarray(row_off),
+                           np.ascontiguousarray(col_off), ks, channels, bounds, nt)
+    if target is not out:
+        out[...] = target
