@@ -13,6 +13,7 @@ float16 is computed in float32, integers in float64 (``libm``'s ``exp``).
 from cython.parallel cimport prange
 from libc.math cimport exp
 
+from _half cimport f2h, h2f
 from _types cimport floating_t, integral_t, offset_t, uint16_t
 
 cdef extern from *:
@@ -197,54 +198,6 @@ cdef extern from *:
     void la_softmax_f32(float* out, const float* x, const offset_t* off, Py_ssize_t lo,
                         Py_ssize_t hi) noexcept nogil
 
-cdef extern from *:
-    """
-    /* IEEE half <-> float, bit exact (round to nearest even), NaN kept (as in seq_pool). */
-    static inline float lodarrow_sm_h2f(uint16_t h) {
-        uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-        uint32_t ex = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
-        float out;
-        if (ex == 0x1fu) {
-            bits = sign | 0x7f800000u | (mant << 13);
-        } else if (ex == 0) {
-            out = (float)mant * 5.9604644775390625e-08f;
-            memcpy(&bits, &out, 4);
-            bits |= sign;
-        } else {
-            bits = sign | ((ex + 112u) << 23) | (mant << 13);
-        }
-        memcpy(&out, &bits, 4);
-        return out;
-    }
-    static inline uint16_t lodarrow_sm_f2h(float f) {
-        uint32_t x, absx, h, rem;
-        uint16_t sign;
-        memcpy(&x, &f, 4);
-        sign = (uint16_t)((x >> 16) & 0x8000u);
-        absx = x & 0x7fffffffu;
-        if (absx >= 0x7f800000u) {
-            if (absx > 0x7f800000u) {
-                uint16_t m = (uint16_t)((absx >> 13) & 0x3ffu);
-                return (uint16_t)(sign | 0x7c00u | (m ? m : 0x200u));
-            }
-            return (uint16_t)(sign | 0x7c00u);
-        }
-        if (absx >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
-        if (absx < 0x38800000u) {
-            float r, q;
-            memcpy(&r, &absx, 4);
-            r *= 16777216.0f;
-            q = (r + 8388608.0f) - 8388608.0f;
-            return (uint16_t)(sign | (uint16_t)q);
-        }
-        h = (((absx >> 23) - 112u) << 10) | ((absx & 0x7fffffu) >> 13);
-        rem = absx & 0x1fffu;
-        if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h += 1;
-        return (uint16_t)(sign | (uint16_t)h);
-    }
-    """
-    float h2f "lodarrow_sm_h2f"(uint16_t h) noexcept nogil
-    uint16_t f2h "lodarrow_sm_f2h"(float f) noexcept nogil
 
 
 def expf_values(const float[::1] x, float[::1] out):

@@ -1,15 +1,13 @@
 """``sequence_pool``, ``sequence_first_step``, ``sequence_last_step`` (OPS.md sections 5, 6)."""
 
-import math
 
 import numpy as np
 
 from lodarrow._backend import backend_of, is_cupy_array
 from lodarrow._errors import LoDError
 from lodarrow._ext import seq_pool as _kernels
-from lodarrow._ops._common import as_lod_tensor, chunk_bounds, threads_for
+from lodarrow._ops._common import as_lod_tensor, chunk_bounds, pad_array, threads_for
 from lodarrow._tensor import LoDTensor
-from lodarrow._validation import coerce_pad_value
 
 __all__ = ["sequence_pool", "sequence_first_step", "sequence_last_step"]
 
@@ -119,7 +117,7 @@ def sequence_pool(input, pool_type, is_test=False, pad_value=0.0, return_index=F
         backend = "cuda" if is_cupy_array(x._data) else "cpu"
     else:
         backend = backend_of("sequence_pool", input=x, pad_value=pad_value)
-    pad = pad_row(pad_value, out_dtype, x._data.shape[1:])
+    pad = pad_array(pad_value, out_dtype, x._data.shape[1:], np)
     offsets = x._offsets[-1]
     shape = (offsets.shape[0] - 1,) + x._data.shape[1:]
     if backend == "cuda":
@@ -206,31 +204,6 @@ def sequence_last_step(input, name=None):
     [3.0, 6.0, 1.0]
     """
     return sequence_pool(input, "last")
-
-
-_PAD_CACHE = {}
-
-
-def pad_row(value, dtype, feature_shape):
-    """``coerce_pad_value`` for argument ``pad_value``, memoised for Python scalars.
-
-    Converting a pad value costs more than pooling a small tensor; a Python scalar is
-    immutable, so its read-only conversion is kept (keyed with the sign of a float zero).
-    """
-    kind = type(value)
-    if kind is float or kind is int or kind is bool:
-        key = (kind, value, math.copysign(1.0, value) if kind is float else 0, dtype,
-               feature_shape)
-        try:
-            return _PAD_CACHE[key]
-        except KeyError:
-            pass
-        pad = coerce_pad_value(value, dtype, feature_shape, "pad_value")
-        pad.flags.writeable = False
-        if len(_PAD_CACHE) < 256:
-            _PAD_CACHE[key] = pad
-        return pad
-    return coerce_pad_value(value, dtype, feature_shape, "pad_value")
 
 
 def _pool_type(pool_type):
