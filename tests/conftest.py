@@ -95,3 +95,25 @@ def any_dtype(request):
 @pytest.fixture(params=NUMERIC_DTYPES)
 def numeric_dtype(request):
     return np.dtype(request.param)
+
+
+def run_python(args, **kwargs):
+    """Run ``python *args`` in a subprocess that imports the lodarrow under test.
+
+    The child runs outside the source tree, with the tested package's parent on PYTHONPATH,
+    so it cannot pick up an unbuilt ``lodarrow/`` from the working directory.
+    """
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import lodarrow
+
+    env = dict(os.environ, **kwargs.pop("env", {}))
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(Path(lodarrow.__file__).parent.parent), env.get("PYTHONPATH")])
+    )
+    with tempfile.TemporaryDirectory() as cwd:
+        return subprocess.run([sys.executable, *map(str, args)], cwd=kwargs.pop("cwd", cwd),
+                              env=env, capture_output=True, text=True, **kwargs)

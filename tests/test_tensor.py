@@ -1,8 +1,5 @@
 """The Pythonic surface of LoDTensor: construction, views, iteration, NumPy interop, places."""
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -12,7 +9,7 @@ import lodarrow as la
 from lodarrow import LoDError
 from strategies import lod_lengths, lod_tensors
 
-from conftest import ALL_DTYPES, cuda_unavailable_reason
+from conftest import ALL_DTYPES, cuda_unavailable_reason, run_python
 
 
 def _y():
@@ -278,5 +275,5 @@ def test_import_does_not_pull_optional_modules():
     code = ("import sys, lodarrow; bad = [m for m in ('pandas', 'cupy', 'pyarrow.parquet', "
             "'polars', 'matplotlib', 'rich') if m in sys.modules]; print(bad); "
             "sys.exit(1 if bad else 0)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    proc = run_python(["-c", code])
     assert proc.returncode == 0, proc.stdout + proc.stderr
