@@ -1,9 +1,14 @@
-"""Placeholder: the command line (``python -m lodarrow demo|bench|info``) is being built."""
+"""``python -m lodarrow`` (also the ``lodarrow`` console script): ``demo``, ``bench``, ``info``."""
+
+import sys
 
 
 def main(argv=None):
-    raise NotImplementedError
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    from lodarrow._cli import main as cli_main
+
+    return cli_main(argv)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

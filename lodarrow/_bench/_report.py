@@ -1,0 +1,176 @@
+"""Benchmark output: a rich table on the terminal, JSON, Markdown and a matplotlib bar chart."""
+
+import json
+
+__all__ = ["print_table", "write_json", "to_markdown", "write_markdown", "write_plot",
+           "format_time", "machine_lines"]
+
+COLUMNS = ("op", "workload", "impl", "median", "best", "GB/s", "% BW", "x best peer",
+           "peak MiB", "how / note")
+
+
+def format_time(seconds):
+    """``1.23 ms``-style time."""
+    if seconds is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def _cells(row):
+    ok = row["status"] == "ok"
+    gbps = row.get("gbps")
+    frac = row.get("fraction_of_bandwidth")
+    ratio = row.get("ratio_to_best_peer")
+    how = row.get("how") or ""
+    note = row.get("note") or ("best peer" if row.get("best_peer") else "")
+    note = "; ".join(s for s in (how, note) if s)
+    return (
+        row["title"], row["workload"], row["library"],
+        format_time(row.get("median_s")) if ok else "-",
+        format_time(row.get("best_s")) if ok else "-",
+        f"{gbps:.2f}" if gbps is not None else "-",
+        f"{100 * frac:.0f}%" if frac is not None else "-",
+        f"{ratio:.2f}" if ratio is not None else "-",
+        f"{row['peak_bytes'] / 2**20:.1f}" if ok else "-",
+        note,
+    )
+
+
+def machine_lines(report):
+    """Plain-text lines describing the machine and its measured bandwidth."""
+    m, bw = report["machine"], report["bandwidth"]
+    mem = f"{m['memory_bytes'] / 2**30:.0f} GiB" if m.get("memory_bytes") else "?"
+    v = m["versions"]
+    lines = [
+        f"CPU: {m['cpu']}, {m['cores']} usable cores, {mem} RAM ({m['platform']})",
+        "Python {python}, NumPy {numpy}, pyarrow {pyarrow}, polars {polars}, Awkward {awkward}, "
+        "numba {numba}, lodarrow {lodarrow} (OpenMP: {omp})".format(omp=m.get("openmp"), **v),
+        f"Memory bandwidth ({bw['bytes'] / 2**30:.2g} GiB NumPy probe): read {bw['read_1t']:.1f} "
+        f"GB/s (1 thread) / {bw['read_2t']:.1f} GB/s (2 threads); copy {bw['copy_1t']:.1f} / "
+        f"{bw['copy_2t']:.1f} GB/s (read + write bytes). '% BW' is of {bw['reference']:.1f} GB/s.",
+    ]
+    load0, load1 = m.get("load_average"), m.get("load_average_end")
+    if load0:
+        end = f", {load1[0]:.1f} at the end" if load1 else ""
+        lines.append(f"Load average (1 min) {load0[0]:.1f} at the start{end}, on "
+                     f"{m['cores']} cores: other processes share this machine")
+    for lib, reason in report.get("skipped_peers", {}).items():
+        lines.append(f"skipped peer {lib}: {reason}")
+    return lines
+
+
+def print_table(report, console=None):
+    """Print the results as a rich table (one section per case)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    for line in machine_lines(report):
+        console.print(line, highlight=False, markup=False)
+    table = Table(title="lodarrow bench (GB/s = bytes read + written / best time; "
+                        "'x best peer' = best time / fastest peer's best time)",
+                  show_lines=False, title_justify="left")
+    for col in COLUMNS:
+        table.add_column(col, justify="right" if col in COLUMNS[3:9] else "left",
+                         overflow="fold")
+    previous = None
+    for row in report["rows"]:
+        key = (row["title"], row["workload"])
+        if previous is not None and key != previous:
+            table.add_section()
+        previous = key
+        style = None
+        if row["status"] in ("wrong", "error"):
+            style = "red"
+        elif row["library"] == "lodarrow":
+            style = "bold"
+        table.add_row(*_cells(row), style=style)
+    console.print(table)
+
+
+def write_json(report, path):
+    with open(path, "w") as fh:
+        json.dump(report, fh, indent=1, default=str)
+
+
+MARKDOWN_INTRO = """\
+# Performance
+
+Produced by `lodarrow bench` (see `benchmarks/README.md` for the method).  Every peer's
+result was checked against lodarrow's before it was timed.  GB/s counts the bytes an operation
+must read plus the bytes it writes, divided by the best time; "% BW" is that as a fraction of
+the memory bandwidth measured at the start of the run; "x best peer" is the best time divided
+by the fastest peer's best time (below 1: lodarrow is faster than every peer); "peak MiB" is
+the peak memory of one call, output included.  Zero-copy conversions and the 10-row call are
+compared by time.
+"""
+
+
+def to_markdown(report, plot=None):
+    """The results as a Markdown document: intro, machine, command, table (and the plot)."""
+    out = [MARKDOWN_INTRO, "## Machine and run", ""]
+    out += [f"- {line}" for line in machine_lines(report)]
+    if report.get("command"):
+        out.append(f"- Command: `{report['command']}`")
+    if report.get("wall_s"):
+        out.append(f"- The whole run took {report['wall_s'] / 60:.1f} minutes.")
+    if plot:
+        out += ["", f"![GB/s per operator, lodarrow beside each peer]({plot})"]
+    out += ["", "## Results", ""]
+    out.append("| " + " | ".join(COLUMNS) + " |")
+    out.append("| " + " | ".join("---:" if c in COLUMNS[3:9] else "---" for c in COLUMNS) + " |")
+    for row in report["rows"]:
+        cells = [str(c).replace("|", "\\|") for c in _cells(row)]
+        if row["library"] == "lodarrow" and row["status"] == "ok":
+            cells[2] = f"**{cells[2]}**"
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def write_markdown(report, path, plot=None):
+    """Write :func:`to_markdown`; ``plot`` (a PNG path) is linked relative to ``path``."""
+    import os
+
+    if plot:
+        plot = os.path.relpath(os.path.abspath(plot), os.path.dirname(os.path.abspath(path)))
+    with open(path, "w") as fh:
+        fh.write(to_markdown(report, plot))
+
+
+def write_plot(report, path):
+    """A horizontal bar chart of GB/s per case, lodarrow beside each peer, with the machine's
+    measured bandwidth as a vertical line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = {}
+    for row in report["rows"]:
+        if row.get("gbps") is None:
+            continue
+        groups.setdefault(f"{row['title']}\n{row['workload']}", {})[row["library"]] = row["gbps"]
+    libraries = ["lodarrow"] + sorted({lib for g in groups.values() for lib in g} - {"lodarrow"})
+    colors = dict(zip(libraries, ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b",
+                                  "#ff7f0e", "#7f7f7f"]))
+    names = list(groups)
+    height = 0.8 / max(1, len(libraries))
+    fig, ax = plt.subplots(figsize=(10, 0.45 * max(4, len(names)) + 1.5))
+    for k, lib in enumerate(libraries):
+        ys = [i + k * height for i, n in enumerate(names) if lib in groups[n]]
+        xs = [groups[n][lib] for n in names if lib in groups[n]]
+        ax.barh(ys, xs, height=height, color=colors[lib], label=lib)
+    bw = report["bandwidth"]["reference"]
+    ax.axvline(bw, color="black", linestyle="--", linewidth=1,
+               label=f"memory bandwidth {bw:.1f} GB/s")
+    ax.set_yticks([i + 0.4 - height / 2 for i in range(len(names))], names, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("GB/s (bytes read + written / best time)")
+    ax.set_title(f"lodarrow bench: {report['machine']['cpu']}, {report['machine']['cores']} cores")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
