@@ -227,6 +227,113 @@ cdef extern from *:
             }
         }
     }
+
+    /* float32 sums for D = 8 * NV (NV <= 8): the sequence's running sums live in NV vector
+     * registers (no store/reload of an accumulator array per row), each row is streamed
+     * once, and the float64 flush and divide are constant-width loops the compiler
+     * vectorises.  Same summation order as la_sumd_f32, so the results are identical. */
+    #if LA_HAVE_VEC
+    #define LA_SUMD_FIX(NV)                                                                 \
+    LA_CLONES static void la_sumd8x##NV(float* out, const float* x, const int64_t* off,     \
+                                        int64_t lo, int64_t hi, const float* pad,           \
+                                        int mode) {                                         \
+        enum { D = 8 * NV };                                                                \
+        for (int64_t s = lo; s < hi; s++) {                                                 \
+            int64_t a = off[s], b = off[s + 1];                                             \
+            float* o = out + s * D;                                                         \
+            double tot[D];                                                                  \
+            float f[D];                                                                     \
+            if (a == b) { memcpy(o, pad, sizeof f); continue; }                             \
+            for (int j = 0; j < D; j++) tot[j] = 0.0;                                       \
+            for (int64_t i0 = a; i0 < b; i0 += LA_FLUSH) {                                  \
+                int64_t i1 = b - i0 < LA_FLUSH ? b : i0 + LA_FLUSH;                         \
+                la_v_f32 acc[NV];                                                           \
+                for (int v = 0; v < NV; v++) acc[v] = (la_v_f32){0};                        \
+                for (const float* r = x + i0 * D; r < x + i1 * D; r += D)                  \
+                    for (int v = 0; v < NV; v++) acc[v] += la_ld_f32(r + 8 * v);            \
+                memcpy(f, acc, sizeof f);                                                   \
+                for (int j = 0; j < D; j++) tot[j] += f[j];                                 \
+            }                                                                               \
+            if (mode == 0) {            /* x / 1.0 == x: skip the divides */                \
+                for (int j = 0; j < D; j++) o[j] = (float)tot[j];                           \
+            } else {                                                                        \
+                double div = la_div(mode, b - a);                                           \
+                for (int j = 0; j < D; j++) o[j] = (float)(tot[j] / div);                   \
+            }                                                                               \
+        }                                                                                   \
+    }
+    #else
+    #define LA_SUMD_FIX(NV)                                                                 \
+    static void la_sumd8x##NV(float* out, const float* x, const int64_t* off, int64_t lo,   \
+                              int64_t hi, const float* pad, int mode) {                     \
+        la_sumd_f32(out, x, off, lo, hi, 8 * NV, pad, mode);                                \
+    }
+    #endif
+    LA_SUMD_FIX(1)
+    LA_SUMD_FIX(2)
+    LA_SUMD_FIX(3)
+    LA_SUMD_FIX(4)
+    LA_SUMD_FIX(6)
+    LA_SUMD_FIX(8)
+
+    /* Top-m of a row for m <= 8: a branch-free insertion cascade keeps the m largest values
+     * seen, in descending order, in registers (m compile-time slots, a max and a min per
+     * slot and value).  Rows are short (about as long as m is small), so the branchy
+     * "skip if below the smallest kept" test of a heap or insertion sort mispredicts about
+     * half the time; this costs 2m cheap ops per value with no branch.  Slots start at
+     * -inf; the first min(m, n) are the answer (a -inf value is kept as itself).  Returns
+     * 1 if the row holds NaN (the caller then ignores best). */
+    /* a > b ? a : b and a < b ? a : b.  GCC compiles a pair of such selects on one compare
+     * into a branch, so on x86 they are spelled as maxss/minss, which are exactly these. */
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #define LA_SS(OP, a, b) _mm_cvtss_f32(_mm_##OP##_ss(_mm_set_ss(a), _mm_set_ss(b)))
+    #define LA_SD(OP, a, b) _mm_cvtsd_f64(_mm_##OP##_sd(_mm_set_sd(a), _mm_set_sd(b)))
+    static inline float la_max_f32(float a, float b) { return LA_SS(max, a, b); }
+    static inline float la_min_f32(float a, float b) { return LA_SS(min, a, b); }
+    static inline double la_max_f64(double a, double b) { return LA_SD(max, a, b); }
+    static inline double la_min_f64(double a, double b) { return LA_SD(min, a, b); }
+    #else
+    static inline float la_max_f32(float a, float b) { return a > b ? a : b; }
+    static inline float la_min_f32(float a, float b) { return a < b ? a : b; }
+    static inline double la_max_f64(double a, double b) { return a > b ? a : b; }
+    static inline double la_min_f64(double a, double b) { return a < b ? a : b; }
+    #endif
+    #define LA_TOPK_CASCADE(SUF, T, M)                                                      \
+    static inline int la_topk##M##_##SUF(const T* row, int64_t n, T* best) {                \
+        T b[M];                                                                             \
+        int nan = 0;                                                                        \
+        for (int p = 0; p < M; p++) b[p] = -(T)INFINITY;                                    \
+        for (int64_t i = 0; i < n; i++) {                                                   \
+            T t = row[i];                                                                   \
+            nan |= t != t;                                                                  \
+            for (int p = 0; p < M; p++) {                                                   \
+                T hi = la_max_##SUF(t, b[p]);                                               \
+                t = la_min_##SUF(b[p], t);                                                  \
+                b[p] = hi;                                                                  \
+            }                                                                               \
+        }                                                                                   \
+        for (int p = 0; p < M; p++) best[p] = b[p];                                         \
+        return nan;                                                                         \
+    }
+    #define LA_TOPK_ALL(SUF, T)                                                             \
+    LA_TOPK_CASCADE(SUF, T, 1) LA_TOPK_CASCADE(SUF, T, 2) LA_TOPK_CASCADE(SUF, T, 3)        \
+    LA_TOPK_CASCADE(SUF, T, 4) LA_TOPK_CASCADE(SUF, T, 5) LA_TOPK_CASCADE(SUF, T, 6)        \
+    LA_TOPK_CASCADE(SUF, T, 7) LA_TOPK_CASCADE(SUF, T, 8)                                   \
+    static int la_topk_##SUF(const T* row, int64_t n, int64_t m, T* best) {                 \
+        switch (m) {                                                                        \
+        case 1: return la_topk1_##SUF(row, n, best);                                        \
+        case 2: return la_topk2_##SUF(row, n, best);                                        \
+        case 3: return la_topk3_##SUF(row, n, best);                                        \
+        case 4: return la_topk4_##SUF(row, n, best);                                        \
+        case 5: return la_topk5_##SUF(row, n, best);                                        \
+        case 6: return la_topk6_##SUF(row, n, best);                                        \
+        case 7: return la_topk7_##SUF(row, n, best);                                        \
+        default: return la_topk8_##SUF(row, n, best);                                       \
+        }                                                                                   \
+    }
+    LA_TOPK_ALL(f32, float)
+    LA_TOPK_ALL(f64, double)
     """
     void la_sum1_f32(float* out, const float* x, const offset_t* off, Py_ssize_t lo,
                      Py_ssize_t hi, offset_t n_rows, float pad, int mode) noexcept nogil
@@ -242,6 +349,21 @@ cdef extern from *:
                      Py_ssize_t hi, offset_t n_rows, double pad) noexcept nogil
     void la_sumd_f32(float* out, const float* x, const offset_t* off, Py_ssize_t lo,
                      Py_ssize_t hi, Py_ssize_t d, const float* pad, int mode) noexcept nogil
+    int la_topk_f32(const float* row, Py_ssize_t n, Py_ssize_t m, float* best) noexcept nogil
+    int la_topk_f64(const double* row, Py_ssize_t n, Py_ssize_t m, double* best) noexcept nogil
+    enum: TOPK_CASCADE_MAX "8"
+    void la_sumd8x1(float* out, const float* x, const offset_t* off, Py_ssize_t lo,
+                     Py_ssize_t hi, const float* pad, int mode) noexcept nogil
+    void la_sumd8x2(float* out, const float* x, const offset_t* off, Py_ssize_t lo,
+                     Py_ssize_t hi, const float* pad, int mode) noexcept nogil
+    void la_sumd8x3(float* out, const float* x, const offset_t* off, Py_ssize_t lo,
+                     Py_ssize_t hi, const float* pad, int mode) noexcept nogil
+    void la_sumd8x4(float* out, const float* x, const offset_t* off, Py_ssize_t lo,
+                     Py_ssize_t hi, const float* pad, int mode) noexcept nogil
+    void la_sumd8x6(float* out, const float* x, const offset_t* off, Py_ssize_t lo,
+                     Py_ssize_t hi, const float* pad, int mode) noexcept nogil
+    void la_sumd8x8(float* out, const float* x, const offset_t* off, Py_ssize_t lo,
+                     Py_ssize_t hi, const float* pad, int mode) noexcept nogil
 
 
 cdef enum:
@@ -309,6 +431,18 @@ cdef void _sum_float_range(floating_t* out, const floating_t* x, const offset_t*
     if floating_t is float:
         if d == 1:
             la_sum1_f32(out, x, off, lo, hi, n_rows, pad[0], mode)
+        elif d == 16:
+            la_sumd8x2(out, x, off, lo, hi, pad, mode)
+        elif d == 8:
+            la_sumd8x1(out, x, off, lo, hi, pad, mode)
+        elif d == 32:
+            la_sumd8x4(out, x, off, lo, hi, pad, mode)
+        elif d == 24:
+            la_sumd8x3(out, x, off, lo, hi, pad, mode)
+        elif d == 48:
+            la_sumd8x6(out, x, off, lo, hi, pad, mode)
+        elif d == 64:
+            la_sumd8x8(out, x, off, lo, hi, pad, mode)
         else:
             la_sumd_f32(out, x, off, lo, hi, d, pad, mode)
     else:
@@ -850,14 +984,26 @@ cdef void _topk_range(floating_t* out, const floating_t* x, const offset_t* in_o
     cdef offset_t k
     cdef bint has_nan
     cdef const floating_t* seq
+    cdef const floating_t* row
     cdef floating_t* o
+    cdef floating_t best[TOPK_CASCADE_MAX]
     for s in range(lo, hi):
         n_rows = row_off[s + 1] - row_off[s]
         n_cols = col_off[s + 1] - col_off[s]
         seq = x + in_off[s]
         for ch in range(channels):
             for r in range(n_rows):
-                got = _top_values(seq + (ch * n_rows + r) * n_cols, n_cols, m, heap, &has_nan)
+                row = seq + (ch * n_rows + r) * n_cols
+                if m <= TOPK_CASCADE_MAX:
+                    if floating_t is float:
+                        has_nan = la_topk_f32(row, n_cols, m, best)
+                    else:
+                        has_nan = la_topk_f64(row, n_cols, m, best)
+                    got = min(m, n_cols)
+                    for q in range(got):
+                        heap[q] = best[q]
+                else:
+                    got = _top_values(row, n_cols, m, heap, &has_nan)
                 # Prefix sums in place: heap[i] = sum of the i + 1 largest.
                 for q in range(1, got):
                     heap[q] += heap[q - 1]
