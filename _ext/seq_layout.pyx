@@ -167,19 +167,51 @@ def unpad(uint8_t[::1] out, const uint8_t[::1] x, const offset_t[::1] offsets,
 # Values move as same-size integer containers (uint8, uint16, int32, int64 views), so these
 # four specialisations serve every dtype bit for bit.
 
+cdef inline void _enumerate_full(numeric_t* out, const numeric_t* x, Py_ssize_t t0,
+                                 Py_ssize_t t1, Py_ssize_t win) noexcept nogil:
+    """Rows ``[t0, t1)`` whose whole window lies inside the sequence.
+
+    Small windows get a loop of constant width, so each row is a few plain stores rather
+    than an inner loop with an unknown trip count.
+    """
+    cdef Py_ssize_t t, k
+    cdef numeric_t* row
+    if win == 2:
+        for t in range(t0, t1):
+            out[2 * t] = x[t]
+            out[2 * t + 1] = x[t + 1]
+    elif win == 3:
+        for t in range(t0, t1):
+            out[3 * t] = x[t]
+            out[3 * t + 1] = x[t + 1]
+            out[3 * t + 2] = x[t + 2]
+    elif win == 4:
+        for t in range(t0, t1):
+            out[4 * t] = x[t]
+            out[4 * t + 1] = x[t + 1]
+            out[4 * t + 2] = x[t + 2]
+            out[4 * t + 3] = x[t + 3]
+    else:
+        for t in range(t0, t1):
+            row = out + t * win
+            for k in range(win):
+                row[k] = x[t + k]
+
+
 cdef void _enumerate_seqs(numeric_t* out, const numeric_t* x, const offset_t* off,
                           Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t win,
                           numeric_t pad) noexcept nogil:
     cdef Py_ssize_t s, t, k, end, full
     cdef numeric_t* row
+    if win == 1:
+        # Every window of one value lies inside its sequence: the output is x itself.
+        memcpy(out + off[lo], x + off[lo], <size_t>(off[hi] - off[lo]) * sizeof(numeric_t))
+        return
     for s in range(lo, hi):
         end = off[s + 1]
         # Rows whose whole window lies inside the sequence, then the padded tail.
         full = end - win + 1 if end - win + 1 > off[s] else off[s]
-        for t in range(off[s], full):
-            row = out + t * win
-            for k in range(win):
-                row[k] = x[t + k]
+        _enumerate_full(out, x, off[s], full, win)
         for t in range(full, end):
             row = out + t * win
             for k in range(end - t):
