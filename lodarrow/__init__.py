@@ -10,7 +10,15 @@ and through CuPy on the GPU, chosen by where the data lives.
 """
 
 from lodarrow._errors import BackendError, LoDError
-from lodarrow._ext.lod_utils import openmp_enabled
+
+try:
+    from lodarrow._ext.lod_utils import openmp_enabled
+except ImportError as _exc:  # a source checkout whose extensions were never built
+    raise ImportError(
+        "lodarrow's compiled kernels are not built in this directory "
+        f"({__path__[0]}); install with `pip install -e .` (or build in place with "
+        "`python setup.py build_ext --inplace`), or run from outside the source tree"
+    ) from _exc
 from lodarrow._place import CPUPlace, CUDAPinnedPlace, CUDAPlace
 from lodarrow._tensor import LoDTensor, create_lod_tensor, from_list
 from lodarrow._arrow import from_arrow
