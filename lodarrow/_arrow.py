@@ -350,9 +350,10 @@ def from_arrow(obj, nulls="error"):
       non-empty null slot are dropped (a gather);
     - dictionary-encoded values: decoded; several chunks: joined.
 
-    Offsets are trusted to be non-decreasing, as pyarrow itself trusts them; every level is
-    checked in O(1) to stay inside the array below it, so a malformed array cannot make this
-    read out of bounds (``arr.validate(full=True)`` checks the rest).
+    Every level is checked in O(1) to stay inside the array below it, so a malformed array
+    cannot make this read out of bounds.  The O(n) scan that offsets never decrease is
+    deferred: it runs once, when the tensor first enters an operator (or ``take``), so the
+    conversion itself stays O(levels).
 
     Examples
     --------
@@ -374,21 +375,21 @@ def from_arrow(obj, nulls="error"):
     chunks, plan = _as_chunks(obj)
     if isinstance(chunks, pa.Array):
         data, levels = _decode(chunks, plan, nulls, None, 0)
-        return LoDTensor._from_trusted(data, _freeze(levels), _CPU)
+        return LoDTensor._from_trusted(data, _freeze(levels), _CPU, unchecked=True)
     if chunks.num_chunks == 1:
         data, levels = _decode(chunks.chunk(0), plan, nulls, None, 0)
-        return LoDTensor._from_trusted(data, _freeze(levels), _CPU)
+        return LoDTensor._from_trusted(data, _freeze(levels), _CPU, unchecked=True)
     if chunks.num_chunks == 0:
         data = np.empty((0,) + plan.features, dtype=plan.dtype)
         levels = [np.zeros(1, dtype=np.int64) for _ in plan.levels]
-        return LoDTensor._from_trusted(data, _freeze(levels), _CPU)
+        return LoDTensor._from_trusted(data, _freeze(levels), _CPU, unchecked=True)
     parts, start = [], 0
     for c in range(chunks.num_chunks):
         chunk = chunks.chunk(c)
         parts.append(_decode(chunk, plan, nulls, c, start))
         start += len(chunk)
     data, levels = _join(parts, plan)
-    return LoDTensor._from_trusted(data, _freeze(levels), _CPU)
+    return LoDTensor._from_trusted(data, _freeze(levels), _CPU, unchecked=True)
 
 
 _PYARROW_CONTAINERS = (pa.Array, pa.ChunkedArray, pa.Table, pa.RecordBatch)

@@ -123,10 +123,11 @@ class LoDTensor:
     (2, [[0, 3]])
     """
 
-    __slots__ = ("_data", "_offsets", "_place", "_device_offsets", "__weakref__")
+    __slots__ = ("_data", "_offsets", "_place", "_device_offsets", "_unchecked", "__weakref__")
 
     def __init__(self, data=None, lod=None, *, lengths=None, place=None, copy=False):
         self._device_offsets = {}
+        self._unchecked = False
         if data is None:
             if lod is not None or lengths is not None:
                 raise ValueError("LoDTensor: a lod or lengths needs data")
@@ -154,9 +155,15 @@ class LoDTensor:
         return cls(data, lengths=lengths, place=place, copy=copy)
 
     @classmethod
-    def _from_trusted(cls, data, offsets, place=None):
-        """Wrap already-validated parts without any check (operator outputs, views)."""
+    def _from_trusted(cls, data, offsets, place=None, unchecked=False):
+        """Wrap parts without any check (operator outputs, views).
+
+        ``unchecked=True`` marks offsets taken from outside (Arrow buffers) whose monotonicity
+        has not been scanned yet: the O(n) scan then runs once, when the tensor first enters
+        an operator (:meth:`_check_valid`), so conversions stay O(1).
+        """
         self = object.__new__(cls)
+        self._unchecked = unchecked
         self._data = data
         self._offsets = tuple(offsets)
         if place is None:
@@ -181,6 +188,7 @@ class LoDTensor:
         check_lod(levels, self._rows(), "lod")
         self._offsets = _freeze(levels)
         self._device_offsets = {}
+        self._unchecked = False
 
     def set_recursive_sequence_lengths(self, recursive_sequence_lengths):
         """Set the LoD from lengths, e.g. ``[[2, 3]]``; raises ``LoDError`` if invalid."""
@@ -189,6 +197,7 @@ class LoDTensor:
         check_lod(levels, self._rows(), name)
         self._offsets = _freeze(levels)
         self._device_offsets = {}
+        self._unchecked = False
 
     def lod(self):
         """The LoD as offsets: a list of lists of int."""
@@ -305,7 +314,8 @@ class LoDTensor:
             if keep_level or k > 0:
                 levels.append(off[lo:hi + 1] - a if a else off[lo:hi + 1])
             lo, hi = a, b
-        return LoDTensor._from_trusted(self._data[lo:hi], _freeze(levels), self._place)
+        return LoDTensor._from_trusted(self._data[lo:hi], _freeze(levels), self._place,
+                                       self._unchecked)
 
     def take(self, indices):
         """Gather top-level sequences (rows for a plain tensor) into a new LoDTensor (a copy).
@@ -313,6 +323,8 @@ class LoDTensor:
         ``indices`` is an integer array (negative values count from the end) or a boolean
         mask of length ``len(self)``.
         """
+        if self._unchecked:
+            self._check_valid("take")
         idx = _host(indices) if is_cupy_array(indices) else np.asarray(indices)
         n = len(self)
         if idx.dtype == bool:
@@ -352,8 +364,8 @@ class LoDTensor:
             raise TypeError("to: place is required")
         if self._data is None or place == self._place:
             return self
-        out = LoDTensor._from_trusted(_move(self._data, place), self._offsets, place)
-        return out
+        return LoDTensor._from_trusted(_move(self._data, place), self._offsets, place,
+                                       self._unchecked)
 
     def cpu(self):
         """This tensor in host memory (``self`` if it is there already)."""
@@ -476,6 +488,11 @@ class LoDTensor:
         if self._data is None:
             raise ValueError(f"{name} is an empty LoDTensor (no data has been set)")
         off = self._offsets
+        if self._unchecked:  # offsets from Arrow: scan them once, before any kernel trusts them
+            msg = lod_problem(off, self._data.shape[0], f"{name}.lod")
+            if msg is not None:
+                raise LoDError(msg)
+            self._unchecked = False
         if off and int(off[-1][-1]) != self._data.shape[0]:
             raise LoDError(f"invalid LoD: {name}'s last level ends at {int(off[-1][-1])} but "
                            f"its data has {self._data.shape[0]} rows (set() changed the data?)")

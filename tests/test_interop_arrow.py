@@ -587,3 +587,20 @@ def test_zero_copy_views_are_read_only():
         back.data[0] = 7
     assert not any(off.flags.writeable for off in back.offsets)
     assert a.to_pylist() == [[0, 1, 2, 3], [4, 5, 6, 7, 8, 9]]
+
+
+def test_decreasing_arrow_offsets_are_caught_before_any_kernel():
+    # A malformed array (offsets that go back) converts in O(1), but no operator trusts it.
+    offsets = pa.array([0, 3, 1, 4], type=pa.int64())
+    values = pa.array(np.arange(4, dtype=np.float32))
+    bad = pa.LargeListArray.from_buffers(pa.large_list(pa.float32()), 3,
+                                         [None, offsets.buffers()[1]], children=[values])
+    t = la.from_arrow(bad)
+    assert not t.has_valid_recursive_sequence_lengths()
+    with pytest.raises(la.LoDError, match=r"input.lod\[0\] must be non-decreasing; first violation "
+                                          r"at position 2 \(3 > 1\)"):
+        la.sequence_pool(t, "sum")
+    with pytest.raises(la.LoDError, match="non-decreasing"):
+        la.sequence_pad(bad, 0.0)
+    with pytest.raises(la.LoDError, match="non-decreasing"):
+        t.take([0])

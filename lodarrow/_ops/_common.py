@@ -50,7 +50,9 @@ def as_lod_tensor(obj, name):
     if _is_arrow_like(obj) or type(obj).__module__.startswith("pyarrow"):
         from lodarrow._arrow import from_arrow
 
-        return from_arrow(obj)
+        t = from_arrow(obj)
+        t._check_valid(name)  # the deferred O(n) offsets scan
+        return t
     if isinstance(obj, (list, tuple)):
         return LoDTensor(np.asarray(obj))
     raise TypeError(f"{name} must be a LoDTensor, an Arrow array of lists or an array, "
