@@ -50,6 +50,42 @@ def as_int(value, name):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
 
 
+def _int64_array(obj, name, *, column_ok, keep_shape=False, xp=np, overflow_error=ValueError):
+    """``obj`` as a C-contiguous int64 array: the one place integer arguments are checked.
+
+    Any integer input dtype (unsigned too); floats and bools are a ``TypeError`` even when
+    integral, ragged or non-numeric sequences a ``TypeError``, values beyond int64
+    ``overflow_error``.  Unless ``keep_shape``, the result is 1-D (``column_ok`` also accepts
+    ``(n, 1)`` columns, Paddle's ``[n, 1]`` index tensors, and flattens them).
+    """
+    is_array = hasattr(obj, "dtype") and hasattr(obj, "shape")
+    if is_array:
+        arr = obj
+    else:
+        try:
+            arr = np.asarray(obj)
+        except (ValueError, TypeError):  # ragged or non-numeric
+            raise TypeError(f"{name} must be a flat sequence of integers") from None
+        if arr.dtype == object:
+            raise TypeError(f"{name} must be a flat sequence of integers")
+    if arr.dtype.kind not in "iu":
+        if arr.size == 0 and not is_array:
+            arr = arr.astype(np.int64)  # [] from a Python list
+        else:
+            raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
+    if not keep_shape:
+        if column_ok and arr.ndim == 2 and arr.shape[1] == 1:
+            arr = arr.reshape(-1)
+        elif arr.ndim != 1:
+            also = " (or of shape (n, 1))" if column_ok else ""
+            raise ValueError(f"{name} must be 1-D{also}, got shape {tuple(arr.shape)}")
+    if arr.dtype == np.uint64 and arr.size and int(arr.max()) > _INT64_MAX:
+        pos = int(xp.argmax(arr > _INT64_MAX))
+        raise overflow_error(f"{name}: value {int(arr[pos])} at position {pos} does not fit "
+                             f"int64")
+    return xp.ascontiguousarray(arr, dtype=np.int64)
+
+
 def as_index_array(obj, name, *, ndim=1, xp=np):
     """Return ``obj`` as a C-contiguous int64 array of any integer input dtype (unsigned too).
 
@@ -57,21 +93,7 @@ def as_index_array(obj, name, *, ndim=1, xp=np):
     ``ndim=1`` also accepts ``(n, 1)`` column vectors (Paddle's ``[n, 1]`` index tensors) and
     flattens them; ``ndim=None`` keeps the shape.
     """
-    arr = obj if hasattr(obj, "dtype") and hasattr(obj, "shape") else np.asarray(obj)
-    if arr.dtype.kind not in "iu":
-        if arr.size == 0 and arr.dtype == np.float64 and not hasattr(obj, "dtype"):
-            arr = arr.astype(np.int64)  # [] from a Python list
-        else:
-            raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
-    if ndim == 1:
-        if arr.ndim == 2 and arr.shape[1] == 1:
-            arr = arr.reshape(-1)
-        elif arr.ndim != 1:
-            raise ValueError(f"{name} must be 1-D (or of shape (n, 1)), got shape {tuple(arr.shape)}")
-    if arr.dtype == np.uint64 and arr.size and int(arr.max()) > _INT64_MAX:
-        pos = int(xp.argmax(arr > _INT64_MAX))
-        raise ValueError(f"{name}: value {int(arr[pos])} at position {pos} does not fit int64")
-    return xp.ascontiguousarray(arr, dtype=np.int64)
+    return _int64_array(obj, name, column_ok=True, keep_shape=ndim != 1, xp=xp)
 
 
 def as_offsets(obj, name="lod", level=0):
@@ -114,23 +136,8 @@ def lengths_to_offsets(lengths, name="recursive_seq_lens"):
 
 
 def _int_level(level, name, k):
-    """One level (offsets or lengths) as int64; negatives are left to the caller to report."""
-    try:
-        arr = level if isinstance(level, np.ndarray) else np.asarray(level)
-    except (ValueError, TypeError):  # ragged or non-numeric
-        raise TypeError(f"{name}[{k}] must be a flat sequence of integers") from None
-    if arr.dtype == object:
-        raise TypeError(f"{name}[{k}] must be a flat sequence of integers")
-    if arr.ndim != 1:
-        raise ValueError(f"{name}[{k}] must be 1-D, got shape {arr.shape}")
-    if arr.dtype.kind not in "iu":
-        if arr.size == 0 and not isinstance(level, np.ndarray):
-            return np.zeros(0, dtype=np.int64)  # [] from a Python list
-        raise TypeError(f"{name}[{k}] must hold integers, got dtype {arr.dtype}")
-    if arr.dtype == np.uint64 and arr.size and int(arr.max()) > _INT64_MAX:
-        pos = int(np.argmax(arr > _INT64_MAX))
-        raise LoDError(f"invalid LoD: {name}[{k}][{pos}] = {int(arr[pos])} does not fit int64")
-    return np.ascontiguousarray(arr, dtype=np.int64)
+    """One level (offsets or lengths) as 1-D int64; negatives are left to the caller."""
+    return _int64_array(level, f"{name}[{k}]", column_ok=False, overflow_error=LoDError)
 
 
 def offsets_to_lengths(offsets):
