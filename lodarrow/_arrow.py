@@ -32,164 +32,20 @@ a malformed array cannot make it read out of bounds.  ``arr.validate(full=True)`
 rest.
 """
 
-import functools
-
 import numpy as np
 import pyarrow as pa
 
+from lodarrow import _arrow_decode as _dec
+from lodarrow._arrow_layout import arrow_type, layer_types, plan
 from lodarrow._backend import is_cupy_array
 from lodarrow._place import CPUPlace
 from lodarrow._tensor import LoDTensor, _freeze
-from lodarrow._validation import SUPPORTED_DTYPES
 
 __all__ = ["from_arrow", "to_arrow", "export_c_array"]
 
 _INT32_MAX = np.iinfo(np.int32).max
 _CPU = CPUPlace()
 _NULLS = ("error", "empty")
-
-# numpy dtype <-> Arrow type, one to one (float16 <-> halffloat; bool is bit-packed in Arrow).
-_TO_ARROW = {np.dtype(d): pa.from_numpy_dtype(np.dtype(d)) for d in SUPPORTED_DTYPES}
-_FROM_ARROW = {v: k for k, v in _TO_ARROW.items()}
-
-# Nested-type kinds: variable-size levels, and fixed-size lists.
-_LIST, _LARGE_LIST, _LIST_VIEW, _LARGE_LIST_VIEW, _FIXED = (
-    "list", "large_list", "list_view", "large_list_view", "fixed_size_list")
-_VARIABLE = (_LIST, _LARGE_LIST, _LIST_VIEW, _LARGE_LIST_VIEW)
-# Buffers each node contributes to ``Array.buffers()`` (validity first).
-_NUM_BUFFERS = {_LIST: 2, _LARGE_LIST: 2, _LIST_VIEW: 3, _LARGE_LIST_VIEW: 3, _FIXED: 1}
-_OFFSET_DTYPE = {_LIST: np.dtype(np.int32), _LARGE_LIST: np.dtype(np.int64),
-                 _LIST_VIEW: np.dtype(np.int32), _LARGE_LIST_VIEW: np.dtype(np.int64)}
-
-_is_list_view = getattr(pa.types, "is_list_view", lambda t: False)
-_is_large_list_view = getattr(pa.types, "is_large_list_view", lambda t: False)
-
-
-# ---------------------------------------------------------------------------- type analysis
-def _type_chain(arrow_type):
-    """Split a nested type into its list kinds, outermost first, and the leaf type.
-
-    Returns ``(kinds, leaf)``: ``kinds`` is a tuple of ``(kind, list_size)`` pairs
-    (``list_size`` is 0 for variable-size lists).
-    """
-    kinds = []
-    t = arrow_type
-    while True:
-        if pa.types.is_large_list(t):
-            kinds.append((_LARGE_LIST, 0))
-        elif pa.types.is_list(t):
-            kinds.append((_LIST, 0))
-        elif _is_large_list_view(t):
-            kinds.append((_LARGE_LIST_VIEW, 0))
-        elif _is_list_view(t):
-            kinds.append((_LIST_VIEW, 0))
-        elif pa.types.is_fixed_size_list(t):
-            kinds.append((_FIXED, t.list_size))
-        else:
-            return tuple(kinds), t
-        t = t.value_type
-
-
-def _split_levels(kinds):
-    """``(levels, features)``: the LoD levels and the feature dimensions of a kind chain.
-
-    A ``FixedSizeList`` above the last variable-size list is a level of uniform lengths; below
-    it (or with no variable-size list at all) it is a feature dimension.
-    """
-    last = max((i for i, (kind, _) in enumerate(kinds) if kind in _VARIABLE), default=-1)
-    return kinds[:last + 1], tuple(size for _, size in kinds[last + 1:])
-
-
-class _Plan:
-    """How to take apart arrays of one Arrow type (cached per type)."""
-
-    __slots__ = ("levels", "features", "dtype", "leaf", "null_leaf", "decoded_type",
-                 "buffer_pos")
-
-    def __init__(self, levels, features, dtype, leaf, decoded_type):
-        self.levels = levels
-        self.features = features
-        self.dtype = dtype            # numpy dtype of the values
-        self.leaf = leaf              # the leaf Arrow type
-        self.null_leaf = pa.types.is_null(leaf)  # list<null>: only empty lists are readable
-        self.decoded_type = decoded_type  # not None: cast to this first (dictionary values)
-        pos, at = [], 0
-        for kind, _ in levels + tuple((_FIXED, s) for s in features):
-            pos.append(at)
-            at += _NUM_BUFFERS[kind]
-        pos.append(at)                # the leaf: validity, values
-        self.buffer_pos = tuple(pos)
-
-
-def _rebuild(kinds, leaf):
-    """The nested type with ``kinds`` around ``leaf``."""
-    t = leaf
-    for kind, size in reversed(kinds):
-        if kind == _FIXED:
-            t = pa.list_(t, size)
-        else:
-            t = {_LIST: pa.list_, _LARGE_LIST: pa.large_list,
-                 _LIST_VIEW: getattr(pa, "list_view", None),
-                 _LARGE_LIST_VIEW: getattr(pa, "large_list_view", None)}[kind](t)
-    return t
-
-
-# Recently seen (type, plan) pairs, newest first: comparing types with ``==`` costs ~0.1 us,
-# hashing one (what an lru_cache does) ~1.4 us -- a tenth of the whole from_arrow budget.
-# Never reordered in place, so concurrent callers can at worst add a duplicate.
-_RECENT = []
-
-
-def _plan(arrow_type):
-    """The cached :class:`_Plan` of ``arrow_type`` (raises ``TypeError`` for unsupported values)."""
-    for known, plan in _RECENT:
-        if known == arrow_type:
-            return plan
-    plan = _make_plan(arrow_type)
-    _RECENT.insert(0, (arrow_type, plan))
-    del _RECENT[8:]
-    return plan
-
-
-@functools.lru_cache(maxsize=512)
-def _make_plan(arrow_type):
-    kinds, leaf = _type_chain(arrow_type)
-    decoded = None
-    if pa.types.is_dictionary(leaf):
-        leaf = leaf.value_type
-        decoded = _rebuild(kinds, leaf)
-    levels, features = _split_levels(kinds)
-    if pa.types.is_null(leaf):
-        dtype = np.dtype(np.float64)  # list<null>: only empty lists can be represented
-    else:
-        dtype = _FROM_ARROW.get(leaf)
-        if dtype is None:
-            raise TypeError(f"from_arrow: values of Arrow type {leaf} (in {arrow_type}) are not "
-                            f"supported; a LoDTensor holds bool, int8, uint8, int16, uint16, "
-                            f"int32, int64, float16 (halffloat), float32 or float64")
-    return _Plan(levels, features, dtype, leaf, decoded)
-
-
-@functools.lru_cache(maxsize=512)
-def _canonical_type(dtype, feature_shape, lod_level, large_offsets):
-    """The Arrow type of a LoDTensor (SPEC section 3.1)."""
-    t = _TO_ARROW[np.dtype(dtype)]
-    for size in reversed(feature_shape):
-        t = pa.list_(t, size)
-    for _ in range(lod_level):
-        t = pa.large_list(t) if large_offsets else pa.list_(t)
-    return t
-
-
-@functools.lru_cache(maxsize=512)
-def _layer_types(dtype, feature_shape, lod_level, large_offsets):
-    """The Arrow types of every layer of a LoDTensor's array, innermost first."""
-    out = [_TO_ARROW[dtype]]
-    for j in range(len(feature_shape) - 1, -1, -1):
-        out.append(_canonical_type(dtype, feature_shape[j:], 0, True))
-    for k in range(1, lod_level + 1):
-        out.append(_canonical_type(dtype, feature_shape, k, large_offsets))
-    return tuple(out)
 
 
 def _product(shape):
@@ -201,7 +57,7 @@ def _product(shape):
 
 def canonical_type(t, large_offsets=True):
     """The Arrow type :func:`to_arrow` gives ``t``."""
-    return _canonical_type(t.dtype, t.feature_shape, t.lod_level, bool(large_offsets))
+    return arrow_type(t.dtype, t.feature_shape, t.lod_level, bool(large_offsets))
 
 
 # ---------------------------------------------------------------------------- to_arrow
@@ -254,7 +110,7 @@ def to_arrow(t, large_offsets=True):
     n = data.shape[0]
     features = data.shape[1:]
 
-    types = _layer_types(data.dtype, features, len(t._offsets), large)
+    types = layer_types(data.dtype, features, len(t._offsets), large)
     if data.dtype == np.bool_:
         values = pa.py_buffer(np.packbits(data.reshape(-1), bitorder="little"))
     else:
@@ -301,30 +157,43 @@ def export_c_array(t, requested_schema=None):
 
 
 # ---------------------------------------------------------------------------- from_arrow
-def from_arrow(obj, nulls="error"):
+def from_arrow(obj, nulls="error", *, lod_level=None, feature_shape=None):
     """Convert an Arrow array of nested lists to a LoDTensor, zero-copy where possible.
 
     Parameters
     ----------
     obj : pyarrow.Array, pyarrow.ChunkedArray or Arrow PyCapsule producer
-        Anything with ``__arrow_c_array__`` or ``__arrow_c_stream__`` (a polars Series, a
-        nanoarrow array, a DuckDB result ...) is accepted too.  A one-column table (a
-        ``pa.Table`` or ``RecordBatch``, or a producer that exports a struct of one field, as
-        DuckDB results do) is read as that column.  The chunks of a chunked array are joined
-        (a copy); a single chunk is used as is.
+        Anything with ``__arrow_c_device_array__``, ``__arrow_c_array__`` or
+        ``__arrow_c_stream__`` (a polars Series, a nanoarrow array, a DuckDB result, a GPU
+        LoDTensor, cuDF ...) is accepted too; a producer is asked for its data once.  A
+        one-column table (a ``pa.Table`` or ``RecordBatch``, or a producer that exports a
+        struct of one field, as DuckDB results do) is read as that column.  The chunks of a
+        chunked array are joined (a copy); a single chunk is used as is.
     nulls : {"error", "empty"}, default "error"
-        What a null list becomes: "error" raises ``ValueError``; "empty" reads it as an empty
-        sequence.  A null value, or a null fixed-size row (feature dimension), always raises.
+        What a null list of a LoD level becomes: "error" raises ``ValueError``; "empty" reads
+        it as an empty sequence.  A null value, or a null row of a feature dimension, always
+        raises.
+    lod_level : int, optional
+        How many outer list levels are the LoD.  Default: every variable-size list
+        (``List``, ``LargeList``, ``ListView``, ``LargeListView``) is a LoD level, a
+        ``FixedSizeList`` above the last of them a level of uniform lengths and one below it
+        a feature dimension.  With ``lod_level=k`` the outer ``k`` list levels (of any kind)
+        are the LoD and every deeper list level is a feature dimension; a variable-size one
+        must be *regular* (all its lists of one length, the width).  This reads back what
+        DuckDB, polars or Spark wrote from a lodarrow column: they turn ``FixedSizeList`` s
+        into lists.
+    feature_shape : tuple of int, optional
+        The widths of the feature dimensions, checked against the data and the type; with no
+        lists to read a width from (no rows), these are the widths.  Given without
+        ``lod_level``, its length says how many inner list levels are feature dimensions.
 
     Returns
     -------
     LoDTensor
         On the CPU; or, for a producer whose ``__arrow_c_device_array__`` reports CUDA memory
-        (a GPU LoDTensor, cuDF ...), on that GPU as views of the device buffers.  Every variable-size list (``List``, ``LargeList``, ``ListView``,
-        ``LargeListView``) is a LoD level; a ``FixedSizeList`` above the last of them is a level
-        of uniform lengths and one below it a feature dimension.  Without any variable-size
-        list the result has no LoD (``lod_level == 0``, one data row per element).
-        The data is a read-only view of the Arrow memory where no copy is needed.
+        (a GPU LoDTensor, cuDF ...), on that GPU as views of the device buffers.  Without any
+        LoD level the result has no LoD (``lod_level == 0``, one data row per element).  The
+        data is a read-only view of the Arrow memory where no copy is needed.
 
     Raises
     ------
@@ -333,7 +202,14 @@ def from_arrow(obj, nulls="error"):
         structs, timestamps ... are rejected; the message names the type).
     ValueError
         On a null (the message names the level, the position, the top-level sequence it falls
-        in and, for chunked input, the chunk), or if ``nulls`` is not "error" or "empty".
+        in and, for chunked input, the chunk), if ``nulls`` is not "error" or "empty", if
+        ``lod_level`` exceeds the list levels of the type or ``feature_shape`` has the wrong
+        number of dimensions, or if a feature dimension's width is given neither by the type,
+        ``feature_shape`` nor the data (the message asks for ``feature_shape``).
+    LoDError
+        If a list level folded into a feature dimension is not regular, or its width differs
+        from ``feature_shape`` (the message names the level and the first list of another
+        length).
 
     Notes
     -----
@@ -350,6 +226,10 @@ def from_arrow(obj, nulls="error"):
       non-empty null slot are dropped (a gather);
     - dictionary-encoded values: decoded; several chunks: joined.
 
+    A regular list level folded into a feature dimension (``lod_level``) costs an O(n) check
+    of its offsets and nothing else when its lists are contiguous and in order (offsets
+    ``lo + i * d``: the values stay a view); list views that are not are gathered (a copy).
+
     Every level is checked in O(1) to stay inside the array below it, so a malformed array
     cannot make this read out of bounds.  The O(n) scan that offsets never decrease is
     deferred: it runs once, when the tensor first enters an operator (or ``take``), so the
@@ -363,39 +243,62 @@ def from_arrow(obj, nulls="error"):
     ([[0, 2, 2, 3], [0, 2, 3, 4]], [1, 2, 3, 4])
     >>> la.from_arrow(pa.array([[1], None]), nulls="empty").lod()
     [[0, 1, 1]]
+    >>> t = la.from_arrow(pa.array([[[1, 2], [3, 4]], [[5, 6]]]), lod_level=1)
+    >>> t.lod(), t.data.shape
+    ([[0, 2, 3]], (3, 2))
     """
     if nulls not in _NULLS:
         raise ValueError(f"from_arrow: nulls must be 'error' or 'empty', got {nulls!r}")
-    if hasattr(obj, "__arrow_c_device_array__") and not isinstance(obj, _PYARROW_CONTAINERS):
-        # GPU producers (a GPU LoDTensor, cuDF ...): views on the device, no copy.
-        from lodarrow._cdevice import ARROW_DEVICE_CPU, device_type_of, import_device_array
+    if isinstance(obj, LoDTensor) and not is_cupy_array(obj._data):
+        obj = to_arrow(obj)
+    elif hasattr(obj, "__arrow_c_device_array__") and not isinstance(obj, _PYARROW_CONTAINERS):
+        from lodarrow._cdevice import ARROW_DEVICE_CPU, device_capsules, import_device_array
 
-        if device_type_of(obj) not in (None, ARROW_DEVICE_CPU):
-            return import_device_array(obj, nulls)
-    chunks, plan = _as_chunks(obj)
-    if isinstance(chunks, pa.Array):
-        data, levels = _decode(chunks, plan, nulls, None, 0)
-        return LoDTensor._from_trusted(data, _freeze(levels), _CPU, unchecked=True)
-    if chunks.num_chunks == 1:
-        data, levels = _decode(chunks.chunk(0), plan, nulls, None, 0)
-        return LoDTensor._from_trusted(data, _freeze(levels), _CPU, unchecked=True)
-    if chunks.num_chunks == 0:
-        data = np.empty((0,) + plan.features, dtype=plan.dtype)
-        levels = [np.zeros(1, dtype=np.int64) for _ in plan.levels]
-        return LoDTensor._from_trusted(data, _freeze(levels), _CPU, unchecked=True)
+        capsules, device_type = device_capsules(obj)  # exported once
+        if device_type != ARROW_DEVICE_CPU:  # GPU producers: views on the device, no copy
+            return import_device_array(capsules, nulls, lod_level=lod_level,
+                                       feature_shape=feature_shape)
+        obj = pa.Array._import_from_c_device_capsule(*capsules)
+    chunks, p = _as_chunks(obj, lod_level, feature_shape)
+    if isinstance(chunks, pa.ChunkedArray):
+        if chunks.num_chunks != 1:
+            return _from_chunks(chunks, p, nulls)
+        chunks = chunks.chunk(0)
+    if not p.folded:  # every width is in the type
+        data, levels = _dec.decode(_dec.HOST, chunks, chunks.buffers(), p, nulls, p.widths)
+    else:
+        widths = list(p.widths)
+        data, levels = _dec.decode(_dec.HOST, chunks, chunks.buffers(), p, nulls, widths)
+        if None in widths:
+            raise _dec.missing_width(chunks.type, p, widths)
+    return LoDTensor._from_trusted(data, _freeze(levels), _CPU, unchecked=True)
+
+
+def _from_chunks(chunks, p, nulls):
+    """The LoDTensor of a chunked array of zero or several chunks (joined: a copy)."""
+    widths = list(p.widths)
     parts, start = [], 0
     for c in range(chunks.num_chunks):
         chunk = chunks.chunk(c)
-        parts.append(_decode(chunk, plan, nulls, c, start))
+        parts.append(_dec.decode(_dec.HOST, chunk, chunk.buffers(), p, nulls, widths, c, start))
         start += len(chunk)
-    data, levels = _join(parts, plan)
+    if None in widths:
+        raise _dec.missing_width(chunks.type, p, widths)
+    widths = tuple(widths)
+    if not parts:
+        data = np.empty((0,) + widths, dtype=p.dtype)
+        return LoDTensor._from_trusted(data, _freeze([np.zeros(1, dtype=np.int64)
+                                                      for _ in p.levels]), _CPU, unchecked=True)
+    # A chunk that could not tell a width has no values: give it the widths of the others.
+    parts = [(d.reshape((d.shape[0],) + widths), lv) for d, lv in parts]
+    data, levels = _dec.join(parts, len(p.levels))
     return LoDTensor._from_trusted(data, _freeze(levels), _CPU, unchecked=True)
 
 
 _PYARROW_CONTAINERS = (pa.Array, pa.ChunkedArray, pa.Table, pa.RecordBatch)
 
 
-def _as_chunks(obj):
+def _as_chunks(obj, lod_level, feature_shape):
     """``(arr, plan)``: ``obj`` as a ``pa.Array`` or ``pa.ChunkedArray`` and its plan."""
     if isinstance(obj, (pa.Array, pa.ChunkedArray)):
         arr = obj
@@ -423,256 +326,4 @@ def _as_chunks(obj):
             raise ValueError("from_arrow: the one-column struct has null rows")
         arr = (arr.field(0) if isinstance(arr, pa.Array) else
                pa.chunked_array([c.field(0) for c in arr.chunks], type=arr.type.field(0).type))
-    plan = _plan(arr.type)
-    if plan.decoded_type is not None:  # dictionary-encoded values: decode (a copy)
-        try:
-            arr = arr.cast(plan.decoded_type)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise TypeError(f"from_arrow: cannot decode the dictionary values of {arr.type} "
-                            f"({exc})") from None
-        plan = _plan(arr.type)
-    return arr, plan
-
-
-def _count(sel):
-    return sel[1] - sel[0] if isinstance(sel, tuple) else sel.shape[0]
-
-
-def _indices(sel):
-    return np.arange(sel[0], sel[1], dtype=np.int64) if isinstance(sel, tuple) else sel
-
-
-def _view(buf, dtype, stop, what):
-    """The first ``stop`` elements of ``buf`` as a read-only NumPy view (no copy)."""
-    if stop <= 0:
-        return np.frombuffer(buf, dtype=dtype, count=0) if buf is not None \
-            else np.empty(0, dtype=dtype)
-    if buf is None or buf.size < stop * dtype.itemsize:
-        have = 0 if buf is None else buf.size
-        raise ValueError(f"from_arrow: invalid Arrow array: the {what} buffer holds {have} "
-                         f"bytes, {stop * dtype.itemsize} are needed")
-    return np.frombuffer(buf, dtype=dtype, count=stop)
-
-
-def _bits(buf, start, stop, what):
-    """Bits ``[start, stop)`` of an LSB-first bitmap as a bool array (a copy)."""
-    if stop <= start:
-        return np.zeros(0, dtype=np.bool_)
-    first, last = start // 8, (stop + 7) // 8
-    raw = _view(buf, np.dtype(np.uint8), last, what)[first:]
-    bits = np.unpackbits(raw, bitorder="little")[start - 8 * first: stop - 8 * first]
-    return bits.view(np.bool_)
-
-
-def _null_mask(node, bitmap, sel):
-    """None when no selected entry of ``node`` is null, else a bool mask (True = null)."""
-    if not node.null_count:
-        return None
-    o = node.offset
-    if bitmap is None:  # the null type: everything is null
-        return np.ones(_count(sel), dtype=np.bool_) if _count(sel) else None
-    if isinstance(sel, tuple):
-        valid = _bits(bitmap, o + sel[0], o + sel[1], "validity")
-    else:
-        valid = _bits(bitmap, o, o + int(sel.max()) + 1, "validity")[sel] if sel.size \
-            else np.zeros(0, dtype=np.bool_)
-    if valid.all():
-        return None
-    return ~valid
-
-
-def _gather_lists(starts, lengths):
-    """New offsets for sequences ``[starts, starts + lengths)`` and the child selection.
-
-    The selection is a range when the sequences are contiguous and in order (no copy of the
-    values), else an index array (a gather).
-    """
-    new = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
-    np.cumsum(lengths, out=new[1:])
-    total = int(new[-1])
-    if total == 0:
-        return new, (0, 0)
-    nonempty = lengths > 0
-    base = int(starts[np.argmax(nonempty)])
-    if np.array_equal(starts[nonempty], base + new[:-1][nonempty]):
-        return new, (base, base + total)
-    index = np.repeat(starts - new[:-1], lengths) + np.arange(total, dtype=np.int64)
-    return new, index
-
-
-def _top_sequence(levels, depth, pos):
-    """The top-level sequence holding entry ``pos`` of level ``depth`` (rows: depth = L)."""
-    for k in range(depth - 1, -1, -1):
-        pos = int(np.searchsorted(levels[k], pos, side="right")) - 1
-    return pos
-
-
-def _where(levels, depth, pos, chunk, chunk_start):
-    """`` in chunk c (top-level sequence s)`` for null messages."""
-    top = _top_sequence(levels, depth, pos) + chunk_start
-    in_chunk = "" if chunk is None else f" in chunk {chunk}"
-    return f"{in_chunk} (top-level sequence {top})"
-
-
-def _check_range(stop, length, depth, what):
-    """Raise unless ``stop <= length``: nothing may point past the end of a child array."""
-    if stop > length:
-        at = "the values" if depth is None else f"level {depth}"
-        raise ValueError(f"from_arrow: invalid Arrow array: {what} of {at} reaches {stop} but "
-                         f"the array below has only {length} entries")
-
-
-def _decode(arr, plan, nulls, chunk, chunk_start):
-    """Take one ``pa.Array`` apart into ``(data, levels)``: O(levels) unless it must copy."""
-    bufs = arr.buffers()
-    pos = plan.buffer_pos
-    node = arr
-    sel = (0, len(arr))  # a range or an index array, in the node's logical coordinates
-    levels = []
-    for depth, (kind, size) in enumerate(plan.levels):
-        nullmask = _null_mask(node, bufs[pos[depth]], sel)
-        if nullmask is not None and nulls == "error":
-            p = int(np.argmax(nullmask))
-            raise ValueError(f"from_arrow: null list at level {depth}, position {p}"
-                             f"{_where(levels, depth, p, chunk, chunk_start)}; pass "
-                             f"nulls='empty' to read null lists as empty sequences")
-        o = node.offset
-        child = node.values
-        n_child = len(child)
-        if kind == _FIXED:
-            if nullmask is None and isinstance(sel, tuple):
-                new = np.arange(_count(sel) + 1, dtype=np.int64) * size
-                child_sel = ((o + sel[0]) * size, (o + sel[1]) * size)
-                _check_range(child_sel[1], n_child, depth, "a fixed-size list")
-            else:
-                idx = _indices(sel)
-                starts = (o + idx) * size
-                lengths = np.full(idx.shape[0], size, dtype=np.int64)
-                if idx.size:
-                    _check_range(int(starts.max()) + size, n_child, depth, "a fixed-size list")
-                if nullmask is not None:
-                    lengths[nullmask] = 0
-                new, child_sel = _gather_lists(starts, lengths)
-        elif kind in (_LIST, _LARGE_LIST):
-            odt = _OFFSET_DTYPE[kind]
-            if nullmask is None and isinstance(sel, tuple):
-                a, b = sel
-                off = _view(bufs[pos[depth] + 1], odt, o + b + 1, "offsets")[o + a:]
-                lo, hi = int(off[0]), int(off[-1])
-                if lo < 0 or hi < lo:
-                    raise ValueError(f"from_arrow: invalid Arrow array: offsets at level "
-                                     f"{depth} run from {lo} to {hi}")
-                _check_range(hi, n_child, depth, "an offset")
-                if kind == _LARGE_LIST and lo == 0:
-                    new = off  # zero-copy: the LoD level is the Arrow offsets buffer
-                else:
-                    new = off.astype(np.int64)
-                    if lo:
-                        new -= lo
-                child_sel = (lo, hi)
-            else:
-                idx = _indices(sel)
-                full = _view(bufs[pos[depth] + 1], odt,
-                             o + int(idx.max()) + 2 if idx.size else 0, "offsets")
-                starts = full[o + idx].astype(np.int64)
-                lengths = full[o + idx + 1] - starts
-                if nullmask is not None:
-                    lengths[nullmask] = 0
-                _check_lists(starts, lengths, n_child, depth)
-                new, child_sel = _gather_lists(starts, lengths)
-        else:  # ListView / LargeListView: offsets + sizes, views may overlap or be unordered
-            odt = _OFFSET_DTYPE[kind]
-            idx = _indices(sel)
-            stop = o + int(idx.max()) + 1 if idx.size else 0
-            starts = _view(bufs[pos[depth] + 1], odt, stop, "offsets")[o + idx].astype(np.int64)
-            lengths = _view(bufs[pos[depth] + 2], odt, stop, "sizes")[o + idx].astype(np.int64)
-            if nullmask is not None:
-                lengths[nullmask] = 0
-            _check_lists(starts, lengths, n_child, depth)
-            new, child_sel = _gather_lists(starts, lengths)
-        levels.append(new)
-        node, sel = child, child_sel
-
-    n_levels = len(plan.levels)
-    rows = _count(sel)
-    per_row = 1
-    for j, size in enumerate(plan.features):
-        nullmask = _null_mask(node, bufs[pos[n_levels + j]], sel)
-        if nullmask is not None:
-            p = int(np.argmax(nullmask)) // per_row
-            raise ValueError(f"from_arrow: null fixed-size row at row {p}"
-                             f"{_where(levels, n_levels, p, chunk, chunk_start)}; a LoDTensor "
-                             f"cannot hold null rows (nulls='empty' applies to null lists only)")
-        o = node.offset
-        child = node.values
-        if isinstance(sel, tuple):
-            sel = ((o + sel[0]) * size, (o + sel[1]) * size)
-            _check_range(sel[1], len(child), n_levels + j, "a fixed-size row")
-        else:
-            sel = ((o + sel)[:, None] * size + np.arange(size, dtype=np.int64)).reshape(-1)
-            if sel.size:
-                _check_range(int(sel.max()) + 1, len(child), n_levels + j, "a fixed-size row")
-        per_row *= size
-        node = child
-
-    data = _leaf_values(node, bufs, pos[-1], sel, plan, levels, chunk, chunk_start, per_row)
-    return data.reshape((rows,) + plan.features), levels
-
-
-def _check_lists(starts, lengths, n_child, depth):
-    """O(n) bounds check of explicit sequence ranges (the paths that are O(n) anyway)."""
-    if lengths.size and (lengths.min() < 0 or starts.min() < 0):
-        p = int(np.argmax((lengths < 0) | (starts < 0)))
-        raise ValueError(f"from_arrow: invalid Arrow array: sequence {p} at level {depth} has "
-                         f"start {int(starts[p])} and length {int(lengths[p])}")
-    if lengths.size:
-        _check_range(int((starts + lengths).max()), n_child, depth, "a sequence")
-
-
-def _leaf_values(node, bufs, at, sel, plan, levels, chunk, chunk_start, per_row):
-    """The selected values of the leaf array as a flat NumPy array."""
-    nullmask = _null_mask(node, bufs[at], sel)
-    if nullmask is not None:
-        e = int(np.argmax(nullmask))
-        n_levels = len(plan.levels)
-        where = (_where(levels, n_levels, e // per_row, chunk, chunk_start) if n_levels else
-                 ("" if chunk is None else f" in chunk {chunk}"))
-        raise ValueError(f"from_arrow: null value at row {e // per_row} (element {e})"
-                         f"{where}; a LoDTensor cannot hold null values")
-    if plan.null_leaf:  # list<null> with no values at all
-        return np.empty(0, dtype=plan.dtype)
-    o = node.offset
-    vbuf = bufs[at + 1]
-    if isinstance(sel, tuple):
-        a, b = sel
-        _check_range(b, len(node), None, "a row")
-        if plan.dtype == np.bool_:
-            return _bits(vbuf, o + a, o + b, "values")
-        view = _view(vbuf, plan.dtype, o + b, "values")[o + a:]
-        view.flags.writeable = False  # Arrow memory is immutable (as pyarrow's to_numpy)
-        return view
-    if sel.size == 0:
-        return np.empty(0, dtype=plan.dtype)
-    stop = int(sel.max()) + 1
-    _check_range(stop, len(node), None, "a row")
-    if plan.dtype == np.bool_:
-        return _bits(vbuf, o, o + stop, "values")[sel]
-    return _view(vbuf, plan.dtype, o + stop, "values")[o + sel]
-
-
-def _join(parts, plan):
-    """Concatenate decoded chunks (a copy of the data and the offsets)."""
-    data = np.concatenate([d for d, _ in parts])
-    levels = []
-    for k in range(len(plan.levels)):
-        sizes = [lv[k].shape[0] - 1 for _, lv in parts]
-        out = np.empty(sum(sizes) + 1, dtype=np.int64)
-        out[0] = 0
-        at, shift = 0, 0
-        for (_, lv), size in zip(parts, sizes):
-            np.add(lv[k][1:], shift, out=out[at + 1: at + 1 + size])
-            at += size
-            shift += int(lv[k][-1])
-        levels.append(out)
-    return data, levels
-
+    return arr, plan(arr.type, lod_level, feature_shape)

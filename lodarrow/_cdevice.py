@@ -26,16 +26,17 @@ import functools
 
 import numpy as np
 
+from lodarrow._arrow_decode import decode, missing_width
+from lodarrow._arrow_layout import NUM_BUFFERS, arrow_type, plan
 from lodarrow._backend import get_cupy, is_cupy_array
-from lodarrow._errors import LoDError
 from lodarrow._tensor import LoDTensor, _freeze
-from lodarrow._validation import check_lod
 
 __all__ = [
     "ARROW_DEVICE_CPU",
     "ARROW_DEVICE_CUDA",
     "ARROW_DEVICE_CUDA_HOST",
     "ARROW_DEVICE_CUDA_MANAGED",
+    "device_capsules",
     "export_device_array",
     "import_device_array",
     "device_type_of",
@@ -131,18 +132,6 @@ def _pyarrow():
     return pa
 
 
-@functools.lru_cache(maxsize=256)
-def _arrow_type(pa, dtype, feature_shape, n_levels):
-    """The type ``to_arrow`` gives (SPEC 3.1): large lists over fixed-size lists over values."""
-    name = "bool_" if dtype.kind == "b" else dtype.name
-    typ = getattr(pa, name)()
-    for size in reversed(feature_shape):
-        typ = pa.list_(typ, int(size))
-    for _ in range(n_levels):
-        typ = pa.large_list(typ)
-    return typ
-
-
 def _same_layout(pa, ours, requested):
     """True if ``requested`` describes exactly the buffers of ``ours`` (names may differ)."""
     if isinstance(requested, pa.ExtensionType):
@@ -190,30 +179,11 @@ def _point(node, length, buffers):
     return ptrs
 
 
-_PACK_BITS = r"""
-    const long long base = (long long)i * 8;
-    unsigned char b = 0;
-    for (int j = 0; j < 8; ++j) {
-        const long long k = base + j;
-        if (k < n && x[k]) b |= (unsigned char)(1u << j);
-    }
-    y = b;
-"""
-
-
-def _pack_bits(flat, on_gpu):
+def _pack_bits(flat, xp):
     """Arrow's bit-packed booleans (LSB first) of a flat bool array, on its device."""
-    if not on_gpu:
-        return np.packbits(flat, bitorder="little")
-    from lodarrow._cuda import elementwise_kernel
-
-    cupy = get_cupy()
-    out = cupy.empty((flat.shape[0] + 7) // 8, dtype=np.uint8)
-    if out.shape[0]:
-        kernel = elementwise_kernel("raw bool x, int64 n", "uint8 y", _PACK_BITS,
-                                    "lodarrow_cdevice_pack_bits")
-        kernel(flat, np.int64(flat.shape[0]), out)
-    return out
+    if flat.shape[0] == 0:  # cupy.packbits returns its (bool) input when it is empty
+        return xp.empty(0, dtype=np.uint8)
+    return xp.packbits(flat, bitorder="little")
 
 
 def _address(arr, on_gpu):
@@ -288,7 +258,7 @@ def export_device_array(t, requested_schema=None, **kwargs):
     t._check_valid("the LoDTensor")
     pa = _pyarrow()
     on_gpu = is_cupy_array(t._data)
-    natural = _arrow_type(pa, t.dtype, t.feature_shape, len(t._offsets))
+    natural = arrow_type(t.dtype, t.feature_shape, len(t._offsets))
     schema_type = natural
     cast_to = None
     if requested_schema is not None:
@@ -326,7 +296,7 @@ def _export(pa, t, natural, schema_type, on_gpu):
     data = xp.ascontiguousarray(t._data)
     n_rows = data.shape[0]
     flat = data.reshape(-1)
-    values = _pack_bits(flat, on_gpu) if data.dtype.kind == "b" else flat
+    values = _pack_bits(flat, xp) if data.dtype.kind == "b" else flat
     # (length, buffers, owned) of every node, outermost (the first LoD level) first.
     specs = []
     for k in range(len(t._offsets)):
@@ -361,70 +331,9 @@ def _export(pa, t, natural, schema_type, on_gpu):
 
 
 # ---------------------------------------------------------------------------- import
-_VALUE_DTYPES = {"b": "bool", "c": "int8", "C": "uint8", "s": "int16", "S": "uint16",
-                 "i": "int32", "l": "int64", "e": "float16", "f": "float32", "g": "float64"}
-_INDEX_DTYPES = {"c": "int8", "C": "uint8", "s": "int16", "S": "uint16", "i": "int32",
-                 "I": "uint32", "l": "int64", "L": "uint64"}
-_FORMAT_NAMES = {"n": "null", "I": "uint32", "L": "uint64", "u": "utf8", "U": "large_utf8",
-                 "vu": "utf8_view", "z": "binary", "Z": "large_binary", "vz": "binary_view",
-                 "+s": "struct", "+m": "map", "tdD": "date32", "tdm": "date64"}
-_VAR_LISTS = {"+l": "int32", "+L": "int64", "+vl": "int32", "+vL": "int64"}
-
-
-class _Schema:
-    """A parsed, borrowed ``ArrowSchema`` node (the capsule keeps owning the struct)."""
-
-    __slots__ = ("format", "children", "dictionary")
-
-    def __init__(self, s, depth=0):
-        if depth > 64:
-            raise ValueError("import_device_array: the Arrow schema is nested too deeply")
-        if not s.release:
-            raise ValueError("import_device_array: the ArrowSchema was already released")
-        self.format = (s.format or b"").decode("utf-8", "replace")
-        self.children = [_Schema(s.children[i].contents, depth + 1) for i in range(s.n_children)]
-        self.dictionary = _Schema(s.dictionary.contents, depth + 1) if s.dictionary else None
-
-    def kind(self):
-        """"list" for a variable-size list, "fixed" for a fixed-size list, else None."""
-        if self.format in _VAR_LISTS:
-            return "list"
-        if self.format.startswith("+w:"):
-            return "fixed"
-        return None
-
-    def list_size(self):
-        try:
-            size = int(self.format[3:])
-        except ValueError:
-            size = -1
-        if size < 0:
-            raise ValueError(f"import_device_array: malformed fixed-size list format "
-                             f"{self.format!r}")
-        return size
-
-
-class _Array:
-    """The fields of one ``ArrowArray`` node, read once."""
-
-    __slots__ = ("length", "null_count", "offset", "buffers", "children", "dictionary")
-
-    def __init__(self, a):
-        self.length = int(a.length)
-        self.null_count = int(a.null_count)
-        self.offset = int(a.offset)
-        if self.length < 0 or self.offset < 0:
-            raise ValueError(f"import_device_array: malformed ArrowArray (length {self.length},"
-                             f" offset {self.offset})")
-        self.buffers = [a.buffers[i] for i in range(a.n_buffers)] if a.n_buffers else []
-        self.children = [a.children[i].contents for i in range(a.n_children)]
-        self.dictionary = a.dictionary.contents if a.dictionary else None
-
-    def buffer(self, i, fmt):
-        if len(self.buffers) <= i:
-            raise ValueError(f"import_device_array: an array of format {fmt!r} has "
-                             f"{len(self.buffers)} buffers, expected at least {i + 1}")
-        return self.buffers[i] or 0
+# The import side only turns C structs into what lodarrow._arrow_decode reads (nodes, a flat
+# list of buffer addresses, a memory) and runs the one decoder over them: the type analysis
+# is pyarrow's import of the ArrowSchema plus lodarrow._arrow_layout.plan.
 
 
 class _Imported:
@@ -437,18 +346,20 @@ class _Imported:
     __slots__ = ("struct", "__weakref__")
 
     def __init__(self, address):
+        self.struct = None  # set first: __del__ runs even when __init__ raises
         src = ArrowDeviceArray.from_address(address)
         if not src.array.release:
-            raise ValueError("import_device_array: the ArrowDeviceArray was already released "
+            raise ValueError("from_arrow: the ArrowDeviceArray was already released "
                              "(a capsule can be consumed once)")
-        self.struct = ArrowDeviceArray()
-        ctypes.memmove(ctypes.addressof(self.struct), address, ctypes.sizeof(ArrowDeviceArray))
+        struct = ArrowDeviceArray()
+        ctypes.memmove(ctypes.addressof(struct), address, ctypes.sizeof(ArrowDeviceArray))
         src.array.release = _ARRAY_RELEASE()  # moved: the capsule's destructor now frees only
+        self.struct = struct
 
     def __del__(self, _byref=ctypes.byref):  # bound early: __del__ may run at shutdown
-        array = self.struct.array
-        if array.release:
-            array.release(_byref(array))
+        struct = self.struct
+        if struct is not None and struct.array.release:
+            struct.array.release(_byref(struct.array))
 
 
 class _HostView:
@@ -463,11 +374,9 @@ class _HostView:
         self.owner = owner
 
 
-_UNPACK_BITS = "const long long k = s + i; y = (b[k >> 3] >> (k & 7)) & 1;"
-
-
-class _Device:
-    """Reads buffers of one device: NumPy views on the host, CuPy views on a GPU."""
+class _Memory:
+    """The memory of one device array, for the decoder: NumPy views of host memory, CuPy
+    views of CUDA memory; every view keeps ``owner`` alive."""
 
     def __init__(self, device_type, device_id, owner):
         self.owner = owner
@@ -475,352 +384,142 @@ class _Device:
         self.id = int(device_id)
         self.xp = get_cupy("importing an Arrow array from a CUDA device") if self.cuda else np
 
-    def view(self, address, start, count, dtype):
-        """Items ``[start, start + count)`` of the buffer at ``address`` (no copy)."""
-        dtype = np.dtype(dtype)
-        if count == 0:
+    def view(self, address, dtype, stop, what):
+        """Items ``[0, stop)`` of the buffer at ``address`` (no copy)."""
+        if stop <= 0:
             return self.xp.empty(0, dtype=dtype)
-        if not address:
-            raise ValueError("import_device_array: a buffer is NULL but must hold "
-                             f"{count} items")
-        address += start * dtype.itemsize
+        if address is None:
+            raise ValueError(f"from_arrow: invalid Arrow array: the {what} buffer is NULL but "
+                             f"must hold {stop} items")
         if not self.cuda:
-            return np.asarray(_HostView(address, count, dtype, self.owner))
+            return np.asarray(_HostView(address, stop, dtype, self.owner))
         cupy = self.xp
-        mem = cupy.cuda.UnownedMemory(address, count * dtype.itemsize, self.owner, self.id)
-        return cupy.ndarray((count,), dtype=dtype, memptr=cupy.cuda.MemoryPointer(mem, 0))
+        mem = cupy.cuda.UnownedMemory(address, stop * dtype.itemsize, self.owner, self.id)
+        return cupy.ndarray((stop,), dtype=dtype, memptr=cupy.cuda.MemoryPointer(mem, 0))
 
-    def host(self, address, start, count, dtype):
-        """Like :meth:`view` but always a host array (a copy from a GPU)."""
-        out = self.view(address, start, count, dtype)
-        return out.get() if self.cuda else out
+    def bits(self, address, start, stop, what):
+        """Bits ``[start, stop)`` of an LSB-first bitmap as a bool array on the device."""
+        if stop <= start:
+            return self.xp.zeros(0, dtype=np.bool_)
+        first = start // 8
+        raw = self.view(address, np.dtype(np.uint8), (stop + 7) // 8, what)[first:]
+        bits = self.xp.unpackbits(raw, bitorder="little")
+        return bits[start - 8 * first: stop - 8 * first].view(np.bool_)
 
-    def bits(self, address, start, count):
-        """Bits ``[start, start + count)`` of a bitmap as a bool array on the device (a copy)."""
-        nbytes = (start + count + 7) // 8
-        if not self.cuda:
-            lo = start // 8
-            raw = self.view(address, lo, nbytes - lo, np.uint8)
-            unpacked = np.unpackbits(raw, bitorder="little")
-            return unpacked[start - 8 * lo:start - 8 * lo + count].view(bool)
-        from lodarrow._cuda import elementwise_kernel
-
-        out = self.xp.empty(count, dtype=bool)
-        if count:
-            raw = self.view(address, 0, nbytes, np.uint8)
-            kernel = elementwise_kernel("raw uint8 b, int64 s", "bool y", _UNPACK_BITS,
-                                        "lodarrow_cdevice_unpack_bits")
-            kernel(raw, np.int64(start), out)
-        return out
-
-    def to_device(self, host):
-        return self.xp.asarray(host) if self.cuda else host
-
-    def to_host(self, arr):
+    def host(self, arr):
         return arr.get() if self.cuda else arr
 
-
-def _size(sel):
-    return sel[1] - sel[0] if isinstance(sel, tuple) else sel.shape[0]
-
-
-def _gather(dev, sel, scale, shift, read):
-    """The flat entries of rows ``sel``, row ``r`` spanning entries ``[r * scale + shift,
-    + scale)``; ``read(start, count)`` reads a contiguous span (a view where it can).
-
-    A range of rows is one span; an index array gathers its rows from the span covering
-    them (a copy).
-    """
-    if isinstance(sel, tuple):
-        return read(sel[0] * scale + shift, (sel[1] - sel[0]) * scale)
-    top = int(sel.max()) + 1 if sel.shape[0] else 0
-    block = read(shift, top * scale).reshape(top, scale)
-    return block[dev.to_device(sel)].reshape(-1)
+    def device(self, arr):
+        return self.xp.asarray(arr) if self.cuda else arr
 
 
-def _validity(dev, array, fmt, sel, scale, shift):
-    """The validity (bool, on the device) of the entries of rows ``sel`` (see _gather), or
-    None when the array has no nulls."""
-    if array.null_count == 0:
-        return None
-    address = array.buffer(0, fmt)
-    if not address:
-        if array.null_count > 0:
-            raise ValueError(f"import_device_array: an array of format {fmt!r} reports "
-                             f"{array.null_count} nulls but has no validity buffer")
-        return None
-    return _gather(dev, sel, scale, shift, lambda start, count: dev.bits(address, start, count))
+class _Node:
+    """One ``ArrowArray`` node as the decoder reads it (``offset``, ``null_count``, ``len()``,
+    ``values``, ``dictionary``, ``buffers()``), its fields read once."""
+
+    __slots__ = ("struct", "depth", "offset", "null_count", "length", "_child")
+
+    def __init__(self, struct, depth):
+        if depth > 64:
+            raise ValueError("from_arrow: the Arrow array is nested too deeply")
+        self.struct = struct
+        self.depth = depth
+        self.length = int(struct.length)
+        self.offset = int(struct.offset)
+        self.null_count = int(struct.null_count)
+        if self.length < 0 or self.offset < 0:
+            raise ValueError(f"from_arrow: invalid Arrow array: the node at level {depth} has "
+                             f"length {self.length} and offset {self.offset}")
+        self._child = None
+
+    def __len__(self):
+        return self.length
+
+    @property
+    def values(self):
+        """The child node of a list node."""
+        if self._child is None:
+            if self.struct.n_children != 1:
+                raise ValueError(f"from_arrow: invalid Arrow array: the list node at level "
+                                 f"{self.depth} has {self.struct.n_children} children, "
+                                 f"expected 1")
+            self._child = _Node(self.struct.children[0].contents, self.depth + 1)
+        return self._child
+
+    @property
+    def dictionary(self):
+        d = self.struct.dictionary
+        return _Node(d.contents, self.depth + 1) if d else None
+
+    def buffers(self, count=2):
+        """The first ``count`` buffer addresses (None for NULL)."""
+        if self.struct.n_buffers < count:
+            raise ValueError(f"from_arrow: invalid Arrow array: the node at level {self.depth} "
+                             f"has {self.struct.n_buffers} buffers, expected {count}")
+        bufs = self.struct.buffers
+        return [bufs[i] or None for i in range(count)]
 
 
-def _first_false(mask):
-    """Index of the first False of a bool array (host or device), or -1."""
-    if mask is None or mask.shape[0] == 0 or bool(mask.all()):
-        return -1
-    return int(mask.view(np.uint8).argmin())
+def _flat_buffers(root, p):
+    """Every node's buffers in the order of ``pyarrow.Array.buffers()``."""
+    out = []
+    node = root
+    for kind, _ in p.levels + p.features:
+        out.extend(node.buffers(NUM_BUFFERS[kind]))
+        node = node.values
+    out.extend(node.buffers(1 if p.null_leaf else 2))
+    return out
 
 
-def _top_sequence(levels, k, pos):
-    """The top-level sequence holding entry ``pos`` of level ``k`` (``k == L``: a row)."""
-    for j in range(k - 1, -1, -1):
-        pos = int(np.searchsorted(levels[j], pos, side="right")) - 1
-    return pos
+def _device_struct(capsule):
+    return ArrowDeviceArray.from_address(
+        _capsule_pointer(capsule, _DEVICE_ARRAY_CAPSULE, "the device array capsule"))
 
 
-def _where(levels, k, pos, unit):
-    """Where entry ``pos`` of level ``k`` is, for messages: it and its top-level sequence."""
-    if k == 0:
-        return f"row {pos}" if unit == "row" else f"top-level sequence {pos}"
-    return f"{unit} {pos} (top-level sequence {_top_sequence(levels, k, pos)})"
-
-
-def _decreasing(k, off):
-    """The ``LoDError`` for offsets ``off`` of level ``k`` that decrease (as check_lod words it)."""
-    pos = int(np.argmax(np.diff(off) < 0)) + 1
-    return LoDError(f"invalid LoD: offsets[{k}] must be non-decreasing; first violation at "
-                    f"position {pos} ({int(off[pos - 1])} > {int(off[pos])})")
-
-
-def _lod_level(dev, k, schema, array, child_length, sel, nulls, levels):
-    """Level ``k``'s offsets (host int64, from 0) and the selection of the child's entries.
-
-    ``sel`` selects entries of ``array`` by logical index: a ``(start, stop)`` range or an
-    int64 host array (after a gather).  The returned selection is the child's, in the same
-    form: a range while the selected entries stay contiguous, else an index array.
-    """
-    fmt = schema.format
-    n = _size(sel)
-    valid = _validity(dev, array, fmt, sel, 1, array.offset)
-    bad = _first_false(valid)
-    if bad < 0:
-        valid = None
-    elif nulls == "error":
-        raise ValueError(f"import_device_array: null list at LoD level {k}, "
-                         f"{_where(levels, k, bad, 'position')}; a LoDTensor holds no nulls "
-                         f"(nulls='empty' reads null lists as empty sequences)")
-    else:
-        valid = dev.to_host(valid)
-    if n == 0:
-        return np.zeros(1, dtype=np.int64), (0, 0)
-    ranged = isinstance(sel, tuple) and valid is None
-    view = fmt in ("+vl", "+vL")
-    if schema.kind() == "fixed":
-        size = schema.list_size()
-        if ranged:  # uniform lengths over one span
-            start = (sel[0] + array.offset) * size
-            if start + n * size > child_length:
-                raise ValueError(f"import_device_array: the fixed-size lists of LoD level {k} "
-                                 f"need {start + n * size} child entries, the child has "
-                                 f"{child_length}")
-            return np.arange(n + 1, dtype=np.int64) * size, (start, start + n * size)
-    elif ranged and not view:  # the common case: one slice of the offsets, no gather
-        off = dev.host(array.buffer(1, fmt), sel[0] + array.offset, n + 1, _VAR_LISTS[fmt])
-        off = off.astype(np.int64, copy=False)
-        first, last = int(off[0]), int(off[-1])
-        if last < first:
-            raise _decreasing(k, off)
-        if first < 0 or last > child_length:
-            raise ValueError(f"import_device_array: the offsets of LoD level {k} span "
-                             f"[{first}, {last}], beyond the {child_length} entries of the "
-                             f"child array")
-        return (off - first if first else off), (first, last)
-    # General case: per-entry starts and lengths, then a gather where they are not one run.
-    if isinstance(sel, tuple):
-        rows = np.arange(sel[0], sel[1], dtype=np.int64) + array.offset
-    else:
-        rows = sel + array.offset
-    if schema.kind() == "fixed":
-        starts = rows * size
-        lengths = np.full(n, size, dtype=np.int64)
-    else:
-        off_type = _VAR_LISTS[fmt]
-        top = int(rows[-1] if isinstance(sel, tuple) else rows.max()) + 1
-        if view:
-            starts = dev.host(array.buffer(1, fmt), 0, top, off_type)[rows].astype(np.int64)
-            lengths = dev.host(array.buffer(2, fmt), 0, top, off_type)[rows].astype(np.int64)
-        else:
-            off = dev.host(array.buffer(1, fmt), 0, top + 1, off_type)
-            starts = off[rows].astype(np.int64)
-            lengths = off[rows + 1].astype(np.int64) - starts
-            if (lengths < 0).any():
-                pos = int(np.argmax(lengths < 0))
-                raise LoDError(f"invalid LoD: offsets[{k}] must be non-decreasing; first "
-                               f"violation at position {pos + 1} ({int(starts[pos])} > "
-                               f"{int(starts[pos] + lengths[pos])})")
-    if valid is not None:
-        lengths[~valid] = 0
-    if (lengths < 0).any():
-        pos = int(np.argmax(lengths < 0))
-        raise ValueError(f"import_device_array: negative list-view size {int(lengths[pos])} "
-                         f"at LoD level {k}, {_where(levels, k, pos, 'position')}")
-    used = lengths > 0
-    s, m = starts[used], lengths[used]
-    outside = (s < 0) | (s + m > child_length)
-    if outside.any():
-        pos = int(np.flatnonzero(used)[np.argmax(outside)])
-        raise ValueError(f"import_device_array: the list at LoD level {k}, "
-                         f"{_where(levels, k, pos, 'position')} spans [{int(starts[pos])}, "
-                         f"{int(starts[pos] + lengths[pos])}), beyond the {child_length} "
-                         f"entries of the child array")
-    level = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=level[1:])
-    if s.shape[0] == 0:
-        return level, (0, 0)
-    if np.array_equal(s[1:], s[:-1] + m[:-1]):  # still one contiguous run: no gather
-        return level, (int(s[0]), int(s[-1] + m[-1]))
-    before = np.zeros(m.shape[0], dtype=np.int64)
-    np.cumsum(m[:-1], out=before[1:])
-    return level, np.repeat(s - before, m) + np.arange(int(level[-1]), dtype=np.int64)
-
-
-def _leaf_values(dev, fmt, array, sel, scale, shift):
-    """The values of rows ``sel`` (see _gather), flat: a view, but for bool (bit-packed)."""
-    dtype = np.dtype(_VALUE_DTYPES[fmt])
-    address = array.buffer(1, fmt)
-    if dtype.kind == "b":
-        return _gather(dev, sel, scale, shift, lambda start, n: dev.bits(address, start, n))
-    return _gather(dev, sel, scale, shift, lambda start, n: dev.view(address, start, n, dtype))
-
-
-def _check_leaf_type(schema):
-    """Raise ``TypeError`` unless the innermost type can be LoDTensor data."""
-    expected = ("(expected bool, int8, uint8, int16, uint16, int32, int64, float16, float32 "
-                "or float64)")
-    words = schema.dictionary
-    if words is None and schema.format not in _VALUE_DTYPES:
-        name = _FORMAT_NAMES.get(schema.format, schema.format)
-        raise TypeError(f"import_device_array: values of Arrow type {name!r} cannot be "
-                        f"LoDTensor data {expected}")
-    if words is not None:
-        if schema.format not in _INDEX_DTYPES:
-            raise TypeError(f"import_device_array: dictionary indices of format "
-                            f"{schema.format!r} are not integers")
-        if words.format not in _VALUE_DTYPES or words.dictionary is not None:
-            name = _FORMAT_NAMES.get(words.format, words.format)
-            raise TypeError(f"import_device_array: dictionary values of Arrow type {name!r} "
-                            f"cannot be LoDTensor data {expected}")
-
-
-def _read(dev, schema, root, nulls):
-    """``(levels, data)`` of the nested lists ``schema``/``root`` (see import_device_array)."""
-    chain = [(schema, _Array(root))]
-    while chain[-1][0].kind() is not None:
-        s, a = chain[-1]
-        if len(s.children) != 1 or len(a.children) != 1:
-            raise ValueError(f"import_device_array: a list of format {s.format!r} must have one "
-                             f"child, found {len(s.children)} in the schema and "
-                             f"{len(a.children)} in the array")
-        chain.append((s.children[0], _Array(a.children[0])))
-    _check_leaf_type(chain[-1][0])
-    n_levels = 1 + max((i for i, (s, _) in enumerate(chain) if s.kind() == "list"), default=-1)
-    levels = []
-    sel = (0, chain[0][1].length)
-    for k in range(n_levels):
-        (s, a), child = chain[k], chain[k + 1][1]
-        level, sel = _lod_level(dev, k, s, a, child.length, sel, nulls, levels)
-        levels.append(level)
-    # Below the last variable-size list: fixed-size lists are feature dimensions.  Row r
-    # of the first such node spans entries [r * scale + shift, +scale) of node d.
-    rows = _size(sel)
-    top_row = sel[1] if isinstance(sel, tuple) else (int(sel.max()) + 1 if rows else 0)
-    dims = []
-    scale, shift = 1, chain[n_levels][1].offset
-    for d in range(n_levels, len(chain)):
-        s, a = chain[d]
-        if d > n_levels:
-            shift = shift * dims[-1] + a.offset
-            scale *= dims[-1]
-        if rows and scale and top_row * scale + shift - a.offset > a.length:
-            what = "values" if d == len(chain) - 1 else "fixed-size lists"
-            raise ValueError(f"import_device_array: the {what} hold {a.length} entries, fewer "
-                             f"than the {top_row * scale + shift - a.offset} the lists above "
-                             f"need")
-        if s.kind() == "fixed":
-            dims.append(s.list_size())
-            what = f"null fixed-size list (feature dimension {len(dims) - 1})"
-        else:
-            what = "null value"
-        if s.dictionary is None:
-            bad = _first_false(_validity(dev, a, s.format, sel, scale, shift))
-            if bad >= 0:
-                raise ValueError(f"import_device_array: {what} in "
-                                 f"{_where(levels, n_levels, bad // scale, 'row')}; a LoDTensor "
-                                 f"holds no nulls")
-    leaf_schema, leaf = chain[-1]
-    if leaf_schema.dictionary is None:
-        values = _leaf_values(dev, leaf_schema.format, leaf, sel, scale, shift)
-    else:
-        values = _decode(dev, leaf_schema, leaf, sel, scale, shift, levels, n_levels)
-    return levels, values.reshape((rows, *dims))
-
-
-def _decode(dev, schema, array, sel, scale, shift, levels, n_levels):
-    """Dictionary-encoded values of rows ``sel``, decoded (a copy): ``dictionary[indices]``."""
-    fmt, words_fmt = schema.format, schema.dictionary.format
-    bad = _first_false(_validity(dev, array, fmt, sel, scale, shift))
-    if bad >= 0:
-        raise ValueError(f"import_device_array: null value in "
-                         f"{_where(levels, n_levels, bad // scale, 'row')}; a LoDTensor holds "
-                         f"no nulls")
-    dtype = np.dtype(_INDEX_DTYPES[fmt])
-    address = array.buffer(1, fmt)
-    indices = _gather(dev, sel, scale, shift, lambda start, n: dev.view(address, start, n, dtype))
-    if array.dictionary is None:
-        raise ValueError("import_device_array: a dictionary-encoded array has no dictionary")
-    words = _Array(array.dictionary)
-    size = words.length
-    if indices.shape[0]:
-        lo, hi = int(indices.min()), int(indices.max())
-        if lo < 0 or hi >= size:
-            pos = int(dev.to_host((indices < 0) | (indices >= size)).argmax())
-            raise ValueError(f"import_device_array: dictionary index {int(indices[pos])} in "
-                             f"{_where(levels, n_levels, pos // scale, 'row')} is out of range "
-                             f"for a dictionary of {size} values")
-    indices = indices.astype(np.int64)
-    whole = (0, size)
-    word_valid = _validity(dev, words, words_fmt, whole, 1, words.offset)
-    if word_valid is not None:
-        bad = _first_false(word_valid[indices])
-        if bad >= 0:
-            raise ValueError(f"import_device_array: null value in "
-                             f"{_where(levels, n_levels, bad // scale, 'row')}; a LoDTensor "
-                             f"holds no nulls")
-    return _leaf_values(dev, words_fmt, words, whole, 1, words.offset)[indices]
-
-
-def _device_capsules(obj):
+def device_capsules(obj):
+    """``((schema, array), device_type)``: ``obj``'s device capsules (exported once), or the
+    pair of capsules ``obj`` is, and the ``ArrowDeviceType`` they report."""
     if isinstance(obj, tuple) and len(obj) == 2:
-        return obj
-    method = getattr(obj, "__arrow_c_device_array__", None)
-    if method is None:
-        raise TypeError(f"import_device_array: expected an object with "
-                        f"__arrow_c_device_array__ (or a pair of capsules), got "
-                        f"{type(obj).__name__}")
-    capsules = method()
-    if not (isinstance(capsules, tuple) and len(capsules) == 2):
-        raise TypeError(f"import_device_array: __arrow_c_device_array__ of "
-                        f"{type(obj).__name__} returned {type(capsules).__name__}, expected a "
-                        f"pair of capsules")
-    return capsules
+        capsules = obj
+    else:
+        method = getattr(obj, "__arrow_c_device_array__", None)
+        if method is None:
+            raise TypeError(f"import_device_array: expected an object with "
+                            f"__arrow_c_device_array__ (or a pair of capsules), got "
+                            f"{type(obj).__name__}")
+        capsules = method()
+        if not (isinstance(capsules, tuple) and len(capsules) == 2):
+            raise TypeError(f"import_device_array: __arrow_c_device_array__ of "
+                            f"{type(obj).__name__} returned {type(capsules).__name__}, expected "
+                            f"a pair of capsules")
+    return capsules, int(_device_struct(capsules[1]).device_type)
 
 
-def import_device_array(obj, nulls="error"):
+def _import_type(schema_capsule):
+    """The ``pyarrow.DataType`` of an ``arrow_schema`` capsule (moved out of it)."""
+    address = _capsule_pointer(schema_capsule, _SCHEMA_CAPSULE, "the schema capsule")
+    if not ArrowSchema.from_address(address).release:
+        raise ValueError("from_arrow: the ArrowSchema was already released (a capsule can be "
+                         "consumed once)")
+    pa = _pyarrow()
+    try:
+        return pa.DataType._import_from_c_capsule(schema_capsule)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise ValueError(f"from_arrow: invalid Arrow schema ({exc})") from None
+
+
+def import_device_array(obj, nulls="error", *, lod_level=None, feature_shape=None):
     """Build a LoDTensor from an object exporting the Arrow C Device data interface.
 
-    Each variable-size list level (``list``, ``large_list``, ``list_view``,
-    ``large_list_view``) becomes a LoD level, as does a ``fixed_size_list`` above the last
-    of them (uniform lengths); ``fixed_size_list`` below it are feature dimensions.  The
-    values must be bool, int8, uint8, int16, uint16, int32, int64, float16, float32 or
-    float64 (dictionary-encoded values are decoded, a copy).  Sliced arrays (non-zero
-    ``offset``, offsets that do not start at 0) are rebased; int32 offsets are widened.
-
-    Data stays where it is and is not copied: host memory (``ARROW_DEVICE_CPU``,
-    ``ARROW_DEVICE_CUDA_HOST``) becomes a read-only NumPy view, CUDA memory
-    (``ARROW_DEVICE_CUDA``, ``ARROW_DEVICE_CUDA_MANAGED``) a CuPy view on the array's device;
-    the views keep the producer's array alive, and its release callback runs when the last
-    view dies.  The exceptions are copies: bool values (Arrow bit-packs them), dictionary
-    values, and gathers where list views or ``nulls="empty"`` make the selected entries
-    non-contiguous.  Offsets are copied to the host (CPU offsets that are int64 and start at
-    0 are viewed).  A ``sync_event`` is waited on by the current CuPy stream.
+    This is :func:`lodarrow.from_arrow` for device arrays: the same type analysis, the same
+    decoder, the same errors, run over the C structs' buffers.  Data stays where it is and
+    is not copied: host memory (``ARROW_DEVICE_CPU``, ``ARROW_DEVICE_CUDA_HOST``) becomes a
+    read-only NumPy view, CUDA memory (``ARROW_DEVICE_CUDA``, ``ARROW_DEVICE_CUDA_MANAGED``)
+    a CuPy view on the array's device; the views keep the producer's array alive, and its
+    release callback runs when the last view dies.  The copies are those listed in
+    :func:`lodarrow.from_arrow` (bool values, dictionary values, gathers); offsets are copied
+    to the host (host offsets that are int64 and start at 0 are viewed).  A ``sync_event`` is
+    waited on by the current CuPy stream.
 
     Parameters
     ----------
@@ -828,8 +527,9 @@ def import_device_array(obj, nulls="error"):
         An object with ``__arrow_c_device_array__`` (a pyarrow array, a GPU dataframe column,
         a LoDTensor), or the pair of capsules such a method returns.
     nulls : {"error", "empty"}, default "error"
-        ``"error"``: a null anywhere raises ``ValueError`` naming its level and position.
-        ``"empty"``: null lists become empty sequences (null values still raise).
+        As in :func:`lodarrow.from_arrow`.
+    lod_level, feature_shape : optional
+        As in :func:`lodarrow.from_arrow`.
 
     Returns
     -------
@@ -842,10 +542,10 @@ def import_device_array(obj, nulls="error"):
         If ``obj`` exports no device array, or a type cannot be LoDTensor data (strings,
         structs, uint32 ...); the message names the type.
     ValueError
-        If a null is found (see ``nulls``), the device type is not supported, or the array
-        is malformed (offsets beyond the child array, missing buffers).
+        As :func:`lodarrow.from_arrow`; also if the device type is not supported or the
+        structs are malformed (missing children or buffers, released capsules).
     LoDError
-        If list offsets decrease.
+        As :func:`lodarrow.from_arrow`.
     BackendError
         If the data is on a CUDA device and CuPy is not available.
 
@@ -860,38 +560,38 @@ def import_device_array(obj, nulls="error"):
     """
     if nulls not in ("error", "empty"):
         raise ValueError(f"import_device_array: nulls must be 'error' or 'empty', got {nulls!r}")
-    schema_capsule, array_capsule = _device_capsules(obj)
-    schema_address = _capsule_pointer(schema_capsule, _SCHEMA_CAPSULE, "the schema capsule")
-    array_address = _capsule_pointer(array_capsule, _DEVICE_ARRAY_CAPSULE,
-                                     "the device array capsule")
-    schema = _Schema(ArrowSchema.from_address(schema_address))
-    owner = _Imported(array_address)
+    (schema_capsule, array_capsule), device_type = device_capsules(obj)
+    typ = _import_type(schema_capsule)
+    owner = _Imported(_capsule_pointer(array_capsule, _DEVICE_ARRAY_CAPSULE,
+                                       "the device array capsule"))
     struct = owner.struct
-    device_type = int(struct.device_type)
     if device_type not in _HOST_DEVICES + _CUDA_DEVICES:
         name = _DEVICE_NAMES.get(device_type, "unknown")
-        raise ValueError(f"import_device_array: device type {device_type} ({name}) is not "
-                         f"supported; lodarrow reads CPU, CUDA, CUDA_HOST and CUDA_MANAGED "
-                         f"memory")
+        raise ValueError(f"from_arrow: device type {device_type} ({name}) is not supported; "
+                         f"lodarrow reads CPU, CUDA, CUDA_HOST and CUDA_MANAGED memory")
+    p = plan(typ, lod_level, feature_shape)
     device_id = int(struct.device_id)
     if device_type in _CUDA_DEVICES and device_id < 0:  # no device named: the current one
         device_id = get_cupy().cuda.runtime.getDevice()
-    dev = _Device(device_type, device_id, owner)
-    if not dev.cuda:
-        levels, data = _read(dev, schema, struct.array, nulls)
+    mem = _Memory(device_type, device_id, owner)
+    root = _Node(struct.array, 0)
+    widths = list(p.widths)
+    if not mem.cuda:
+        data, levels = decode(mem, root, _flat_buffers(root, p), p, nulls, widths)
     else:
-        cupy = dev.xp
-        with cupy.cuda.Device(dev.id):
+        cupy = mem.xp
+        with cupy.cuda.Device(mem.id):
             if struct.sync_event:  # a cudaEvent_t*: order our reads after the producer's work
                 event = ctypes.c_void_p.from_address(struct.sync_event).value or 0
                 cupy.cuda.runtime.streamWaitEvent(cupy.cuda.get_current_stream().ptr, event)
-            levels, data = _read(dev, schema, struct.array, nulls)
-    check_lod(levels, data.shape[0], "offsets")
-    return LoDTensor._from_trusted(data, _freeze(levels))
+            data, levels = decode(mem, root, _flat_buffers(root, p), p, nulls, widths)
+    if None in widths:
+        raise missing_width(typ, p, widths)
+    return LoDTensor._from_trusted(data, _freeze(levels), unchecked=True)
 
 
 def device_type_of(obj):
-    """The ``ArrowDeviceType`` where ``obj``'s Arrow data lives, without importing it.
+    """The ``ArrowDeviceType`` where ``obj``'s Arrow data lives.
 
     Parameters
     ----------
@@ -904,8 +604,9 @@ def device_type_of(obj):
         :data:`ARROW_DEVICE_CPU` (1), :data:`ARROW_DEVICE_CUDA` (2), ... ; ``ARROW_DEVICE_CPU``
         for objects exporting only ``__arrow_c_array__`` / ``__arrow_c_stream__`` (host data
         by definition); None for objects of no Arrow interface.  Objects other than
-        LoDTensors and pyarrow arrays are asked for their capsules once (which are released
-        unused), so call this before, not instead of, :func:`import_device_array`.
+        LoDTensors and pyarrow arrays are asked for their capsules (which are released
+        unused): :func:`lodarrow.from_arrow` does not call this, it reads the device of the
+        capsules it imports.
 
     Examples
     --------
@@ -919,11 +620,8 @@ def device_type_of(obj):
     is_cpu = getattr(obj, "is_cpu", None)  # pyarrow >= 17 arrays know without exporting
     if isinstance(is_cpu, bool) and is_cpu:
         return ARROW_DEVICE_CPU
-    method = getattr(obj, "__arrow_c_device_array__", None)
-    if method is not None:
-        _, capsule = method()
-        address = _capsule_pointer(capsule, _DEVICE_ARRAY_CAPSULE, "the device array capsule")
-        return int(ArrowDeviceArray.from_address(address).device_type)
+    if hasattr(obj, "__arrow_c_device_array__"):
+        return device_capsules(obj)[1]
     if hasattr(obj, "__arrow_c_array__") or hasattr(obj, "__arrow_c_stream__"):
         return ARROW_DEVICE_CPU
     return None

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lodarrow._arrow import _FROM_ARROW, _split_levels, _type_chain
+from lodarrow._arrow_layout import numpy_dtype, split_levels, type_chain
 
 __all__ = ["info"]
 
@@ -153,16 +153,16 @@ class _Column:
     def __init__(self, field):
         self.name = field.name
         self.type = field.type
-        kinds, leaf = _type_chain(field.type)
+        kinds, leaf = type_chain(field.type)
         self.list_column = bool(kinds)
         if not self.list_column:
             return
-        levels, self.features = _split_levels(kinds)
+        levels, self.features = split_levels(kinds)
         self.kinds = kinds
         self.n_levels = len(levels)
         if pa.types.is_dictionary(leaf):
             leaf = leaf.value_type
-        dtype = _FROM_ARROW.get(leaf)
+        dtype = numpy_dtype(leaf)
         self.dtype = str(dtype) if dtype is not None else str(leaf)
         self.supported = dtype is not None
         self.stats = [_LevelStats() for _ in range(self.n_levels)]

@@ -16,10 +16,9 @@ import operator
 import os
 from collections.abc import Mapping
 
-import numpy as np
 import pyarrow as pa
 
-from lodarrow._arrow import _canonical_type
+from lodarrow._arrow_layout import arrow_type
 from lodarrow._table import columns_to_tensors, select_columns, to_table
 from lodarrow._tensor import LoDTensor
 
@@ -218,8 +217,7 @@ def _restore_types(table, schema):
         if not isinstance(spec, dict):
             continue
         try:
-            want = _canonical_type(np.dtype(spec["dtype"]), tuple(spec["feature_shape"]),
-                                   int(spec["lod_level"]), True)
+            want = arrow_type(spec["dtype"], spec["feature_shape"], spec["lod_level"])
         except (KeyError, TypeError, ValueError):
             continue
         column = table.column(i)
