@@ -561,9 +561,9 @@ def import_device_array(obj, nulls="error", *, lod_level=None, feature_shape=Non
     if nulls not in ("error", "empty"):
         raise ValueError(f"import_device_array: nulls must be 'error' or 'empty', got {nulls!r}")
     (schema_capsule, array_capsule), device_type = device_capsules(obj)
-    typ = _import_type(schema_capsule)
     owner = _Imported(_capsule_pointer(array_capsule, _DEVICE_ARRAY_CAPSULE,
                                        "the device array capsule"))
+    typ = _import_type(schema_capsule)
     struct = owner.struct
     if device_type not in _HOST_DEVICES + _CUDA_DEVICES:
         name = _DEVICE_NAMES.get(device_type, "unknown")

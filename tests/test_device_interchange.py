@@ -7,6 +7,7 @@ Expected Arrow arrays are built here directly with pyarrow (``LargeListArray.fro
 
 import ctypes
 import gc
+import sys
 import weakref
 
 import numpy as np
@@ -345,6 +346,18 @@ def test_a_capsule_is_consumed_once():
     assert import_device_array(capsules).equals(t)
     with pytest.raises(ValueError, match="already released"):
         import_device_array(capsules)
+
+
+def test_a_failed_import_raises_nothing_unraisable(monkeypatch):
+    # The second import fails inside _Imported.__init__; its __del__ must then be silent.
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", seen.append)
+    capsules = make_tensor("int16", (2,), 2).__arrow_c_device_array__()
+    import_device_array(capsules)
+    with pytest.raises(ValueError, match="the ArrowDeviceArray was already released"):
+        import_device_array(capsules)
+    gc.collect()
+    assert seen == []
 
 
 # ---------------------------------------------------------------- import
