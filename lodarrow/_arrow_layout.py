@@ -370,7 +370,7 @@ def describe_type(arrow_type, lod_level=None, feature_shape=None):
 
 def missing_width_message(arrow_type, p, j):
     """The message asking for ``feature_shape`` when feature dimension ``j`` has no width."""
-    return (f"from_arrow: the width of feature dimension {j} (level {len(p.levels) + j}, a "
-            f"{p.features[j][0]} of {arrow_type}) is not in the type and there is no data to "
-            f"read it from; pass feature_shape=(...) with the {len(p.features)} feature "
-            f"widths")
+    return (f"from_arrow: feature dimension {j} is level {len(p.levels) + j} of {arrow_type}, "
+            f"a {p.features[j][0]} whose width the type does not carry, and there is no data "
+            f"to read it from; pass feature_shape=(...) with the widths of the "
+            f"{len(p.features)} feature dimension(s)")

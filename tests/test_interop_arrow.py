@@ -604,3 +604,202 @@ def test_decreasing_arrow_offsets_are_caught_before_any_kernel():
         la.sequence_pad(bad, 0.0)
     with pytest.raises(la.LoDError, match="non-decreasing"):
         t.take([0])
+
+
+# ---------------------------------------------------------------- lod_level / feature_shape
+LIST_MAKERS = {"list": pa.list_, "large_list": pa.large_list, "list_view": pa.list_view,
+               "large_list_view": pa.large_list_view}
+
+
+def folded_type(dtype, feature_shape, lod_level, kinds):
+    """The Arrow type of a tensor whose feature dimensions are variable-size lists of
+    ``kinds`` (what DuckDB/polars/Spark make of FixedSizeLists), spelled with pyarrow."""
+    t = pa.from_numpy_dtype(np.dtype(dtype))
+    for kind in reversed(kinds):
+        t = LIST_MAKERS[kind](t)
+    for _ in range(lod_level):
+        t = pa.large_list(t)
+    return t
+
+
+def folded_array(t, kinds):
+    """``t`` built by pyarrow from nested Python lists, feature dimensions as lists."""
+    items = t.data.tolist() if t.lod_level == 0 else t.to_list()
+    return pa.array(items, type=folded_type(t.dtype, t.feature_shape, t.lod_level, kinds))
+
+
+@given(t=lod_tensors(feature_shapes=[(1,), (3,), (2, 3), (0,), (2, 0)], max_levels=2),
+       data=st.data())
+def test_lod_level_folds_regular_lists_into_feature_dimensions(t, data):
+    kinds = [data.draw(st.sampled_from(sorted(LIST_MAKERS))) for _ in t.feature_shape]
+    arr = folded_array(t, kinds)
+    if data.draw(st.booleans()) and len(arr):  # a slice: offsets that do not start at 0
+        lo = data.draw(st.integers(0, len(arr)))
+        arr, t = arr.slice(lo), t[lo:]
+    stated = la.from_arrow(arr, lod_level=t.lod_level, feature_shape=t.feature_shape)
+    assert stated.equals(t) and stated.feature_shape == t.feature_shape
+    assert stated.dtype == t.dtype and stated.lod() == t.lod()
+    known = 0 not in t.feature_shape[:-1] and len(t.data) > 0
+    if known:  # the widths are read from the data
+        assert la.from_arrow(arr, lod_level=t.lod_level).equals(t)
+        assert la.from_arrow(arr, feature_shape=t.feature_shape).equals(t)
+    else:
+        with pytest.raises(ValueError, match=r"pass feature_shape=\(\.\.\.\) with the widths"):
+            la.from_arrow(arr, lod_level=t.lod_level)
+    chunks = pa.chunked_array([arr.slice(0, 1), arr.slice(1, 0), arr.slice(1)], type=arr.type)
+    assert la.from_arrow(chunks, lod_level=t.lod_level, feature_shape=t.feature_shape).equals(t)
+
+
+@pytest.mark.parametrize("kind", sorted(LIST_MAKERS))
+def test_folding_a_regular_level_is_zero_copy(kind):
+    t = la.LoDTensor(np.arange(24, dtype=np.float32).reshape(6, 4), lengths=[[2, 0, 4]])
+    arr = folded_array(t, [kind])
+    values = arr.values.values
+    got = la.from_arrow(arr, lod_level=1)
+    assert got.equals(t) and got.feature_shape == (4,)
+    assert got.data.ctypes.data == values.buffers()[1].address  # a view of the child values
+    tail = la.from_arrow(arr.slice(2), lod_level=1)
+    assert tail.equals(t[2:])  # rows 2.. of the same values: still a view
+    assert tail.data.ctypes.data == values.buffers()[1].address + 2 * 4 * 4
+
+
+def test_fixed_size_lists_keep_their_width_under_lod_level():
+    t = la.LoDTensor(np.arange(12, dtype=np.int16).reshape(2, 3, 2), lengths=[[1, 1]])
+    arr = t.to_arrow()  # large_list<fixed_size_list<fixed_size_list<int16, 2>, 3>>
+    assert la.from_arrow(arr, lod_level=1).equals(t)
+    assert la.from_arrow(arr, lod_level=1, feature_shape=(3, 2)).equals(t)
+    mixed = pa.array(t.to_list(), pa.large_list(pa.list_(pa.list_(pa.int16(), 2))))
+    assert la.from_arrow(mixed, feature_shape=(3, 2)).equals(t)
+    with pytest.raises(la.LoDError, match=r"feature_shape\[1\] is 4 but level 2 of .* is a "
+                                          r"fixed-size list of 2"):
+        la.from_arrow(mixed, lod_level=1, feature_shape=(3, 4))
+    plain = la.from_arrow(pa.array([[1, 2], [3, 4], [5, 6]]), lod_level=0)
+    assert plain.lod_level == 0 and plain.data.tolist() == [[1, 2], [3, 4], [5, 6]]
+    # A FixedSizeList among the outer levels is a level of uniform lengths, as by default.
+    two = pa.array([[[1.0], [2.0]]], pa.list_(pa.list_(pa.float64()), 2))
+    assert la.from_arrow(two, lod_level=1).lod() == [[0, 2]]
+
+
+def test_irregular_levels_and_width_mismatches_are_lod_errors():
+    arr = pa.array([[[1, 2], [3, 4]], [[5, 6], [7], [8, 9]]], pa.list_(pa.list_(pa.int8())))
+    with pytest.raises(la.LoDError, match=r"level 1 must be regular to be feature dimension 0: "
+                                          r"its list at position 3 \(row 3, top-level sequence "
+                                          r"1\) has length 1, but the first list of the level "
+                                          r"has length 2"):
+        la.from_arrow(arr, lod_level=1)
+    with pytest.raises(la.LoDError, match=r"its list at position 0 \(row 0, top-level sequence "
+                                          r"0\) has length 2, but feature_shape\[0\] is 3"):
+        la.from_arrow(arr.slice(0, 1), lod_level=1, feature_shape=(3,))
+    deep = pa.array([[[[1, 2], [3, 4]], [[5, 6], [7, 8, 9]]]],
+                    pa.large_list(pa.list_view(pa.list_(pa.int8()))))
+    with pytest.raises(la.LoDError, match=r"level 2 must be regular to be feature dimension 1: "
+                                          r"its list at position 3 \(row 1, top-level sequence "
+                                          r"0\) has length 3"):
+        la.from_arrow(deep, lod_level=1)
+    chunks = pa.chunked_array([arr.slice(0, 1), pa.array([[[1, 2, 3]]], arr.type)])
+    with pytest.raises(la.LoDError, match=r"position 0 in chunk 1 \(row 0, top-level sequence "
+                                          r"1\) has length 3, but the lists of earlier chunks "
+                                          r"have length 2"):
+        la.from_arrow(chunks, lod_level=1)
+
+
+def test_widths_from_feature_shape_when_there_are_no_rows():
+    typ = pa.list_(pa.list_(pa.float32()))
+    for empty in (pa.array([], typ), pa.array([[], []], typ), pa.chunked_array([], typ)):
+        t = la.from_arrow(empty, lod_level=1, feature_shape=(8,))
+        assert t.data.shape == (0, 8) and t.dtype == np.float32 and t.lod_level == 1
+        with pytest.raises(ValueError, match=r"feature dimension 0 is level 1 of "
+                                             r"list<item: list<item: float>>, a list whose "
+                                             r"width the type does not carry, and there is no "
+                                             r"data to read it from; pass feature_shape"):
+            la.from_arrow(empty, lod_level=1)
+    zero = pa.array([[[]]], pa.list_(pa.list_(pa.list_(pa.int32()))))  # width 0, then unknown
+    with pytest.raises(ValueError, match=r"feature dimension 1 is level 2"):
+        la.from_arrow(zero, lod_level=1)
+    assert la.from_arrow(zero, lod_level=1, feature_shape=(0, 5)).data.shape == (1, 0, 5)
+
+
+def test_nulls_in_folded_levels_always_raise():
+    arr = pa.array([[[1, 2], None]], pa.list_(pa.list_(pa.int8())))
+    for nulls in ("error", "empty"):
+        with pytest.raises(ValueError, match=r"null list \(feature dimension 0, level 1\) at row "
+                                             r"1 \(top-level sequence 0\)"):
+            la.from_arrow(arr, nulls=nulls, lod_level=1)
+    top = pa.array([[[1, 2]], None, [[3, 4]]], pa.list_(pa.list_(pa.int8())))
+    t = la.from_arrow(top, nulls="empty", lod_level=1)
+    assert t.lod() == [[0, 1, 1, 2]] and t.data.tolist() == [[1, 2], [3, 4]]
+
+
+def test_lod_level_and_feature_shape_argument_errors():
+    arr = pa.array([[1, 2]], pa.list_(pa.int8()))
+    with pytest.raises(ValueError, match=r"lod_level=2 but list<item: int8> has only 1 list "
+                                         r"levels"):
+        la.from_arrow(arr, lod_level=2)
+    with pytest.raises(ValueError, match=r"lod_level must be >= 0, got -1"):
+        la.from_arrow(arr, lod_level=-1)
+    with pytest.raises(TypeError, match=r"lod_level must be an integer or None, got float"):
+        la.from_arrow(arr, lod_level=1.0)
+    with pytest.raises(ValueError, match=r"feature_shape \(2, 2\) has 2 dimensions but "
+                                         r"lod_level=0 leaves 1 list levels"):
+        la.from_arrow(arr, lod_level=0, feature_shape=(2, 2))
+    with pytest.raises(ValueError, match=r"feature_shape \(2, 2\) has 2 dimensions but "
+                                         r"list<item: int8> has only 1 list levels"):
+        la.from_arrow(arr, feature_shape=(2, 2))
+    with pytest.raises(ValueError, match=r"feature_shape\[0\] must be >= 0, got -2"):
+        la.from_arrow(arr, lod_level=0, feature_shape=(-2,))
+    with pytest.raises(TypeError, match=r"feature_shape\[0\] must be an integer, got str"):
+        la.from_arrow(arr, lod_level=0, feature_shape=("2",))
+    assert la.from_arrow(arr, lod_level=0, feature_shape=2).data.shape == (1, 2)
+
+
+def test_describe_type_without_data():
+    from lodarrow._arrow_layout import arrow_type, describe_type
+
+    typ = pa.list_(pa.list_(pa.float32()))
+    layout = describe_type(typ, lod_level=1, feature_shape=(8,))
+    assert (layout.lod_level, layout.feature_shape, layout.dtype) == (1, (8,), np.float32)
+    assert layout.level_kinds == ("list",) and layout.feature_kinds == ("list",)
+    assert describe_type(typ) == describe_type(typ, lod_level=2)
+    assert describe_type(typ).feature_shape == () and describe_type(typ).lod_level == 2
+    with pytest.raises(ValueError, match=r"pass feature_shape"):
+        describe_type(typ, lod_level=1)
+    canonical = arrow_type("float16", (2, 3), 2)
+    assert canonical == expected_type("float16", (2, 3), 2)
+    assert arrow_type(np.int8, (), 1, large_offsets=False) == pa.list_(pa.int8())
+    d = describe_type(canonical)
+    assert (d.lod_level, d.feature_shape, d.dtype, d.dictionary) == (2, (2, 3), np.float16, False)
+    assert d.feature_kinds == ("fixed_size_list",) * 2
+    assert describe_type(pa.large_list(pa.dictionary(pa.int8(), pa.int32()))).dictionary
+    with pytest.raises(TypeError, match=r"values of Arrow type string .* are not supported"):
+        describe_type(pa.list_(pa.string()))
+    with pytest.raises(TypeError, match=r"dtype complex128 is not supported"):
+        arrow_type(np.complex128)
+
+
+def test_device_path_folds_as_from_arrow():
+    from lodarrow._cdevice import import_device_array
+
+    t = la.LoDTensor(np.arange(12, dtype=np.int32).reshape(4, 3), lengths=[[1, 3]])
+    arr = folded_array(t, ["list_view"])
+    assert import_device_array(arr, lod_level=1).equals(t)
+    with pytest.raises(la.LoDError, match=r"feature_shape\[0\] is 2"):
+        import_device_array(arr, lod_level=1, feature_shape=(2,))
+
+
+# ---------------------------------------------------------------- DuckDB / polars read-back
+def test_duckdb_and_polars_read_back_a_lodarrow_parquet_file(tmp_path):
+    import duckdb
+    import polars as pl
+
+    rng = np.random.default_rng(3)
+    t = la.LoDTensor(rng.standard_normal((9, 8)).astype(np.float32), lengths=[[4, 0, 5]])
+    path = str(tmp_path / "emb.parquet")
+    la.write_parquet({"emb": t}, path)
+    from_duckdb = duckdb.sql(f"select emb from read_parquet('{path}')").arrow()
+    assert str(from_duckdb.schema.field(0).type) == "list<l: list<l: float>>"  # width lost
+    back = la.from_arrow(from_duckdb, lod_level=1)
+    assert back.equals(t) and back.feature_shape == (8,)
+    series = pl.read_parquet(path)["emb"].cast(pl.List(pl.List(pl.Float32)))
+    assert la.from_arrow(series, lod_level=1).equals(t)
+    assert la.from_arrow(series, lod_level=1, feature_shape=(8,)).equals(t)
+    assert la.from_arrow(pl.read_parquet(path)["emb"], lod_level=1).equals(t)  # Array(8) kept
