@@ -212,15 +212,37 @@ def decode(mem, arr, bufs, plan, nulls, widths, chunk=None, chunk_start=0):
     node = arr
     sel = (0, len(arr))  # a range or an index array, in the node's logical coordinates
     levels = []
+    view, host = mem.view, mem.host
     for depth, (kind, size) in enumerate(plan.levels):
-        nullmask = _null_mask(mem, node, bufs[pos[depth]], sel)
+        nullmask = _null_mask(mem, node, bufs[pos[depth]], sel) if node.null_count else None
         if nullmask is not None:
-            nullmask = mem.host(nullmask)
+            nullmask = host(nullmask)
             if nulls == "error":
                 p = int(np.argmax(nullmask))
                 raise ValueError(f"from_arrow: null list at level {depth}, position {p}"
                                  f"{_where(levels, depth, p, chunk, chunk_start)}; pass "
                                  f"nulls='empty' to read null lists as empty sequences")
+        elif isinstance(sel, tuple) and (kind is LARGE_LIST or kind is LIST):
+            # The common case, inlined (see _list_level): one slice of the offsets.
+            o = node.offset
+            a, b = sel
+            off = host(view(bufs[pos[depth] + 1], OFFSET_DTYPE[kind], o + b + 1,
+                            "offsets")[o + a:])
+            lo, hi = int(off[0]), int(off[-1])
+            if lo < 0 or hi < lo:
+                raise ValueError(f"from_arrow: invalid Arrow array: offsets at level "
+                                 f"{depth} run from {lo} to {hi}")
+            node = node.values
+            _check_range(hi, len(node), depth, "an offset")
+            if kind is LARGE_LIST and lo == 0:
+                levels.append(off)  # zero-copy: the LoD level is the Arrow offsets buffer
+            else:
+                off = off.astype(np.int64)
+                if lo:
+                    off -= lo
+                levels.append(off)
+            sel = (lo, hi)
+            continue
         new, sel, node = _list_level(mem, node, bufs, pos[depth], kind, size, sel, nullmask,
                                      depth)
         levels.append(new)
@@ -260,8 +282,9 @@ def decode(mem, arr, bufs, plan, nulls, widths, chunk=None, chunk_start=0):
 
     data = _leaf_values(mem, node, bufs, pos[-1], sel, plan, levels, chunk, chunk_start,
                         per_row)
-    # An unknown width (no lists to read it from) leaves no values: 0 is a placeholder.
-    return data.reshape((rows,) + tuple(w or 0 for w in widths)), levels
+    if type(widths) is not tuple:  # an unknown width (no lists to read it from) leaves no
+        widths = tuple(w or 0 for w in widths)  # values: 0 is its placeholder
+    return data.reshape((rows,) + widths), levels
 
 
 def _regular_width(offsets, widths, stated, j, depth, per_row, levels, n_levels, chunk,
@@ -293,7 +316,8 @@ def _regular_width(offsets, widths, stated, j, depth, per_row, levels, n_levels,
 
 def _leaf_values(mem, node, bufs, at, sel, plan, levels, chunk, chunk_start, per_row):
     """The selected values of the leaf array as a flat array (on the node's device)."""
-    nullmask = _null_mask(mem, node, bufs[at], sel, all_null=plan.null_leaf)
+    nullmask = _null_mask(mem, node, bufs[at], sel, all_null=plan.null_leaf) \
+        if node.null_count else None
     if nullmask is not None:
         _null_value(_first(nullmask), plan, levels, chunk, chunk_start, per_row)
     if plan.null_leaf:  # list<null> with no values at all
@@ -301,6 +325,13 @@ def _leaf_values(mem, node, bufs, at, sel, plan, levels, chunk, chunk_start, per
     if plan.index_dtype is not None:
         return _dictionary_values(mem, node, bufs, at, sel, plan, levels, chunk, chunk_start,
                                   per_row)
+    if mem is HOST and isinstance(sel, tuple) and plan.dtype != np.bool_:  # inlined _select
+        a, b = sel
+        o = node.offset
+        _check_range(b, len(node), None, "a row")
+        view = HOST.view(bufs[at + 1], plan.dtype, o + b, "values")[o + a:]
+        view.flags.writeable = False  # Arrow memory is immutable (as pyarrow's to_numpy)
+        return view
     return _select(mem, node, bufs[at + 1], plan.dtype, sel)
 
 

@@ -803,3 +803,30 @@ def test_duckdb_and_polars_read_back_a_lodarrow_parquet_file(tmp_path):
     assert la.from_arrow(series, lod_level=1).equals(t)
     assert la.from_arrow(series, lod_level=1, feature_shape=(8,)).equals(t)
     assert la.from_arrow(pl.read_parquet(path)["emb"], lod_level=1).equals(t)  # Array(8) kept
+
+
+class _CountingDeviceProducer:
+    """A host producer of the device PyCapsule interface that counts its exports."""
+
+    def __init__(self, arr):
+        self.arr, self.calls = arr, 0
+
+    def __arrow_c_device_array__(self, requested_schema=None, **kwargs):
+        self.calls += 1
+        return self.arr.__arrow_c_device_array__(requested_schema, **kwargs)
+
+    def __arrow_c_array__(self, requested_schema=None):
+        self.calls += 1
+        return self.arr.__arrow_c_array__(requested_schema)
+
+
+def test_a_capsule_producer_is_exported_once_and_read_in_place():
+    t = la.LoDTensor(np.arange(12, dtype=np.float64).reshape(6, 2), lengths=[[2, 4]])
+    arr = t.to_arrow()
+    producer = _CountingDeviceProducer(arr)
+    got = la.from_arrow(producer)
+    assert producer.calls == 1 and got.equals(t)
+    assert got.data.ctypes.data == t.data.ctypes.data
+    assert got.offsets[0].ctypes.data == t.offsets[0].ctypes.data
+    folded = _CountingDeviceProducer(folded_array(t, ["list"]))
+    assert la.from_arrow(folded, lod_level=1).equals(t) and folded.calls == 1
