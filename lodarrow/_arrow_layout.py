@@ -26,7 +26,8 @@ from lodarrow._errors import LoDError
 from lodarrow._validation import SUPPORTED_DTYPES
 
 __all__ = ["LIST", "LARGE_LIST", "LIST_VIEW", "LARGE_LIST_VIEW", "FIXED", "VARIABLE",
-           "NUM_BUFFERS", "OFFSET_DTYPE", "TypeLayout", "arrow_type", "describe_type", "layer_types",
+           "NUM_BUFFERS", "OFFSET_DTYPE", "TypeLayout", "arrow_type", "describe_type",
+           "layer_types",
            "numpy_dtype", "plan", "split_levels", "type_chain"]
 
 # numpy dtype <-> Arrow type, one to one (float16 <-> halffloat; bool is bit-packed in Arrow).
@@ -359,8 +360,9 @@ def describe_type(arrow_type, lod_level=None, feature_shape=None):
     --------
     >>> import pyarrow as pa
     >>> from lodarrow._arrow_layout import describe_type
-    >>> describe_type(pa.list_(pa.list_(pa.float32())), lod_level=1, feature_shape=(8,))
-    TypeLayout(lod_level=1, feature_shape=(8,), dtype=float32, level_kinds=('list',), feature_kinds=('list',), dictionary=False)
+    >>> d = describe_type(pa.list_(pa.list_(pa.float32())), lod_level=1, feature_shape=(8,))
+    >>> d.lod_level, d.feature_shape, d.dtype, d.level_kinds, d.feature_kinds
+    (1, (8,), dtype('float32'), ('list',), ('list',))
     """
     p = plan(arrow_type, lod_level, feature_shape)
     if None in p.widths:

@@ -500,10 +500,12 @@ def test_import_nested_list_views_gather_the_rows_below():
 
 def test_import_null_list_raises_with_its_position():
     arr = pa.array([[1], [2, 3], None, [4]], pa.large_list(pa.int64()))
-    with pytest.raises(ValueError, match=r"null list at level 0, position 2 \(top-level sequence 2\)"):
+    with pytest.raises(ValueError, match=r"null list at level 0, position 2 \(top-level sequence "
+                                         r"2\)"):
         import_device_array(Producer(arr))
     nested = pa.array([[[1]], [[2], None]], pa.large_list(pa.large_list(pa.int64())))
-    with pytest.raises(ValueError, match=r"null list at level 1, position 2 \(top-level sequence 1\)"):
+    with pytest.raises(ValueError, match=r"null list at level 1, position 2 \(top-level sequence "
+                                         r"1\)"):
         import_device_array(Producer(nested))
 
 
@@ -520,10 +522,12 @@ def test_import_nulls_empty_turns_null_lists_into_empty_sequences():
 def test_import_null_values_always_raise():
     arr = pa.array([[1.0], [2.0, None]], pa.large_list(pa.float64()))
     for nulls in ("error", "empty"):
-        with pytest.raises(ValueError, match=r"null value at row 2 \(element 2\) \(top-level sequence 1\)"):
+        with pytest.raises(ValueError, match=r"null value at row 2 \(element 2\) \(top-level "
+                                             r"sequence 1\)"):
             import_device_array(Producer(arr), nulls=nulls)
     plain = pa.array([1, None, 3], pa.int8())
-    with pytest.raises(ValueError, match=r"null value at row 1 \(element 1\); a LoDTensor cannot hold null"):
+    with pytest.raises(ValueError, match=r"null value at row 1 \(element 1\); a LoDTensor cannot "
+                                         r"hold null"):
         import_device_array(Producer(plain))
     # A null outside the slice is not read.
     assert import_device_array(Producer(plain.slice(2))).data.tolist() == [3]
@@ -650,7 +654,8 @@ def test_null_bitmap_on_backend(backend):
         dev.array.buffers[0] = bitmap.data.ptr if backend == "cuda" else bitmap.ctypes.data
         dev.array.null_count = 1
 
-    with pytest.raises(ValueError, match=r"null list at level 0, position 2 \(top-level sequence 2\)"):
+    with pytest.raises(ValueError, match=r"null list at level 0, position 2 \(top-level sequence "
+                                         r"2\)"):
         import_device_array(Patched(t, add_nulls))
     got = import_device_array(Patched(t, add_nulls), nulls="empty")
     assert got.lod() == [[0, 2, 2, 2, 3]] and to_host(got).data.tolist() == [0, 1, 5]
@@ -722,9 +727,11 @@ def test_import_dictionary_errors():
                                          r"sequence 0\) is out of range for a dictionary of 2 "
                                          r"values"):
         import_device_array(wrap([0, 5], pa.array([1.0, 2.0]), safe=False))
-    with pytest.raises(ValueError, match=r"null value at row 1 \(element 1\) \(top-level sequence 0\)"):
+    with pytest.raises(ValueError, match=r"null value at row 1 \(element 1\) \(top-level sequence "
+                                         r"0\)"):
         import_device_array(wrap([0, 1], pa.array([1.0, None])))
-    with pytest.raises(ValueError, match=r"null value at row 1 \(element 1\) \(top-level sequence 0\)"):
+    with pytest.raises(ValueError, match=r"null value at row 1 \(element 1\) \(top-level sequence "
+                                         r"0\)"):
         import_device_array(wrap([0, None], pa.array([1.0, 2.0])))
     assert import_device_array(wrap([0, 0], pa.array([1.0, None]))).data.tolist() == [1.0, 1.0]
     with pytest.raises(TypeError, match=r"values of Arrow type string.* are not supported"):
@@ -749,7 +756,8 @@ def test_import_structural_errors():
     def short_values(dev, keep):
         dev.array.children[0].contents.children[0].contents.length = 5
 
-    with pytest.raises(ValueError, match="a fixed-size row of level 1 reaches 6 but the array below "
+    with pytest.raises(ValueError, match="a fixed-size row of level 1 reaches 6 but the "
+                                             "array below "
                                          "has only 5 entries"):
         import_device_array(Patched(t, short_values))
 
