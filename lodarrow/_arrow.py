@@ -249,16 +249,17 @@ def from_arrow(obj, nulls="error", *, lod_level=None, feature_shape=None):
     """
     if nulls not in _NULLS:
         raise ValueError(f"from_arrow: nulls must be 'error' or 'empty', got {nulls!r}")
-    if isinstance(obj, LoDTensor) and not is_cupy_array(obj._data):
-        obj = to_arrow(obj)
-    elif hasattr(obj, "__arrow_c_device_array__") and not isinstance(obj, _PYARROW_CONTAINERS):
-        from lodarrow._cdevice import ARROW_DEVICE_CPU, device_capsules, import_device_array
+    if hasattr(obj, "__arrow_c_device_array__") and not isinstance(obj, _PYARROW_CONTAINERS):
+        if isinstance(obj, LoDTensor) and not is_cupy_array(obj._data):
+            obj = to_arrow(obj)
+        else:
+            from lodarrow._cdevice import ARROW_DEVICE_CPU, device_capsules, import_device_array
 
-        capsules, device_type = device_capsules(obj)  # exported once
-        if device_type != ARROW_DEVICE_CPU:  # GPU producers: views on the device, no copy
-            return import_device_array(capsules, nulls, lod_level=lod_level,
-                                       feature_shape=feature_shape)
-        obj = pa.Array._import_from_c_device_capsule(*capsules)
+            capsules, device_type = device_capsules(obj)  # exported once
+            if device_type != ARROW_DEVICE_CPU:  # GPU producers: views on the device, no copy
+                return import_device_array(capsules, nulls, lod_level=lod_level,
+                                           feature_shape=feature_shape)
+            obj = pa.Array._import_from_c_device_capsule(*capsules)
     chunks, p = _as_chunks(obj, lod_level, feature_shape)
     if isinstance(chunks, pa.ChunkedArray):
         if chunks.num_chunks != 1:
