@@ -2,7 +2,7 @@
 
 import operator
 
-from lodarrow._backend import require_gpu
+from lodarrow._backends import require_gpu
 
 __all__ = ["CPUPlace", "CUDAPlace", "CUDAPinnedPlace"]
 

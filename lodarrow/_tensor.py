@@ -4,7 +4,7 @@ import operator
 
 import numpy as np
 
-from lodarrow._backend import get_cupy, is_cupy_array
+from lodarrow._backends import get_cupy, is_cupy_array
 from lodarrow._errors import LoDError, _LengthMismatchError
 from lodarrow._place import CPUPlace, CUDAPinnedPlace, CUDAPlace, Place, _cuda_place_unchecked
 from lodarrow._validation import (
@@ -375,6 +375,10 @@ class LoDTensor:
         """This tensor on CUDA device ``device_id`` (needs CuPy and a GPU)."""
         return self.to(CUDAPlace(device_id))
 
+    # ------------------------------------------------------------------ operator interface
+    # The operators read a tensor through ``data``, ``offsets``, ``place`` and ``lod_level``,
+    # and use only these internals: ``_check_valid`` (an input's entry check),
+    # ``_device_offsets_for`` (through ``lodarrow._backends``) and ``_derive`` (results).
     def _device_offsets_for(self, level):
         """Level ``level``'s offsets on the data's device, copied once and cached."""
         cached = self._device_offsets.get(level)
@@ -384,6 +388,18 @@ class LoDTensor:
                 cached = cupy.asarray(self._offsets[level])
             self._device_offsets[level] = cached
         return cached
+
+    def _derive(self, data, offsets=None):
+        """An operator's result on this tensor's place: ``data`` (trusted) under ``offsets``.
+
+        Without ``offsets`` the result keeps this tensor's LoD and shares its device copies of
+        the offsets, so they are not copied to the GPU again.
+        """
+        if offsets is None:
+            out = LoDTensor._from_trusted(data, self._offsets, self._place)
+            out._device_offsets = self._device_offsets  # same levels: share the cache
+            return out
+        return LoDTensor._from_trusted(data, offsets, self._place)
 
     # ------------------------------------------------------------------ NumPy
     def numpy(self):

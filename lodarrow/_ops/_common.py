@@ -1,35 +1,29 @@
-"""Helpers every operator shares: input coercion, LoD-level checks, threading, byte views."""
-
-import math
-import os
-import sys
+"""Helpers every operator shares: input coercion, LoD-level checks, argument limits, and the
+offsets arguments of ``lod_reset`` / ``lod_append``."""
 
 import numpy as np
 
-from lodarrow._backend import is_cupy_array
+from lodarrow._backends import is_cupy_array, row_bytes
+from lodarrow._backends.cpu import chunk_bounds, threads_for
 from lodarrow._errors import LoDError
 from lodarrow._tensor import LoDTensor
-from lodarrow._validation import coerce_pad_value
+from lodarrow._validation import as_index_array, coerce_pad_value, lod_problem
 
 __all__ = [
     "as_lod_tensor",
     "require_lod_levels",
     "row_bytes",
-    "num_threads",
     "threads_for",
     "chunk_bounds",
-    "PARALLEL_MIN_WORK",
     "ANY_LEVELS",
     "check_growth",
-    "plan_threads",
-    "flat_bytes",
-    "backend_of_data",
     "pad_array",
+    "ArgumentError",
+    "as_tensor_or_array",
+    "check_ends_at_rows",
+    "flat_offsets",
+    "check_new_level",
 ]
-
-#: Below this many elements of work a kernel runs on one thread: OpenMP's start-up would
-#: cost more than it saves and the call-overhead target (SPEC section 6) is a few microseconds.
-PARALLEL_MIN_WORK = 1 << 16
 
 
 def _is_arrow_like(obj):
@@ -74,60 +68,6 @@ def require_lod_levels(t, name, op, allowed):
         raise LoDError(f"{op}: {name} must have {want} LoD level(s), got {t.lod_level}")
 
 
-def row_bytes(data):
-    """A C-contiguous ``(N, bytes_per_row)`` uint8 view of ``data`` (copy only if strided).
-
-    Data-moving kernels copy whole rows with ``memcpy`` through this view, so one kernel
-    serves every dtype, bool and float16 included.
-    """
-    if not data.flags.c_contiguous:
-        data = data.copy(order="C")
-    n = data.shape[0]
-    width = data.dtype.itemsize * math.prod(data.shape[1:])
-    if n and width:
-        return data.view(np.uint8).reshape(n, width)
-    xp = sys.modules["cupy"] if is_cupy_array(data) else np
-    return xp.empty((n, width), dtype=np.uint8)  # nothing to view: no rows or no bytes per row
-
-
-def backend_of_data(data):
-    """"cpu" or "cuda" for a single array (there is nothing to mix up)."""
-    return "cuda" if is_cupy_array(data) else "cpu"
-
-
-def num_threads():
-    """Threads a kernel may use: ``LODARROW_NUM_THREADS`` or the CPUs this process may run on."""
-    env = os.environ.get("LODARROW_NUM_THREADS")
-    if env:
-        return max(1, int(env))
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def threads_for(work):
-    """1 for small work (see ``PARALLEL_MIN_WORK``), else :func:`num_threads`."""
-    return 1 if work < PARALLEL_MIN_WORK else num_threads()
-
-
-def chunk_bounds(offsets, n_chunks):
-    """Split the sequences of ``offsets`` into ``n_chunks`` runs of about equal row count.
-
-    Returns int64 sequence indices ``b`` with ``b[0] == 0`` and ``b[-1] == n_sequences``;
-    chunk ``c`` is sequences ``[b[c], b[c + 1])``.  Balancing by rows, not by sequence count,
-    keeps one thread from getting all the long sequences.
-    """
-    n_seq = offsets.shape[0] - 1
-    n_chunks = max(1, min(int(n_chunks), n_seq))
-    # int64 targets: float ones would make searchsorted cast all of ``offsets`` to float64.
-    targets = np.linspace(0, int(offsets[-1]), n_chunks + 1).astype(np.int64)
-    bounds = np.searchsorted(offsets, targets, side="left").astype(np.int64)
-    bounds[0], bounds[-1] = 0, n_seq
-    np.clip(bounds, 0, n_seq, out=bounds)
-    return np.maximum.accumulate(bounds)
-
-
 #: LoD level counts accepted by the operators that act on the last level (OPS.md departure 6).
 ANY_LEVELS = range(1, 1024)
 
@@ -161,27 +101,6 @@ def check_growth(op, arg, value, need, unit_bytes):
         )
 
 
-def plan_threads(offsets, work, by_rows=True):
-    """``(n_threads, bounds)``: threads for ``work`` elements and the sequence chunks.
-
-    One chunk of all sequences when single-threaded; else ``4 * n_threads`` chunks balanced
-    by rows (``by_rows``), or by sequence count where every sequence costs the same.
-    """
-    n_threads = threads_for(work)
-    n_seq = offsets.shape[0] - 1
-    if n_threads == 1 or n_seq < 2:
-        return 1, np.array([0, n_seq], dtype=np.int64)
-    if not by_rows:
-        n_chunks = min(n_threads * 4, n_seq)
-        return n_threads, np.arange(n_chunks + 1, dtype=np.int64) * n_seq // n_chunks
-    return n_threads, chunk_bounds(offsets, n_threads * 4)
-
-
-def flat_bytes(a):
-    """``a`` as a flat uint8 view (a C-contiguous copy first if it is strided)."""
-    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-
-
 _PAD_CACHE = {}
 _PAD_CACHE_SIZE = 256
 
@@ -205,4 +124,91 @@ def pad_array(value, dtype, feature_shape, xp):
     return arr
 
 
-# ---------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------- new LoD levels
+# Shared by lod_reset and lod_append.
+_SHOWN = 8  # offsets quoted in an error message before it abbreviates
+
+
+class ArgumentError(TypeError, ValueError):
+    """A missing or unusable argument: ``TypeError`` as the seed documents, and the
+    ``ValueError`` Paddle's Python layer raises."""
+
+
+def as_tensor_or_array(obj, name):
+    """A LoDTensor (possibly with a LoD) or a bare NumPy/CuPy array, as given."""
+    if isinstance(obj, LoDTensor):
+        obj._check_valid(name)
+        return obj
+    if isinstance(obj, np.ndarray) or is_cupy_array(obj):
+        return obj
+    if isinstance(obj, (list, tuple)):
+        return np.asarray(obj)
+    return as_lod_tensor(obj, name)
+
+
+def check_ends_at_rows(t, rows, op, name):
+    """Raise ``LoDError`` unless ``t``'s LoD (its last level) ends at ``rows``."""
+    end = int(t.offsets[-1][-1])
+    if end != rows:
+        raise LoDError(f"{op}: {name}'s LoD (last level) ends at {end} but x has {rows} rows; "
+                       f"the new LoD must cover x's rows exactly")
+
+
+def flat_offsets(obj, name, op, flat_only=False):
+    """One level of offsets from a list, array or LoDTensor data, as a private int64 array.
+
+    ``flat_only``: a list or array argument must be 1-D (``target_lod``, ``level``); tensor
+    data is read flat whatever its shape, as Paddle's operator reads ``Y``.
+    """
+    src = obj.data if isinstance(obj, LoDTensor) else obj
+    if is_cupy_array(src):
+        src = src.get()  # offsets live on the host
+    elif not isinstance(src, np.ndarray):
+        try:
+            src = np.asarray(src)
+        except (ValueError, TypeError):  # ragged nesting
+            raise ValueError(f"{op}: {name} must be a flat sequence of integer offsets") from None
+    empty_list = src.size == 0 and src.dtype == np.float64 and not isinstance(obj, np.ndarray)
+    if src.dtype == object or (src.dtype.kind not in "iu" and not empty_list):
+        kind = ("a flat sequence of integer offsets" if flat_only
+                else "an integer tensor of offsets")
+        raise TypeError(f"{op}: {name} must be {kind}, got dtype {src.dtype}")
+    if empty_list:
+        src = src.astype(np.int64)
+    if flat_only and src.ndim != 1:
+        raise ValueError(f"{op}: {name} must be flat (1-D offsets), got shape {src.shape}")
+    level = as_index_array(src.reshape(-1), name)
+    if np.may_share_memory(level, src):
+        level = level.copy()  # never hold a caller's array as our (frozen) LoD
+    return level
+
+
+def _show(values):
+    items = [str(v) for v in values[:_SHOWN].tolist()]
+    if values.shape[0] > _SHOWN:
+        items.append("...")
+    return "[" + ", ".join(items) + "]"
+
+
+def check_new_level(level, rows, name, op):
+    """Raise ``LoDError`` unless ``level`` is valid offsets ending at ``rows``.
+
+    A level that does not start at 0 usually means lengths were passed (Paddle's own
+    docstrings show lengths); the message then suggests the offsets they would make.
+    """
+    if level.shape[0] == 0:
+        raise LoDError(f"{op}: {name} is empty; a LoD level is offsets starting at 0, "
+                       f"e.g. [0, {rows}] for one sequence of all {rows} rows")
+    if level[0] != 0:
+        hint = ""
+        if level.min() >= 0:
+            suggested = np.concatenate([[0], np.cumsum(level)])
+            hint = (f"; if these are sequence lengths, pass the offsets they make: "
+                    f"{_show(suggested)}")
+        raise LoDError(f"{op}: {name} must be offsets starting at 0 (not lengths), got "
+                       f"{_show(level)} starting at {int(level[0])}{hint}")
+    problem = lod_problem([level], rows, name)
+    if problem is not None:
+        problem = problem.replace(f"{name}[0] (the last level)", name)
+        problem = problem.replace(f"{name}[0]", name).replace("the data has", "x has")
+        raise LoDError(f"{op}: {problem}")

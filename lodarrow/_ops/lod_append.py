@@ -2,16 +2,10 @@
 
 import numpy as np
 
-from lodarrow._backend import backend_of
+from lodarrow._backends import backend_of
 from lodarrow._errors import LoDError
-from lodarrow._ops._common import as_lod_tensor
-from lodarrow._ops.lod_reset import (
-    _ArgumentError,
-    _as_tensor_or_array,
-    _check_ends_at_rows,
-    _flat_offsets,
-    check_new_level,
-)
+from lodarrow._ops._common import (ArgumentError, as_lod_tensor, as_tensor_or_array,
+                                   check_ends_at_rows, check_new_level, flat_offsets)
 from lodarrow._tensor import LoDTensor, _freeze
 
 __all__ = ["lod_append"]
@@ -71,26 +65,26 @@ def lod_append(x, level, name=None):
 appended level must have 6 sequences (7 offsets), got 2 sequences
     """
     x = as_lod_tensor(x, "x")
-    rows = x._data.shape[0]
+    rows = x.data.shape[0]
     if level is None or isinstance(level, (bool, int, float, np.generic)):
-        raise _ArgumentError(f"lod_append: level must be offsets (a list, array or LoDTensor), "
-                             f"got {type(level).__name__}")
+        raise ArgumentError(f"lod_append: level must be offsets (a list, array or LoDTensor), "
+                            f"got {type(level).__name__}")
     if isinstance(level, (list, tuple)):
-        new = _flat_offsets(level, "level", "lod_append", flat_only=True)
+        new = flat_offsets(level, "level", "lod_append", flat_only=True)
     else:
-        y = _as_tensor_or_array(level, "level")
+        y = as_tensor_or_array(level, "level")
         backend_of("lod_append", x=x, level=y)
-        if isinstance(y, LoDTensor) and y._offsets:
-            _check_ends_at_rows(y, rows, "lod_append", "level")
-            return LoDTensor._from_trusted(x._data, y._offsets, x._place)
+        if isinstance(y, LoDTensor) and y.lod_level:
+            check_ends_at_rows(y, rows, "lod_append", "level")
+            return x._derive(x.data, y.offsets)
         # An array or a plain tensor is read flat, as Paddle's operator reads Y.
-        new = _flat_offsets(y, "level", "lod_append")
+        new = flat_offsets(y, "level", "lod_append")
     check_new_level(new, rows, "level", "lod_append")
-    if x._offsets:
-        k = len(x._offsets) - 1
-        end = int(x._offsets[-1][-1])
+    if x.lod_level:
+        k = x.lod_level - 1
+        end = int(x.offsets[-1][-1])
         if end != new.shape[0] - 1:
             raise LoDError(f"lod_append: x's last LoD level (level {k}) ends at {end}, so the "
                            f"appended level must have {end} sequences ({end + 1} offsets), got "
                            f"{new.shape[0] - 1} sequences")
-    return LoDTensor._from_trusted(x._data, x._offsets + _freeze([new]), x._place)
+    return x._derive(x.data, x.offsets + _freeze([new]))

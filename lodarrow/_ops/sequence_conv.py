@@ -2,9 +2,8 @@
 
 import numpy as np
 
-from lodarrow._backend import backend_of, is_cupy_array
+from lodarrow._backends import backend_of, is_cupy_array
 from lodarrow._errors import LoDError
-from lodarrow._ext import seq_conv as _kernels
 from lodarrow._ops._common import as_lod_tensor
 from lodarrow._tensor import LoDTensor
 from lodarrow._validation import as_int
@@ -84,9 +83,9 @@ def sequence_conv(input, filter, context_start=None, context_length=None, contex
     [[0.0, 1.0, 2.0], [1.0, 2.0, 3.0], [2.0, 3.0, 0.0], [0.0, 4.0, 0.0]]
     """
     x = as_lod_tensor(input, "input")
-    if not x._offsets:
+    if not x.lod_level:
         raise LoDError("sequence_conv: input must have at least 1 LoD level, got 0")
-    data = x._data
+    data = x.data
     if data.ndim > 2:
         raise ValueError(f"sequence_conv: input must have shape [N, D] (or [N]), got "
                          f"{list(data.shape)}")
@@ -100,9 +99,8 @@ def sequence_conv(input, filter, context_start=None, context_length=None, contex
     out_dtype = data.dtype if kind == "f" else _F64
 
     w = _plain(filter, "filter")
-    backend = backend_of("sequence_conv", input=x, filter=w,
-                         padding_data=_plain(padding_data, "padding_data"),
-                         bias=_plain(bias, "bias"))
+    be = backend_of("sequence_conv", input=x, filter=w,
+                    padding_data=_plain(padding_data, "padding_data"), bias=_plain(bias, "bias"))
     if w.ndim != 2:
         raise ValueError(f"sequence_conv: filter must be 2-D [context_length * D, F], got "
                          f"shape {list(w.shape)}")
@@ -147,24 +145,15 @@ def sequence_conv(input, filter, context_start=None, context_length=None, contex
         # keeps t + context_start + k far from int64 overflow.
         cs = min(max(cs, -(n + cl)), n + 1)
 
-    if backend == "cuda":
-        from lodarrow._cuda import numeric as _gpu
-
-        xp = _gpu.cupy()
-        w = xp.ascontiguousarray(w.astype(compute, copy=False))
-        pad = None if pad is None else xp.ascontiguousarray(pad.astype(compute, copy=False))
-        b = None if b is None else b.reshape(1, f_out).astype(compute, copy=False)
-        out = xp.empty((n, f_out), dtype=out_dtype)
-        _gpu.conv(out, data.reshape(n, d), x._device_offsets_for(x.lod_level - 1), w, pad, b,
-                  cs, cl, up, CHUNK_ELEMENTS)
-    else:
-        w = np.ascontiguousarray(w, dtype=compute)
-        pad = None if pad is None else np.ascontiguousarray(pad, dtype=compute)
-        b = None if b is None else np.asarray(b, dtype=compute).reshape(1, f_out)
-        out = np.empty((n, f_out), dtype=out_dtype)
-        _cpu(out, np.ascontiguousarray(data).reshape(n, d), x._offsets[-1], w, pad, b, cs, cl,
-             up)
-    return LoDTensor._from_trusted(out, x._offsets, x._place)
+    with be.device(data):
+        xp = be.xp
+        w = xp.ascontiguousarray(w, dtype=compute)
+        pad = None if pad is None else xp.ascontiguousarray(pad, dtype=compute)
+        b = None if b is None else xp.asarray(b, dtype=compute).reshape(1, f_out)
+        out = be.empty((n, f_out), out_dtype)
+        be.kernel("conv")(out, data.reshape(n, d), be.offsets(x, -1), w, pad, b, cs, cl, up,
+                          CHUNK_ELEMENTS)
+    return x._derive(out)
 
 
 def _plain(obj, name):
@@ -172,7 +161,7 @@ def _plain(obj, name):
     if obj is None:
         return None
     if isinstance(obj, LoDTensor):
-        obj = obj._data
+        obj = obj.data
     if not (isinstance(obj, np.ndarray) or is_cupy_array(obj)):
         try:
             obj = np.asarray(obj)
@@ -183,42 +172,3 @@ def _plain(obj, name):
         raise TypeError(f"sequence_conv: {name} must be a numeric array (integer or float), "
                         f"got dtype {obj.dtype}")
     return obj
-
-
-def _cpu(out, data, offsets, w, pad, b, cs, cl, up):
-    """Gather the contexts block by block and multiply each block by the filter."""
-    n, d = data.shape
-    if n == 0:
-        return
-    compute = w.dtype
-    width = cl * d
-    if width == 0:
-        out[...] = 0 if b is None else b
-        return
-    offsets = np.ascontiguousarray(offsets)
-    step = max(1, CHUNK_ELEMENTS // width)
-    ctx_buf = np.empty((min(step, n), width), dtype=compute)
-    use_pad = pad is not None
-    padding = pad if use_pad else np.empty((0, d), dtype=compute)
-    direct = out.dtype == compute
-    for r0 in range(0, n, step):
-        r1 = min(n, r0 + step)
-        ctx = ctx_buf[:r1 - r0]
-        if data.dtype == compute:
-            src, base = data, 0
-        else:
-            # Convert only the rows this block's contexts can reach.
-            base = min(max(0, r0 + cs), n)
-            src = data[base:max(base, min(n, r1 + cs + cl - 1))].astype(compute)
-        # One thread: the product right after runs on BLAS's own threads, and OpenMP
-        # workers still spinning from a parallel gather would fight them (10x slower).
-        _kernels.conv_gather(ctx, src, base, offsets, r0, cs, cl, padding, up, use_pad, 1)
-        if direct:
-            np.matmul(ctx, w, out=out[r0:r1])
-            if b is not None:
-                out[r0:r1] += b
-        else:
-            block = ctx @ w
-            if b is not None:
-                block += b
-            out[r0:r1] = block

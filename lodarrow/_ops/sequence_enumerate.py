@@ -1,20 +1,11 @@
 """``sequence_enumerate``: every window of ``win_size`` ids of a sequence (OPS.md section 13)."""
 
-import numpy as np
-
-from lodarrow._backend import array_namespace, get_cupy
-from lodarrow._ext import seq_layout
-from lodarrow._ops._common import (ANY_LEVELS, as_lod_tensor, backend_of_data, check_growth,
-                                   pad_array, plan_threads, require_lod_levels)
-from lodarrow._tensor import LoDTensor
+from lodarrow._backends import backend_of_array
+from lodarrow._ops._common import (ANY_LEVELS, as_lod_tensor, check_growth, pad_array,
+                                   require_lod_levels)
 from lodarrow._validation import as_int
 
 __all__ = ["sequence_enumerate"]
-
-# Same-size integer containers: the kernel moves values bit for bit, so these four
-# specialisations serve every dtype (bool, float16 and floats included).
-_CONTAINERS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.int32),
-               8: np.dtype(np.int64)}
 
 
 def sequence_enumerate(input, win_size, pad_value=0, name=None):
@@ -70,47 +61,21 @@ def sequence_enumerate(input, win_size, pad_value=0, name=None):
     """
     x = as_lod_tensor(input, "input")
     require_lod_levels(x, "input", "sequence_enumerate", ANY_LEVELS)
-    data = x._data
-    backend = backend_of_data(data)
+    data = x.data
+    be = backend_of_array(data)
     if data.ndim > 2 or (data.ndim == 2 and data.shape[1] != 1):
         raise ValueError(f"sequence_enumerate: input must be of shape [N, 1] or [N], got "
                          f"shape {tuple(data.shape)}")
     win = as_int(win_size, "win_size")
     if win < 1:
         raise ValueError(f"sequence_enumerate: win_size must be >= 1, got {win}")
-    offsets = x._offsets[-1]
+    offsets = x.offsets[-1]
     n_rows = data.shape[0]
     check_growth("sequence_enumerate", "win_size", win,
                  lambda: int((offsets[1:] - offsets[:-1]).max()) if offsets.shape[0] > 1 else 0,
                  n_rows * data.itemsize)
-    xp = array_namespace(backend)
-    pad = pad_array(pad_value, data.dtype, (), xp)
-    if backend == "cpu":
-        out = np.empty((n_rows, win), dtype=data.dtype)
-        if out.size:
-            _cpu(out, data, pad, offsets)
-        return LoDTensor._from_trusted(out, x._offsets, x.place)
-    with data.device:
-        out = xp.empty((n_rows, win), dtype=data.dtype)
-        if out.size:
-            _cuda(out, data, pad, x._device_offsets_for(x.lod_level - 1))
-    result = LoDTensor._from_trusted(out, x._offsets, x.place)
-    result._device_offsets.update(x._device_offsets)  # same LoD, same device copies
-    return result
-
-
-def _cpu(out, data, pad, offsets):
-    box = _CONTAINERS[data.itemsize]
-    n_threads, bounds = plan_threads(offsets, out.size)
-    seq_layout.enumerate_windows(out.reshape(-1).view(box),
-                                 np.ascontiguousarray(data).reshape(-1).view(box),
-                                 pad.reshape(1).view(box), offsets, bounds, out.shape[1],
-                                 n_threads)
-
-
-def _cuda(out, data, pad, offsets):
-    from lodarrow._cuda import layout
-
-    cupy = get_cupy()
-    layout.enumerate_windows(out, cupy.ascontiguousarray(data).reshape(-1), pad.reshape(1),
-                             offsets)
+    with be.device(data):
+        pad = pad_array(pad_value, data.dtype, (), be.xp)
+        out = be.empty((n_rows, win), data.dtype)
+        be.kernel("enumerate_windows")(out, data, pad, be.offsets(x, -1))
+    return x._derive(out)

@@ -5,11 +5,8 @@ import numbers
 
 import numpy as np
 
-from lodarrow._backend import get_cupy, is_cupy_array
-from lodarrow._ext import seq_layout
-from lodarrow._ops._common import (ANY_LEVELS, as_lod_tensor, backend_of_data, plan_threads,
-                                   require_lod_levels)
-from lodarrow._tensor import LoDTensor
+from lodarrow._backends import backend_of_array, is_cupy_array
+from lodarrow._ops._common import ANY_LEVELS, as_lod_tensor, require_lod_levels
 
 __all__ = ["sequence_erase"]
 
@@ -58,8 +55,8 @@ def sequence_erase(input, tokens, name=None):
     """
     x = as_lod_tensor(input, "input")
     require_lod_levels(x, "input", "sequence_erase", ANY_LEVELS)
-    data = x._data
-    backend = backend_of_data(data)
+    data = x.data
+    be = backend_of_array(data)
     if data.ndim > 2 or (data.ndim == 2 and data.shape[1] != 1):
         raise ValueError(f"sequence_erase: input must be of shape [N, 1] or [N], got shape "
                          f"{tuple(data.shape)}")
@@ -69,21 +66,14 @@ def sequence_erase(input, tokens, name=None):
     # float16 is compared in float32 (exact: every float16 is a float32).
     cmp_dtype = np.dtype(np.float32) if data.dtype == np.float16 else data.dtype
     toks = _tokens_for(tokens, data.dtype, cmp_dtype)
-    offsets = x._offsets[-1]
-    if backend == "cpu":
+    with be.device(data):
         if not toks.size or not data.shape[0]:
-            return LoDTensor._from_trusted(data.copy(), x._offsets, x.place)
-        out, new_offsets = _cpu(data, toks, offsets)
-    else:
-        with data.device:
-            if not toks.size or not data.shape[0]:
-                result = LoDTensor._from_trusted(data.copy(), x._offsets, x.place)
-                result._device_offsets.update(x._device_offsets)
-                return result
-            out, new_offsets = _cuda(data, get_cupy().asarray(toks),
-                                     x._device_offsets_for(x.lod_level - 1))
+            return x._derive(data.copy())
+        values = be.xp.ascontiguousarray(data).reshape(-1)
+        cmp = values if cmp_dtype == values.dtype else values.astype(cmp_dtype)
+        kept, new_offsets = be.kernel("erase")(values, cmp, toks, be.offsets(x, -1))
     new_offsets.flags.writeable = False
-    return LoDTensor._from_trusted(out, (*x._offsets[:-1], new_offsets), x.place)
+    return x._derive(kept.reshape((-1, *data.shape[1:])), (*x.offsets[:-1], new_offsets))
 
 
 def _tokens_for(tokens, dtype, cmp_dtype):
@@ -137,53 +127,3 @@ def _representable(value, dtype):
     except OverflowError:  # an int beyond every float
         return False
     return float(cast) == value
-
-
-#: Integer tokens spanning at most this many values are looked up in a byte table.
-_TABLE_SPAN = 1 << 16
-_NO_TABLE = np.zeros(0, dtype=np.uint8)
-
-
-def _token_table(toks):
-    """``(table, low)``: ``table[v - low] == 1`` for the integer tokens, or an empty table.
-
-    The table ends with a zero sentinel, where the kernel sends every out-of-range value.
-    """
-    if toks.dtype.kind not in "iu":
-        return _NO_TABLE, 0
-    low, high = int(toks[0]), int(toks[-1])
-    if high - low >= _TABLE_SPAN:
-        return _NO_TABLE, 0
-    table = np.zeros(high - low + 2, dtype=np.uint8)
-    table[toks.astype(np.int64) - low] = 1
-    return table, low
-
-
-def _cpu(data, toks, offsets):
-    values = np.ascontiguousarray(data).reshape(-1)
-    cmp = values.astype(np.float32) if values.dtype == np.float16 else values
-    table, low = _token_table(toks)
-    n_seq = offsets.shape[0] - 1
-    n_threads, bounds = plan_threads(offsets, cmp.shape[0])
-    counts = np.empty(n_seq, dtype=np.int64)
-    seq_layout.erase_count(counts, cmp, toks, table, low, offsets, bounds, n_threads)
-    new_offsets = np.empty(n_seq + 1, dtype=np.int64)
-    new_offsets[0] = 0
-    np.cumsum(counts, out=new_offsets[1:])
-    kept = np.empty(int(new_offsets[-1]), dtype=cmp.dtype)
-    if kept.size:
-        seq_layout.erase_copy(kept, cmp, toks, table, low, offsets, new_offsets, bounds,
-                              n_threads)
-    if kept.dtype != data.dtype:
-        kept = kept.astype(data.dtype)
-    return kept.reshape((-1, *data.shape[1:])), new_offsets
-
-
-def _cuda(data, toks, offsets):
-    from lodarrow._cuda import layout
-
-    cupy = get_cupy()
-    values = cupy.ascontiguousarray(data).reshape(-1)
-    cmp = values.astype(np.float32) if values.dtype == np.float16 else values
-    keep, new_offsets = layout.erase(cmp, toks, offsets)
-    return values[keep].reshape((-1, *data.shape[1:])), new_offsets

@@ -1,20 +1,14 @@
 """``sequence_expand``: repeat rows or sequences of ``x`` as a level of ``y`` says (OPS.md 2)."""
 
-from contextlib import nullcontext
-
 import numpy as np
 
-from lodarrow._backend import array_namespace, backend_of
+from lodarrow._backends import backend_of, row_bytes
 from lodarrow._errors import LoDError
-from lodarrow._ext import seq_gather
-from lodarrow._ops._common import as_lod_tensor, chunk_bounds, require_lod_levels, row_bytes, \
-    threads_for
-from lodarrow._tensor import LoDTensor, _freeze
+from lodarrow._ops._common import as_lod_tensor, require_lod_levels
+from lodarrow._tensor import _freeze
 from lodarrow._validation import as_int
 
 __all__ = ["sequence_expand"]
-
-_HOST = nullcontext()  # the CUDA path runs under the data's device instead
 
 
 def sequence_expand(x, y, ref_level=-1, name=None):
@@ -78,68 +72,39 @@ def sequence_expand(x, y, ref_level=-1, name=None):
     """
     x = as_lod_tensor(x, "x")
     y = as_lod_tensor(y, "y")
-    backend = backend_of("sequence_expand", x=x, y=y)
+    be = backend_of("sequence_expand", x=x, y=y)
     require_lod_levels(x, "x", "sequence_expand", (0, 1))
-    if not y._offsets:
+    levels = y.lod_level
+    if not levels:
         raise LoDError("sequence_expand: y must have at least 1 LoD level, got 0")
     ref_level = as_int(ref_level, "ref_level")
-    levels = len(y._offsets)
     if not (ref_level == -1 or 0 <= ref_level < levels):
         raise ValueError(f"sequence_expand: ref_level must be -1 or in [0, {levels}) for a y "
                          f"with {levels} LoD level(s), got {ref_level}")
     if ref_level == -1:
         ref_level = levels - 1
-    ref = y._offsets[ref_level]
+    ref = y.offsets[ref_level]
     n = ref.shape[0] - 1
-    data = x._data
-    if not x._offsets:
+    data = x.data
+    if not x.lod_level:
+        # Row i of x repeated len(y seq i) times; the output has no LoD.
         if data.shape[0] != n:
             raise LoDError(f"sequence_expand: x has no LoD, so it needs one row per sequence "
                            f"of y's level {ref_level} ({n}), got {data.shape[0]} rows")
-        with data.device if backend == "cuda" else _HOST:
-            out = array_namespace(backend).empty((int(ref[-1]),) + data.shape[1:], data.dtype)
-            (_cuda if backend == "cuda" else _cpu)(out, x, y, ref_level, None, None)
-        return LoDTensor._from_trusted(out, (), x._place)
-    x_off = x._offsets[0]
+        with be.device(data):
+            out = be.empty((int(ref[-1]),) + data.shape[1:], data.dtype)
+            be.kernel("expand_rows")(row_bytes(out), row_bytes(data), be.offsets(y, ref_level))
+        return x._derive(out, ())
+    # Sequence i of x repeated whole len(y seq i) times.
+    x_off = x.offsets[0]
     if x_off.shape[0] - 1 != n:
         raise LoDError(f"sequence_expand: x has {x_off.shape[0] - 1} sequences but y's level "
                        f"{ref_level} has {n}; they must match")
     out_lod = np.empty(int(ref[-1]) + 1, dtype=np.int64)
-    seq_gather.expand_lod(x_off, ref, out_lod)
-    with data.device if backend == "cuda" else _HOST:
-        out = array_namespace(backend).empty((int(out_lod[-1]),) + data.shape[1:],
-                                             data.dtype)
-        result = LoDTensor._from_trusted(out, _freeze([out_lod]), x._place)
-        (_cuda if backend == "cuda" else _cpu)(out, x, y, ref_level, out_lod, result)
+    be.kernel("expand_lod")(x_off, ref, out_lod)
+    with be.device(data):
+        out = be.empty((int(out_lod[-1]),) + data.shape[1:], data.dtype)
+        result = x._derive(out, _freeze([out_lod]))
+        be.kernel("expand_blocks")(row_bytes(out), row_bytes(data), be.offsets(x, 0),
+                                   be.offsets(y, ref_level), be.offsets(result, 0))
     return result
-
-
-def _cpu(out, x, y, ref_level, out_lod, result):
-    """Row repeats (``out_lod`` None) or whole-block repeats through ``seq_gather``."""
-    if out.size == 0:
-        return
-    ref = y._offsets[ref_level]
-    threads = threads_for(out.size)
-    dst, src = row_bytes(out), row_bytes(x._data)
-    if out_lod is None:
-        bounds = chunk_bounds(ref, threads * 4) if threads > 1 else None
-        seq_gather.expand_rows(dst, src, ref, bounds, threads)
-    else:
-        # Balance chunks by output rows: block i writes out_lod[ref[i]] .. out_lod[ref[i + 1]].
-        bounds = chunk_bounds(out_lod[ref], threads * 4) if threads > 1 else None
-        seq_gather.expand_blocks(dst, src, x._offsets[0], ref, out_lod, bounds, threads)
-
-
-def _cuda(out, x, y, ref_level, out_lod, result):
-    """The same on the GPU; offsets mirrored once and cached on their tensors."""
-    if out.size == 0:
-        return
-    from lodarrow._cuda import gather
-
-    ref = y._device_offsets_for(ref_level)
-    dst, src = row_bytes(out), row_bytes(x._data)
-    if out_lod is None:
-        gather.expand_rows(dst, src, ref)
-    else:
-        out_lod_dev = result._device_offsets_for(0)
-        gather.expand_blocks(dst, src, x._device_offsets_for(0), ref, out_lod_dev)

@@ -1,17 +1,10 @@
 """``sequence_expand_as``: repeat row ``i`` of ``x`` to fill ``y``'s sequence ``i`` (OPS.md 3)."""
 
-from contextlib import nullcontext
-
-from lodarrow._backend import array_namespace, backend_of
-from lodarrow._ext import seq_gather
+from lodarrow._backends import backend_of, row_bytes
 from lodarrow._errors import LoDError
-from lodarrow._ops._common import as_lod_tensor, chunk_bounds, require_lod_levels, row_bytes, \
-    threads_for
-from lodarrow._tensor import LoDTensor
+from lodarrow._ops._common import as_lod_tensor, require_lod_levels
 
 __all__ = ["sequence_expand_as"]
-
-_HOST = nullcontext()  # the CUDA path runs under the data's device instead
 
 
 def sequence_expand_as(x, y, name=None):
@@ -52,33 +45,15 @@ def sequence_expand_as(x, y, name=None):
     """
     x = as_lod_tensor(x, "x")
     y = as_lod_tensor(y, "y")
-    backend = backend_of("sequence_expand_as", x=x, y=y)
+    be = backend_of("sequence_expand_as", x=x, y=y)
     require_lod_levels(y, "y", "sequence_expand_as", 1)
-    ref = y._offsets[0]
+    ref = y.offsets[0]
     n = ref.shape[0] - 1
-    data = x._data
+    data = x.data
     if data.shape[0] != n:
         raise LoDError(f"sequence_expand_as: x needs one row per sequence of y ({n}), "
                        f"got {data.shape[0]} rows")
-    with data.device if backend == "cuda" else _HOST:
-        out = array_namespace(backend).empty((int(ref[-1]),) + data.shape[1:], data.dtype)
-        result = LoDTensor._from_trusted(out, y._offsets, x._place)
-        (_cuda if backend == "cuda" else _cpu)(out, x, y)
-    return result
-
-
-def _cpu(out, x, y):
-    if out.size == 0:
-        return
-    ref = y._offsets[0]
-    threads = threads_for(out.size)
-    bounds = chunk_bounds(ref, threads * 4) if threads > 1 else None
-    seq_gather.expand_rows(row_bytes(out), row_bytes(x._data), ref, bounds, threads)
-
-
-def _cuda(out, x, y):
-    if out.size == 0:
-        return
-    from lodarrow._cuda import gather
-
-    gather.expand_rows(row_bytes(out), row_bytes(x._data), y._device_offsets_for(0))
+    with be.device(data):
+        out = be.empty((int(ref[-1]),) + data.shape[1:], data.dtype)
+        be.kernel("expand_rows")(row_bytes(out), row_bytes(data), be.offsets(y, 0))
+    return x._derive(out, y.offsets)

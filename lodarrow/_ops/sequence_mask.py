@@ -4,15 +4,13 @@ import math
 
 import numpy as np
 
-from lodarrow._backend import get_cupy, is_cupy_array
-from lodarrow._ext import seq_layout
-from lodarrow._ops._common import as_lod_tensor, backend_of_data, check_growth, threads_for
+from lodarrow._backends import backend_of_array, is_cupy_array
+from lodarrow._ops._common import as_lod_tensor, check_growth
 from lodarrow._tensor import LoDTensor
 from lodarrow._validation import as_int, check_dtype
 
 __all__ = ["sequence_mask"]
 
-_ONE_BITS = {}  # dtype -> the bit pattern of 1 in it, as an unsigned int
 _OUT_DTYPES = {}  # the dtype argument -> its checked np.dtype
 
 
@@ -63,7 +61,7 @@ def sequence_mask(x, maxlen=None, dtype="int64", name=None):
     if lengths.dtype.kind not in "iuf":
         raise TypeError(f"sequence_mask: x must hold integer or float lengths, got dtype "
                         f"{lengths.dtype}")
-    backend = backend_of_data(lengths)
+    be = backend_of_array(lengths)
     out_dtype = _out_dtype(dtype)
     width = _maxlen_value(maxlen)
     if width is None:
@@ -71,17 +69,10 @@ def sequence_mask(x, maxlen=None, dtype="int64", name=None):
     else:
         check_growth("sequence_mask", "maxlen", width, lambda: _data_max(lengths, strict=False),
                      lengths.size * out_dtype.itemsize)
-    shape = (*lengths.shape, width)
-    if backend == "cpu":
-        out = np.empty(shape, dtype=out_dtype)
+    with be.device(lengths):
+        out = be.empty((*lengths.shape, width), out_dtype)
         if out.size:
-            _cpu(out, lengths, width)
-    else:
-        cupy = get_cupy()
-        with lengths.device:
-            out = cupy.empty(shape, dtype=out_dtype)
-            if out.size:
-                _cuda(out, lengths, width)
+            be.kernel("mask")(out, _kernel_lengths(lengths, be.xp), width)
     return LoDTensor._from_trusted(out, (), place)
 
 
@@ -89,7 +80,7 @@ def _lengths_of(x):
     """``(array of any rank, place or None)`` from the accepted forms of ``x``."""
     if isinstance(x, LoDTensor):
         x._check_valid("x")
-        return x._data, x.place
+        return x.data, x.place
     if isinstance(x, np.ndarray) or is_cupy_array(x):
         return x, None
     if isinstance(x, (list, tuple, int, float, np.generic)):
@@ -98,7 +89,7 @@ def _lengths_of(x):
         except ValueError:  # ragged lists
             raise TypeError("sequence_mask: x must be a rectangular array of lengths") from None
     t = as_lod_tensor(x, "x")  # Arrow arrays; their LoD is ignored
-    return t._data, t.place
+    return t.data, t.place
 
 
 def _out_dtype(dtype):
@@ -121,7 +112,7 @@ def _maxlen_value(maxlen):
     if maxlen is None:
         return None
     if isinstance(maxlen, LoDTensor):
-        maxlen = maxlen._data
+        maxlen = maxlen.data
     if hasattr(maxlen, "shape") and hasattr(maxlen, "dtype") and not isinstance(maxlen,
                                                                                 np.generic):
         if maxlen.dtype.kind not in "iu":
@@ -157,14 +148,6 @@ def _data_max(lengths, strict=True):
     return max(int(top), 0)
 
 
-def _one_bits(dtype):
-    bits = _ONE_BITS.get(dtype)
-    if bits is None:
-        bits = int(np.ones(1, dtype=dtype).view(f"u{dtype.itemsize}")[0])
-        _ONE_BITS[dtype] = bits
-    return bits
-
-
 def _kernel_lengths(lengths, xp):
     """Flat, contiguous lengths in a dtype the kernels take."""
     flat = xp.ascontiguousarray(lengths).reshape(-1)
@@ -175,15 +158,3 @@ def _kernel_lengths(lengths, xp):
     if flat.dtype == np.uint32:
         return flat.astype(np.int64)
     return flat
-
-
-def _cpu(out, lengths, width):
-    flat = _kernel_lengths(lengths, np)
-    seq_layout.mask(out.reshape(-1).view(np.uint8), flat, width, out.itemsize,
-                    _one_bits(out.dtype), threads_for(out.size))
-
-
-def _cuda(out, lengths, width):
-    from lodarrow._cuda import layout
-
-    layout.mask(out.reshape(-1), _kernel_lengths(lengths, get_cupy()), width)

@@ -4,14 +4,13 @@ import math
 
 import numpy as np
 
-from lodarrow._backend import array_namespace, get_cupy
-from lodarrow._ext import seq_layout
-from lodarrow._ops._common import (ANY_LEVELS, as_lod_tensor, backend_of_data, check_growth,
-                                   flat_bytes, pad_array, plan_threads, require_lod_levels)
-from lodarrow._tensor import LoDTensor
+from lodarrow._backends import backend_of_array
+from lodarrow._ops._common import (ANY_LEVELS, as_lod_tensor, check_growth, pad_array,
+                                   require_lod_levels)
 from lodarrow._validation import as_int
 
 __all__ = ["sequence_pad"]
+
 
 def sequence_pad(x, pad_value, maxlen=None, name=None):
     """Pad every last-level sequence of ``x`` to the same length.
@@ -71,9 +70,9 @@ def sequence_pad(x, pad_value, maxlen=None, name=None):
     """
     x = as_lod_tensor(x, "x")
     require_lod_levels(x, "x", "sequence_pad", ANY_LEVELS)
-    data = x._data
-    backend = backend_of_data(data)
-    offsets = x._offsets[-1]
+    data = x.data
+    be = backend_of_array(data)
+    offsets = x.offsets[-1]
     n = offsets.shape[0] - 1
     lengths = offsets[1:] - offsets[:-1]
     longest = int(lengths.max()) if n else 0
@@ -92,32 +91,10 @@ def sequence_pad(x, pad_value, maxlen=None, name=None):
                              f"sequence of x (sequence {seq} has {longest} rows)")
         check_growth("sequence_pad", "maxlen", padded, longest,
                      n * data.itemsize * math.prod(fshape))
-    xp = array_namespace(backend)
-    pad = pad_array(pad_value, data.dtype, fshape, xp)
-    outer = x._offsets[:-1]
-    if backend == "cpu":
-        out = np.empty((n, padded, *fshape), dtype=data.dtype)
-        if out.size:
-            _cpu(out, data, pad, offsets, padded)
-        length = lengths
-    else:
-        with data.device:
-            out = xp.empty((n, padded, *fshape), dtype=data.dtype)
-            if out.size:
-                _cuda(out, data, pad, x._device_offsets_for(x.lod_level - 1), padded)
-            length = xp.asarray(lengths)
-    return (LoDTensor._from_trusted(out, outer, x.place),
-            LoDTensor._from_trusted(length, outer, x.place))
-
-
-def _cpu(out, data, pad, offsets, padded_length):
-    # Every sequence writes padded_length rows: balance the chunks by sequence count.
-    n_threads, bounds = plan_threads(offsets, out.size, by_rows=False)
-    seq_layout.pad(flat_bytes(out), flat_bytes(data), flat_bytes(pad), offsets, bounds,
-                   padded_length, pad.nbytes, n_threads)
-
-
-def _cuda(out, data, pad, offsets, padded_length):
-    from lodarrow._cuda import layout
-
-    layout.pad(out, get_cupy().ascontiguousarray(data), pad.reshape(-1), offsets, padded_length)
+    outer = x.offsets[:-1]
+    with be.device(data):
+        pad = pad_array(pad_value, data.dtype, fshape, be.xp)
+        out = be.empty((n, padded, *fshape), data.dtype)
+        be.kernel("pad")(out, data, pad, be.offsets(x, -1), padded)
+        length = be.asarray(lengths)
+    return x._derive(out, outer), x._derive(length, outer)

@@ -3,16 +3,14 @@
 
 import numpy as np
 
-from lodarrow._backend import backend_of, is_cupy_array
+from lodarrow._backends import backend_of, backend_of_array
 from lodarrow._errors import LoDError
-from lodarrow._ext import seq_pool as _kernels
-from lodarrow._ops._common import as_lod_tensor, chunk_bounds, pad_array, threads_for
-from lodarrow._tensor import LoDTensor
+from lodarrow._ops._common import as_lod_tensor, pad_array
 
 __all__ = ["sequence_pool", "sequence_first_step", "sequence_last_step"]
 
 POOL_TYPES = ("sum", "average", "sqrt", "max", "min", "first", "last")
-_SUM_MODES = {"sum": 0, "average": 1, "sqrt": 2}
+_SUM_TYPES = ("sum", "average", "sqrt")
 _F64 = np.dtype(np.float64)
 _I64 = np.dtype(np.int64)
 
@@ -102,11 +100,12 @@ def sequence_pool(input, pool_type, is_test=False, pad_value=0.0, return_index=F
     """
     x = as_lod_tensor(input, "input")
     pool = _pool_type(pool_type)
-    if not x._offsets:
+    if not x.lod_level:
         raise LoDError("sequence_pool: input must have at least 1 LoD level, got 0 "
                        "(a plain tensor has no sequences to pool)")
-    dtype = x._data.dtype
-    if dtype.kind == "b" and pool in _SUM_MODES:
+    data = x.data
+    dtype = data.dtype
+    if dtype.kind == "b" and pool in _SUM_TYPES:
         raise TypeError(f"sequence_pool: pool_type {pool!r} is not defined for bool input "
                         f"(max, min, first and last are); cast to an integer dtype first")
     if return_index and pool not in ("max", "min"):
@@ -114,29 +113,19 @@ def sequence_pool(input, pool_type, is_test=False, pad_value=0.0, return_index=F
                          f"got {pool!r}")
     out_dtype = _F64 if pool in ("average", "sqrt") and dtype.kind in "iu" else dtype
     if type(pad_value) in (float, int, bool):      # the common case, kept cheap
-        backend = "cuda" if is_cupy_array(x._data) else "cpu"
+        be = backend_of_array(data)
     else:
-        backend = backend_of("sequence_pool", input=x, pad_value=pad_value)
-    pad = pad_array(pad_value, out_dtype, x._data.shape[1:], np)
-    offsets = x._offsets[-1]
-    shape = (offsets.shape[0] - 1,) + x._data.shape[1:]
-    if backend == "cuda":
-        from lodarrow._cuda import numeric as _gpu
-
-        xp = _gpu.cupy()
-        out = xp.empty(shape, dtype=out_dtype)
-        index = xp.empty(shape, dtype=_I64) if return_index else None
-        _gpu.pool(out, index, x._data, x._device_offsets_for(x.lod_level - 1),
-                  xp.asarray(pad), pool)
-    else:
-        out = np.empty(shape, dtype=out_dtype)
-        index = np.empty(shape, dtype=_I64) if return_index else None
-        _cpu(out, index, x._data, offsets, pad, pool)
-    lod = x._offsets[:-1]
-    result = LoDTensor._from_trusted(out, lod, x._place)
+        be = backend_of("sequence_pool", input=x, pad_value=pad_value)
+    pad = pad_array(pad_value, out_dtype, data.shape[1:], np)
+    lod = x.offsets[:-1]
+    shape = (x.offsets[-1].shape[0] - 1,) + data.shape[1:]
+    with be.device(data):
+        out = be.empty(shape, out_dtype)
+        index = be.empty(shape, _I64) if return_index else None
+        be.kernel("pool")(out, index, data, be.offsets(x, -1), pad, pool)
     if return_index:
-        return result, LoDTensor._from_trusted(index, lod, x._place)
-    return result
+        return x._derive(out, lod), x._derive(index, lod)
+    return x._derive(out, lod)
 
 
 def sequence_first_step(input, name=None):
@@ -215,47 +204,3 @@ def _pool_type(pool_type):
         raise ValueError(f"sequence_pool: unknown pool_type {pool_type!r}; expected one of "
                          f"{', '.join(t.upper() for t in POOL_TYPES)} (any case)")
     return pool
-
-
-def _cpu(out, index, data, offsets, pad, pool):
-    """Run the pooling kernel: ``out`` (and ``index``) from ``data`` pooled over ``offsets``."""
-    n_seq = offsets.shape[0] - 1
-    if out.size == 0:
-        return
-    d = out.size // n_seq
-    n = data.shape[0]
-    x = np.ascontiguousarray(data).reshape(n, d)
-    o = out.reshape(n_seq, d)
-    p = pad.reshape(d)
-    offsets = np.ascontiguousarray(offsets)
-    nt = threads_for(n * d + n_seq)
-    bounds = chunk_bounds(offsets, nt * 4) if nt > 1 else None
-    kind = x.dtype.kind
-    if pool in ("first", "last"):
-        # Rows as bytes: one copy kernel for every dtype.
-        _kernels.pool_pick(o.view(np.uint8), x.view(np.uint8), offsets, p.view(np.uint8),
-                           pool == "last", bounds, nt)
-    elif pool in _SUM_MODES:
-        mode = _SUM_MODES[pool]
-        if x.dtype.itemsize == 2 and kind == "f":
-            _kernels.pool_sum_half(o.view(np.uint16), x.view(np.uint16), offsets,
-                                   p.view(np.uint16), mode, bounds, nt)
-        elif kind == "f":
-            _kernels.pool_sum_float(o, x, offsets, p, mode, bounds, nt)
-        elif mode == 0:
-            _kernels.pool_sum_int(o, x, offsets, p, bounds, nt)
-        else:
-            _kernels.pool_mean_int(o, x, offsets, p, mode, bounds, nt)
-    else:
-        is_min = pool == "min"
-        i2 = None if index is None else index.reshape(n_seq, d)
-        if x.dtype.itemsize == 2 and kind == "f":
-            _kernels.pool_extreme_half(o.view(np.uint16), i2, x.view(np.uint16), offsets,
-                                       p.view(np.uint16), is_min, bounds, nt)
-            return
-        if kind == "b":
-            o, x, p = o.view(np.uint8), x.view(np.uint8), p.view(np.uint8)
-        if i2 is None:
-            _kernels.pool_extreme(o, x, offsets, p, is_min, bounds, nt)
-        else:
-            _kernels.pool_arg_extreme(o, i2, x, offsets, p, is_min, bounds, nt)

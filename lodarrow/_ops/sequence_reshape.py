@@ -2,10 +2,8 @@
 
 import numpy as np
 
-from lodarrow._backend import array_namespace
-from lodarrow._ops._common import (ANY_LEVELS, as_lod_tensor, backend_of_data, check_growth,
-                                   require_lod_levels)
-from lodarrow._tensor import LoDTensor
+from lodarrow._backends import backend_of_array
+from lodarrow._ops._common import ANY_LEVELS, as_lod_tensor, check_growth, require_lod_levels
 from lodarrow._validation import as_int
 
 __all__ = ["sequence_reshape"]
@@ -58,16 +56,16 @@ def sequence_reshape(input, new_dim, name=None):
     """
     x = as_lod_tensor(input, "input")
     require_lod_levels(x, "input", "sequence_reshape", ANY_LEVELS)
-    backend = backend_of_data(x._data)
+    data = x.data
+    be = backend_of_array(data)
     new_dim = as_int(new_dim, "new_dim")
     if new_dim < 1:
         raise ValueError(f"sequence_reshape: new_dim must be >= 1, got {new_dim}")
-    data = x._data
     if data.ndim > 2:
         raise ValueError(f"sequence_reshape: input must be of shape [N, D] (or [N]), got "
                          f"shape {tuple(data.shape)}")
     width = data.shape[1] if data.ndim == 2 else 1
-    last = x._offsets[-1]
+    last = x.offsets[-1]
     if new_dim > data.size:  # divides no non-empty sequence (and keeps the arithmetic int64)
         if data.size:
             k = int(np.argmax(last[1:] > last[:-1]))
@@ -93,15 +91,10 @@ def sequence_reshape(input, new_dim, name=None):
         offsets = scaled // new_dim
     if offsets is not last:
         offsets.flags.writeable = False
-    xp = array_namespace(backend)
-    if backend == "cpu":
-        out = np.empty((int(offsets[-1]), new_dim), dtype=data.dtype)
+    with be.device(data):
+        out = be.empty((int(offsets[-1]), new_dim), data.dtype)
         _copy(out, data)
-    else:
-        with data.device:
-            out = xp.empty((int(offsets[-1]), new_dim), dtype=data.dtype)
-            _copy(out, data)
-    return LoDTensor._from_trusted(out, (*x._offsets[:-1], offsets), x.place)
+    return x._derive(out, (*x.offsets[:-1], offsets))
 
 
 def _copy(out, data):

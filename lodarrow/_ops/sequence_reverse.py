@@ -1,12 +1,7 @@
 """``sequence_reverse``: reverse the rows of every sequence (OPS.md section 12)."""
 
-import numpy as np
-
-from lodarrow._backend import get_cupy
-from lodarrow._ext import seq_layout
-from lodarrow._ops._common import (ANY_LEVELS, as_lod_tensor, backend_of_data, flat_bytes,
-                                   plan_threads, require_lod_levels)
-from lodarrow._tensor import LoDTensor
+from lodarrow._backends import backend_of_array
+from lodarrow._ops._common import ANY_LEVELS, as_lod_tensor, require_lod_levels
 
 __all__ = ["sequence_reverse"]
 
@@ -47,31 +42,9 @@ def sequence_reverse(x, name=None):
     """
     x = as_lod_tensor(x, "x")
     require_lod_levels(x, "x", "sequence_reverse", ANY_LEVELS)
-    data = x._data
-    backend = backend_of_data(data)
-    offsets = x._offsets[-1]
-    if backend == "cpu":
-        out = np.empty(data.shape, dtype=data.dtype)
-        if out.size:
-            _cpu(out, data, offsets)
-        return LoDTensor._from_trusted(out, x._offsets, x.place)
-    cupy = get_cupy()
-    with data.device:
-        out = cupy.empty(data.shape, dtype=data.dtype)
-        if out.size:
-            _cuda(out, data, x._device_offsets_for(x.lod_level - 1))
-    result = LoDTensor._from_trusted(out, x._offsets, x.place)
-    result._device_offsets.update(x._device_offsets)  # same LoD, same device copies
-    return result
-
-
-def _cpu(out, data, offsets):
-    n_threads, bounds = plan_threads(offsets, out.size)
-    width = out.nbytes // out.shape[0]
-    seq_layout.reverse(flat_bytes(out), flat_bytes(data), offsets, bounds, width, n_threads)
-
-
-def _cuda(out, data, offsets):
-    from lodarrow._cuda import layout
-
-    layout.reverse(out, get_cupy().ascontiguousarray(data), offsets)
+    data = x.data
+    be = backend_of_array(data)
+    with be.device(data):
+        out = be.empty(data.shape, data.dtype)
+        be.kernel("reverse")(out, data, be.offsets(x, -1))
+    return x._derive(out)

@@ -1,19 +1,14 @@
 """``sequence_scatter``: add index sequence ``i``'s updates into row ``i`` (OPS.md 4, 1, 3, 13)."""
 
 import math
-from contextlib import nullcontext
 
 import numpy as np
 
-from lodarrow._backend import array_namespace, backend_of
-from lodarrow._ext import seq_scatter
-from lodarrow._ops._common import as_lod_tensor, chunk_bounds, require_lod_levels, threads_for
-from lodarrow._tensor import LoDTensor
+from lodarrow._backends import backend_of
+from lodarrow._ops._common import as_lod_tensor, require_lod_levels
 from lodarrow._validation import as_index_array
 
 __all__ = ["sequence_scatter"]
-
-_HOST = nullcontext()  # the CUDA path runs under the data's device instead
 
 
 class _TooManySequencesError(IndexError, ValueError):
@@ -83,50 +78,49 @@ def sequence_scatter(input, index, updates, name=None):
     inp = as_lod_tensor(input, "input")
     index = as_lod_tensor(index, "index")
     updates = as_lod_tensor(updates, "updates")
-    backend = backend_of("sequence_scatter", input=inp, index=index, updates=updates)
-    xp = array_namespace(backend)
-    data = inp._data
+    be = backend_of("sequence_scatter", input=inp, index=index, updates=updates)
+    data = inp.data
     dtype = data.dtype
     if dtype.kind not in "iuf":
         raise TypeError(f"sequence_scatter: input must be numeric (an integer or float dtype), "
                         f"got dtype {dtype}")
     require_lod_levels(index, "index", "sequence_scatter", 1)
-    with data.device if backend == "cuda" else _HOST:
-        ids = as_index_array(index._data, "sequence_scatter: index", xp=xp)
+    # float16 is accumulated in float32 (no portable C half type); the rest as they are.
+    work = np.dtype(np.float32) if dtype == np.float16 else dtype
+    with be.device(data):
+        ids = as_index_array(index.data, "sequence_scatter: index", xp=be.xp)
         upd = _check_updates(updates, ids.shape[0], index, dtype)
         n_rows = data.shape[0]
-        off = index._offsets[0]
+        off = index.offsets[0]
         if off.shape[0] - 1 > n_rows:
             raise _TooManySequencesError(
                 f"sequence_scatter: index has {off.shape[0] - 1} sequences but input has only "
                 f"{n_rows} rows; sequence i updates row i")
         width = math.prod(data.shape[1:])
-        _check_ids(ids, off, width)
-        # float16 is accumulated in float32 (no portable C half type); the rest as they are.
-        work = np.dtype(np.float32) if dtype == np.float16 else dtype
-        out = xp.empty((n_rows, width), dtype=work)
+        _check_ids(be, ids, off, width)
+        out = be.empty((n_rows, width), work)
         src = data.reshape(n_rows, width)
         if work != dtype or not src.flags.c_contiguous:
             out[...] = src  # convert or gather once; the kernel then updates in place
             src = out
-        upd = xp.ascontiguousarray(upd.reshape(-1), dtype=work)
-        (_cuda if backend == "cuda" else _cpu)(out, src, ids, upd, index)
+        upd = be.xp.ascontiguousarray(upd.reshape(-1), dtype=work)
+        be.kernel("scatter")(out, src, ids, upd, be.offsets(index, 0))
         if work != dtype:
             out = out.astype(dtype)
-    return LoDTensor._from_trusted(out.reshape(data.shape), (), inp._place)
+    return inp._derive(out.reshape(data.shape), ())
 
 
 def _check_updates(updates, m, index, dtype):
     """``updates``' data, checked against ``index`` (rows, LoD) and ``input``'s dtype."""
-    upd = updates._data
+    upd = updates.data
     if not (upd.ndim == 1 or (upd.ndim == 2 and upd.shape[1] == 1)):
         raise ValueError(f"sequence_scatter: updates must have shape [M, 1] or [M], got "
                          f"{tuple(upd.shape)}")
     if upd.shape[0] != m:
         raise ValueError(f"sequence_scatter: updates has {upd.shape[0]} rows but index has "
                          f"{m}; they must match")
-    if updates._offsets and not (len(updates._offsets) == 1
-                                 and np.array_equal(updates._offsets[0], index._offsets[0])):
+    if updates.lod_level and not (updates.lod_level == 1
+                                  and np.array_equal(updates.offsets[0], index.offsets[0])):
         raise ValueError(f"sequence_scatter: updates has a LoD {updates.lod()} different from "
                          f"index's {index.lod()}; it must be equal (or absent)")
     if upd.dtype.kind not in "biuf" or not np.can_cast(upd.dtype, dtype, "safe"):
@@ -135,37 +129,13 @@ def _check_updates(updates, m, index, dtype):
     return upd
 
 
-def _check_ids(ids, off, width):
+def _check_ids(be, ids, off, width):
     """Every id in ``[0, width)``; the error names the first bad position and its sequence."""
     if not ids.shape[0]:
         return
-    if isinstance(ids, np.ndarray):
-        pos = seq_scatter.first_bad_id(ids, width)
-    else:  # on the GPU: one reduction, one sync
-        bad = (ids < 0) | (ids >= width)
-        pos = int(bad.argmax()) if bool(bad.any()) else -1
+    pos = be.kernel("first_bad_id")(ids, width)
     if pos >= 0:
         seq = int(np.searchsorted(off, pos, side="right")) - 1
         raise IndexError(f"sequence_scatter: index[{pos}] = {int(ids[pos])} (in sequence "
                          f"{seq}) is out of range for input rows of width {width}; ids must "
                          f"be in [0, {width})")
-
-
-def _cpu(out, src, ids, updates, index):
-    """Rows with an index sequence are copied and updated by the kernel; the rest here."""
-    off = index._offsets[0]
-    n_seq = off.shape[0] - 1
-    if src is not out and n_seq < out.shape[0]:
-        out[n_seq:] = src[n_seq:]
-    threads = threads_for(ids.shape[0] + out.size)
-    bounds = chunk_bounds(off, threads * 4) if threads > 1 else None
-    seq_scatter.sequence_scatter(out, src, ids, updates, off, bounds, threads)
-
-
-def _cuda(out, src, ids, updates, index):
-    """One GPU thread per index sequence (``lodarrow._cuda.gather.scatter``)."""
-    from lodarrow._cuda import gather
-
-    if src is not out:
-        out[...] = src
-    gather.scatter(out, ids, updates, index._device_offsets_for(0))

@@ -1,19 +1,13 @@
 """``sequence_slice``: a sub-range of every last-level sequence (OPS.md 11, departure 6)."""
 
-from contextlib import nullcontext
-
 import numpy as np
 
-from lodarrow._backend import array_namespace, backend_of, is_cupy_array
-from lodarrow._ext import seq_gather
-from lodarrow._ops._common import as_lod_tensor, chunk_bounds, require_lod_levels, row_bytes, \
-    threads_for
+from lodarrow._backends import backend_of, is_cupy_array, row_bytes
+from lodarrow._ops._common import as_lod_tensor, require_lod_levels
 from lodarrow._tensor import LoDTensor, _freeze
 from lodarrow._validation import as_index_array
 
 __all__ = ["sequence_slice"]
-
-_HOST = nullcontext()  # the CUDA path runs under the data's device instead
 
 
 class _NegativeSliceError(ValueError, IndexError):
@@ -62,23 +56,25 @@ def sequence_slice(input, offset, length, name=None):
     ([0, 1, 4, 6, 7, 8], [[0, 2, 3, 6, 6]])
     """
     x = as_lod_tensor(input, "input")
-    backend = backend_of("sequence_slice", input=x, offset=_array_or_none(offset),
-                         length=_array_or_none(length))
+    be = backend_of("sequence_slice", input=x, offset=_array_or_none(offset),
+                    length=_array_or_none(length))
     require_lod_levels(x, "input", "sequence_slice", range(1, 1 << 16))
-    last = x._offsets[-1]
+    last = x.offsets[-1]
     n = last.shape[0] - 1
     off = _host_indices(offset, "offset", n)
     lens = _host_indices(length, "length", n)
     src_start = np.empty(n, dtype=np.int64)
     out_off = np.empty(n + 1, dtype=np.int64)
-    bad = seq_gather.slice_plan(last, off, lens, src_start, out_off)
+    bad = be.kernel("slice_plan")(last, off, lens, src_start, out_off)
     if bad >= 0:
         _raise_bad_slice(bad, last, off, lens)
-    data = x._data
-    with data.device if backend == "cuda" else _HOST:
-        out = array_namespace(backend).empty((int(out_off[-1]),) + data.shape[1:], data.dtype)
-        result = LoDTensor._from_trusted(out, x._offsets[:-1] + _freeze([out_off]), x._place)
-        (_cuda if backend == "cuda" else _cpu)(out, x, src_start, result)
+    data = x.data
+    level = x.lod_level - 1
+    with be.device(data):
+        out = be.empty((int(out_off[-1]),) + data.shape[1:], data.dtype)
+        result = x._derive(out, x.offsets[:-1] + _freeze([out_off]))
+        be.kernel("gather_blocks")(row_bytes(out), row_bytes(data), src_start,
+                                   be.offsets(result, level))
     return result
 
 
@@ -98,7 +94,7 @@ def _array_or_none(obj):
 
 
 def _host_indices(obj, name, n):
-    src = obj._data if isinstance(obj, LoDTensor) else obj
+    src = obj.data if isinstance(obj, LoDTensor) else obj
     if is_cupy_array(src):
         src = src.get()
     arr = as_index_array(src, f"sequence_slice: {name}")
@@ -106,24 +102,3 @@ def _host_indices(obj, name, n):
         raise ValueError(f"sequence_slice: {name} has {arr.shape[0]} entries but input has "
                          f"{n} sequences; give one per sequence")
     return arr
-
-
-def _cpu(out, x, src_start, result):
-    if out.size == 0:
-        return
-    out_off = result._offsets[-1]
-    threads = threads_for(out.size)
-    bounds = chunk_bounds(out_off, threads * 4) if threads > 1 else None
-    seq_gather.gather_blocks(row_bytes(out), row_bytes(x._data), src_start, out_off, bounds,
-                             threads)
-
-
-def _cuda(out, x, src_start, result):
-    if out.size == 0:
-        return
-    import cupy
-
-    from lodarrow._cuda import gather
-
-    out_off = result._device_offsets_for(len(result._offsets) - 1)
-    gather.gather_blocks(row_bytes(out), row_bytes(x._data), cupy.asarray(src_start), out_off)

@@ -2,11 +2,9 @@
 
 import numpy as np
 
-from lodarrow._backend import is_cupy_array
+from lodarrow._backends import backend_of_array
 from lodarrow._errors import LoDError
-from lodarrow._ext import seq_softmax as _kernels
-from lodarrow._ops._common import as_lod_tensor, chunk_bounds, threads_for
-from lodarrow._tensor import LoDTensor
+from lodarrow._ops._common import as_lod_tensor
 
 __all__ = ["sequence_softmax"]
 
@@ -55,9 +53,9 @@ def sequence_softmax(input, use_cudnn=False, name=None):
     [0.5, 0.5, 0.5, 0.5, 1.0]
     """
     x = as_lod_tensor(input, "input")
-    if not x._offsets:
+    if not x.lod_level:
         raise LoDError("sequence_softmax: input must have at least 1 LoD level, got 0")
-    data = x._data
+    data = x.data
     shape = data.shape
     if not (len(shape) == 1 or (len(shape) == 2 and shape[1] == 1)):
         raise ValueError(f"sequence_softmax: input must have shape [N] or [N, 1] (one value "
@@ -67,35 +65,8 @@ def sequence_softmax(input, use_cudnn=False, name=None):
         raise TypeError("sequence_softmax: input of dtype bool cannot be softmaxed; cast it to "
                         "a numeric dtype first")
     out_dtype = _F64 if kind in "iu" else data.dtype
-    backend = "cuda" if is_cupy_array(data) else "cpu"    # one input: nothing to mix
-    level = x.lod_level - 1
-    if backend == "cuda":
-        from lodarrow._cuda import numeric as _gpu
-
-        xp = _gpu.cupy()
-        out = xp.empty(shape, dtype=out_dtype)
-        _gpu.softmax(out, data, x._device_offsets_for(level))
-    else:
-        out = np.empty(shape, dtype=out_dtype)
-        _cpu(out, data, x._offsets[level])
-    return LoDTensor._from_trusted(out, x._offsets, x._place)
-
-
-def _cpu(out, data, offsets):
-    """Run the softmax kernel over the flat values of ``data`` into ``out``."""
-    n = data.shape[0]
-    if n == 0:
-        return
-    flat = np.ascontiguousarray(data).reshape(n)
-    o = out.reshape(n)
-    offsets = np.ascontiguousarray(offsets)
-    # exp is ~10x the cost of a read: go parallel earlier than the memory-bound kernels.
-    nt = threads_for(16 * n)
-    bounds = chunk_bounds(offsets, nt * 4) if nt > 1 else None
-    kind = flat.dtype.kind
-    if kind == "f" and flat.dtype.itemsize == 2:
-        _kernels.softmax_half(o.view(np.uint16), flat.view(np.uint16), offsets, bounds, nt)
-    elif kind == "f":
-        _kernels.softmax_float(o, flat, offsets, bounds, nt)
-    else:
-        _kernels.softmax_int(o, flat, offsets, bounds, nt)
+    be = backend_of_array(data)
+    with be.device(data):
+        out = be.empty(shape, out_dtype)
+        be.kernel("softmax")(out, data, be.offsets(x, -1))
+    return x._derive(out)

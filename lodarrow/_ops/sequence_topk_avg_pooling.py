@@ -4,10 +4,8 @@ import operator
 
 import numpy as np
 
-from lodarrow._backend import backend_of
-from lodarrow._ext import seq_pool as _kernels
-from lodarrow._ops._common import as_lod_tensor, chunk_bounds, require_lod_levels, threads_for
-from lodarrow._tensor import LoDTensor
+from lodarrow._backends import backend_of
+from lodarrow._ops._common import as_lod_tensor, require_lod_levels
 from lodarrow._validation import as_int
 
 __all__ = ["sequence_topk_avg_pooling", "TOPK_FREE_LIMIT"]
@@ -83,7 +81,7 @@ def sequence_topk_avg_pooling(input, row, col, topks, channel_num, name=None):
     c = as_lod_tensor(col, "col")
     for t, arg in ((x, "input"), (r, "row"), (c, "col")):
         require_lod_levels(t, arg, _OP, 1)
-    data = x._data
+    data = x.data
     shape = data.shape
     if not (len(shape) == 1 or (len(shape) == 2 and shape[1] == 1)):
         raise ValueError(f"{_OP}: input must have shape [N] or [N, 1], got {list(shape)}")
@@ -91,8 +89,8 @@ def sequence_topk_avg_pooling(input, row, col, topks, channel_num, name=None):
     if kind == "b":
         raise TypeError(f"{_OP}: input of dtype bool cannot be averaged; cast it to a numeric "
                         f"dtype first")
-    backend = backend_of(_OP, input=x, row=r, col=c)
-    in_off, row_off, col_off = x._offsets[0], r._offsets[0], c._offsets[0]
+    be = backend_of(_OP, input=x, row=r, col=c)
+    in_off, row_off, col_off = x.offsets[0], r.offsets[0], c.offsets[0]
     n_seq = in_off.shape[0] - 1
     for t_off, arg in ((row_off, "row"), (col_off, "col")):
         if t_off.shape[0] - 1 != n_seq:
@@ -121,18 +119,14 @@ def sequence_topk_avg_pooling(input, row, col, topks, channel_num, name=None):
                          f"use (longest col {longest}; k up to max(longest col, "
                          f"{TOPK_FREE_LIMIT}) is allowed)")
     out_dtype = data.dtype if kind == "f" else _F64
-    out_shape = (int(row_off[-1]), channels * ks.shape[0])
-    if backend == "cuda":
-        from lodarrow._cuda import numeric as _gpu
-
-        xp = _gpu.cupy()
-        out = xp.empty(out_shape, dtype=out_dtype)
-        _gpu.topk_avg_pool(out, data.reshape(-1), x._device_offsets_for(0),
-                           r._device_offsets_for(0), c._device_offsets_for(0), ks, channels)
-    else:
-        out = np.empty(out_shape, dtype=out_dtype)
-        _cpu(out, data.reshape(-1), in_off, row_off, col_off, ks, channels, longest)
-    return LoDTensor._from_trusted(out, r._offsets, x._place)
+    # Computed in float64 for integers, float32 for float16, else in the input's dtype.
+    compute = _F64 if kind != "f" else _F32 if data.dtype.itemsize == 2 else data.dtype
+    with be.device(data):
+        flat = be.xp.ascontiguousarray(data.reshape(-1), dtype=compute)
+        out = be.empty((int(row_off[-1]), channels * ks.shape[0]), out_dtype)
+        be.kernel("topk_avg_pool")(out, flat, be.offsets(x, 0), be.offsets(r, 0),
+                                   be.offsets(c, 0), ks, channels, longest)
+    return x._derive(out, r.offsets)
 
 
 def _topks(topks):
@@ -163,24 +157,3 @@ def _topks(topks):
             raise ValueError(f"{_OP}: topks[{pos}] must be >= 1, got {k}")
         ks.append(min(k, 2**62))    # beyond the limit either way; keeps int64 happy
     return np.array(ks, dtype=np.int64)
-
-
-def _cpu(out, data, in_off, row_off, col_off, ks, channels, longest):
-    if out.size == 0:
-        return
-    flat = np.ascontiguousarray(data)
-    if flat.dtype.kind != "f":
-        flat = flat.astype(_F64)
-    elif flat.dtype.itemsize == 2:
-        flat = flat.astype(_F32)
-    target = out if out.dtype == flat.dtype else np.empty(out.shape, dtype=flat.dtype)
-    in_off = np.ascontiguousarray(in_off)
-    nt = threads_for(flat.shape[0] * 4)
-    bounds = chunk_bounds(in_off, nt * 4) if nt > 1 else None
-    n_chunks = 1 if bounds is None else bounds.shape[0] - 1
-    m = max(1, min(int(ks.max()), longest))
-    work = np.empty((n_chunks, m), dtype=_F64)
-    _kernels.topk_avg_pool(target, work, flat, in_off, np.ascontiguousarray(row_off),
-                           np.ascontiguousarray(col_off), ks, channels, bounds, nt)
-    if target is not out:
-        out[...] = target

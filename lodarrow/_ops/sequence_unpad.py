@@ -1,12 +1,9 @@
 """``sequence_unpad``: cut padded rows back into sequences (OPS.md section 9)."""
 
-import math
-
 import numpy as np
 
-from lodarrow._backend import backend_of, get_cupy, is_cupy_array
-from lodarrow._ext import seq_layout
-from lodarrow._ops._common import as_lod_tensor, flat_bytes, plan_threads
+from lodarrow._backends import backend_of, is_cupy_array
+from lodarrow._ops._common import as_lod_tensor
 from lodarrow._tensor import LoDTensor
 from lodarrow._validation import as_index_array
 
@@ -59,8 +56,8 @@ def sequence_unpad(x, length, name=None):
     array([ 1.,  2.,  6.,  7.,  8., 11., 12., 13., 14.])
     """
     x = as_lod_tensor(x, "x")
-    backend = backend_of("sequence_unpad", x=x, length=length)
-    data = x._data
+    be = backend_of("sequence_unpad", x=x, length=length)
+    data = x.data
     if data.ndim < 2:
         raise ValueError(f"sequence_unpad: x must have rank >= 2 ([batch, padded_length, "
                          f"...]), got shape {tuple(data.shape)}")
@@ -78,7 +75,7 @@ def sequence_unpad(x, length, name=None):
             pos = int(np.argmax(lens > padded))
             raise ValueError(f"sequence_unpad: length[{pos}] = {int(lens[pos])} exceeds the "
                              f"padded length of x ({padded}, x.shape[1])")
-    outer = x._offsets
+    outer = x.offsets
     if length_lod:
         if not outer:
             outer = length_lod
@@ -89,23 +86,12 @@ def sequence_unpad(x, length, name=None):
     offsets = np.empty(batch + 1, dtype=np.int64)
     offsets[0] = 0
     np.cumsum(lens, out=offsets[1:])
-    fshape = tuple(data.shape[2:]) if data.ndim > 2 else (1,)
-    shape = (int(offsets[-1]), *fshape)
-    if backend == "cpu":
-        out = np.empty(shape, dtype=data.dtype)
-        if out.size:
-            _cpu(out, data, offsets)
-        result = LoDTensor._from_trusted(out, (*outer, offsets), x.place)
-    else:
-        cupy = get_cupy()
-        with data.device:
-            out = cupy.empty(shape, dtype=data.dtype)
-            dev_offsets = cupy.asarray(offsets)
-            if out.size:
-                _cuda(out, data, dev_offsets)
-        result = LoDTensor._from_trusted(out, (*outer, offsets), x.place)
-        result._device_offsets[len(outer)] = dev_offsets  # already on the device
     offsets.flags.writeable = False
+    fshape = tuple(data.shape[2:]) if data.ndim > 2 else (1,)
+    with be.device(data):
+        out = be.empty((int(offsets[-1]), *fshape), data.dtype)
+        result = x._derive(out, (*outer, offsets))
+        be.kernel("unpad")(out, data, be.offsets(result, -1))
     return result
 
 
@@ -114,24 +100,11 @@ def _host_lengths(length):
     lod = ()
     if isinstance(length, LoDTensor):
         length._check_valid("length")
-        lod, length = length._offsets, length._data
+        lod, length = length.offsets, length.data
     elif not (isinstance(length, (np.ndarray, list, tuple)) or is_cupy_array(length)
               or np.isscalar(length)):
         t = as_lod_tensor(length, "length")  # Arrow arrays
-        lod, length = t._offsets, t._data
+        lod, length = t.offsets, t.data
     if is_cupy_array(length):
         length = length.get()
     return as_index_array(length, "length"), lod
-
-
-def _cpu(out, data, offsets):
-    n_threads, bounds = plan_threads(offsets, out.size)
-    width = data.itemsize * math.prod(data.shape[2:])
-    seq_layout.unpad(flat_bytes(out), flat_bytes(data), offsets, bounds, data.shape[1],
-                     width, n_threads)
-
-
-def _cuda(out, data, offsets):
-    from lodarrow._cuda import layout
-
-    layout.unpad(out, get_cupy().ascontiguousarray(data), offsets)

@@ -1,0 +1,444 @@
+"""The CPU backend: NumPy arrays, the Cython kernels of ``lodarrow._ext``, OpenMP threads.
+
+``KERNELS`` maps each kernel name to its CPU entry point.  Every entry takes the same
+arguments as the CUDA one of the same name (:mod:`lodarrow._backends.cuda`) and adds only the
+host's plumbing: thread counts, chunk bounds balanced by rows, byte views of the rows.  This
+module and ``cuda.py`` are the only ones that name ``lodarrow._ext`` functions.
+"""
+
+import os
+from contextlib import nullcontext
+
+import numpy as np
+
+from lodarrow._ext import seq_conv, seq_gather, seq_layout, seq_pool, seq_scatter, seq_softmax
+
+__all__ = ["CPU", "CPUBackend", "KERNELS", "num_threads", "threads_for", "chunk_bounds",
+           "plan_threads", "flat_bytes", "PARALLEL_MIN_WORK"]
+
+#: Below this many elements of work a kernel runs on one thread: OpenMP's start-up would
+#: cost more than it saves on calls that take a few microseconds.
+PARALLEL_MIN_WORK = 1 << 16
+
+
+class CPUBackend:
+    """Host memory: ``numpy`` arrays and the Cython kernels."""
+
+    name = "cpu"
+    xp = np
+    _HOST = nullcontext()
+
+    def device(self, data):
+        """A no-op context: host memory needs no current device."""
+        return self._HOST
+
+    def empty(self, shape, dtype):
+        """An uninitialised host array."""
+        return np.empty(shape, dtype=dtype)
+
+    def asarray(self, a):
+        """``a`` as a host array (no copy if it is one)."""
+        return np.asarray(a)
+
+    def offsets(self, t, level):
+        """Level ``level`` of LoDTensor ``t``: the host offsets themselves."""
+        return t.offsets[level]
+
+    def kernel(self, name):
+        """The CPU kernel ``name`` (a ``KeyError`` names a kernel that does not exist)."""
+        return KERNELS[name]
+
+    def __repr__(self):
+        return "<lodarrow backend cpu>"
+
+
+CPU = CPUBackend()
+
+
+# --------------------------------------------------------------------------- threads
+def num_threads():
+    """Threads a kernel may use: ``LODARROW_NUM_THREADS`` or the CPUs this process may run on."""
+    env = os.environ.get("LODARROW_NUM_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def threads_for(work):
+    """1 for small work (see ``PARALLEL_MIN_WORK``), else :func:`num_threads`."""
+    return 1 if work < PARALLEL_MIN_WORK else num_threads()
+
+
+def chunk_bounds(offsets, n_chunks):
+    """Split the sequences of ``offsets`` into ``n_chunks`` runs of about equal row count.
+
+    Returns int64 sequence indices ``b`` with ``b[0] == 0`` and ``b[-1] == n_sequences``;
+    chunk ``c`` is sequences ``[b[c], b[c + 1])``.  Balancing by rows, not by sequence count,
+    keeps one thread from getting all the long sequences.
+    """
+    n_seq = offsets.shape[0] - 1
+    n_chunks = max(1, min(int(n_chunks), n_seq))
+    # int64 targets: float ones would make searchsorted cast all of ``offsets`` to float64.
+    targets = np.linspace(0, int(offsets[-1]), n_chunks + 1).astype(np.int64)
+    bounds = np.searchsorted(offsets, targets, side="left").astype(np.int64)
+    bounds[0], bounds[-1] = 0, n_seq
+    np.clip(bounds, 0, n_seq, out=bounds)
+    return np.maximum.accumulate(bounds)
+
+
+def plan_threads(offsets, work, by_rows=True):
+    """``(n_threads, bounds)``: threads for ``work`` elements and the sequence chunks.
+
+    One chunk of all sequences when single-threaded; else ``4 * n_threads`` chunks balanced
+    by rows (``by_rows``), or by sequence count where every sequence costs the same.
+    """
+    n_threads = threads_for(work)
+    n_seq = offsets.shape[0] - 1
+    if n_threads == 1 or n_seq < 2:
+        return 1, np.array([0, n_seq], dtype=np.int64)
+    if not by_rows:
+        n_chunks = min(n_threads * 4, n_seq)
+        return n_threads, np.arange(n_chunks + 1, dtype=np.int64) * n_seq // n_chunks
+    return n_threads, chunk_bounds(offsets, n_threads * 4)
+
+
+def _bounds(offsets, threads):
+    """Row-balanced chunks for ``threads`` > 1, None (one chunk) for a single thread."""
+    return chunk_bounds(offsets, threads * 4) if threads > 1 else None
+
+
+def flat_bytes(a):
+    """``a`` as a flat uint8 view (a C-contiguous copy first if it is strided)."""
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+
+
+# --------------------------------------------------------------------------- seq_gather
+def expand_rows(out, src, rep_off):
+    """Row ``i`` of ``src`` into output rows ``[rep_off[i], rep_off[i + 1])`` (uint8 rows)."""
+    if out.size == 0:
+        return
+    threads = threads_for(out.size)
+    seq_gather.expand_rows(out, src, rep_off, _bounds(rep_off, threads), threads)
+
+
+def expand_blocks(out, src, src_off, rep_off, out_lod):
+    """Block ``i`` of ``src`` repeated ``rep_off[i + 1] - rep_off[i]`` times (uint8 rows)."""
+    if out.size == 0:
+        return
+    threads = threads_for(out.size)
+    # Balance chunks by output rows: block i writes out_lod[rep_off[i]] .. out_lod[rep_off[i+1]].
+    bounds = _bounds(out_lod[rep_off], threads)
+    seq_gather.expand_blocks(out, src, src_off, rep_off, out_lod, bounds, threads)
+
+
+def gather_blocks(out, src, src_start, out_off):
+    """Output rows ``[out_off[i], out_off[i + 1])`` from ``src`` rows at ``src_start[i]``."""
+    if out.size == 0:
+        return
+    threads = threads_for(out.size)
+    seq_gather.gather_blocks(out, src, src_start, out_off, _bounds(out_off, threads), threads)
+
+
+def concat(out, srcs, src_offsets, out_off):
+    """Output sequence ``i`` = sequence ``i`` of every ``srcs[k]``, in order (uint8 rows)."""
+    if out.size == 0:
+        return
+    threads = threads_for(out.size)
+    seq_gather.concat_blocks(out, srcs, src_offsets, out_off, _bounds(out_off, threads),
+                             threads)
+
+
+def expand_lod(x_off, rep_off, out_lod):
+    """The offsets of ``expand_blocks``' output (host arrays on either backend)."""
+    seq_gather.expand_lod(x_off, rep_off, out_lod)
+
+
+def slice_plan(seq_off, offset, length, src_start, out_off):
+    """Source starts and output offsets of a slice; the first invalid sequence or -1."""
+    return seq_gather.slice_plan(seq_off, offset, length, src_start, out_off)
+
+
+# --------------------------------------------------------------------------- seq_scatter
+def first_bad_id(ids, width):
+    """The first position of an id outside ``[0, width)``, or -1."""
+    return seq_scatter.first_bad_id(ids, width)
+
+
+def scatter(out, src, ids, updates, offsets):
+    """``out`` = ``src`` with ``out[i, ids[p]] += updates[p]`` for index sequence ``i``."""
+    n_seq = offsets.shape[0] - 1
+    if src is not out and n_seq < out.shape[0]:
+        out[n_seq:] = src[n_seq:]  # rows without an index sequence; the kernel does the rest
+    threads = threads_for(ids.shape[0] + out.size)
+    seq_scatter.sequence_scatter(out, src, ids, updates, offsets, _bounds(offsets, threads),
+                                 threads)
+
+
+# --------------------------------------------------------------------------- seq_layout
+def pad(out, data, pad_row, offsets, padded_length):
+    """Sequence ``s`` of ``data`` -> ``out[s, :len]``, the rest rows of ``pad_row``."""
+    if out.size == 0:
+        return
+    # Every sequence writes padded_length rows: balance the chunks by sequence count.
+    n_threads, bounds = plan_threads(offsets, out.size, by_rows=False)
+    seq_layout.pad(flat_bytes(out), flat_bytes(data), flat_bytes(pad_row), offsets, bounds,
+                   padded_length, pad_row.nbytes, n_threads)
+
+
+def unpad(out, data, offsets):
+    """The first ``len[s]`` rows of ``data[s]`` -> rows ``[offsets[s], offsets[s + 1])``."""
+    if out.size == 0:
+        return
+    n_threads, bounds = plan_threads(offsets, out.size)
+    width = data.itemsize
+    for s in data.shape[2:]:
+        width *= s
+    seq_layout.unpad(flat_bytes(out), flat_bytes(data), offsets, bounds, data.shape[1],
+                     width, n_threads)
+
+
+def reverse(out, data, offsets):
+    """``out`` = ``data`` with every sequence's rows reversed."""
+    if out.size == 0:
+        return
+    n_threads, bounds = plan_threads(offsets, out.size)
+    width = out.nbytes // out.shape[0]
+    seq_layout.reverse(flat_bytes(out), flat_bytes(data), offsets, bounds, width, n_threads)
+
+
+# Same-size integer containers: the kernel moves values bit for bit, so these four
+# specialisations serve every dtype (bool, float16 and floats included).
+_CONTAINERS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.int32),
+               8: np.dtype(np.int64)}
+
+
+def enumerate_windows(out, data, pad_value, offsets):
+    """Row ``t`` of ``out`` = ``data[t:t + win]`` cut at its sequence's end, then padding."""
+    if out.size == 0:
+        return
+    box = _CONTAINERS[data.itemsize]
+    n_threads, bounds = plan_threads(offsets, out.size)
+    seq_layout.enumerate_windows(out.reshape(-1).view(box),
+                                 np.ascontiguousarray(data).reshape(-1).view(box),
+                                 pad_value.reshape(1).view(box), offsets, bounds, out.shape[1],
+                                 n_threads)
+
+
+#: Integer tokens spanning at most this many values are looked up in a byte table.
+_TABLE_SPAN = 1 << 16
+_NO_TABLE = np.zeros(0, dtype=np.uint8)
+
+
+def _token_table(toks):
+    """``(table, low)``: ``table[v - low] == 1`` for the integer tokens, or an empty table.
+
+    The table ends with a zero sentinel, where the kernel sends every out-of-range value.
+    """
+    if toks.dtype.kind not in "iu":
+        return _NO_TABLE, 0
+    low, high = int(toks[0]), int(toks[-1])
+    if high - low >= _TABLE_SPAN:
+        return _NO_TABLE, 0
+    table = np.zeros(high - low + 2, dtype=np.uint8)
+    table[toks.astype(np.int64) - low] = 1
+    return table, low
+
+
+def erase(values, cmp, toks, offsets):
+    """``(kept values, new host offsets)``: ``values`` without the rows whose ``cmp`` value
+    is one of the sorted ``toks`` (``cmp`` is ``values`` in a comparable dtype)."""
+    table, low = _token_table(toks)
+    n_seq = offsets.shape[0] - 1
+    n_threads, bounds = plan_threads(offsets, cmp.shape[0])
+    counts = np.empty(n_seq, dtype=np.int64)
+    seq_layout.erase_count(counts, cmp, toks, table, low, offsets, bounds, n_threads)
+    new_offsets = np.empty(n_seq + 1, dtype=np.int64)
+    new_offsets[0] = 0
+    np.cumsum(counts, out=new_offsets[1:])
+    kept = np.empty(int(new_offsets[-1]), dtype=cmp.dtype)
+    if kept.size:
+        seq_layout.erase_copy(kept, cmp, toks, table, low, offsets, new_offsets, bounds,
+                              n_threads)
+    if kept.dtype != values.dtype:
+        kept = kept.astype(values.dtype)
+    return kept, new_offsets
+
+
+_ONE_BITS = {}  # dtype -> the bit pattern of 1 in it, as an unsigned int
+
+
+def _one_bits(dtype):
+    bits = _ONE_BITS.get(dtype)
+    if bits is None:
+        bits = int(np.ones(1, dtype=dtype).view(f"u{dtype.itemsize}")[0])
+        _ONE_BITS[dtype] = bits
+    return bits
+
+
+def mask(out, lengths, maxlen):
+    """``out[i, j] = j < lengths[i]`` in ``out``'s dtype (``lengths`` flat, not float16)."""
+    if out.size == 0:
+        return
+    seq_layout.mask(out.reshape(-1).view(np.uint8), lengths, maxlen, out.itemsize,
+                    _one_bits(out.dtype), threads_for(out.size))
+
+
+# --------------------------------------------------------------------------- seq_pool
+_SUM_MODES = {"sum": 0, "average": 1, "sqrt": 2}
+
+
+def pool(out, index, data, offsets, pad_row, pool_type):
+    """``out`` (and ``index``, the rows of max / min) from ``data`` pooled over ``offsets``."""
+    n_seq = offsets.shape[0] - 1
+    if out.size == 0:
+        return
+    d = out.size // n_seq
+    n = data.shape[0]
+    x = np.ascontiguousarray(data).reshape(n, d)
+    o = out.reshape(n_seq, d)
+    p = pad_row.reshape(d)
+    offsets = np.ascontiguousarray(offsets)
+    nt = threads_for(n * d + n_seq)
+    bounds = _bounds(offsets, nt)
+    kind = x.dtype.kind
+    # float16 runs on its bits (uint16) in the _half kernels, bool on uint8.
+    half = kind == "f" and x.dtype.itemsize == 2
+    if pool_type in ("first", "last"):
+        # Rows as bytes: one copy kernel for every dtype.
+        seq_pool.pool_pick(o.view(np.uint8), x.view(np.uint8), offsets, p.view(np.uint8),
+                           pool_type == "last", bounds, nt)
+    elif pool_type in _SUM_MODES:
+        mode = _SUM_MODES[pool_type]
+        if half:
+            seq_pool.pool_sum_half(o.view(np.uint16), x.view(np.uint16), offsets,
+                                   p.view(np.uint16), mode, bounds, nt)
+        elif kind == "f":
+            seq_pool.pool_sum_float(o, x, offsets, p, mode, bounds, nt)
+        elif mode == 0:
+            seq_pool.pool_sum_int(o, x, offsets, p, bounds, nt)
+        else:
+            seq_pool.pool_mean_int(o, x, offsets, p, mode, bounds, nt)
+    else:
+        is_min = pool_type == "min"
+        i2 = None if index is None else index.reshape(n_seq, d)
+        if half:
+            seq_pool.pool_extreme_half(o.view(np.uint16), i2, x.view(np.uint16), offsets,
+                                       p.view(np.uint16), is_min, bounds, nt)
+            return
+        if kind == "b":
+            o, x, p = o.view(np.uint8), x.view(np.uint8), p.view(np.uint8)
+        if i2 is None:
+            seq_pool.pool_extreme(o, x, offsets, p, is_min, bounds, nt)
+        else:
+            seq_pool.pool_arg_extreme(o, i2, x, offsets, p, is_min, bounds, nt)
+
+
+def topk_avg_pool(out, data, in_off, row_off, col_off, ks, channels, longest):
+    """Top-k averages of every row of every channel; ``data`` flat in float32 or float64."""
+    if out.size == 0:
+        return
+    target = out if out.dtype == data.dtype else np.empty(out.shape, dtype=data.dtype)
+    in_off = np.ascontiguousarray(in_off)
+    nt = threads_for(data.shape[0] * 4)
+    bounds = _bounds(in_off, nt)
+    n_chunks = 1 if bounds is None else bounds.shape[0] - 1
+    m = max(1, min(int(ks.max()), longest))
+    work = np.empty((n_chunks, m), dtype=np.float64)
+    seq_pool.topk_avg_pool(target, work, data, in_off, np.ascontiguousarray(row_off),
+                           np.ascontiguousarray(col_off), ks, channels, bounds, nt)
+    if target is not out:
+        out[...] = target
+
+
+# --------------------------------------------------------------------------- seq_softmax
+def softmax(out, data, offsets):
+    """Softmax over the values of every sequence of ``offsets``."""
+    n = data.shape[0]
+    if n == 0:
+        return
+    flat = np.ascontiguousarray(data).reshape(n)
+    o = out.reshape(n)
+    offsets = np.ascontiguousarray(offsets)
+    # exp is ~10x the cost of a read: go parallel earlier than the memory-bound kernels.
+    nt = threads_for(16 * n)
+    bounds = _bounds(offsets, nt)
+    kind = flat.dtype.kind
+    if kind == "f" and flat.dtype.itemsize == 2:
+        seq_softmax.softmax_half(o.view(np.uint16), flat.view(np.uint16), offsets, bounds, nt)
+    elif kind == "f":
+        seq_softmax.softmax_float(o, flat, offsets, bounds, nt)
+    else:
+        seq_softmax.softmax_int(o, flat, offsets, bounds, nt)
+
+
+# --------------------------------------------------------------------------- seq_conv
+def conv(out, data, offsets, w, pad_rows, b, cs, cl, up, chunk_elements):
+    """Gather the contexts block by block and multiply each block by the filter.
+
+    ``data`` is ``(n, d)``; ``w``, ``pad_rows`` and ``b`` are already in the computation
+    dtype.
+    """
+    n, d = data.shape
+    if n == 0:
+        return
+    data = np.ascontiguousarray(data)
+    compute = w.dtype
+    width = cl * d
+    if width == 0:
+        out[...] = 0 if b is None else b
+        return
+    offsets = np.ascontiguousarray(offsets)
+    step = max(1, chunk_elements // width)
+    ctx_buf = np.empty((min(step, n), width), dtype=compute)
+    use_pad = pad_rows is not None
+    padding = pad_rows if use_pad else np.empty((0, d), dtype=compute)
+    direct = out.dtype == compute
+    for r0 in range(0, n, step):
+        r1 = min(n, r0 + step)
+        ctx = ctx_buf[:r1 - r0]
+        if data.dtype == compute:
+            src, base = data, 0
+        else:
+            # Convert only the rows this block's contexts can reach.
+            base = min(max(0, r0 + cs), n)
+            src = data[base:max(base, min(n, r1 + cs + cl - 1))].astype(compute)
+        # One thread: the product right after runs on BLAS's own threads, and OpenMP
+        # workers still spinning from a parallel gather would fight them (10x slower).
+        seq_conv.conv_gather(ctx, src, base, offsets, r0, cs, cl, padding, up, use_pad, 1)
+        if direct:
+            np.matmul(ctx, w, out=out[r0:r1])
+            if b is not None:
+                out[r0:r1] += b
+        else:
+            block = ctx @ w
+            if b is not None:
+                block += b
+            out[r0:r1] = block
+
+
+#: Kernel name -> CPU entry point (the registry; ``cuda.KERNELS`` has the same names).
+KERNELS = {
+    "expand_rows": expand_rows,
+    "expand_blocks": expand_blocks,
+    "gather_blocks": gather_blocks,
+    "concat": concat,
+    "scatter": scatter,
+    "first_bad_id": first_bad_id,
+    "pad": pad,
+    "unpad": unpad,
+    "reverse": reverse,
+    "enumerate_windows": enumerate_windows,
+    "erase": erase,
+    "mask": mask,
+    "pool": pool,
+    "topk_avg_pool": topk_avg_pool,
+    "softmax": softmax,
+    "conv": conv,
+}
+
+# Planning on the LoD, which lives on the host on either backend.
+KERNELS["expand_lod"] = expand_lod
+KERNELS["slice_plan"] = slice_plan

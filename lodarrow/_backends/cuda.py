@@ -1,0 +1,175 @@
+"""The CUDA backend: CuPy arrays and the kernels of ``lodarrow._cuda``.
+
+``KERNELS`` maps each kernel name to its GPU entry point, taking the same arguments as the
+CPU one of the same name (:mod:`lodarrow._backends.cpu`).  Entries are called inside
+``CUDA.device(data)``, so what they allocate and launch lands on the data's device.  This
+module and ``cpu.py`` are the only ones that name ``lodarrow._cuda`` functions.
+"""
+
+from lodarrow._backends import cpu, get_cupy
+from lodarrow._cuda import gather as _gather
+from lodarrow._cuda import layout as _layout
+from lodarrow._cuda import numeric as _numeric
+
+__all__ = ["CUDABackend", "KERNELS"]
+
+
+class CUDABackend:
+    """CUDA device memory: ``cupy`` arrays and the CuPy kernels."""
+
+    name = "cuda"
+
+    def __init__(self):
+        self.xp = get_cupy()
+
+    def device(self, data):
+        """``data.device``: makes the data's GPU current for allocations and launches."""
+        return data.device
+
+    def empty(self, shape, dtype):
+        """An uninitialised array on the current device."""
+        return self.xp.empty(shape, dtype=dtype)
+
+    def asarray(self, a):
+        """``a`` on the current device (no copy if it is there already)."""
+        return self.xp.asarray(a)
+
+    def offsets(self, t, level):
+        """Level ``level`` of LoDTensor ``t`` on its device: copied once, cached in ``t``."""
+        if level < 0:
+            level += t.lod_level  # one cache entry per level
+        return t._device_offsets_for(level)
+
+    def kernel(self, name):
+        """The CUDA kernel ``name``."""
+        return KERNELS[name]
+
+    def __repr__(self):
+        return "<lodarrow backend cuda>"
+
+
+def _cupy():
+    return get_cupy()
+
+
+# --------------------------------------------------------------------------- gather
+def gather_blocks(out, src, src_start, out_off):
+    if out.size == 0:
+        return
+    _gather.gather_blocks(out, src, _cupy().asarray(src_start), out_off)
+
+
+def concat(out, srcs, src_offsets, out_off):
+    if out.size == 0:
+        return
+    cursor = out_off[:-1].copy()
+    for src, off in zip(srcs, src_offsets):
+        _gather.place_blocks(out, src, off, cursor)
+
+
+def expand_rows(out, src, rep_off):
+    if out.size == 0:
+        return
+    _gather.expand_rows(out, src, rep_off)
+
+
+def expand_blocks(out, src, src_off, rep_off, out_lod):
+    if out.size == 0:
+        return
+    _gather.expand_blocks(out, src, src_off, rep_off, out_lod)
+
+
+def first_bad_id(ids, width):
+    """The first position of an id outside ``[0, width)``, or -1 (one reduction, one sync)."""
+    bad = (ids < 0) | (ids >= width)
+    return int(bad.argmax()) if bool(bad.any()) else -1
+
+
+def scatter(out, src, ids, updates, offsets):
+    """One GPU thread per index sequence."""
+    if src is not out:
+        out[...] = src
+    _gather.scatter(out, ids, updates, offsets)
+
+
+# --------------------------------------------------------------------------- layout
+def pad(out, data, pad_row, offsets, padded_length):
+    if out.size == 0:
+        return
+    _layout.pad(out, _cupy().ascontiguousarray(data), pad_row.reshape(-1), offsets,
+                padded_length)
+
+
+def unpad(out, data, offsets):
+    if out.size == 0:
+        return
+    _layout.unpad(out, _cupy().ascontiguousarray(data), offsets)
+
+
+def reverse(out, data, offsets):
+    if out.size == 0:
+        return
+    _layout.reverse(out, _cupy().ascontiguousarray(data), offsets)
+
+
+def enumerate_windows(out, data, pad_value, offsets):
+    if out.size == 0:
+        return
+    _layout.enumerate_windows(out, _cupy().ascontiguousarray(data).reshape(-1),
+                              pad_value.reshape(1), offsets)
+
+
+def erase(values, cmp, toks, offsets):
+    keep, new_offsets = _layout.erase(cmp, _cupy().asarray(toks), offsets)
+    return values[keep], new_offsets
+
+
+def mask(out, lengths, maxlen):
+    if out.size == 0:
+        return
+    _layout.mask(out.reshape(-1), lengths, maxlen)
+
+
+# --------------------------------------------------------------------------- numeric
+def pool(out, index, data, offsets, pad_row, pool_type):
+    _numeric.pool(out, index, data, offsets, _cupy().asarray(pad_row), pool_type)
+
+
+def topk_avg_pool(out, data, in_off, row_off, col_off, ks, channels, longest):
+    _numeric.topk_avg_pool(out, data, in_off, row_off, col_off, ks, channels)
+
+
+def softmax(out, data, offsets):
+    _numeric.softmax(out, data, offsets)
+
+
+def conv(out, data, offsets, w, pad_rows, b, cs, cl, up, chunk_elements):
+    _numeric.conv(out, data, offsets, w, pad_rows, b, cs, cl, up, chunk_elements)
+
+
+#: Kernel name -> CUDA entry point (the registry; ``cpu.KERNELS`` has the same names).
+KERNELS = {
+    "expand_rows": expand_rows,
+    "expand_blocks": expand_blocks,
+    "gather_blocks": gather_blocks,
+    "concat": concat,
+    "scatter": scatter,
+    "first_bad_id": first_bad_id,
+    "pad": pad,
+    "unpad": unpad,
+    "reverse": reverse,
+    "enumerate_windows": enumerate_windows,
+    "erase": erase,
+    "mask": mask,
+    "pool": pool,
+    "topk_avg_pool": topk_avg_pool,
+    "softmax": softmax,
+    "conv": conv,
+    # Planning on the LoD, which lives on the host on either backend.
+    "expand_lod": cpu.expand_lod,
+    "slice_plan": cpu.slice_plan,
+}
+
+if KERNELS.keys() != cpu.KERNELS.keys():  # a kernel added to one backend only
+    raise ImportError(f"lodarrow._backends: cpu and cuda kernels differ: "
+                      f"{sorted(KERNELS.keys() ^ cpu.KERNELS.keys())}")
