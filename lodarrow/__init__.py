@@ -25,28 +25,8 @@ from lodarrow._arrow import from_arrow
 from lodarrow._table import from_table, to_table
 from lodarrow._parquet import iter_parquet, read_parquet, write_parquet
 from lodarrow._pandas import from_pandas
-from lodarrow._ops import (
-    lod_append,
-    lod_reset,
-    sequence_concat,
-    sequence_conv,
-    sequence_enumerate,
-    sequence_erase,
-    sequence_expand,
-    sequence_expand_as,
-    sequence_first_step,
-    sequence_last_step,
-    sequence_mask,
-    sequence_pad,
-    sequence_pool,
-    sequence_reshape,
-    sequence_reverse,
-    sequence_scatter,
-    sequence_slice,
-    sequence_softmax,
-    sequence_topk_avg_pooling,
-    sequence_unpad,
-)
+from lodarrow import _ops
+from lodarrow._ops import *  # noqa: F401,F403  (the operators, listed once: _ops.__all__)
 
 __version__ = "0.1.0"
 
@@ -63,28 +43,9 @@ __all__ = [
     "from_pandas",
     "from_table",
     "iter_parquet",
-    "lod_append",
-    "lod_reset",
     "openmp_enabled",
     "read_parquet",
-    "sequence_concat",
-    "sequence_conv",
-    "sequence_enumerate",
-    "sequence_erase",
-    "sequence_expand",
-    "sequence_expand_as",
-    "sequence_first_step",
-    "sequence_last_step",
-    "sequence_mask",
-    "sequence_pad",
-    "sequence_pool",
-    "sequence_reshape",
-    "sequence_reverse",
-    "sequence_scatter",
-    "sequence_slice",
-    "sequence_softmax",
-    "sequence_topk_avg_pooling",
-    "sequence_unpad",
     "to_table",
     "write_parquet",
 ]
+__all__ += _ops.__all__  # the operators
