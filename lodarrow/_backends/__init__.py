@@ -74,45 +74,46 @@ def require_gpu(device_id, what):
 def is_cupy_array(obj):
     """True for a ``cupy.ndarray``, without importing CuPy."""
     cls = type(obj)
+    if cls is np.ndarray:  # the usual answer, without the slow look at ``__module__``
+        return False
     return cls.__name__ == "ndarray" and cls.__module__.startswith("cupy") and "cupy" in sys.modules
 
 
 @functools.cache
 def cuda_backend():
     """The CUDA backend (imports CuPy and ``lodarrow._cuda`` on first use)."""
-    from lodarrow._backends.cuda import CUDABackend
+    from lodarrow._backends.cuda import KERNELS, CUDABackend
 
-    return CUDABackend()
+    return CUDABackend(KERNELS)
 
 
 def backend_of_array(data):
     """The backend of one array (there is nothing to mix up)."""
-    if type(data) is np.ndarray:
-        return CPU
     return cuda_backend() if is_cupy_array(data) else CPU
+
+
+_tensor_type = None  # LoDTensor, looked up on first use (lodarrow._tensor imports this module)
 
 
 def backend_of(op, **inputs):
     """The backend of the named inputs of ``op``; ``ValueError`` if they are on both devices.
 
-    Values may be LoDTensors, arrays, or anything else (Python lists, scalars, None), which
-    count as host data only when they are arrays; None is ignored.
+    Values may be LoDTensors, arrays, or anything else (Python lists, scalars), which count as
+    host data; None is ignored.
     """
-    from lodarrow._tensor import LoDTensor  # here: _tensor imports this module
-
-    found = {}
-    for name, obj in inputs.items():
-        if obj is None:
-            continue
-        found[name] = is_cupy_array(obj.data if isinstance(obj, LoDTensor) else obj)
-    on_gpu = sorted(k for k, v in found.items() if v)
+    global _tensor_type
+    if _tensor_type is None:
+        from lodarrow._tensor import LoDTensor as _tensor_type
+    on_gpu = [name for name, obj in inputs.items()
+              if obj is not None and is_cupy_array(obj.data if isinstance(obj, _tensor_type)
+                                                   else obj)]
     if not on_gpu:
         return CPU
-    if len(on_gpu) < len(found):
-        on_cpu = sorted(k for k, v in found.items() if not v)
+    on_cpu = [name for name, obj in inputs.items() if obj is not None and name not in on_gpu]
+    if on_cpu:
         raise ValueError(
-            f"{op}: inputs live on different devices ({', '.join(on_gpu)} on the GPU, "
-            f"{', '.join(on_cpu)} on the CPU); move them to one place first, "
+            f"{op}: inputs live on different devices ({', '.join(sorted(on_gpu))} on the GPU, "
+            f"{', '.join(sorted(on_cpu))} on the CPU); move them to one place first, "
             f"e.g. t.cuda() / t.cpu() or cupy.asarray(a)"
         )
     return cuda_backend()

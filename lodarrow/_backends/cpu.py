@@ -22,19 +22,24 @@ PARALLEL_MIN_WORK = 1 << 16
 
 
 class CPUBackend:
-    """Host memory: ``numpy`` arrays and the Cython kernels."""
+    """Host memory: ``numpy`` arrays and the Cython kernels.
+
+    ``empty(shape, dtype)`` is ``numpy.empty``; ``kernel(name)`` looks ``name`` up in
+    ``KERNELS`` (a ``KeyError`` names a kernel that does not exist).  Both are the bare
+    C functions: these run on every operator call.
+    """
 
     name = "cpu"
     xp = np
+    empty = staticmethod(np.empty)
     _HOST = nullcontext()
+
+    def __init__(self, kernels):
+        self.kernel = kernels.__getitem__
 
     def device(self, data):
         """A no-op context: host memory needs no current device."""
         return self._HOST
-
-    def empty(self, shape, dtype):
-        """An uninitialised host array."""
-        return np.empty(shape, dtype=dtype)
 
     def asarray(self, a):
         """``a`` as a host array (no copy if it is one)."""
@@ -44,15 +49,8 @@ class CPUBackend:
         """Level ``level`` of LoDTensor ``t``: the host offsets themselves."""
         return t.offsets[level]
 
-    def kernel(self, name):
-        """The CPU kernel ``name`` (a ``KeyError`` names a kernel that does not exist)."""
-        return KERNELS[name]
-
     def __repr__(self):
         return "<lodarrow backend cpu>"
-
-
-CPU = CPUBackend()
 
 
 # --------------------------------------------------------------------------- threads
@@ -442,3 +440,5 @@ KERNELS = {
 # Planning on the LoD, which lives on the host on either backend.
 KERNELS["expand_lod"] = expand_lod
 KERNELS["slice_plan"] = slice_plan
+
+CPU = CPUBackend(KERNELS)

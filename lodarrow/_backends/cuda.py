@@ -15,20 +15,22 @@ __all__ = ["CUDABackend", "KERNELS"]
 
 
 class CUDABackend:
-    """CUDA device memory: ``cupy`` arrays and the CuPy kernels."""
+    """CUDA device memory: ``cupy`` arrays and the CuPy kernels.
+
+    ``empty(shape, dtype)`` is ``cupy.empty`` (on the current device); ``kernel(name)``
+    looks ``name`` up in ``KERNELS``.
+    """
 
     name = "cuda"
 
-    def __init__(self):
+    def __init__(self, kernels):
         self.xp = get_cupy()
+        self.empty = self.xp.empty
+        self.kernel = kernels.__getitem__
 
     def device(self, data):
         """``data.device``: makes the data's GPU current for allocations and launches."""
         return data.device
-
-    def empty(self, shape, dtype):
-        """An uninitialised array on the current device."""
-        return self.xp.empty(shape, dtype=dtype)
 
     def asarray(self, a):
         """``a`` on the current device (no copy if it is there already)."""
@@ -39,10 +41,6 @@ class CUDABackend:
         if level < 0:
             level += t.lod_level  # one cache entry per level
         return t._device_offsets_for(level)
-
-    def kernel(self, name):
-        """The CUDA kernel ``name``."""
-        return KERNELS[name]
 
     def __repr__(self):
         return "<lodarrow backend cuda>"

@@ -72,7 +72,8 @@ def sequence_pad(x, pad_value, maxlen=None, name=None):
     require_lod_levels(x, "x", "sequence_pad", ANY_LEVELS)
     data = x.data
     be = backend_of_array(data)
-    offsets = x.offsets[-1]
+    lod = x.offsets
+    offsets = lod[-1]
     n = offsets.shape[0] - 1
     lengths = offsets[1:] - offsets[:-1]
     longest = int(lengths.max()) if n else 0
@@ -91,7 +92,7 @@ def sequence_pad(x, pad_value, maxlen=None, name=None):
                              f"sequence of x (sequence {seq} has {longest} rows)")
         check_growth("sequence_pad", "maxlen", padded, longest,
                      n * data.itemsize * math.prod(fshape))
-    outer = x.offsets[:-1]
+    outer = lod[:-1]
     with be.device(data):
         pad = pad_array(pad_value, data.dtype, fshape, be.xp)
         out = be.empty((n, padded, *fshape), data.dtype)

@@ -100,7 +100,8 @@ def sequence_pool(input, pool_type, is_test=False, pad_value=0.0, return_index=F
     """
     x = as_lod_tensor(input, "input")
     pool = _pool_type(pool_type)
-    if not x.lod_level:
+    offsets = x.offsets
+    if not offsets:
         raise LoDError("sequence_pool: input must have at least 1 LoD level, got 0 "
                        "(a plain tensor has no sequences to pool)")
     data = x.data
@@ -117,8 +118,8 @@ def sequence_pool(input, pool_type, is_test=False, pad_value=0.0, return_index=F
     else:
         be = backend_of("sequence_pool", input=x, pad_value=pad_value)
     pad = pad_array(pad_value, out_dtype, data.shape[1:], np)
-    lod = x.offsets[:-1]
-    shape = (x.offsets[-1].shape[0] - 1,) + data.shape[1:]
+    lod = offsets[:-1]
+    shape = (offsets[-1].shape[0] - 1,) + data.shape[1:]
     with be.device(data):
         out = be.empty(shape, out_dtype)
         index = be.empty(shape, _I64) if return_index else None

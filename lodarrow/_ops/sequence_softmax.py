@@ -53,7 +53,7 @@ def sequence_softmax(input, use_cudnn=False, name=None):
     [0.5, 0.5, 0.5, 0.5, 1.0]
     """
     x = as_lod_tensor(input, "input")
-    if not x.lod_level:
+    if not x.offsets:
         raise LoDError("sequence_softmax: input must have at least 1 LoD level, got 0")
     data = x.data
     shape = data.shape
