@@ -1,6 +1,7 @@
 """Build script for lodarrow's Cython extensions.
 
-Every ``_ext/<name>.pyx`` is compiled into the extension module ``lodarrow._ext.<name>``.
+Every ``_ext/<name>.pyx`` is compiled into the extension module ``lodarrow._ext.<name>``; its C
+helpers live in ``_ext/include/*.h``.
 Cython directives are set once, here.  Environment variables:
 
 ``LODARROW_CYTHON_DEBUG=1``
@@ -80,7 +81,7 @@ def extensions():
             Extension(
                 f"lodarrow._ext.{name}",
                 [pyx],
-                include_dirs=[np.get_include(), "_ext"],
+                include_dirs=[np.get_include(), "_ext/include"],
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
                 extra_compile_args=extra_compile + omp_compile,
                 extra_link_args=omp_link,

@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from lodarrow._ext import seq_conv, seq_gather, seq_layout, seq_pool, seq_scatter, seq_softmax
+from lodarrow._ext import seq_conv, seq_gather, seq_layout, seq_pool, seq_scatter, seq_softmax, seq_topk
 
 __all__ = ["CPU", "CPUBackend", "KERNELS", "num_threads", "threads_for", "chunk_bounds",
            "plan_threads", "flat_bytes", "PARALLEL_MIN_WORK"]
@@ -358,7 +358,7 @@ def topk_avg_pool(out, data, in_off, row_off, col_off, ks, channels, longest):
     n_chunks = 1 if bounds is None else bounds.shape[0] - 1
     m = max(1, min(int(ks.max()), longest))
     work = np.empty((n_chunks, m), dtype=np.float64)
-    seq_pool.topk_avg_pool(target, work, data, in_off, np.ascontiguousarray(row_off),
+    seq_topk.topk_avg_pool(target, work, data, in_off, np.ascontiguousarray(row_off),
                            np.ascontiguousarray(col_off), ks, channels, bounds, nt)
     if target is not out:
         out[...] = target
