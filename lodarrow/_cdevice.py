@@ -28,7 +28,7 @@ import numpy as np
 
 from lodarrow._arrow_decode import decode, missing_width
 from lodarrow._arrow_layout import NUM_BUFFERS, arrow_type, plan
-from lodarrow._backend import get_cupy, is_cupy_array
+from lodarrow._backends import get_cupy, is_cupy_array
 from lodarrow._tensor import LoDTensor, _freeze
 
 __all__ = [

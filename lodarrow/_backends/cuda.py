@@ -7,9 +7,8 @@ module and ``cpu.py`` are the only ones that name ``lodarrow._cuda`` functions.
 """
 
 from lodarrow._backends import cpu, get_cupy
-from lodarrow._cuda import gather as _gather
-from lodarrow._cuda import layout as _layout
-from lodarrow._cuda import numeric as _numeric
+from lodarrow._cuda import (seq_conv, seq_gather, seq_layout, seq_pool, seq_scatter,
+                            seq_softmax, seq_topk)
 
 __all__ = ["CUDABackend", "KERNELS"]
 
@@ -54,7 +53,7 @@ def _cupy():
 def gather_blocks(out, src, src_start, out_off):
     if out.size == 0:
         return
-    _gather.gather_blocks(out, src, _cupy().asarray(src_start), out_off)
+    seq_gather.gather_blocks(out, src, _cupy().asarray(src_start), out_off)
 
 
 def concat(out, srcs, src_offsets, out_off):
@@ -62,19 +61,19 @@ def concat(out, srcs, src_offsets, out_off):
         return
     cursor = out_off[:-1].copy()
     for src, off in zip(srcs, src_offsets):
-        _gather.place_blocks(out, src, off, cursor)
+        seq_gather.place_blocks(out, src, off, cursor)
 
 
 def expand_rows(out, src, rep_off):
     if out.size == 0:
         return
-    _gather.expand_rows(out, src, rep_off)
+    seq_gather.expand_rows(out, src, rep_off)
 
 
 def expand_blocks(out, src, src_off, rep_off, out_lod):
     if out.size == 0:
         return
-    _gather.expand_blocks(out, src, src_off, rep_off, out_lod)
+    seq_gather.expand_blocks(out, src, src_off, rep_off, out_lod)
 
 
 def first_bad_id(ids, width):
@@ -87,62 +86,62 @@ def scatter(out, src, ids, updates, offsets):
     """One GPU thread per index sequence."""
     if src is not out:
         out[...] = src
-    _gather.scatter(out, ids, updates, offsets)
+    seq_scatter.scatter(out, ids, updates, offsets)
 
 
 # --------------------------------------------------------------------------- layout
 def pad(out, data, pad_row, offsets, padded_length):
     if out.size == 0:
         return
-    _layout.pad(out, _cupy().ascontiguousarray(data), pad_row.reshape(-1), offsets,
+    seq_layout.pad(out, _cupy().ascontiguousarray(data), pad_row.reshape(-1), offsets,
                 padded_length)
 
 
 def unpad(out, data, offsets):
     if out.size == 0:
         return
-    _layout.unpad(out, _cupy().ascontiguousarray(data), offsets)
+    seq_layout.unpad(out, _cupy().ascontiguousarray(data), offsets)
 
 
 def reverse(out, data, offsets):
     if out.size == 0:
         return
-    _layout.reverse(out, _cupy().ascontiguousarray(data), offsets)
+    seq_layout.reverse(out, _cupy().ascontiguousarray(data), offsets)
 
 
 def enumerate_windows(out, data, pad_value, offsets):
     if out.size == 0:
         return
-    _layout.enumerate_windows(out, _cupy().ascontiguousarray(data).reshape(-1),
+    seq_layout.enumerate_windows(out, _cupy().ascontiguousarray(data).reshape(-1),
                               pad_value.reshape(1), offsets)
 
 
 def erase(values, cmp, toks, offsets):
-    keep, new_offsets = _layout.erase(cmp, _cupy().asarray(toks), offsets)
+    keep, new_offsets = seq_layout.erase(cmp, _cupy().asarray(toks), offsets)
     return values[keep], new_offsets
 
 
 def mask(out, lengths, maxlen):
     if out.size == 0:
         return
-    _layout.mask(out.reshape(-1), lengths, maxlen)
+    seq_layout.mask(out.reshape(-1), lengths, maxlen)
 
 
 # --------------------------------------------------------------------------- numeric
 def pool(out, index, data, offsets, pad_row, pool_type):
-    _numeric.pool(out, index, data, offsets, _cupy().asarray(pad_row), pool_type)
+    seq_pool.pool(out, index, data, offsets, _cupy().asarray(pad_row), pool_type)
 
 
 def topk_avg_pool(out, data, in_off, row_off, col_off, ks, channels, longest):
-    _numeric.topk_avg_pool(out, data, in_off, row_off, col_off, ks, channels)
+    seq_topk.topk_avg_pool(out, data, in_off, row_off, col_off, ks, channels)
 
 
 def softmax(out, data, offsets):
-    _numeric.softmax(out, data, offsets)
+    seq_softmax.softmax(out, data, offsets)
 
 
 def conv(out, data, offsets, w, pad_rows, b, cs, cl, up, chunk_elements):
-    _numeric.conv(out, data, offsets, w, pad_rows, b, cs, cl, up, chunk_elements)
+    seq_conv.conv(out, data, offsets, w, pad_rows, b, cs, cl, up, chunk_elements)
 
 
 #: Kernel name -> CUDA entry point (the registry; ``cpu.KERNELS`` has the same names).
