@@ -3,7 +3,9 @@
 Without a GPU these still check that every ``_ext/<group>.pyx`` has its ``.cu`` and launcher
 module, that every kernel instantiation a launcher lists names a ``__global__`` kernel of its
 ``.cu`` with the right number of template arguments (and no kernel is left unlisted), and,
-where ``nvcc`` is on PATH, that each ``.cu`` compiles with exactly those instantiations.  With
+where ``nvcc`` is on PATH, that each ``.cu`` compiles with exactly those instantiations; the
+launchers also run with NumPy standing in for CuPy, so every kernel they would ask a GPU for
+must be one they list.  With
 CuPy and a GPU, each module is compiled through ``cupy.RawModule`` as the launchers do.
 """
 
@@ -13,6 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import cuda_unavailable_reason
@@ -99,3 +102,124 @@ def test_raw_module_loads_every_kernel(group):
     module = _cuda.module(group, listed)
     for expression in listed:
         assert module.get_function(expression) is not None
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_launcher_literals_name_listed_kernels(group):
+    text = (CUDA_DIR / f"{group}.py").read_text()
+    listed = {_template_args(e)[0] for e in _launcher(group).KERNELS}
+    used = set(re.findall(r'"(lodarrow_\w+)', text))
+    assert used and used <= listed, sorted(used - listed)
+
+
+# ---- the launchers run with NumPy standing in for CuPy: every kernel they ask for is listed
+class _HostArray(np.ndarray):
+    """A NumPy array with CuPy's ``get()``."""
+
+    def get(self):
+        return np.asarray(self)
+
+
+class _FakeCupy:
+    """Enough of ``cupy`` for the launchers, on the host."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def zeros(*args, **kwargs):
+        return np.zeros(*args, **kwargs).view(_HostArray)
+
+    # Scratch the launchers cast (float32 -> float16) must hold no garbage that overflows.
+    empty = zeros
+
+
+class _FakeModule:
+    """Records the kernels a launcher asks for; each launch does nothing."""
+
+    def __init__(self, listed):
+        self.listed = listed
+        self.asked = []
+
+    def get_function(self, name):
+        assert name in self.listed, f"{name} is launched but not in KERNELS"
+        self.asked.append(name)
+        return lambda grid, block, args: None
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """``{group: _FakeModule}``, with every launcher wired to NumPy and the fake modules."""
+    fakes = {}
+    for group in GROUPS:
+        launcher = _launcher(group)
+        fakes[group] = _FakeModule(launcher.KERNELS)
+        monkeypatch.setattr(launcher, "module",
+                            lambda g, names, _f=fakes[group]: _f, raising=False)
+        for attr in ("cupy", "get_cupy"):
+            if hasattr(launcher, attr):
+                monkeypatch.setattr(launcher, attr, lambda *a: _FakeCupy())
+    return fakes
+
+
+_ALL = ["bool", "int8", "uint8", "int16", "uint16", "int32", "int64", "float16", "float32",
+        "float64"]
+_NUMERIC = _ALL[1:]
+_OFF = np.array([0, 2, 2, 5], dtype=np.int64)
+
+
+def test_pool_and_softmax_launch_listed_kernels(fake_gpu):
+    from lodarrow._cuda import seq_pool, seq_softmax
+
+    for dt in _ALL:
+        for d in (1, 3):
+            x = np.ones((5, d), dtype=dt)
+            for pool in ("sum", "average", "sqrt", "max", "min", "first", "last"):
+                if dt == "bool" and pool in ("sum", "average", "sqrt"):
+                    continue
+                out_dt = "float64" if pool in ("average", "sqrt") and dt[0] in "iu" else dt
+                out = np.empty((3, d), dtype=out_dt)
+                index = np.empty((3, d), np.int64) if pool in ("max", "min") else None
+                seq_pool.pool(out, index, x, _OFF, np.zeros(d, out_dt), pool)
+    for dt in _NUMERIC:
+        out = np.empty(5, dtype="float64" if dt[0] in "iu" else dt)
+        seq_softmax.softmax(out, np.ones(5, dtype=dt), _OFF)
+    assert fake_gpu["seq_pool"].asked and fake_gpu["seq_softmax"].asked
+
+
+def test_conv_topk_scatter_launch_listed_kernels(fake_gpu):
+    from lodarrow._cuda import seq_conv, seq_scatter, seq_topk
+
+    for compute in ("float32", "float64"):
+        w = np.ones((6, 2), dtype=compute)
+        seq_conv.conv(np.empty((5, 2), compute), np.ones((5, 2), "float16"), _OFF, w,
+                      None, None, -1, 3, 1, 1 << 20)
+    one = np.array([0, 1], dtype=np.int64)
+    for dt in _NUMERIC:
+        out = np.empty((1, 2), dtype=dt if dt[0] == "f" else "float64")
+        seq_topk.topk_avg_pool(out, np.ones(2, dtype=dt), one, one, np.array([0, 2]),
+                               np.array([1, 2]), 1)
+    for dt in _NUMERIC:
+        work = "float32" if dt == "float16" else dt
+        seq_scatter.scatter(np.zeros((1, 3), work), np.array([0, 2]), np.ones(2, work),
+                            np.array([0, 2]))
+    for group in ("seq_conv", "seq_topk", "seq_scatter"):
+        assert fake_gpu[group].asked, group
+
+
+def test_layout_launches_listed_kernels(fake_gpu):
+    from lodarrow._cuda import seq_layout
+
+    for dt in _ALL:
+        x = np.zeros((5, 2), dtype=dt)
+        seq_layout.reverse(np.empty_like(x), x, _OFF)
+        seq_layout.pad(np.empty((3, 4, 2), dt), x, np.zeros(2, dt), _OFF, 4)
+        seq_layout.unpad(np.empty((5, 2), dt), np.zeros((3, 4, 2), dt), _OFF)
+        seq_layout.enumerate_windows(np.empty((5, 2), dt), x[:, 0].copy(), np.zeros(1, dt),
+                                     _OFF)
+        cmp = "float32" if dt == "float16" else dt
+        seq_layout.erase(np.zeros(5, cmp), np.zeros(1, cmp), _OFF)
+        for lengths in ("int8", "uint8", "int16", "uint16", "int32", "int64", "float32",
+                        "float64"):
+            seq_layout.mask(np.empty(6, dt), np.array([1, 2], dtype=lengths), 3)
+    assert fake_gpu["seq_layout"].asked
