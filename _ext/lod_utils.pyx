@@ -1,4 +1,4 @@
-"""O(n) LoD kernels: offset validation, lengths <-> offsets, composing nested levels.
+"""O(n) LoD kernels: offset validation, lengths <-> offsets.
 
 Every function trusts its arguments' types and shapes (the Python layer checks them) and
 reports a problem as a position, never by raising from inside a loop.
@@ -64,15 +64,3 @@ def offsets_to_lengths(const offset_t[::1] offsets, offset_t[::1] out):
     with nogil:
         for i in range(n):
             out[i] = offsets[i + 1] - offsets[i]
-
-
-def compose_offsets(const offset_t[::1] outer, const offset_t[::1] inner, offset_t[::1] out):
-    """Write ``inner[outer[i]]`` into ``out``: the outer level's offsets in rows of the inner one.
-
-    ``lod[-1][lod[0]]`` addresses whole top-level sequences directly in data rows, so an op
-    can process an outer level in one pass.
-    """
-    cdef Py_ssize_t i, n = outer.shape[0]
-    with nogil:
-        for i in range(n):
-            out[i] = inner[outer[i]]

@@ -13,7 +13,7 @@ import numpy as np
 
 from lodarrow._backends import get_cupy
 
-__all__ = ["cupy", "source", "module", "ctype_of", "word_type",
+__all__ = ["cupy", "source", "module", "ctype_of", "WORDS",
            "launch_1d"]
 
 _HERE = Path(__file__).parent
@@ -38,11 +38,6 @@ def cupy():
 def ctype_of(dtype):
     """The CUDA C type name of a NumPy dtype (float16 has none: callers widen it)."""
     return _CTYPES[np.dtype(dtype).name]
-
-
-def word_type(itemsize):
-    """The unsigned C type of ``itemsize`` bytes."""
-    return WORDS[itemsize]
 
 
 def source(group):
