@@ -16,17 +16,8 @@ from lodarrow._bench import _cases, _peers, _report, _runner, _workloads
 from conftest import run_python
 
 
-
 def run_cli(*args, timeout=300):
     return run_python(["-m", "lodarrow", *args], env={"COLUMNS": "200"}, timeout=timeout)
-
-
-def _implemented(fn, *args, **kwargs):
-    try:
-        fn(*args, **kwargs)
-    except NotImplementedError:
-        return False
-    return True
 
 
 # ====================================================================== workloads
@@ -101,9 +92,10 @@ def ref_pad(w, variant):
 
 
 def ref_unpad(w, variant):
+    # rows of d values, D=1 included: Paddle's unpad output is [rows, D]
     xpad, _ = w.padded
     values = [xpad[i, j] for i in range(w.n_seq) for j in range(int(w.lengths[i]))]
-    return np.array(values).reshape(-1), np.concatenate(([0], np.cumsum(w.lengths)))
+    return np.array(values).reshape(-1, w.d), np.concatenate(([0], np.cumsum(w.lengths)))
 
 
 def ref_conv(w, variant):
@@ -135,9 +127,9 @@ def ref_topk(w, variant):
     return np.array(rows)
 
 
-def _values_offsets(seqs):
+def _values_offsets(seqs, dtype):
     lengths = [len(s) for s in seqs]
-    values = np.concatenate([np.asarray(s) for s in seqs]) if seqs else np.zeros(0)
+    values = np.concatenate([np.zeros(0, dtype)] + [np.asarray(s, dtype) for s in seqs])
     return values, np.concatenate(([0], np.cumsum(lengths)))
 
 
@@ -147,20 +139,22 @@ def _id_seqs(w):
 
 
 def ref_reverse(w, variant):
-    return _values_offsets([s[::-1] for s in _seqs(w)])
+    return _values_offsets([s[::-1] for s in _seqs(w)], w.data.dtype)
 
 
 def ref_concat(w, variant):
-    return _values_offsets([np.concatenate([s, s]) for s in _seqs(w)])
+    return _values_offsets([np.concatenate([s, s]) for s in _seqs(w)], w.data.dtype)
 
 
 def ref_slice(w, variant):
     offset, length = w.slice_args
-    return _values_offsets([s[o:o + n] for s, o, n in zip(_seqs(w), offset[:, 0], length[:, 0])])
+    return _values_offsets([s[o:o + n] for s, o, n in zip(_seqs(w), offset[:, 0], length[:, 0])],
+                          w.data.dtype)
 
 
 def ref_erase(w, variant):
-    return _values_offsets([[v for v in s if v not in _peers.ERASE_TOKENS] for s in _id_seqs(w)])
+    return _values_offsets([[v for v in s if v not in _peers.ERASE_TOKENS] for s in _id_seqs(w)],
+                          np.int64)
 
 
 def ref_enumerate(w, variant):
@@ -244,18 +238,45 @@ def _peer_params():
     return params
 
 
+def _write_input(case, w, path):
+    """The Parquet file ``read_parquet`` cases read (the runner writes it the same way)."""
+    if case.op == "read_parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table({"data": w.arrow}), path)
+
+
 @pytest.mark.parametrize("case, library, factory", _peer_params())
 def test_peer_matches_slow_reference(case, library, factory, tmp_path):
     w = _workloads.make_workload(case.workload, _small_rows(case))
     variant = case.variant
     if case.uses_path:
         variant = str(tmp_path / "peer.parquet")
-        if case.op == "read_parquet":
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-
-            pq.write_table(pa.table({"data": w.arrow}), variant)
+        _write_input(case, w, variant)
     run, norm = factory(w, variant)
+    expected = REFERENCES[case.peers_key](w, case.variant)
+    problem = _runner._compare(expected, norm(run()), case)
+    assert problem is None, problem
+
+
+def _distinct_cases():
+    seen, params = set(), []
+    for case in _cases.all_cases():
+        if (case.op, case.variant, case.workload) not in seen:
+            seen.add((case.op, case.variant, case.workload))
+            params.append(pytest.param(case, id=f"{case.title}-{case.workload}"))
+    return params
+
+
+@pytest.mark.parametrize("case", _distinct_cases())
+def test_lodarrow_matches_slow_reference(case, tmp_path):
+    """lodarrow's own bench call (what every peer is then compared with) against the loop,
+    shape and kind of values included."""
+    w = _workloads.make_workload(case.workload, _small_rows(case))
+    path = str(tmp_path / "lodarrow.parquet")
+    _write_input(case, w, path)
+    run, norm = _cases.lodarrow_call(case, w, path)
     expected = REFERENCES[case.peers_key](w, case.variant)
     problem = _runner._compare(expected, norm(run()), case)
     assert problem is None, problem
@@ -264,17 +285,32 @@ def test_peer_matches_slow_reference(case, library, factory, tmp_path):
 def test_compare_reports_first_difference():
     case = _cases.Case("sequence_pool", "sum", "D=1", 10)
     assert _runner._compare(np.ones(3), np.ones(3), case) is None
-    assert "first at 1" in _runner._compare(np.ones(3), np.array([1.0, 2.0, 1.0]), case)
-    assert "values, expected" in _runner._compare(np.ones(3), np.ones(4), case)
+    assert _runner._compare((np.ones(3), np.arange(2)), (np.ones(3), np.arange(2)), case) is None
+    assert _runner._compare(np.ones(3), np.ones(3) + 5e-5, case) is None  # within rtol/atol
+    assert "1 values differ, first at flat index 1 (" in \
+        _runner._compare(np.ones(3), np.array([1.0, 2.0, 1.0]), case)
+    assert _runner._compare(np.ones(3), np.ones(4), case) == \
+        "part 0: shape (4,) (4 values), expected (3,) (3 values)"
     assert "parts" in _runner._compare((np.ones(3), np.ones(1)), np.ones(3), case)
-    assert _runner._compare(np.arange(3), np.array([0, 1, 3]), case) is not None
+    assert "1 values differ" in _runner._compare(np.arange(3), np.array([0, 1, 3]), case)
+    assert "part 1" in _runner._compare((np.ones(2), np.arange(3)),
+                                        (np.ones(2), np.array([0, 1, 3])), case)
+    # a result of the right size but the wrong shape is wrong (no flattening)
+    assert "shape (3, 2)" in _runner._compare(np.ones((2, 3)), np.ones((3, 2)), case)
+    assert "shape (6, 1)" in _runner._compare(np.ones(6), np.ones((6, 1)), case)
+    # the kind of values must agree: a mask of 0/1 integers is not a bool mask
+    assert "integer values" in _runner._compare(np.ones(3, bool), np.ones(3, np.int8), case)
+    assert "number values" in _runner._compare(np.arange(3), np.arange(3.0), case)
+    assert _runner._compare(np.arange(3.0), np.arange(3, dtype=np.float32), case) is None
+    assert _runner._compare(np.arange(3), np.arange(3, dtype=np.int32), case) is None
+    # NaN matches NaN, not a number
+    assert _runner._compare(np.array([np.nan]), np.array([np.nan]), case) is None
+    assert _runner._compare(np.array([np.nan]), np.array([0.0]), case) is not None
 
 
-def test_every_case_has_a_lodarrow_call_and_byte_count():
+def test_every_case_has_a_byte_count():
     for case in _cases.all_cases():
         w = _workloads.make_workload(case.workload, _small_rows(case))
-        run, norm = _cases.lodarrow_call(case, w, "unused.parquet")
-        assert callable(run) and callable(norm)
         nbytes = case.nbytes(w)
         if case.op in ("to_arrow", "from_arrow", "call_overhead"):
             assert nbytes is None
@@ -341,6 +377,32 @@ def test_main_entry_point_returns_status(capsys):
     assert exc.value.code == 2
 
 
+def _check_derived_figures(report):
+    """GB/s, % of bandwidth and the ratio to the best peer of every ok row, recomputed from
+    the row's own best time and byte count."""
+    bw = report["bandwidth"]["reference"]
+    groups = {}
+    for row in report["rows"]:
+        groups.setdefault((row["title"], row["workload"]), []).append(row)
+    for rows in groups.values():
+        assert rows[0]["library"] == "lodarrow"
+        peers = [r for r in rows if r["library"] != "lodarrow"]
+        best_peer = min(r["best_s"] for r in peers) if peers else None
+        assert sum(r["best_peer"] for r in rows) == (1 if peers else 0)
+        for r in rows:
+            if r["bytes"] is None:
+                assert "gbps" not in r and "fraction_of_bandwidth" not in r
+            else:
+                assert r["gbps"] == pytest.approx(r["bytes"] / r["best_s"] / 1e9, rel=1e-12)
+                assert r["fraction_of_bandwidth"] == pytest.approx(r["gbps"] / bw, rel=1e-12)
+            if best_peer is None:
+                assert r["ratio_to_best_peer"] is None
+            else:
+                assert r["ratio_to_best_peer"] == pytest.approx(r["best_s"] / best_peer,
+                                                                rel=1e-12)
+            assert r["best_peer"] == (r["library"] != "lodarrow" and r["best_s"] == best_peer)
+
+
 def test_bench_quick_tiny_outputs(tmp_path):
     out_json, out_md, out_png = tmp_path / "b.json", tmp_path / "b.md", tmp_path / "b.png"
     proc = run_cli("bench", "--quick", "--scale", "0.002", "--probe-mib", "8", "--repeat", "1",
@@ -352,26 +414,75 @@ def test_bench_quick_tiny_outputs(tmp_path):
     report = json.loads(out_json.read_text())
     assert {"machine", "bandwidth", "rows", "options", "skipped_peers"} <= set(report)
     assert report["bandwidth"]["bytes"] == 8 << 20
-    ops = {row["op"] for row in report["rows"]}
-    assert ops <= {"sequence_pool", "to_arrow", "sequence_pad", "sequence_unpad"}
-    assert "sequence_pool" in ops and "to_arrow" in ops
+    assert report["skipped_peers"] == {}  # the test extra installs every peer
+    selected = [c for c in _cases.all_cases()
+                if c.op in ("to_arrow", "sequence_pool", "sequence_pad")]
+    assert {(row["op"], row["variant"], row["workload_name"]) for row in report["rows"]} == \
+        {(c.op, c.variant, c.workload) for c in selected}
     for row in report["rows"]:
-        assert row["status"] in ("ok", "not implemented", "wrong", "error")
-        assert row["status"] != "wrong", row  # a peer that disagrees with lodarrow is a bug
-        if row["status"] == "ok":
-            assert row["best_s"] <= row["median_s"] and row["peak_bytes"] >= 0
-            assert row["repeats"] == 1
+        # lodarrow's rows ran; every peer agreed with lodarrow (which test_lodarrow_matches_
+        # slow_reference checks against the loops) and was timed
+        assert row["status"] == "ok", row
+        assert 0 < row["best_s"] <= row["median_s"] and row["peak_bytes"] >= 0
+        assert row["repeats"] == 1
+    lodarrow_rows = [r for r in report["rows"] if r["library"] == "lodarrow"]
+    assert len(lodarrow_rows) == len(selected)
+    _check_derived_figures(report)
     md = out_md.read_text()
     assert md.count("| sequence_pool") >= 1 and "| --- |" in md
+    assert md.count("| **lodarrow** |") == len(selected)
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_bench_peer_filter_and_skipped_line():
+def test_add_ratios_tiny_case():
+    """GB/s, % of bandwidth and "x best peer" by hand on made-up rows."""
+    def row(library, best, status="ok", nbytes=4_000_000):
+        return {"library": library, "status": status, "best_s": best, "median_s": best,
+                "bytes": nbytes, "title": "sequence_pool sum", "workload": "D=1, 1e6 rows",
+                "peak_bytes": 0}
+
+    rows = [row("lodarrow", 2e-3), row("numpy", 1e-3), row("polars", 4e-3),
+            row("awkward", None, status="wrong")]
+    _runner._add_ratios(rows, bw=10.0)
+    lodarrow_row, numpy_row, polars_row, wrong = rows
+    assert lodarrow_row["gbps"] == pytest.approx(2.0)  # 4e6 bytes / 2e-3 s
+    assert lodarrow_row["fraction_of_bandwidth"] == pytest.approx(0.2)
+    assert lodarrow_row["ratio_to_best_peer"] == pytest.approx(2.0)
+    assert numpy_row["gbps"] == pytest.approx(4.0) and numpy_row["ratio_to_best_peer"] == 1.0
+    assert polars_row["ratio_to_best_peer"] == pytest.approx(4.0)
+    assert [r.get("best_peer") for r in rows] == [False, True, False, None]
+    assert "gbps" not in wrong and "ratio_to_best_peer" not in wrong
+    assert _report._cells(lodarrow_row)[5:8] == ("2.00", "20%", "2.00")
+    # no byte count: compared by time only; no peer that ran: no ratio
+    rows = [row("lodarrow", 1e-3, nbytes=None), row("numpy", None, status="error")]
+    _runner._add_ratios(rows, bw=10.0)
+    assert "gbps" not in rows[0] and rows[0]["ratio_to_best_peer"] is None
+    assert _report._cells(rows[0])[5:8] == ("-", "-", "-")
+
+
+def test_bench_peer_filter_and_skipped_line(tmp_path):
     proc = run_cli("bench", "--quick", "--scale", "0.001", "--probe-mib", "4", "--repeat", "1",
                    "--ops", "call_overhead", "--peers", "numpy", "--no-progress")
     assert proc.returncode == 0, proc.stderr
     assert "call_overhead" in proc.stdout
-    assert "polars" not in proc.stdout.split("Memory bandwidth")[1].split("\n", 1)[1]
+    after = proc.stdout.split("Memory bandwidth")[1].split("\n", 1)[1]
+    assert "polars" not in after and "skipped peer" not in after
+    assert "numpy" in after
+    # a peer that cannot be imported is named on its own line, and left out of the rows
+    out_json = tmp_path / "b.json"
+    proc = _run_without("polars", "bench", "--quick", "--scale", "0.001", "--probe-mib", "4",
+                        "--repeat", "1", "--ops", "call_overhead", "--no-progress",
+                        "--json", out_json)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out_json.read_text())
+    reason = report["skipped_peers"]["polars"]
+    assert set(report["skipped_peers"]) == {"polars"}
+    assert reason.startswith("polars is not installed (") and "Error)" in reason
+    assert f"skipped peer polars: {reason}" in proc.stdout.splitlines()
+    libraries = [row["library"] for row in report["rows"]]
+    assert "polars" not in libraries and libraries[0] == "lodarrow" and "numpy" in libraries
+    assert all(row["status"] == "ok" for row in report["rows"])
+    _check_derived_figures(report)
 
 
 def test_bench_rejects_bad_options():

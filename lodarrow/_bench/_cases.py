@@ -161,7 +161,7 @@ def lodarrow_call(case, w, path=None):
         else:
             t, tokens = w.ids_tensor, list(_peers.ERASE_TOKENS)
             run = lambda: lodarrow.sequence_erase(t, tokens)  # noqa: E731
-        return run, lambda out: (out.numpy().reshape(-1), np.asarray(out.offsets[-1]))
+        return run, lambda out: (out.numpy(), np.asarray(out.offsets[-1]))
     if op == "sequence_enumerate":
         t = w.ids_tensor
         return (lambda: lodarrow.sequence_enumerate(t, _peers.ENUMERATE_WIN)), _tensor_norm
@@ -181,7 +181,7 @@ def lodarrow_call(case, w, path=None):
         lengths = w.lengths
 
         def norm(out):
-            return out.numpy().reshape(-1), np.asarray(out.offsets[-1])
+            return out.numpy(), np.asarray(out.offsets[-1])
         return (lambda: lodarrow.sequence_unpad(xpad, lengths)), norm
     if op == "sequence_conv":
         t = w.tensor
@@ -201,7 +201,7 @@ def lodarrow_call(case, w, path=None):
         arr = w.arrow
 
         def norm(t):
-            return np.asarray(t.offsets[-1]), t.numpy().reshape(-1)
+            return np.asarray(t.offsets[-1]), t.numpy()
         return (lambda: lodarrow.from_arrow(arr)), norm
     if op == "write_parquet":
         import pyarrow.parquet as pq
@@ -214,6 +214,6 @@ def lodarrow_call(case, w, path=None):
         return run, lambda p: _peers._arrow_parts(pq.read_table(p).column(0))
     if op == "read_parquet":
         def norm(t):
-            return np.asarray(t.offsets[-1]), t.numpy().reshape(-1)
+            return np.asarray(t.offsets[-1]), t.numpy()
         return (lambda: lodarrow.read_parquet(path)), norm
     raise ValueError(f"unknown benchmark op {op!r}")

@@ -109,6 +109,13 @@ def _awkward_offsets(a):
     return np.concatenate(([0], np.cumsum(counts)))
 
 
+def _in_rows(w, flat_norm):
+    """A norm giving ``flat_norm``'s values as rows of ``w``'s feature shape (``(n,)`` for
+    D=1, ``(n, d)`` else): the shape lodarrow returns, which the comparison checks."""
+    shape = (-1,) + _feature(w)
+    return lambda result: flat_norm(result).reshape(shape)
+
+
 # ====================================================================== numba kernels
 @functools.cache
 def _nb():
@@ -391,9 +398,10 @@ def awkward_pool(w, variant):
     a = w.awkward
     axis = 1 if w.d > 1 else -1  # var axis; for var * 16 * float32 that is axis 1
     if variant == "sum":
-        return (lambda: ak.sum(a, axis=axis)), _awkward_flat
+        return (lambda: ak.sum(a, axis=axis)), _in_rows(w, _awkward_flat)
     fn = ak.mean if variant == "average" else ak.max  # empty -> None, filled with 0
-    return (lambda: ak.fill_none(fn(a, axis=axis, mask_identity=True), 0)), _awkward_flat
+    return (lambda: ak.fill_none(fn(a, axis=axis, mask_identity=True), 0)), \
+        _in_rows(w, _awkward_flat)
 
 
 @peer("sequence_pool", "pyarrow", "Table.group_by")
@@ -517,8 +525,9 @@ def _awkward_step(w, last):
     fill = np.zeros(w.d, np.float32) if w.d > 1 else 0  # a whole zero row for D > 1
     if last:
         return (lambda: ak.fill_none(ak.firsts(a[:, -1:], axis=1), fill, axis=0)), \
-            _awkward_flat
-    return (lambda: ak.fill_none(ak.firsts(a, axis=1), fill, axis=0)), _awkward_flat
+            _in_rows(w, _awkward_flat)
+    return (lambda: ak.fill_none(ak.firsts(a, axis=1), fill, axis=0)), \
+        _in_rows(w, _awkward_flat)
 
 
 def _numba_step(w, last):
@@ -570,7 +579,7 @@ def pyarrow_expand(w, variant):
     xa = pa.array(x) if x.ndim == 1 else pa.FixedSizeListArray.from_arrays(
         pa.array(x.reshape(-1)), x.shape[1])
     arr = w.arrow
-    return (lambda: pc.take(xa, pc.list_parent_indices(arr))), _flat_values
+    return (lambda: pc.take(xa, pc.list_parent_indices(arr))), _in_rows(w, _flat_values)
 
 
 @peer("sequence_expand", "awkward", "ak.broadcast_arrays")
@@ -583,7 +592,7 @@ def awkward_expand(w, variant):
 
     def run():
         return ak.flatten(ak.broadcast_arrays(x, a)[0], axis=1)
-    return run, _awkward_flat
+    return run, _in_rows(w, _awkward_flat)
 
 
 @peer("sequence_expand", "numba", "prange loop")
@@ -666,8 +675,11 @@ def numba_pad(w, variant):
 
 # ====================================================================== sequence_unpad
 def _unpad_norm(result):
+    """``(values, offsets)`` with values as ``(rows, d)``: Paddle's unpad gives D=1 rows as
+    ``[rows, 1]`` (lodarrow does too)."""
     values, offsets = result
-    return numpy_view(values).reshape(-1), np.asarray(offsets)
+    values = numpy_view(values)
+    return values.reshape(values.shape[0], -1), np.asarray(offsets)
 
 
 @peer("sequence_unpad", "numpy", "boolean mask")
@@ -695,7 +707,8 @@ def polars_unpad(w, variant):
         return frame.select(pl.col("x").arr.to_list().list.head(pl.col("n")))["x"]
 
     def norm(s):
-        return _arrow_parts(s.to_arrow())[::-1]
+        offsets, values = _arrow_parts(s.to_arrow())
+        return values.reshape(-1, 1), offsets
     return run, norm
 
 
@@ -710,7 +723,7 @@ def awkward_unpad(w, variant):
     def run():
         return a[ak.local_index(a, axis=1) < lengths]
 
-    return run, lambda r: (_awkward_flat(r), _awkward_offsets(r))
+    return run, lambda r: (_awkward_flat(r).reshape(-1, w.d), _awkward_offsets(r))
 
 
 @peer("sequence_unpad", "numba", "prange loop")
@@ -819,7 +832,7 @@ SCATTER_WIDTH = 64
 
 
 def _values_offsets(values, offsets):
-    return numpy_view(values).reshape(-1), np.asarray(offsets, dtype=np.int64)
+    return numpy_view(values), np.asarray(offsets, dtype=np.int64)
 
 
 def _polars_values_offsets(s):

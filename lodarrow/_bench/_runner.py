@@ -229,8 +229,21 @@ def machine_info():
 
 
 # ====================================================================== checking
+def _kind(dtype):
+    """"bool", "integer" or "number" (floats and the rest): what must agree between two
+    implementations (float32 against float64 is a difference of precision, not of answer)."""
+    if dtype.kind == "b":
+        return "bool"
+    return "integer" if dtype.kind in "iu" else "number"
+
+
 def _compare(expected, got, case):
-    """None if ``got`` matches ``expected`` (tuples of arrays), else what differs."""
+    """None if ``got`` matches ``expected`` (arrays, or tuples of arrays), else what differs.
+
+    Each part must have the expected shape (a transposed or differently cut result of the
+    right size is wrong) and the same kind of values (bool, integer or floating); integers
+    and bools must be equal, floats close within ``case.rtol``/``case.atol``.
+    """
     if not isinstance(expected, tuple):
         expected = (expected,)
     if not isinstance(got, tuple):
@@ -238,11 +251,15 @@ def _compare(expected, got, case):
     if len(expected) != len(got):
         return f"returned {len(got)} parts, expected {len(expected)}"
     for k, (e, g) in enumerate(zip(expected, got)):
-        e = np.asarray(e).reshape(-1)
-        g = np.asarray(g).reshape(-1)
+        e, g = np.asarray(e), np.asarray(g)
         if e.shape != g.shape:
-            return f"part {k}: {g.size} values, expected {e.size}"
-        if e.dtype.kind in "iub" and g.dtype.kind in "iub":
+            return f"part {k}: shape {g.shape} ({g.size} values), expected {e.shape} " \
+                   f"({e.size} values)"
+        if _kind(e.dtype) != _kind(g.dtype):
+            return f"part {k}: {_kind(g.dtype)} values (dtype {g.dtype}), expected " \
+                   f"{_kind(e.dtype)} values (dtype {e.dtype})"
+        e, g = e.reshape(-1), g.reshape(-1)
+        if _kind(e.dtype) != "number":
             bad = np.flatnonzero(e != g)
         else:
             e64, g64 = e.astype(np.float64), g.astype(np.float64)
@@ -250,7 +267,8 @@ def _compare(expected, got, case):
             bad = np.flatnonzero(~close)
         if bad.size:
             i = int(bad[0])
-            return f"part {k}: {bad.size} values differ, first at {i} ({g[i]!r} != {e[i]!r})"
+            return f"part {k}: {bad.size} values differ, first at flat index {i} " \
+                   f"({g[i]!r} != {e[i]!r})"
     return None
 
 
