@@ -54,7 +54,13 @@ def _cuda_param():
     return pytest.param("cuda", marks=marks)
 
 
-BACKENDS = ["cpu", _cuda_param()]
+#: The "cuda" backend parameter: marked ``cuda`` and skipped cleanly without CuPy or a GPU.
+CUDA = _cuda_param()
+BACKENDS = ["cpu", CUDA]
+
+#: For a test that only means something on a GPU (mixed devices, CuPy buffers): run it with
+#: ``backend="cuda"`` alone, so that it is a CUDA-parametrised test like every other one.
+cuda_only = pytest.mark.parametrize("backend", [CUDA])
 
 
 @pytest.fixture(params=BACKENDS)

@@ -128,12 +128,3 @@ def arrow_lists(values, *offsets):
         arr = pa.LargeListArray.from_arrays(pa.array(off, pa.int64()), arr)
     return arr
 
-
-def call_or_skip_without_arrow(fn, *args, **kwargs):
-    """Run an operator on Arrow inputs; skip while ``from_arrow`` is not implemented yet."""
-    import pytest
-
-    try:
-        return fn(*args, **kwargs)
-    except NotImplementedError:
-        pytest.skip("lodarrow.from_arrow is not implemented yet")

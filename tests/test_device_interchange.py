@@ -29,7 +29,7 @@ from lodarrow._cdevice import (
 )
 from strategies import lod_tensors
 
-from conftest import ALL_DTYPES, NUMERIC_DTYPES, on_backend, to_host
+from conftest import ALL_DTYPES, NUMERIC_DTYPES, cuda_only, on_backend, to_host
 
 FEATURE_SHAPES = [(), (3,), (2, 3)]
 
@@ -661,10 +661,8 @@ def test_null_bitmap_on_backend(backend):
     assert got.lod() == [[0, 2, 2, 2, 3]] and to_host(got).data.tolist() == [0, 1, 5]
 
 
-@pytest.mark.cuda
+@cuda_only
 def test_gpu_requested_schema_must_match(backend):
-    if backend != "cuda":
-        pytest.skip("GPU only")
     t = make_tensor("float32", (), 1).cuda()
     same = t.__arrow_c_device_array__(pa.large_list(pa.float32()).__arrow_c_schema__())
     assert import_device_array(same).equals(t)
@@ -673,10 +671,8 @@ def test_gpu_requested_schema_must_match(backend):
     assert device_type_of(t) == ARROW_DEVICE_CUDA
 
 
-@pytest.mark.cuda
+@cuda_only
 def test_gpu_import_from_cupy_buffers(backend):
-    if backend != "cuda":
-        pytest.skip("GPU only")
     import cupy
 
     values = cupy.arange(10, dtype=cupy.float64) * 1.5

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -93,7 +94,6 @@ def test_file_written_by_pyarrow(tmp_path):
 
 
 def test_file_written_by_polars(tmp_path):
-    pl = pytest.importorskip("polars")
     v = [[[1, 2], [3]], [], None, [[], [4, 5, 6]]]
     w = [[1.5, None], [], [2.5], []]
     df = pl.DataFrame({"v": v, "w": w, "s": ["a", "b", "c", "d"]},

@@ -1,6 +1,9 @@
 """Arrow interop: ``to_arrow``, ``from_arrow`` and ``__arrow_c_array__`` (SPEC section 3.1)."""
 
+import duckdb
+import nanoarrow as na
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pytest
 from conftest import ALL_DTYPES, on_backend
@@ -401,7 +404,6 @@ def test_null_in_a_chunk_names_the_chunk():
 
 # ---------------------------------------------------------------- PyCapsule producers
 def test_polars_series_through_the_capsule():
-    pl = pytest.importorskip("polars")
     t = la.LoDTensor(np.arange(14.0, dtype=np.float32).reshape(7, 2), lod=[[0, 2, 3],
                                                                          [0, 2, 4, 7]])
     s = pl.Series("x", t.to_arrow())
@@ -417,14 +419,11 @@ def test_polars_series_through_the_capsule():
 
 
 def test_polars_accepts_lodarrow_directly():
-    pl = pytest.importorskip("polars")
     t = la.LoDTensor(np.arange(6, dtype=np.int32), lengths=[[2, 0, 4]])
     assert pl.Series(t).to_list() == [[0, 1], [], [2, 3, 4, 5]]
 
 
 def test_nanoarrow_and_duckdb_producers():
-    na = pytest.importorskip("nanoarrow")
-    duckdb = pytest.importorskip("duckdb")
     t = la.LoDTensor(np.arange(6, dtype=np.float64).reshape(3, 2), lengths=[[1, 2]])
     assert la.from_arrow(na.c_array(t.to_arrow())).equals(t)
     assert la.from_arrow(na.Array(t.to_arrow())).equals(t)
@@ -567,7 +566,6 @@ def test_to_arrow_errors():
 
 
 def test_malformed_arrays_are_rejected_not_read_out_of_bounds():
-    na = pytest.importorskip("nanoarrow")
     offsets = np.array([0, 2, 9], dtype=np.int64)  # 9 > the 4 values
     child = na.c_array(pa.array(np.arange(4, dtype=np.int32)))
     bad = na.c_array_from_buffers(na.large_list(na.int32()), 2, [None, offsets.tobytes()],

@@ -2,6 +2,7 @@
 
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 from conftest import on_backend
@@ -9,8 +10,6 @@ from hypothesis import HealthCheck, given, settings
 from strategies import lod_tensors
 
 import lodarrow as la
-
-pd = pytest.importorskip("pandas")
 
 HSET = settings(suppress_health_check=[HealthCheck.function_scoped_fixture,
                                        HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -1,9 +1,11 @@
 """Tables and Parquet: ``to_table``, ``from_table``, ``write_parquet``, ``read_parquet``,
 ``iter_parquet`` (SPEC section 3.2)."""
 
+import duckdb
 import itertools
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -73,8 +75,6 @@ def test_to_table_is_zero_copy():
 
 
 def test_from_table_polars_and_duckdb():
-    pl = pytest.importorskip("polars")
-    duckdb = pytest.importorskip("duckdb")
     x, y, _ = _example()
     df = pl.from_arrow(la.to_table({"x": x, "y": y}))
     back = la.from_table(df)
@@ -156,8 +156,6 @@ def test_parquet_dict_round_trip(x, y, workdir):
 
 
 def test_files_are_plain_nested_lists_for_other_readers(workdir):
-    pl = pytest.importorskip("polars")
-    duckdb = pytest.importorskip("duckdb")
     x, y, z = _example()
     half = la.LoDTensor(np.arange(6, dtype=np.float16).reshape(3, 2), lengths=[[2, 0, 1]])
     path = _tmp(workdir)
@@ -170,7 +168,6 @@ def test_files_are_plain_nested_lists_for_other_readers(workdir):
 
 
 def test_read_parquet_written_by_pyarrow_and_polars(workdir):
-    pl = pytest.importorskip("polars")
     path = _tmp(workdir)
     pq.write_table(pa.table({"a": [[1.5, 2.5], [], [3.5]], "b": [1, 2, 3]}), path)
     back = la.read_parquet(path)

@@ -2,6 +2,7 @@
 against the oracles in reference_layout.py."""
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from conftest import ALL_DTYPES, NUMERIC_DTYPES, on_backend, to_host
 from hypothesis import HealthCheck, given, settings
@@ -413,7 +414,6 @@ def test_large_mask(backend):
 # ------------------------------------------------------------------ Arrow inputs
 
 def test_layout_ops_take_arrow_arrays():
-    pa = pytest.importorskip("pyarrow")
     arr = pa.array([[1, 2, 3], [], [4, 2]], type=pa.list_(pa.int32()))
     lod = [[0, 3, 3, 5]]
     _same_lod_tensor(la.sequence_reverse(arr), np.array([3, 2, 1, 2, 4], np.int32), lod)

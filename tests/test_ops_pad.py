@@ -1,8 +1,9 @@
 """sequence_pad and sequence_unpad against the oracles in reference_layout.py."""
 
 import numpy as np
+import pyarrow as pa
 import pytest
-from conftest import ALL_DTYPES, on_backend, to_host
+from conftest import ALL_DTYPES, cuda_only, on_backend, to_host
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference_layout import ref_pad, ref_unpad
@@ -264,9 +265,8 @@ def test_unpad_errors(backend):
         la.sequence_unpad(x, np.ones((3, 2), np.int64))
 
 
+@cuda_only
 def test_mixed_devices_raise(backend):
-    if backend != "cuda":
-        pytest.skip("needs the GPU for a second device")
     with pytest.raises(ValueError, match="inputs live on different devices"):
         la.sequence_unpad(on_backend(np.ones((2, 2)), backend), np.array([1, 1]))
 
@@ -298,7 +298,6 @@ def test_pad_unpad_large_inputs_use_every_chunk(backend, fshape):
 # ------------------------------------------------------------------ Arrow inputs
 
 def test_pad_unpad_take_arrow_arrays():
-    pa = pytest.importorskip("pyarrow")
     arr = pa.array([[[1, 2], [3]], [], [[4]]], type=pa.large_list(pa.list_(pa.int16())))
     out, length = la.sequence_pad(arr, 0)
     _same_lod_tensor(out, np.array([[1, 2], [3, 0], [4, 0]], np.int16), [[0, 2, 2, 3]])

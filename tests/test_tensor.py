@@ -9,7 +9,7 @@ import lodarrow as la
 from lodarrow import LoDError
 from strategies import lod_lengths, lod_tensors
 
-from conftest import ALL_DTYPES, cuda_unavailable_reason, run_python
+from conftest import ALL_DTYPES, cuda_only, cuda_unavailable_reason, run_python
 
 
 def _y():
@@ -222,9 +222,18 @@ def test_cpu_place_round_trips():
         y.to("tpu")
 
 
-@pytest.mark.skipif(cuda_unavailable_reason() is None, reason="a GPU is present")
-def test_cuda_place_without_gpu_says_what_is_missing():
+def test_cuda_place_checks_device_id():
+    with pytest.raises(TypeError, match="device_id must be an integer"):
+        la.CUDAPlace("0")
+    with pytest.raises(ValueError, match="device_id must be >= 0"):
+        la.CUDAPlace(-1)
+
+
+def test_cuda_place_says_what_is_missing():
     reason = cuda_unavailable_reason()
+    if reason is None:  # a usable GPU: the places are made, nothing is missing
+        assert la.CUDAPlace(0).is_cuda and not la.CUDAPinnedPlace().is_cuda
+        return
     match = "needs CuPy" if "CuPy" in reason else "needs a CUDA GPU"
     with pytest.raises(la.BackendError, match=match):
         la.CUDAPlace(0)
@@ -232,15 +241,10 @@ def test_cuda_place_without_gpu_says_what_is_missing():
         _y().cuda()
     with pytest.raises(la.BackendError, match=match):
         la.CUDAPinnedPlace()
-    with pytest.raises(TypeError, match="device_id must be an integer"):
-        la.CUDAPlace("0")
-    with pytest.raises(ValueError, match="device_id must be >= 0"):
-        la.CUDAPlace(-1)
 
 
-@pytest.mark.cuda
-@pytest.mark.skipif(cuda_unavailable_reason() is not None, reason="needs CuPy and a GPU")
-def test_cuda_round_trip():
+@cuda_only
+def test_cuda_round_trip(backend):
     import cupy
 
     y = _y()
