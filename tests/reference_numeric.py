@@ -2,7 +2,8 @@
 
 Written from OPS.md (and, for ``sequence_conv``'s padding and ``sequence_topk_avg_pooling``,
 from the structure of Paddle's own CPU loops), independently of lodarrow's kernels: plain
-Python loops over sequences, rows and positions, float64 arithmetic where it matters.
+Python loops over sequences, rows and positions (``ref_pool`` takes each sequence's columns
+at once with NumPy reductions), float64 arithmetic where it matters.
 """
 
 import math
@@ -41,55 +42,50 @@ def _ref_pool(data, offsets, pool, pad_value):
     out_dtype = pool_out_dtype(dtype, pool)
     fshape = data.shape[1:]
     n_seq = len(offsets) - 1
-    out = np.empty((n_seq,) + fshape, dtype=out_dtype)
-    index = np.full((n_seq,) + fshape, -1, dtype=np.int64)
-    pad = _exact_pad(pad_value, out_dtype, fshape)
     flat_w = int(np.prod(fshape, dtype=np.int64))
+    out = np.empty((n_seq, flat_w), dtype=out_dtype)
+    index = np.full((n_seq, flat_w), -1, dtype=np.int64)
+    pad = _exact_pad(pad_value, out_dtype, fshape).reshape(flat_w)
+    rows = data.reshape(data.shape[0], flat_w)
+    columns = np.arange(flat_w)
     for s in range(n_seq):
         a, b = int(offsets[s]), int(offsets[s + 1])
         if a == b:
             out[s] = pad
             continue
-        seg = data[a:b].reshape(b - a, flat_w)
-        res = np.empty(flat_w, dtype=out_dtype)
-        idx = np.empty(flat_w, dtype=np.int64)
-        for f in range(flat_w):
-            col = seg[:, f]
-            if pool in ("sum", "average", "sqrt"):
-                if dtype.kind in "iu":
-                    total = 0
-                    for v in col.tolist():
-                        total += int(v)
-                    total = (total + 2**63) % 2**64 - 2**63   # int64 accumulator wraps
-                    if pool == "sum":
-                        res[f] = np.array(total, dtype=np.int64).astype(dtype)
-                    else:
-                        res[f] = total / ((b - a) if pool == "average" else math.sqrt(b - a))
-                else:
-                    total = math.fsum(col.astype(np.float64).tolist()) if np.isfinite(
-                        col.astype(np.float64)).all() else float(np.sum(col, dtype=np.float64))
-                    if pool == "average":
-                        total = total / (b - a)
-                    elif pool == "sqrt":
-                        total = total / math.sqrt(b - a)
-                    res[f] = np.float64(total).astype(out_dtype)
-            elif pool in ("max", "min"):
-                best, pos = col[0], 0
-                for j in range(1, b - a):
-                    v = col[j]
-                    if dtype.kind == "f" and np.isnan(best):
-                        break
-                    if (dtype.kind == "f" and np.isnan(v)) or (v > best if pool == "max"
-                                                               else v < best):
-                        best, pos = v, j
-                res[f], idx[f] = best, a + pos
-            elif pool == "first":
-                res[f] = col[0]
+        seg = rows[a:b]  # one column per feature, pooled down its b - a rows
+        if pool in ("sum", "average", "sqrt"):
+            if dtype.kind in "iu":
+                total = seg.astype(np.int64).sum(axis=0)  # an int64 accumulator wraps
+                if pool == "sum":
+                    out[s] = total.astype(dtype)
+                    continue
             else:
-                res[f] = col[-1]
-        out[s] = res.reshape(fshape)
-        index[s] = idx.reshape(fshape)
-    return out, index
+                total = seg.astype(np.float64).sum(axis=0)
+            total = total.astype(np.float64)
+            if pool == "average":
+                total = total / (b - a)
+            elif pool == "sqrt":
+                total = total / math.sqrt(b - a)
+            out[s] = total.astype(out_dtype)
+        elif pool in ("max", "min"):
+            # The first extreme value of each column; in float columns the first NaN wins.
+            if dtype.kind == "f":
+                nan = np.isnan(seg)
+                fill = -np.inf if pool == "max" else np.inf
+                values = np.where(nan, fill, seg)
+            else:
+                values = seg
+            pos = np.argmax(values, axis=0) if pool == "max" else np.argmin(values, axis=0)
+            if dtype.kind == "f":
+                pos = np.where(nan.any(axis=0), np.argmax(nan, axis=0), pos)
+            out[s] = seg[pos, columns]
+            index[s] = a + pos
+        elif pool == "first":
+            out[s] = seg[0]
+        else:
+            out[s] = seg[-1]
+    return out.reshape((n_seq,) + fshape), index.reshape((n_seq,) + fshape)
 
 
 def ref_softmax(data, offsets):
