@@ -93,6 +93,58 @@ def to_host(obj):
     return obj
 
 
+#: ``LODARROW_NUM_THREADS`` for the threaded-kernel tests: one thread, and two odd counts
+#: above a small runner's cores, so that chunks (4 per thread) split unevenly.
+THREAD_COUNTS = [1, 3, 7]
+
+#: Parametrise a large-input test over ``(backend, threads)``: the CPU with every count in
+#: ``THREAD_COUNTS`` (set through the ``threads`` fixture), CUDA once (threads do not apply).
+threaded = pytest.mark.parametrize(
+    "backend, threads",
+    [pytest.param("cpu", n, id=f"cpu-{n}threads") for n in THREAD_COUNTS]
+    + [pytest.param("cuda", None, marks=CUDA.marks, id="cuda")],
+    indirect=["threads"],
+)
+
+
+@pytest.fixture
+def threads(request, monkeypatch):
+    """The thread count set in ``LODARROW_NUM_THREADS`` for this test (None: left alone)."""
+    n = getattr(request, "param", None)
+    if n is not None:
+        monkeypatch.setenv("LODARROW_NUM_THREADS", str(n))
+    return n
+
+
+#: The two shapes of threaded input: many sequences (``4 * threads`` chunks balanced by
+#: rows), and 11 long ones, so that 3 and 7 threads both get an odd number of chunks (11).
+SEQUENCE_LAYOUTS = ["many", "few"]
+
+
+def threaded_lengths(rng, n_rows, layout):
+    """Sequence lengths summing to about ``n_rows`` (at least), for ``layout`` in
+    :data:`SEQUENCE_LAYOUTS`, with empty sequences first, inside and (for "many") in runs,
+    and a short last sequence."""
+    if layout == "many":
+        lengths = rng.geometric(1 / 24, size=max(64, n_rows // 23)).astype(np.int64)
+        lengths[rng.random(lengths.size) < 0.05] = 0
+        lengths[:3] = 0
+    else:
+        lengths = rng.integers(n_rows // 12, n_rows // 6, size=11).astype(np.int64)
+        lengths[[0, 4]] = 0
+    lengths[-1] = 3
+    if lengths.sum() < n_rows:
+        lengths[1] += n_rows - lengths.sum()
+    return lengths
+
+
+def parallel_min_work():
+    """Elements of work below which a kernel runs on one thread (``lodarrow._ops``)."""
+    from lodarrow._ops._common import PARALLEL_MIN_WORK
+
+    return PARALLEL_MIN_WORK
+
+
 @pytest.fixture(params=ALL_DTYPES)
 def any_dtype(request):
     return np.dtype(request.param)

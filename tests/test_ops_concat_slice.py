@@ -2,7 +2,8 @@
 
 import numpy as np
 import pytest
-from conftest import ALL_DTYPES, cuda_only, on_backend, to_host
+from conftest import (ALL_DTYPES, cuda_only, on_backend, parallel_min_work, threaded,
+                      threaded_lengths, to_host)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference_gather import assert_result, concat, slice_
@@ -266,17 +267,21 @@ def test_arrow_inputs():
     assert out.numpy().tolist() == [2.0, 3.0] and out.lod() == [[0, 1, 2]]
 
 
-@pytest.mark.parametrize("threads", ["1", "2", "5"])
+@threaded
+@pytest.mark.parametrize("layout", ["many", pytest.param("few", id="few-odd-chunks")])
 @pytest.mark.parametrize("dtype, fshape", [("bool", ()), ("int8", ()), ("int16", ()),
                                            ("float32", ()), ("float64", ()), ("int8", (3,)),
                                            ("float16", (5,)), ("float32", (16,))])
-def test_large_all_row_widths(backend, monkeypatch, threads, dtype, fshape):
+def test_large_all_row_widths(backend, threads, layout, dtype, fshape):
     # Narrow rows take the kernels' word and 32-byte-piece paths; several threads and
     # chunks check that no copy spills into another chunk's (or input's) rows.
-    monkeypatch.setenv("LODARROW_NUM_THREADS", threads)
-    rng = np.random.default_rng(len(fshape) * 10 + int(threads))
-    n = 20000
-    lens = [rng.geometric(1 / 8, size=n) - 1 for _ in range(3)]
+    rng = np.random.default_rng(len(fshape) * 10 + (threads or 0))
+    if layout == "many":
+        n = 20000
+        lens = [rng.geometric(1 / 8, size=n) - 1 for _ in range(3)]
+    else:  # 11 long sequences: 3 and 7 threads both cut them into 11 chunks
+        n = 11
+        lens = [threaded_lengths(rng, parallel_min_work() * 5 // 4, "few") for _ in range(3)]
     ts = [la.LoDTensor((rng.standard_normal((int(ln.sum()), *fshape)) * 50).astype(dtype),
                        lengths=[ln]) for ln in lens]
     parts = [np.split(t.numpy(), np.cumsum(ln)[:-1]) for t, ln in zip(ts, lens)]
@@ -285,11 +290,12 @@ def test_large_all_row_widths(backend, monkeypatch, threads, dtype, fshape):
     out = la.sequence_concat([on_backend(t, backend) for t in ts])
     assert_result(out, expected, [np.concatenate([[0], np.cumsum(sum(lens))]).tolist()],
                   backend)
+    # Slices keep most of each sequence, so that the output is above the threading threshold.
     x, seq_len = ts[0], lens[0]
-    off = (rng.random(n) * (seq_len + 1)).astype(np.int64)
-    off[-1] = 0  # the last sequence's slice reaches the end of the buffer
-    length = seq_len - off
-    length[:-1] = (rng.random(n - 1) * (seq_len[:-1] - off[:-1] + 1)).astype(np.int64)
+    off = np.minimum(rng.integers(0, 3, n), seq_len)
+    length = np.maximum(seq_len - off - rng.integers(0, 3, n), 0)
+    off[-1], length[-1] = 0, seq_len[-1]  # the last slice reaches the end of the buffer
+    assert length.sum() > parallel_min_work()
     expected = np.concatenate([np.zeros((0, *fshape), dtype)]
                               + [p[o:o + k] for p, o, k in zip(parts[0], off, length)])
     out = la.sequence_slice(on_backend(x, backend), on_backend(off, backend),

@@ -2,7 +2,8 @@
 
 import numpy as np
 import pytest
-from conftest import ALL_DTYPES, cuda_only, on_backend, to_host
+from conftest import (ALL_DTYPES, cuda_only, on_backend, parallel_min_work, threaded,
+                      threaded_lengths, to_host)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference_gather import assert_result, expand, expand_as
@@ -128,8 +129,9 @@ def test_unusual_layouts(backend, layout):
     assert_result(out, np.asarray(data)[[1, 3, 3]], [[0, 0, 1, 1, 3]], backend)
 
 
-@pytest.mark.parametrize("d", [1, 3, 16])
-def test_large_input_uses_threads(backend, d):
+@threaded
+@pytest.mark.parametrize("d", [1, 16])
+def test_large_input_uses_threads(backend, threads, d):
     rng = np.random.default_rng(d)
     reps = rng.geometric(0.25, size=30000) - 1
     y = la.LoDTensor(np.zeros(int(reps.sum()), np.int8), lengths=[reps])
@@ -225,10 +227,12 @@ def test_expand_as_matches_reference(backend, case):
     assert_result(out, data, lod, backend)
 
 
-def test_expand_as_large(backend):
+@threaded
+def test_expand_as_large(backend, threads):
     rng = np.random.default_rng(7)
-    reps = rng.geometric(0.05, size=5000) - 1
-    x = la.LoDTensor(rng.integers(0, 100, size=(5000, 2)).astype(np.int16))
+    reps = rng.geometric(0.05, size=5001) - 1
+    assert 2 * reps.sum() > parallel_min_work()
+    x = la.LoDTensor(rng.integers(0, 100, size=(5001, 2)).astype(np.int16))
     y = la.LoDTensor(np.zeros(int(reps.sum()), bool), lengths=[reps])
     out = la.sequence_expand_as(on_backend(x, backend), on_backend(y, backend))
     assert_result(out, np.repeat(x.numpy(), reps, axis=0), y.lod(), backend)
@@ -268,15 +272,14 @@ def test_arrow_inputs():
     assert out.numpy().tolist() == [7, 8, 8] and out.lod() == [[0, 1, 3]]
 
 
-@pytest.mark.parametrize("threads", ["1", "2", "5"])
+@threaded
 @pytest.mark.parametrize("dtype, fshape", [("bool", ()), ("int8", ()), ("int16", ()),
                                            ("float32", ()), ("float64", ()), ("int8", (3,)),
                                            ("float16", (5,)), ("float32", (16,))])
-def test_large_all_row_widths(backend, monkeypatch, threads, dtype, fshape):
+def test_large_all_row_widths(backend, threads, dtype, fshape):
     # Narrow rows take the kernels' word and 32-byte-piece paths; several threads and
     # chunks check that no copy spills into another chunk's rows.
-    monkeypatch.setenv("LODARROW_NUM_THREADS", threads)
-    rng = np.random.default_rng(len(fshape) * 10 + int(threads))
+    rng = np.random.default_rng(len(fshape) * 10 + (threads or 0))
     n = 40000
     reps = rng.geometric(1 / 4, size=n) - 1
     data = (rng.standard_normal((n, *fshape)) * 50).astype(dtype)
@@ -291,4 +294,26 @@ def test_large_all_row_widths(backend, monkeypatch, threads, dtype, fshape):
                               + [b for b, r in zip(blocks, reps) for _ in range(r)])
     lod = np.concatenate([[0], np.cumsum(np.repeat(x_len, reps))])
     out = la.sequence_expand(on_backend(xs, backend), y)
+    assert_result(out, expected, [lod.tolist()], backend)
+
+
+@threaded
+@pytest.mark.parametrize("dtype, fshape", [("int8", ()), ("float32", (16,))])
+def test_few_long_sequences_odd_chunks(backend, threads, dtype, fshape):
+    # 11 sequences of y: 3 and 7 threads both cut them into 11 chunks
+    rng = np.random.default_rng(11)
+    reps = threaded_lengths(rng, parallel_min_work() * 5 // 4, "few")
+    y = on_backend(la.LoDTensor(np.zeros(int(reps.sum()), np.int8), lengths=[reps]), backend)
+    data = (rng.standard_normal((reps.size, *fshape)) * 50).astype(dtype)
+    out = la.sequence_expand(on_backend(la.LoDTensor(data), backend), y)
+    assert_result(out, np.repeat(data, reps, axis=0), [], backend)
+    out = la.sequence_expand_as(on_backend(la.LoDTensor(data), backend), y)
+    assert_result(out, np.repeat(data, reps, axis=0), [list(np.cumsum([0, *reps]))], backend)
+    x_len = np.array([3, 0, 1, 2, 5, 1, 0, 4, 2, 1, 2])
+    xs = (rng.standard_normal((int(x_len.sum()), *fshape)) * 50).astype(dtype)
+    blocks = np.split(xs, np.cumsum(x_len)[:-1])
+    expected = np.concatenate([b for b, r in zip(blocks, reps) for _ in range(r)])
+    lod = np.concatenate([[0], np.cumsum(np.repeat(x_len, reps))])
+    out = la.sequence_expand(on_backend(la.LoDTensor(xs, lengths=[x_len]), backend), y)
+    assert expected.size > parallel_min_work()
     assert_result(out, expected, [lod.tolist()], backend)

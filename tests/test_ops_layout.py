@@ -4,7 +4,8 @@ against the oracles in reference_layout.py."""
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import ALL_DTYPES, NUMERIC_DTYPES, on_backend, to_host
+from conftest import (ALL_DTYPES, NUMERIC_DTYPES, SEQUENCE_LAYOUTS, on_backend, parallel_min_work,
+                      threaded, threaded_lengths, to_host)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference_layout import ref_enumerate, ref_erase, ref_mask, ref_reshape, ref_reverse
@@ -377,18 +378,15 @@ def test_data_moving_ops_take_every_dtype(backend, dtype):
 
 # ------------------------------------------------------------------ large: threaded chunks
 
-def _geometric(n_seq, seed):
-    rng = np.random.default_rng(seed)
-    lens = rng.geometric(1 / 8, n_seq) * (rng.random(n_seq) > 0.05)
+@threaded
+@pytest.mark.parametrize("layout", SEQUENCE_LAYOUTS)
+def test_threaded_reverse_enumerate_erase(backend, threads, layout):
+    rng = np.random.default_rng(2)
+    lens = threaded_lengths(rng, parallel_min_work() * 5 // 4, layout)
     offsets = np.concatenate([[0], np.cumsum(lens)])
-    seq_of_row = np.repeat(np.arange(n_seq), lens)
-    return lens, offsets, seq_of_row
-
-
-def test_large_reverse_enumerate_erase(backend):
-    lens, offsets, seq = _geometric(20000, 2)
+    seq = np.repeat(np.arange(lens.size), lens)  # the sequence of every row
     n = int(offsets[-1])
-    data = np.random.default_rng(3).integers(0, 50, n).astype(np.int32)
+    data = rng.integers(0, 50, n).astype(np.int32)
     x = on_backend(la.LoDTensor(data, lod=[offsets]), backend)
     rows = np.arange(n)
     ends = offsets[1:][seq]
@@ -405,10 +403,13 @@ def test_large_reverse_enumerate_erase(backend):
                      [kept_before[offsets].tolist()])
 
 
-def test_large_mask(backend):
-    x = np.random.default_rng(4).integers(-2, 30, 5000)
+@threaded
+def test_threaded_mask(backend, threads):
+    rng = np.random.default_rng(4)
+    x = rng.integers(-2, 30, parallel_min_work() // 20 + 1)  # an odd row count
     out = la.sequence_mask(on_backend(x, backend), maxlen=25, dtype="float16")
-    _same_lod_tensor(out, (np.arange(25) < x[:, None]).astype(np.float16), [])
+    assert x.size * 25 > parallel_min_work()
+    _same_lod_tensor(out, ref_mask(x, 25, "float16"), [])
 
 
 # ------------------------------------------------------------------ Arrow inputs

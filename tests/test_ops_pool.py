@@ -7,7 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lodarrow as la
-from conftest import ALL_DTYPES, NUMERIC_DTYPES, on_backend, to_host
+from conftest import (ALL_DTYPES, NUMERIC_DTYPES, SEQUENCE_LAYOUTS, on_backend, parallel_min_work,
+                      threaded, threaded_lengths, to_host)
 from reference_numeric import pool_out_dtype, ref_pool
 from strategies import lod_tensors
 
@@ -133,17 +134,25 @@ def test_long_and_boundary_sequences(backend, dtype, fshape):
         check_against_reference(x, pool, backend)
 
 
-@pytest.mark.parametrize("pool", POOLS)
-def test_multithreaded_inputs(backend, pool):
-    """Large enough for the threaded path (several chunks); empties at the chunk edges."""
+@threaded
+@pytest.mark.parametrize("layout", SEQUENCE_LAYOUTS)
+@pytest.mark.parametrize("fshape", [(), (2,)])
+def test_threaded_chunks(backend, threads, layout, fshape):
+    """Every pool and return_index on inputs above the threading threshold, on 1, 3 and 7
+    threads; empty sequences first, at chunk edges and in runs."""
     rng = np.random.default_rng(3)
-    lengths = rng.geometric(1 / 20, size=6000)
-    lengths[rng.random(6000) < 0.05] = 0
-    data = rng.standard_normal((int(lengths.sum()), 3)).astype(np.float32)
+    width = int(np.prod(fshape, dtype=np.int64))
+    lengths = threaded_lengths(rng, parallel_min_work() * 5 // (4 * width), layout)
+    data = rng.standard_normal((int(lengths.sum()), *fshape)).astype(np.float32)
+    assert data.size > parallel_min_work()
     x = la.LoDTensor(data, lengths=[lengths])
-    check_against_reference(x, pool, backend)
-    flat = la.LoDTensor(data[:, 0].copy(), lengths=[lengths])
-    check_against_reference(flat, pool, backend)
+    for pool in POOLS:
+        check_against_reference(x, pool, backend)
+    for pool in ("max", "min"):
+        out, index = la.sequence_pool(on_backend(x, backend), pool, return_index=True)
+        want, want_index = ref_pool(data, x.offsets[-1], pool)
+        np.testing.assert_array_equal(to_host(out).numpy(), want)
+        np.testing.assert_array_equal(to_host(index).numpy(), want_index)
 
 
 def test_integer_sum_wraps_like_c(backend):

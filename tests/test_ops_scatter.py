@@ -2,7 +2,8 @@
 
 import numpy as np
 import pytest
-from conftest import NUMERIC_DTYPES, cuda_only, on_backend, to_host
+from conftest import (NUMERIC_DTYPES, SEQUENCE_LAYOUTS, cuda_only, on_backend, parallel_min_work,
+                      threaded, threaded_lengths, to_host)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference_gather import assert_result, scatter
@@ -174,11 +175,12 @@ def test_unusual_layouts(backend, layout):
     assert_result(out, data, [], backend)
 
 
-def test_large_input_uses_threads(backend):
+@threaded
+@pytest.mark.parametrize("layout", SEQUENCE_LAYOUTS)
+def test_threaded_chunks(backend, threads, layout):
     rng = np.random.default_rng(3)
-    n, width = 3000, 40
-    lengths = rng.integers(0, 60, size=n)
-    m = int(lengths.sum())
+    lengths = threaded_lengths(rng, parallel_min_work() * 5 // 4, layout)
+    n, width, m = lengths.size, 40, int(lengths.sum())
     x = rng.standard_normal((n, width))
     index = la.LoDTensor(rng.integers(0, width, size=m), lengths=[lengths])
     upd = rng.standard_normal(m)

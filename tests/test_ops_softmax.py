@@ -7,7 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lodarrow as la
-from conftest import NUMERIC_DTYPES, on_backend, to_host
+from conftest import (NUMERIC_DTYPES, SEQUENCE_LAYOUTS, on_backend, parallel_min_work, threaded,
+                      threaded_lengths, to_host)
 from reference_numeric import ref_softmax
 from strategies import lod_tensors
 
@@ -90,6 +91,18 @@ def test_long_and_many_sequences(backend, dtype):
         data = (rng.standard_normal(n) * 30).astype(dtype)
     else:
         data = rng.integers(-100, 100, n).astype(dtype)
+    x = la.LoDTensor(data, lengths=[lengths])
+    assert_softmax(to_host(la.sequence_softmax(on_backend(x, backend))), x)
+
+
+@threaded
+@pytest.mark.parametrize("layout", SEQUENCE_LAYOUTS)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int16"])
+def test_threaded_chunks(backend, threads, layout, dtype):
+    rng = np.random.default_rng(5)
+    lengths = threaded_lengths(rng, parallel_min_work() * 5 // 4, layout)
+    n = int(lengths.sum())
+    data = (rng.standard_normal(n) * 30).astype(dtype)
     x = la.LoDTensor(data, lengths=[lengths])
     assert_softmax(to_host(la.sequence_softmax(on_backend(x, backend))), x)
 

@@ -7,7 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lodarrow as la
-from conftest import NUMERIC_DTYPES, on_backend, to_host
+from conftest import (NUMERIC_DTYPES, SEQUENCE_LAYOUTS, on_backend, parallel_min_work, threaded,
+                      to_host)
 from reference_numeric import ref_topk_avg_pool
 
 fixture_ok = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -99,11 +100,19 @@ def test_nan_row_gives_nan(backend):
     assert not np.isnan(out[1, 2:]).any()
 
 
-def test_large_threaded_input(backend):
+@threaded
+@pytest.mark.parametrize("layout", SEQUENCE_LAYOUTS)
+def test_threaded_chunks(backend, threads, layout):
     rng = np.random.default_rng(2)
-    rows = rng.integers(0, 6, 3000)
-    cols = rng.integers(0, 12, 3000)
+    if layout == "many":
+        rows, cols = rng.integers(0, 6, 3000), rng.integers(0, 12, 3000)
+        rows[:3] = 0
+        cols[rng.random(3000) < 0.05] = 0
+    else:  # 11 large blocks, two of them empty
+        rows, cols = rng.integers(20, 40, 11), rng.integers(100, 200, 11)
+        rows[0] = cols[4] = 0
     x, row, col = make_case(rng, rows, cols, 2, np.float64)
+    assert x.numpy().size > parallel_min_work()
     check(x, row, col, [1, 2, 4, 9], 2, backend)
 
 
