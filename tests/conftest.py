@@ -82,13 +82,29 @@ def on_backend(obj, backend):
     return cupy.asarray(obj)
 
 
-def to_host(obj):
-    """A LoDTensor or array back on the host (for comparisons)."""
+def assert_on(obj, backend):
+    """Assert that a LoDTensor or array lives on ``backend`` ("cpu" or "cuda"): a GPU operator
+    that returned host data (or the reverse) must fail, not be copied over silently."""
     import lodarrow
 
+    data = obj.data if isinstance(obj, lodarrow.LoDTensor) else obj
+    on_gpu = hasattr(data, "__cuda_array_interface__") and not isinstance(data, np.ndarray)
+    assert on_gpu == (backend == "cuda"), \
+        f"expected data on {backend}, got {type(data).__module__}.{type(data).__name__}"
+    if isinstance(obj, lodarrow.LoDTensor):
+        assert obj.place.is_cuda == (backend == "cuda"), obj.place
+    else:
+        assert isinstance(data, np.ndarray) or on_gpu, type(data)
+
+
+def to_host(obj, backend):
+    """A LoDTensor or array that must live on ``backend`` (asserted), back on the host."""
+    import lodarrow
+
+    assert_on(obj, backend)
     if isinstance(obj, lodarrow.LoDTensor):
         return obj.cpu()
-    if hasattr(obj, "get") and hasattr(obj, "__cuda_array_interface__"):
+    if backend == "cuda":
         return obj.get()
     return obj
 

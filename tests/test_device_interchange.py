@@ -626,7 +626,7 @@ def test_round_trip_on_backend(backend, dtype, feature_shape, depth):
     assert struct.device_id == (t.data.device.id if backend == "cuda" else -1)
     got = import_device_array((schema, capsule))
     assert type(got.data) is type(t.data) and got.place == t.place
-    assert to_host(got).equals(host)
+    assert to_host(got, backend).equals(host)
     if dtype != "bool":  # the values are the tensor's own memory
         pointer = (lambda a: a.data.ptr) if backend == "cuda" else (lambda a: a.ctypes.data)
         assert pointer(got.data) == pointer(t.data)
@@ -641,7 +641,7 @@ def test_sliced_struct_on_backend(backend):
         dev.array.length = 4
 
     got = import_device_array(Patched(t, slice_root))
-    assert to_host(got).equals(host[1:5])
+    assert to_host(got, backend).equals(host[1:5])
 
 
 def test_null_bitmap_on_backend(backend):
@@ -658,7 +658,7 @@ def test_null_bitmap_on_backend(backend):
                                          r"2\)"):
         import_device_array(Patched(t, add_nulls))
     got = import_device_array(Patched(t, add_nulls), nulls="empty")
-    assert got.lod() == [[0, 2, 2, 2, 3]] and to_host(got).data.tolist() == [0, 1, 5]
+    assert got.lod() == [[0, 2, 2, 2, 3]] and to_host(got, backend).data.tolist() == [0, 1, 5]
 
 
 @cuda_only

@@ -29,7 +29,7 @@ def check(x, filt, backend, context_start=None, context_length=None, padding=Non
     args = [on_backend(a, backend) if a is not None else None for a in (filt, padding, bias)]
     out = la.sequence_conv(on_backend(x, backend), args[0], context_start=context_start,
                            context_length=context_length, padding_data=args[1], bias=args[2])
-    out = to_host(out)
+    out = to_host(out, backend)
     want = ref_conv(data, x.offsets[-1], filt, cs, cl, padding, bias)
     out_dtype = data.dtype if data.dtype.kind == "f" else np.dtype(np.float64)
     assert out.dtype == out_dtype
@@ -156,25 +156,26 @@ def test_levels_and_rank1(backend):
 def test_zero_rows_width_and_filters(backend):
     x = la.LoDTensor(np.zeros((0, 3), np.float32), lod=[[0]])
     out = to_host(la.sequence_conv(on_backend(x, backend),
-                                   on_backend(np.ones((9, 2), np.float32), backend)))
+                                   on_backend(np.ones((9, 2), np.float32), backend)), backend)
     assert out.shape() == [0, 2] and out.lod() == [[0]]
     x = la.LoDTensor(np.ones((3, 2), np.float32), lod=[[0, 3]])
     out = to_host(la.sequence_conv(on_backend(x, backend),
-                                   on_backend(np.ones((6, 0), np.float32), backend)))
+                                   on_backend(np.ones((6, 0), np.float32), backend)), backend)
     assert out.shape() == [3, 0]
     flat = la.LoDTensor(np.ones((3, 0), np.float32), lod=[[0, 1, 3]])
     out = to_host(la.sequence_conv(on_backend(flat, backend),
                                    on_backend(np.ones((0, 2), np.float32), backend),
                                    context_length=2,
-                                   bias=on_backend(np.array([1., 2.], np.float32), backend)))
+                                   bias=on_backend(np.array([1., 2.], np.float32), backend)),
+                  backend)
     np.testing.assert_array_equal(out.numpy(), [[1, 2]] * 3)
 
 
 def test_far_context_start_is_all_padding(backend):
     x = la.LoDTensor(np.ones((4, 1)), lod=[[0, 4]])
     for cs in (10**15, -10**15, 2**62):
-        out = to_host(la.sequence_conv(on_backend(x, backend),
-                                       on_backend(np.ones((2, 1)), backend), context_start=cs))
+        out = to_host(la.sequence_conv(on_backend(x, backend), on_backend(np.ones((2, 1)), backend),
+                                       context_start=cs), backend)
         np.testing.assert_array_equal(out.numpy(), np.zeros((4, 1)))
 
 

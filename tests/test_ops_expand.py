@@ -46,7 +46,7 @@ def test_seed_printed_example(backend):
     y_lod_tensor = la.create_lod_tensor(np_data, [[2, 2], [3, 3, 1, 1]], place)
     out = la.sequence_expand(x=on_backend(x_lod_tensor, backend),
                              y=on_backend(y_lod_tensor, backend), ref_level=0)
-    lines = str(to_host(out)).splitlines()
+    lines = str(to_host(out, backend)).splitlines()
     assert lines[0] == "- lod: {{0, 2, 4, 6, 8}}"
     assert lines[2:] == ["- shape: [8, 1]", "- layout: NCHW", "- dtype: float32",
                          "- data: [1 2 1 2 3 4 3 4]"]
@@ -137,7 +137,7 @@ def test_large_input_uses_threads(backend, threads, d):
     y = la.LoDTensor(np.zeros(int(reps.sum()), np.int8), lengths=[reps])
     x = la.LoDTensor(rng.standard_normal((30000, d)).astype(np.float32))
     out = la.sequence_expand(on_backend(x, backend), on_backend(y, backend))
-    np.testing.assert_array_equal(to_host(out).numpy(), np.repeat(x.numpy(), reps, axis=0))
+    np.testing.assert_array_equal(to_host(out, backend).numpy(), np.repeat(x.numpy(), reps, axis=0))
     x_len = rng.integers(0, 4, size=30000)
     xs = la.LoDTensor(rng.standard_normal((int(x_len.sum()), d)).astype(np.float32),
                       lengths=[x_len])

@@ -21,8 +21,8 @@ MASK_DTYPES = ["bool", "uint8", "int8", "int16", "uint16", "int32", "int64", "fl
                "float32", "float64"]
 
 
-def _same_lod_tensor(t, data, lod):
-    t = to_host(t)
+def _same_lod_tensor(t, data, lod, backend):
+    t = to_host(t, backend)
     assert t.dtype == data.dtype
     assert t.numpy().shape == data.shape
     np.testing.assert_array_equal(t.numpy(), data)
@@ -48,7 +48,7 @@ def test_reverse_doc_example(backend):
     y = la.sequence_reverse(on_backend(x, backend))
     expect = np.array([[5, 6, 7, 8], [1, 2, 3, 4], [17, 18, 19, 20], [13, 14, 15, 16],
                        [9, 10, 11, 12]], dtype=np.int64)
-    _same_lod_tensor(y, expect, [[0, 2, 5]])
+    _same_lod_tensor(y, expect, [[0, 2, 5]], backend)
 
 
 @backend_ok
@@ -56,7 +56,7 @@ def test_reverse_doc_example(backend):
 def test_reverse_matches_reference(backend, t):
     y = la.sequence_reverse(on_backend(t, backend))
     ref, lod = ref_reverse(t.numpy(), t.lod())
-    _same_lod_tensor(y, ref, lod)
+    _same_lod_tensor(y, ref, lod, backend)
 
 
 def test_reverse_layouts_and_inputs_untouched(backend):
@@ -65,7 +65,7 @@ def test_reverse_layouts_and_inputs_untouched(backend):
         before = variant.copy()
         y = la.sequence_reverse(on_backend(la.LoDTensor(variant, lod=[[0, 4, 4, 6]]), backend))
         ref, _ = ref_reverse(data, [[0, 4, 4, 6]])
-        _same_lod_tensor(y, ref, [[0, 4, 4, 6]])
+        _same_lod_tensor(y, ref, [[0, 4, 4, 6]], backend)
         np.testing.assert_array_equal(variant, before)
 
 
@@ -81,7 +81,7 @@ def test_reverse_errors(backend):
 def test_reshape_doc_example(backend):
     x = la.LoDTensor(np.arange(1, 13, dtype=np.float32).reshape(6, 2), lod=[[0, 2, 6]])
     out = la.sequence_reshape(on_backend(x, backend), new_dim=4)
-    _same_lod_tensor(out, np.arange(1, 13, dtype=np.float32).reshape(3, 4), [[0, 1, 3]])
+    _same_lod_tensor(out, np.arange(1, 13, dtype=np.float32).reshape(3, 4), [[0, 1, 3]], backend)
 
 
 @st.composite
@@ -99,7 +99,7 @@ def test_reshape_matches_reference(backend, case):
     t, new_dim = case
     out = la.sequence_reshape(on_backend(t, backend), new_dim)
     ref, lod = ref_reshape(t.numpy(), t.lod(), new_dim)
-    _same_lod_tensor(out, ref, lod)
+    _same_lod_tensor(out, ref, lod, backend)
 
 
 def test_reshape_copies_and_accepts_layouts(backend):
@@ -107,15 +107,15 @@ def test_reshape_copies_and_accepts_layouts(backend):
     for variant in _variants(data):
         x = on_backend(la.LoDTensor(variant, lod=[[0, 2, 2, 6]]), backend)
         out = la.sequence_reshape(x, 4)
-        _same_lod_tensor(out, data.reshape(3, 4), [[0, 1, 1, 3]])
-        to_host(out).numpy()[...] = -1 if backend == "cpu" else 0
+        _same_lod_tensor(out, data.reshape(3, 4), [[0, 1, 1, 3]], backend)
+        to_host(out, backend).numpy()[...] = -1 if backend == "cpu" else 0
         np.testing.assert_array_equal(variant, data)
 
 
 def test_reshape_multi_level_and_rank1(backend):
     x = la.LoDTensor(np.arange(8), lod=[[0, 1, 2], [0, 4, 8]])
     out = la.sequence_reshape(on_backend(x, backend), 2)
-    _same_lod_tensor(out, np.arange(8).reshape(4, 2), [[0, 1, 2], [0, 2, 4]])
+    _same_lod_tensor(out, np.arange(8).reshape(4, 2), [[0, 1, 2], [0, 2, 4]], backend)
 
 
 def test_reshape_errors(backend):
@@ -129,7 +129,7 @@ def test_reshape_errors(backend):
                                          "values, not divisible by new_dim=10000000000000000000"):
         la.sequence_reshape(x, 10**19)
     empty = on_backend(la.LoDTensor(np.ones((0, 2)), lod=[[0, 0]]), backend)
-    assert to_host(la.sequence_reshape(empty, 8)).numpy().shape == (0, 8)
+    assert to_host(la.sequence_reshape(empty, 8), backend).numpy().shape == (0, 8)
     with pytest.raises(ValueError, match="new_dim=10000000000000000000 would make an output"):
         la.sequence_reshape(empty, 10**19)
     with pytest.raises(ValueError, match="new_dim must be >= 1, got 0"):
@@ -148,7 +148,7 @@ def test_reshape_errors(backend):
 def test_mask_doc_example(backend):
     out = la.sequence_mask(on_backend(np.array([3, 1, 1, 0]), backend), maxlen=4)
     expect = np.array([[1, 1, 1, 0], [1, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0]], np.int64)
-    _same_lod_tensor(out, expect, [])
+    _same_lod_tensor(out, expect, [], backend)
 
 
 @backend_ok
@@ -162,39 +162,40 @@ def test_mask_matches_reference(backend, x_dtype, out_dtype, shape, maxlen, data
                 st.integers(0 if x_dtype.startswith("u") else -3, 9))
     x = data.draw(values(x_dtype, shape, elements=elements))
     out = la.sequence_mask(on_backend(x, backend), maxlen=maxlen, dtype=out_dtype)
-    _same_lod_tensor(out, ref_mask(x, maxlen, out_dtype), [])
+    _same_lod_tensor(out, ref_mask(x, maxlen, out_dtype), [], backend)
 
 
 def test_mask_widths_and_forms(backend):
     x = on_backend(np.array([[2, 0], [-1, 5]], dtype=np.int32), backend)
-    assert to_host(la.sequence_mask(x)).numpy().shape == (2, 2, 5)
-    assert to_host(la.sequence_mask(x, maxlen=-1)).numpy().shape == (2, 2, 5)  # Paddle: unset
-    assert to_host(la.sequence_mask(x, maxlen=0)).numpy().shape == (2, 2, 0)
+    assert to_host(la.sequence_mask(x), backend).numpy().shape == (2, 2, 5)
+    # maxlen=-1 is Paddle's "unset"
+    assert to_host(la.sequence_mask(x, maxlen=-1), backend).numpy().shape == (2, 2, 5)
+    assert to_host(la.sequence_mask(x, maxlen=0), backend).numpy().shape == (2, 2, 0)
     out = la.sequence_mask(x, maxlen=on_backend(np.array([3], np.int32), backend),
                            dtype=np.dtype("float32"))
-    _same_lod_tensor(out, ref_mask(np.array([[2, 0], [-1, 5]]), 3, "float32"), [])
+    _same_lod_tensor(out, ref_mask(np.array([[2, 0], [-1, 5]]), 3, "float32"), [], backend)
     neg = on_backend(np.array([-2, 0]), backend)
-    assert to_host(la.sequence_mask(neg)).numpy().shape == (2, 0)
+    assert to_host(la.sequence_mask(neg), backend).numpy().shape == (2, 0)
     empty = on_backend(np.zeros((0, 3), np.int64), backend)
-    assert to_host(la.sequence_mask(empty)).numpy().shape == (0, 3, 0)
+    assert to_host(la.sequence_mask(empty), backend).numpy().shape == (0, 3, 0)
     scalar = la.sequence_mask(on_backend(np.array(2), backend), maxlen=3, dtype="bool")
-    _same_lod_tensor(scalar, np.array([True, True, False]), [])
+    _same_lod_tensor(scalar, np.array([True, True, False]), [], backend)
     floats = on_backend(np.array([2.5, np.nan, 0.1]), backend)
     _same_lod_tensor(la.sequence_mask(floats, maxlen=4, dtype="int8"),
-                     np.array([[1, 1, 1, 0], [0, 0, 0, 0], [1, 0, 0, 0]], np.int8), [])
+                     np.array([[1, 1, 1, 0], [0, 0, 0, 0], [1, 0, 0, 0]], np.int8), [], backend)
     # a float max(x) is truncated as Paddle's static_cast<int>: width 2 for 2.5
-    assert to_host(la.sequence_mask(on_backend(np.array([2.5]), backend))).numpy().shape \
+    assert to_host(la.sequence_mask(on_backend(np.array([2.5]), backend)), backend).numpy().shape \
         == (1, 2)
     lod_x = on_backend(la.LoDTensor(np.array([1, 2]), lod=[[0, 2]]), backend)
-    assert to_host(la.sequence_mask(lod_x)).lod() == []
-    _same_lod_tensor(la.sequence_mask([1, 0]), np.array([[1], [0]], np.int64), [])
+    assert to_host(la.sequence_mask(lod_x), backend).lod() == []
+    _same_lod_tensor(la.sequence_mask([1, 0]), np.array([[1], [0]], np.int64), [], "cpu")
 
 
 def test_mask_layouts(backend):
     data = np.array([[1, 3], [0, 2], [2, 2]], dtype=np.int64)
     for variant in _variants(data):
         out = la.sequence_mask(on_backend(variant, backend), maxlen=3)
-        _same_lod_tensor(out, ref_mask(data, 3, "int64"), [])
+        _same_lod_tensor(out, ref_mask(data, 3, "int64"), [], backend)
 
 
 def test_mask_errors(backend):
@@ -229,7 +230,7 @@ def test_enumerate_doc_example(backend):
     x = la.LoDTensor(np.array([[1], [2], [3], [4], [5]], dtype=np.int32), lod=[[0, 3, 5]])
     out = la.sequence_enumerate(on_backend(x, backend), win_size=2, pad_value=0)
     expect = np.array([[1, 2], [2, 3], [3, 0], [4, 5], [5, 0]], dtype=np.int32)
-    _same_lod_tensor(out, expect, [[0, 3, 5]])
+    _same_lod_tensor(out, expect, [[0, 3, 5]], backend)
 
 
 @backend_ok
@@ -238,7 +239,7 @@ def test_enumerate_matches_reference(backend, t, win, data):
     pad = data.draw(values(t.dtype, ()))
     out = la.sequence_enumerate(on_backend(t, backend), win, pad)
     ref, lod = ref_enumerate(t.numpy(), t.lod(), win, pad)
-    _same_lod_tensor(out, ref, lod)
+    _same_lod_tensor(out, ref, lod, backend)
 
 
 def test_enumerate_layouts_and_pad_forms(backend):
@@ -248,14 +249,14 @@ def test_enumerate_layouts_and_pad_forms(backend):
         for pad in (-1, -1.0, np.float32(-1), np.array([-1.0])):
             out = la.sequence_enumerate(x, 3, pad)
             _same_lod_tensor(out, np.array([[1.5, 2.5, -1], [2.5, -1, -1], [3.5, -1, -1]]),
-                             [[0, 2, 3]])
+                             [[0, 2, 3]], backend)
 
 
 def test_enumerate_win_size_beyond_longest_and_one(backend):
     x = on_backend(la.LoDTensor(np.array([7, 8], np.int64), lod=[[0, 2]]), backend)
-    _same_lod_tensor(la.sequence_enumerate(x, 1), np.array([[7], [8]]), [[0, 2]])
+    _same_lod_tensor(la.sequence_enumerate(x, 1), np.array([[7], [8]]), [[0, 2]], backend)
     out = la.sequence_enumerate(x, 5, pad_value=9)
-    _same_lod_tensor(out, np.array([[7, 8, 9, 9, 9], [8, 9, 9, 9, 9]]), [[0, 2]])
+    _same_lod_tensor(out, np.array([[7, 8, 9, 9, 9], [8, 9, 9, 9, 9]]), [[0, 2]], backend)
 
 
 def test_enumerate_errors(backend):
@@ -284,11 +285,11 @@ def test_erase_doc_examples(backend):
     data = np.array([[2], [2], [6], [1], [3], [9], [6], [1], [0], [1]], dtype=np.int64)
     x = on_backend(la.LoDTensor(data, lod=[[0, 3, 6, 10]]), backend)
     out = la.sequence_erase(x, tokens=[2, 3, 5])
-    _same_lod_tensor(out, np.array([[6], [1], [9], [6], [1], [0], [1]]), [[0, 1, 3, 7]])
+    _same_lod_tensor(out, np.array([[6], [1], [9], [6], [1], [0], [1]]), [[0, 1, 3, 7]], backend)
     x = on_backend(la.LoDTensor(np.array([[1], [2], [3], [4], [5]], np.int32),
                                 lod=[[0, 2, 3, 5]]), backend)
     _same_lod_tensor(la.sequence_erase(x, tokens=[]),
-                     np.array([[1], [2], [3], [4], [5]], np.int32), [[0, 2, 3, 5]])
+                     np.array([[1], [2], [3], [4], [5]], np.int32), [[0, 2, 3, 5]], backend)
 
 
 @st.composite
@@ -306,7 +307,7 @@ def test_erase_matches_reference(backend, case):
     t, tokens = case
     out = la.sequence_erase(on_backend(t, backend), tokens)
     ref, lod = ref_erase(t.numpy(), t.lod(), tokens)
-    _same_lod_tensor(out, ref, lod)
+    _same_lod_tensor(out, ref, lod, backend)
 
 
 def test_erase_by_value_and_layouts(backend):
@@ -315,10 +316,10 @@ def test_erase_by_value_and_layouts(backend):
         x = on_backend(la.LoDTensor(variant, lod=[[0, 2, 5]]), backend)
         out = la.sequence_erase(x, [0.0, np.nan, 16777217, np.int64(3)])
         _same_lod_tensor(out, np.array([[0.5], [np.nan], [16777216.0]], np.float32),
-                         [[0, 1, 3]])
+                         [[0, 1, 3]], backend)
     x = on_backend(la.LoDTensor(np.array([1, 2, 3], np.int8), lod=[[0, 3]]), backend)
     out = la.sequence_erase(x, np.array([2.0, 300.0, 1.5]))
-    _same_lod_tensor(out, np.array([1, 3], np.int8), [[0, 2]])
+    _same_lod_tensor(out, np.array([1, 3], np.int8), [[0, 2]], backend)
 
 
 def test_erase_many_tokens_and_multi_level(backend):
@@ -327,7 +328,7 @@ def test_erase_many_tokens_and_multi_level(backend):
     tokens = list(range(0, 13, 2))  # more than the linear-scan threshold
     out = la.sequence_erase(x, tokens)
     ref, lod = ref_erase(data, [[0, 1, 3], [0, 10, 25, 40]], tokens)
-    _same_lod_tensor(out, ref, lod)
+    _same_lod_tensor(out, ref, lod, backend)
 
 
 @pytest.mark.parametrize("dtype", ["int8", "uint16", "int32", "int64"])
@@ -341,7 +342,7 @@ def test_erase_token_lookup_paths(backend, dtype):
                    [-(2**70), 2**70, 5.0]):
         out = la.sequence_erase(x, tokens)
         ref, lod = ref_erase(data, [[0, 3, 3, 8]], tokens)
-        _same_lod_tensor(out, ref, lod)
+        _same_lod_tensor(out, ref, lod, backend)
 
 
 def test_erase_errors(backend):
@@ -370,10 +371,11 @@ def test_erase_errors(backend):
 def test_data_moving_ops_take_every_dtype(backend, dtype):
     data = np.array([1, 0, 1, 1], dtype=dtype)
     x = on_backend(la.LoDTensor(data, lod=[[0, 1, 4]]), backend)
-    _same_lod_tensor(la.sequence_reverse(x), np.array([1, 1, 1, 0], dtype=dtype), [[0, 1, 4]])
-    _same_lod_tensor(la.sequence_reshape(x, 1), data.reshape(4, 1), [[0, 1, 4]])
+    _same_lod_tensor(la.sequence_reverse(x), np.array([1, 1, 1, 0], dtype=dtype), [[0, 1, 4]],
+                     backend)
+    _same_lod_tensor(la.sequence_reshape(x, 1), data.reshape(4, 1), [[0, 1, 4]], backend)
     _same_lod_tensor(la.sequence_enumerate(x, 2, 0),
-                     np.array([[1, 0], [0, 1], [1, 1], [1, 0]], dtype=dtype), [[0, 1, 4]])
+                     np.array([[1, 0], [0, 1], [1, 1], [1, 0]], dtype=dtype), [[0, 1, 4]], backend)
 
 
 # ------------------------------------------------------------------ large: threaded chunks
@@ -391,16 +393,16 @@ def test_threaded_reverse_enumerate_erase(backend, threads, layout):
     rows = np.arange(n)
     ends = offsets[1:][seq]
     _same_lod_tensor(la.sequence_reverse(x), data[offsets[:-1][seq] + ends - 1 - rows],
-                     [offsets.tolist()])
+                     [offsets.tolist()], backend)
     idx = rows[:, None] + np.arange(3)
     inside = idx < ends[:, None]
     expect = np.where(inside, data[np.minimum(idx, n - 1)], -7).astype(np.int32)
-    _same_lod_tensor(la.sequence_enumerate(x, 3, -7), expect, [offsets.tolist()])
+    _same_lod_tensor(la.sequence_enumerate(x, 3, -7), expect, [offsets.tolist()], backend)
     tokens = list(range(0, 50, 3))
     keep = ~np.isin(data, tokens)
     kept_before = np.concatenate([[0], np.cumsum(keep)])
     _same_lod_tensor(la.sequence_erase(x, tokens), data[keep],
-                     [kept_before[offsets].tolist()])
+                     [kept_before[offsets].tolist()], backend)
 
 
 @threaded
@@ -409,7 +411,7 @@ def test_threaded_mask(backend, threads):
     x = rng.integers(-2, 30, parallel_min_work() // 20 + 1)  # an odd row count
     out = la.sequence_mask(on_backend(x, backend), maxlen=25, dtype="float16")
     assert x.size * 25 > parallel_min_work()
-    _same_lod_tensor(out, ref_mask(x, 25, "float16"), [])
+    _same_lod_tensor(out, ref_mask(x, 25, "float16"), [], backend)
 
 
 # ------------------------------------------------------------------ Arrow inputs
@@ -417,12 +419,12 @@ def test_threaded_mask(backend, threads):
 def test_layout_ops_take_arrow_arrays():
     arr = pa.array([[1, 2, 3], [], [4, 2]], type=pa.list_(pa.int32()))
     lod = [[0, 3, 3, 5]]
-    _same_lod_tensor(la.sequence_reverse(arr), np.array([3, 2, 1, 2, 4], np.int32), lod)
+    _same_lod_tensor(la.sequence_reverse(arr), np.array([3, 2, 1, 2, 4], np.int32), lod, "cpu")
     _same_lod_tensor(la.sequence_reshape(arr, 1), np.array([[1], [2], [3], [4], [2]],
-                                                           np.int32), lod)
+                                                           np.int32), lod, "cpu")
     _same_lod_tensor(la.sequence_enumerate(arr, 2),
-                     np.array([[1, 2], [2, 3], [3, 0], [4, 2], [2, 0]], np.int32), lod)
+                     np.array([[1, 2], [2, 3], [3, 0], [4, 2], [2, 0]], np.int32), lod, "cpu")
     _same_lod_tensor(la.sequence_erase(arr, [2]), np.array([1, 3, 4], np.int32),
-                     [[0, 2, 2, 3]])
+                     [[0, 2, 2, 3]], "cpu")
     _same_lod_tensor(la.sequence_mask(pa.array([2, 0], type=pa.uint8()), maxlen=2),
-                     np.array([[1, 1], [0, 0]], np.int64), [])
+                     np.array([[1, 1], [0, 0]], np.int64), [], "cpu")

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import cuda_only, on_backend, to_host
+from conftest import assert_on, cuda_only, on_backend, to_host
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference_gather import assert_result
@@ -27,7 +27,7 @@ def test_seed_example_1_target_lod(backend):
     x = seed_x(backend)
     out = la.lod_reset(x, target_lod=[0, 4, 6])
     assert out.recursive_sequence_lengths() == [[4, 2]]
-    assert_result(out, to_host(x).numpy(), [[0, 4, 6]], backend)
+    assert_result(out, to_host(x, backend).numpy(), [[0, 4, 6]], backend)
 
 
 def test_seed_example_2_plain_y(backend):
@@ -35,7 +35,7 @@ def test_seed_example_2_plain_y(backend):
     y = on_backend(np.array([[0, 2, 6]], dtype=np.int32), backend)  # y.dims = [1, 3]
     out = la.lod_reset(x, y=y)
     assert out.recursive_sequence_lengths() == [[2, 4]]
-    assert_result(out, to_host(x).numpy(), [[0, 2, 6]], backend)
+    assert_result(out, to_host(x, backend).numpy(), [[0, 2, 6]], backend)
 
 
 def test_seed_example_3_y_with_lod(backend):
@@ -44,7 +44,7 @@ def test_seed_example_3_y_with_lod(backend):
                              [[2, 2], [2, 2, 1, 1]], la.CPUPlace())
     out = la.lod_reset(x, y=on_backend(y, backend))
     assert out.recursive_sequence_lengths() == [[2, 2], [2, 2, 1, 1]]
-    assert_result(out, to_host(x).numpy(), [[0, 2, 4], [0, 2, 4, 5, 6]], backend)
+    assert_result(out, to_host(x, backend).numpy(), [[0, 2, 4], [0, 2, 4, 5, 6]], backend)
 
 
 def test_seed_code_sample():
@@ -83,26 +83,33 @@ def test_replaces_every_level(backend):
 def test_any_integer_dtype(backend, dtype):
     x = seed_x(backend)
     out = la.lod_reset(x, target_lod=np.array([0, 1, 6], dtype=dtype))
-    assert out.lod() == [[0, 1, 6]]
+    assert out.lod() == [[0, 1, 6]] and out.data is x.data
     y = on_backend(np.array([0, 5, 6], dtype=dtype), backend)
-    assert la.lod_reset(x, y=y).lod() == [[0, 5, 6]]
+    out = la.lod_reset(x, y=y)
+    assert out.lod() == [[0, 5, 6]] and out.data is x.data
 
 
 @pytest.mark.parametrize("shape", [(3,), (3, 1), (1, 3)])
 def test_plain_y_read_flat(backend, shape):
     y = on_backend(np.array([0, 2, 6], dtype=np.int64).reshape(shape), backend)
-    assert la.lod_reset(seed_x(backend), y=y).lod() == [[0, 2, 6]]
-    assert la.lod_reset(seed_x(backend), y=la.LoDTensor(y)).lod() == [[0, 2, 6]]
+    for ref in (y, la.LoDTensor(y)):
+        out = la.lod_reset(seed_x(backend), y=ref)
+        assert out.lod() == [[0, 2, 6]]
+        assert_on(out, backend)
 
 
 def test_y_takes_priority_over_target_lod(backend):
     y = on_backend(np.array([0, 6], dtype=np.int32), backend)
-    assert la.lod_reset(seed_x(backend), y=y, target_lod=[0, 3, 6]).lod() == [[0, 6]]
+    out = la.lod_reset(seed_x(backend), y=y, target_lod=[0, 3, 6])
+    assert out.lod() == [[0, 6]]
+    assert_on(out, backend)
 
 
 def test_y_with_lod_any_dtype(backend):
     y = on_backend(la.LoDTensor(np.zeros(6, dtype=bool), lengths=[[3, 3]]), backend)
-    assert la.lod_reset(seed_x(backend), y=y).lod() == [[0, 3, 6]]
+    out = la.lod_reset(seed_x(backend), y=y)
+    assert out.lod() == [[0, 3, 6]]
+    assert_on(out, backend)
 
 
 def test_zero_rows_and_name_argument(backend):

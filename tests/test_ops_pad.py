@@ -18,8 +18,8 @@ backend_ok = settings(suppress_health_check=[*settings.default.suppress_health_c
                                              HealthCheck.function_scoped_fixture])
 
 
-def _same_lod_tensor(t, data, lod):
-    t = to_host(t)
+def _same_lod_tensor(t, data, lod, backend):
+    t = to_host(t, backend)
     assert t.dtype == data.dtype
     assert t.numpy().shape == data.shape
     np.testing.assert_array_equal(t.numpy(), data)
@@ -35,8 +35,8 @@ def test_pad_doc_case1(backend):
     out, length = la.sequence_pad(on_backend(x, backend),
                                   np.array([0.0], dtype=np.float32), maxlen=4)
     _same_lod_tensor(out, np.array([[[1], [2], [0], [0]], [[3], [4], [5], [0]]],
-                                   dtype=np.float32), [])
-    _same_lod_tensor(length, np.array([2, 3], dtype=np.int64), [])
+                                   dtype=np.float32), [], backend)
+    _same_lod_tensor(length, np.array([2, 3], dtype=np.int64), [], backend)
     assert out.place == on_backend(x, backend).place
 
 
@@ -46,11 +46,11 @@ def test_pad_doc_case2_and_3(backend):
     x = on_backend(la.LoDTensor(data, lod=[[0, 2, 5]]), backend)
     out, length = la.sequence_pad(x, np.array([0.0]), maxlen=-1)
     _same_lod_tensor(out, np.array([[[1, 2], [3, 4], [0, 0]],
-                                    [[5, 6], [7, 8], [9, 10]]], dtype=np.float64), [])
+                                    [[5, 6], [7, 8], [9, 10]]], dtype=np.float64), [], backend)
     out, _ = la.sequence_pad(x, np.array([-1.0, -2.0]))
     _same_lod_tensor(out, np.array([[[1, 2], [3, 4], [-1, -2]],
-                                    [[5, 6], [7, 8], [9, 10]]], dtype=np.float64), [])
-    _same_lod_tensor(length, np.array([2, 3]), [])
+                                    [[5, 6], [7, 8], [9, 10]]], dtype=np.float64), [], backend)
+    _same_lod_tensor(length, np.array([2, 3]), [], backend)
 
 
 def test_unpad_doc_example(backend):
@@ -58,7 +58,7 @@ def test_unpad_doc_example(backend):
     out = la.sequence_unpad(on_backend(x, backend), on_backend(np.array([2, 3, 4]), backend))
     # Paddle's docs show a flat list; its kernel gives [sum, 1] (OPS.md section 9).
     _same_lod_tensor(out, np.array([[1], [2], [6], [7], [8], [11], [12], [13], [14]],
-                                   dtype=np.float32), [[0, 2, 5, 9]])
+                                   dtype=np.float32), [[0, 2, 5, 9]], backend)
 
 
 # ------------------------------------------------------------------ against the oracle
@@ -79,12 +79,12 @@ def test_pad_matches_reference(backend, case):
     t, maxlen, pad = case
     out, length = la.sequence_pad(on_backend(t, backend), pad, maxlen=maxlen)
     ref, ref_len, outer = ref_pad(t.numpy(), t.lod(), pad, maxlen)
-    _same_lod_tensor(out, ref, outer)
-    _same_lod_tensor(length, ref_len, outer)
+    _same_lod_tensor(out, ref, outer, backend)
+    _same_lod_tensor(length, ref_len, outer, backend)
     # unpad inverts pad, outer levels included
     back = la.sequence_unpad(out, length)
     expect = t.numpy().reshape(-1, 1) if t.numpy().ndim == 1 else t.numpy()
-    _same_lod_tensor(back, expect, t.lod())
+    _same_lod_tensor(back, expect, t.lod(), backend)
 
 
 @backend_ok
@@ -99,7 +99,7 @@ def test_unpad_matches_reference(backend, dtype, fshape, lens, extra, data):
         length = length.reshape(-1, 1)
     out = la.sequence_unpad(on_backend(x, backend), on_backend(length, backend))
     ref, offsets = ref_unpad(x, lens)
-    _same_lod_tensor(out, ref, [offsets])
+    _same_lod_tensor(out, ref, [offsets], backend)
 
 
 # ------------------------------------------------------------------ pad: edges
@@ -109,39 +109,39 @@ def test_pad_every_dtype_and_rank1(backend, any_dtype):
     x = on_backend(la.LoDTensor(data, lod=[[0, 1, 1, 3]]), backend)
     out, length = la.sequence_pad(x, 0, maxlen=3)
     expect = np.array([[1, 0, 0], [0, 0, 0], [0, 1, 0]], dtype=any_dtype)
-    _same_lod_tensor(out, expect, [])
-    _same_lod_tensor(length, np.array([1, 0, 2], dtype=np.int64), [])
+    _same_lod_tensor(out, expect, [], backend)
+    _same_lod_tensor(length, np.array([1, 0, 2], dtype=np.int64), [], backend)
 
 
 def test_pad_multi_level_keeps_outer_lod(backend):
     x = la.LoDTensor(np.arange(7, dtype=np.int32), lod=[[0, 2, 3], [0, 2, 2, 7]])
     out, length = la.sequence_pad(on_backend(x, backend), -1)
     _same_lod_tensor(out, np.array([[0, 1, -1, -1, -1], [-1] * 5, [2, 3, 4, 5, 6]],
-                                   dtype=np.int32), [[0, 2, 3]])
-    _same_lod_tensor(length, np.array([2, 0, 5]), [[0, 2, 3]])
+                                   dtype=np.int32), [[0, 2, 3]], backend)
+    _same_lod_tensor(length, np.array([2, 0, 5]), [[0, 2, 3]], backend)
 
 
 def test_pad_zero_sequences_and_all_empty(backend):
     x = la.LoDTensor(np.zeros((0, 2), dtype=np.float32), lod=[[0]])
     out, length = la.sequence_pad(on_backend(x, backend), 0.0)
-    assert to_host(out).numpy().shape == (0, 0, 2)
-    assert to_host(length).numpy().shape == (0,)
+    assert to_host(out, backend).numpy().shape == (0, 0, 2)
+    assert to_host(length, backend).numpy().shape == (0,)
     x = la.LoDTensor(np.zeros((0, 2), dtype=np.float32), lod=[[0, 0, 0]])
     out, length = la.sequence_pad(on_backend(x, backend), 7.0, maxlen=2)
-    _same_lod_tensor(out, np.full((2, 2, 2), 7.0, dtype=np.float32), [])
+    _same_lod_tensor(out, np.full((2, 2, 2), 7.0, dtype=np.float32), [], backend)
     out, _ = la.sequence_pad(on_backend(x, backend), 7.0)
-    assert to_host(out).numpy().shape == (2, 0, 2)
+    assert to_host(out, backend).numpy().shape == (2, 0, 2)
 
 
 def test_pad_value_is_exact(backend):
     # Paddle rounds through float32 (0.10000000149); lodarrow converts directly.
     x = on_backend(la.LoDTensor(np.ones(1), lod=[[0, 1, 1]]), backend)
     out, _ = la.sequence_pad(x, 0.1)
-    assert to_host(out).numpy()[1, 0] == 0.1
+    assert to_host(out, backend).numpy()[1, 0] == 0.1
     big = 2**62 + 1
     out, _ = la.sequence_pad(on_backend(la.LoDTensor(np.ones(1, np.int64), lod=[[0, 1, 1]]),
                                         backend), big)
-    assert int(to_host(out).numpy()[1, 0]) == big
+    assert int(to_host(out, backend).numpy()[1, 0]) == big
 
 
 def test_pad_wide_rows_and_strided_inputs(backend):
@@ -156,7 +156,7 @@ def test_pad_wide_rows_and_strided_inputs(backend):
         before = data.copy()
         out, _ = la.sequence_pad(x, pad, maxlen=4)
         ref, _, _ = ref_pad(data, [[0, 3, 3, 5]], pad, 4)
-        _same_lod_tensor(out, ref, [])
+        _same_lod_tensor(out, ref, [], backend)
         np.testing.assert_array_equal(data, before)
 
 
@@ -165,22 +165,22 @@ def test_pad_value_forms(backend):
     for pad in (3, 3.0, np.float32(3), np.array(3.0, np.float32), np.array([3], np.int16),
                 np.array([3.0, 3.0], np.float32)):
         out, _ = la.sequence_pad(x, pad)
-        np.testing.assert_array_equal(to_host(out).numpy()[1], np.full((2, 2), 3.0))
+        np.testing.assert_array_equal(to_host(out, backend).numpy()[1], np.full((2, 2), 3.0))
 
 
 def test_pad_large_maxlen_within_budget(backend):
     x = on_backend(la.LoDTensor(np.ones(3, np.int8), lod=[[0, 1, 3]]), backend)
     out, _ = la.sequence_pad(x, 0, maxlen=1000)
-    assert to_host(out).numpy().shape == (2, 1000)
-    assert int(to_host(out).numpy().sum()) == 3
+    assert to_host(out, backend).numpy().shape == (2, 1000)
+    assert int(to_host(out, backend).numpy().sum()) == 3
 
 
 def test_pad_accepts_name_and_does_not_modify_input(backend):
     data = np.arange(4.0)
     x = on_backend(la.LoDTensor(data, lod=[[0, 1, 4]]), backend)
     la.sequence_pad(x, 0.0, None, "pad")
-    np.testing.assert_array_equal(to_host(x).numpy(), np.arange(4.0))
-    assert to_host(x).lod() == [[0, 1, 4]]
+    np.testing.assert_array_equal(to_host(x, backend).numpy(), np.arange(4.0))
+    assert to_host(x, backend).lod() == [[0, 1, 4]]
 
 
 # ------------------------------------------------------------------ pad: errors
@@ -221,10 +221,10 @@ def test_pad_huge_maxlen_on_empty_input_is_value_error(backend):
 def test_unpad_all_zero_lengths_is_empty(backend):
     x = on_backend(np.ones((3, 4, 2), np.float32), backend)
     out = la.sequence_unpad(x, on_backend(np.zeros(3, np.int64), backend))
-    _same_lod_tensor(out, np.zeros((0, 2), np.float32), [[0, 0, 0, 0]])
+    _same_lod_tensor(out, np.zeros((0, 2), np.float32), [[0, 0, 0, 0]], backend)
     out = la.sequence_unpad(on_backend(np.ones((0, 4), np.int8), backend),
                             on_backend(np.zeros(0, np.int32), backend))
-    _same_lod_tensor(out, np.zeros((0, 1), np.int8), [[0]])
+    _same_lod_tensor(out, np.zeros((0, 1), np.int8), [[0]], backend)
 
 
 def test_unpad_lists_readonly_strided_fortran(backend):
@@ -235,16 +235,16 @@ def test_unpad_lists_readonly_strided_fortran(backend):
         lens = [1, 0, 3, 2]
         out = la.sequence_unpad(on_backend(data, backend), lens)
         ref, offsets = ref_unpad(data, lens)
-        _same_lod_tensor(out, ref, [offsets])
+        _same_lod_tensor(out, ref, [offsets], backend)
 
 
 def test_unpad_lod_inputs_carry_outer_levels(backend):
     x = on_backend(la.LoDTensor(np.arange(6.0).reshape(3, 2), lod=[[0, 1, 3]]), backend)
     out = la.sequence_unpad(x, np.array([2, 0, 1]))
-    _same_lod_tensor(out, np.array([[0.0], [1.0], [4.0]]), [[0, 1, 3], [0, 2, 2, 3]])
+    _same_lod_tensor(out, np.array([[0.0], [1.0], [4.0]]), [[0, 1, 3], [0, 2, 2, 3]], backend)
     length = on_backend(la.LoDTensor(np.array([2, 0, 1]), lod=[[0, 2, 3]]), backend)
     out = la.sequence_unpad(on_backend(np.arange(6.0).reshape(3, 2), backend), length)
-    assert to_host(out).lod() == [[0, 2, 3], [0, 2, 2, 3]]
+    assert to_host(out, backend).lod() == [[0, 2, 3], [0, 2, 2, 3]]
     with pytest.raises(ValueError, match="x and length carry different LoDs"):
         la.sequence_unpad(x, length)
 
@@ -288,11 +288,11 @@ def test_pad_unpad_threaded_chunks(backend, threads, layout, fshape):
     # ref_pad's loop is slow at this size: row p of sequence i is data or the pad value
     ref = np.full((lens.size, lens.max(), *fshape), -1.0, np.float32)
     ref[np.arange(lens.max()) < lens[:, None]] = data
-    _same_lod_tensor(out, ref, [])
-    _same_lod_tensor(length, lens.astype(np.int64), [])
+    _same_lod_tensor(out, ref, [], backend)
+    _same_lod_tensor(length, lens.astype(np.int64), [], backend)
     back = la.sequence_unpad(out, length)
     expect = data.reshape(-1, 1) if data.ndim == 1 else data
-    _same_lod_tensor(back, expect, [offsets.tolist()])
+    _same_lod_tensor(back, expect, [offsets.tolist()], backend)
 
 
 # ------------------------------------------------------------------ Arrow inputs
@@ -300,8 +300,8 @@ def test_pad_unpad_threaded_chunks(backend, threads, layout, fshape):
 def test_pad_unpad_take_arrow_arrays():
     arr = pa.array([[[1, 2], [3]], [], [[4]]], type=pa.large_list(pa.list_(pa.int16())))
     out, length = la.sequence_pad(arr, 0)
-    _same_lod_tensor(out, np.array([[1, 2], [3, 0], [4, 0]], np.int16), [[0, 2, 2, 3]])
-    _same_lod_tensor(length, np.array([2, 1, 1]), [[0, 2, 2, 3]])
+    _same_lod_tensor(out, np.array([[1, 2], [3, 0], [4, 0]], np.int16), [[0, 2, 2, 3]], "cpu")
+    _same_lod_tensor(length, np.array([2, 1, 1]), [[0, 2, 2, 3]], "cpu")
     back = la.sequence_unpad(out, pa.array([2, 1, 1], type=pa.int8()))
     _same_lod_tensor(back, np.array([[1], [2], [3], [4]], np.int16),
-                     [[0, 2, 2, 3], [0, 2, 3, 4]])
+                     [[0, 2, 2, 3], [0, 2, 3, 4]], "cpu")

@@ -32,7 +32,7 @@ def assert_pool_equal(got, want, pool):
 
 def check_against_reference(x, pool, backend, pad_value=0.0):
     out = la.sequence_pool(on_backend(x, backend), pool, pad_value=pad_value)
-    out = to_host(out)
+    out = to_host(out, backend)
     want, _ = ref_pool(x.numpy(), x.offsets[-1], pool, pad_value)
     assert out.lod() == x.lod()[:-1]
     assert_pool_equal(out.numpy(), want, pool)
@@ -50,14 +50,14 @@ def check_against_reference(x, pool, backend, pad_value=0.0):
 ])
 def test_paddle_example_one_level(backend, pool, expected):
     x = on_backend(la.LoDTensor(PADDLE_X, lod=[[0, 2, 5, 7, 7]]), backend)
-    out = to_host(la.sequence_pool(input=x, pool_type=pool))
+    out = to_host(la.sequence_pool(input=x, pool_type=pool), backend)
     assert out.shape() == [4, 1] and out.lod() == [] and out.dtype == np.float32
     np.testing.assert_allclose(out.numpy(), np.array(expected, dtype=np.float32), rtol=1e-6)
 
 
 def test_paddle_example_two_levels(backend):
     x = on_backend(la.LoDTensor(PADDLE_X, lod=[[0, 2, 2, 5], [0, 1, 3, 4, 4, 7]]), backend)
-    out = to_host(la.sequence_pool(input=x, pool_type="sum"))
+    out = to_host(la.sequence_pool(input=x, pool_type="sum"), backend)
     assert out.shape() == [5, 1]
     assert out.lod() == [[0, 2, 2, 5]]
     np.testing.assert_array_equal(out.numpy(), [[1.], [5.], [4.], [0.0], [12.]])
@@ -65,14 +65,14 @@ def test_paddle_example_two_levels(backend):
 
 def test_paddle_first_last_step_examples(backend):
     x = on_backend(la.LoDTensor(PADDLE_X, lod=[[0, 2, 5, 7]]), backend)
-    first = to_host(la.sequence_first_step(input=x))
-    last = to_host(la.sequence_last_step(input=x))
+    first = to_host(la.sequence_first_step(input=x), backend)
+    last = to_host(la.sequence_last_step(input=x), backend)
     assert first.shape() == [3, 1] and first.lod() == []
     np.testing.assert_array_equal(first.numpy(), [[1.], [2.], [5.]])
     np.testing.assert_array_equal(last.numpy(), [[3.], [6.], [1.]])
     y = on_backend(la.LoDTensor(PADDLE_X, lod=[[0, 2, 2, 5], [0, 1, 3, 4, 4, 7]]), backend)
-    first = to_host(la.sequence_first_step(input=y))
-    last = to_host(la.sequence_last_step(input=y))
+    first = to_host(la.sequence_first_step(input=y), backend)
+    last = to_host(la.sequence_last_step(input=y), backend)
     assert first.lod() == last.lod() == [[0, 2, 2, 5]]
     np.testing.assert_array_equal(first.numpy(), [[1.], [3.], [4.], [0.0], [6.]])
     np.testing.assert_array_equal(last.numpy(), [[1.], [2.], [4.], [0.0], [1.]])
@@ -104,7 +104,7 @@ _SPECIAL = st.sampled_from([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -2.0, 3.0])
 def test_nan_and_inf_propagate_like_numpy(backend, x, pool):
     out = la.sequence_pool(on_backend(x, backend), pool)
     want, _ = ref_pool(x.numpy(), x.offsets[-1], pool)
-    got = to_host(out).numpy()
+    got = to_host(out, backend).numpy()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
     np.testing.assert_array_equal(got[np.isinf(got)], want[np.isinf(want)])
@@ -151,17 +151,17 @@ def test_threaded_chunks(backend, threads, layout, fshape):
     for pool in ("max", "min"):
         out, index = la.sequence_pool(on_backend(x, backend), pool, return_index=True)
         want, want_index = ref_pool(data, x.offsets[-1], pool)
-        np.testing.assert_array_equal(to_host(out).numpy(), want)
-        np.testing.assert_array_equal(to_host(index).numpy(), want_index)
+        np.testing.assert_array_equal(to_host(out, backend).numpy(), want)
+        np.testing.assert_array_equal(to_host(index, backend).numpy(), want_index)
 
 
 def test_integer_sum_wraps_like_c(backend):
     data = np.array([100, 100, 100, -128, -1], dtype=np.int8)
     x = la.LoDTensor(data, lod=[[0, 3, 5]])
-    out = to_host(la.sequence_pool(on_backend(x, backend), "sum")).numpy()
+    out = to_host(la.sequence_pool(on_backend(x, backend), "sum"), backend).numpy()
     assert out.dtype == np.int8
     np.testing.assert_array_equal(out, np.array([300, -129], dtype=np.int64).astype(np.int8))
-    mean = to_host(la.sequence_pool(on_backend(x, backend), "average")).numpy()
+    mean = to_host(la.sequence_pool(on_backend(x, backend), "average"), backend).numpy()
     assert mean.dtype == np.float64
     np.testing.assert_array_equal(mean, [100.0, -64.5])
 
@@ -177,7 +177,7 @@ def test_float32_sums_accumulate_beyond_float32(backend):
     # 2**24 + 1 is not a float32; sequential float32 adds of ones would stall at 2**24.
     n = 2**24 + 8
     x = la.LoDTensor(np.ones(n, dtype=np.float32), lod=[[0, n]])
-    out = to_host(la.sequence_pool(on_backend(x, backend), "sum")).numpy()
+    out = to_host(la.sequence_pool(on_backend(x, backend), "sum"), backend).numpy()
     assert out[0] == np.float32(n)
 
 
@@ -185,29 +185,29 @@ def test_float32_sums_accumulate_beyond_float32(backend):
 def test_levels_and_shapes(backend):
     data = np.arange(24, dtype=np.float64).reshape(6, 2, 2)
     x = la.LoDTensor(data, lengths=[[2, 1], [1, 0, 2], [3, 0, 3]])
-    out = to_host(la.sequence_pool(on_backend(x, backend), "sum"))
+    out = to_host(la.sequence_pool(on_backend(x, backend), "sum"), backend)
     assert out.shape() == [3, 2, 2]
     assert out.lod() == [[0, 2, 3], [0, 1, 1, 3]]
     np.testing.assert_array_equal(out.numpy(), [data[:3].sum(0), np.zeros((2, 2)),
                                                 data[3:].sum(0)])
     rank1 = la.LoDTensor(np.arange(5, dtype=np.int32), lod=[[0, 2, 5]])
-    out = to_host(la.sequence_pool(on_backend(rank1, backend), "max"))
+    out = to_host(la.sequence_pool(on_backend(rank1, backend), "max"), backend)
     assert out.shape() == [2] and out.lod() == [] and out.lod_level == 0
     np.testing.assert_array_equal(out.numpy(), [1, 4])
 
 
 def test_zero_sequences_and_zero_width(backend):
     x = la.LoDTensor(np.zeros((0, 3), dtype=np.float32), lod=[[0]])
-    out = to_host(la.sequence_pool(on_backend(x, backend), "sum"))
+    out = to_host(la.sequence_pool(on_backend(x, backend), "sum"), backend)
     assert out.shape() == [0, 3] and out.lod() == []
     # All sequences empty, no rows: Paddle's "rows >= sequences" rule is dropped.
     x = la.LoDTensor(np.zeros((0, 2), dtype=np.float32), lod=[[0, 0, 0]])
     out, index = la.sequence_pool(on_backend(x, backend), "max", pad_value=-1.5,
                                   return_index=True)
-    np.testing.assert_array_equal(to_host(out).numpy(), [[-1.5, -1.5], [-1.5, -1.5]])
-    np.testing.assert_array_equal(to_host(index).numpy(), [[-1, -1], [-1, -1]])
+    np.testing.assert_array_equal(to_host(out, backend).numpy(), [[-1.5, -1.5], [-1.5, -1.5]])
+    np.testing.assert_array_equal(to_host(index, backend).numpy(), [[-1, -1], [-1, -1]])
     x = la.LoDTensor(np.zeros((4, 0), dtype=np.int16), lod=[[0, 4, 4]])
-    out = to_host(la.sequence_pool(on_backend(x, backend), "sum"))
+    out = to_host(la.sequence_pool(on_backend(x, backend), "sum"), backend)
     assert out.shape() == [2, 0] and out.dtype == np.int16
 
 
@@ -218,14 +218,15 @@ def test_return_index_ties_empties_nan(backend):
                      [7., 7.]], dtype=np.float32)
     x = la.LoDTensor(data, lod=[[0, 3, 3, 6, 7]])
     out, index = la.sequence_pool(on_backend(x, backend), "max", return_index=True)
-    out, index = to_host(out), to_host(index)
+    out, index = to_host(out, backend), to_host(index, backend)
     assert index.dtype == np.int64 and index.lod() == out.lod() == []
     np.testing.assert_array_equal(index.numpy(), [[1, 0], [-1, -1], [3, 4], [6, 6]])
     np.testing.assert_array_equal(out.numpy(), [[3., 5.], [0., 0.], [np.nan, np.nan],
                                                 [7., 7.]])
     out, index = la.sequence_pool(on_backend(x, backend), "MIN", return_index=True)
-    np.testing.assert_array_equal(to_host(index).numpy(), [[0, 2], [-1, -1], [3, 4], [6, 6]])
-    np.testing.assert_array_equal(to_host(out).numpy(), [[1., 1.], [0., 0.],
+    np.testing.assert_array_equal(to_host(index, backend).numpy(),
+                                  [[0, 2], [-1, -1], [3, 4], [6, 6]])
+    np.testing.assert_array_equal(to_host(out, backend).numpy(), [[1., 1.], [0., 0.],
                                                          [np.nan, np.nan], [7., 7.]])
 
 
@@ -236,9 +237,9 @@ def test_return_index_ties_empties_nan(backend):
 def test_return_index_matches_reference(backend, x, pool):
     out, index = la.sequence_pool(on_backend(x, backend), pool, return_index=True)
     want, want_index = ref_pool(x.numpy(), x.offsets[-1], pool)
-    np.testing.assert_array_equal(to_host(out).numpy(), want)
-    np.testing.assert_array_equal(to_host(index).numpy(), want_index)
-    assert to_host(index).lod() == x.lod()[:-1]
+    np.testing.assert_array_equal(to_host(out, backend).numpy(), want)
+    np.testing.assert_array_equal(to_host(index, backend).numpy(), want_index)
+    assert to_host(index, backend).lod() == x.lod()[:-1]
 
 
 @fixture_ok
@@ -248,29 +249,31 @@ def test_return_index_matches_reference(backend, x, pool):
 def test_return_index_nan_matches_reference(backend, x, pool):
     out, index = la.sequence_pool(on_backend(x, backend), pool, return_index=True)
     want, want_index = ref_pool(x.numpy(), x.offsets[-1], pool)
-    np.testing.assert_array_equal(to_host(out).numpy(), want)
-    np.testing.assert_array_equal(to_host(index).numpy(), want_index)
+    np.testing.assert_array_equal(to_host(out, backend).numpy(), want)
+    np.testing.assert_array_equal(to_host(index, backend).numpy(), want_index)
 
 
 # ----------------------------------------------------------------------------- pad_value
 def test_pad_value_is_exact_in_the_output_dtype(backend):
     x = on_backend(la.LoDTensor(np.ones((2, 1)), lod=[[0, 0, 2]]), backend)
-    out = to_host(la.sequence_pool(x, "sum", pad_value=0.1)).numpy()
+    out = to_host(la.sequence_pool(x, "sum", pad_value=0.1), backend).numpy()
     assert out[0, 0] == 0.1                      # not 0.10000000149 (float32 rounded)
     ints = on_backend(la.LoDTensor(np.ones((2, 1), dtype=np.int32), lod=[[0, 0, 2]]), backend)
-    mean = to_host(la.sequence_pool(ints, "average", pad_value=0.1)).numpy()
+    mean = to_host(la.sequence_pool(ints, "average", pad_value=0.1), backend).numpy()
     assert mean.dtype == np.float64 and mean[0, 0] == 0.1   # converted to the OUTPUT dtype
-    out = to_host(la.sequence_pool(ints, "sum", pad_value=2**31 - 1)).numpy()
+    out = to_host(la.sequence_pool(ints, "sum", pad_value=2**31 - 1), backend).numpy()
     assert out[0, 0] == 2**31 - 1
 
 
 def test_pad_value_arrays(backend):
     x = on_backend(la.LoDTensor(np.ones((2, 3), dtype=np.float32), lod=[[0, 2, 2]]), backend)
-    out = to_host(la.sequence_pool(x, "max", pad_value=np.array([1, 2, 3], np.int16))).numpy()
+    out = to_host(la.sequence_pool(x, "max", pad_value=np.array([1, 2, 3], np.int16)),
+                  backend).numpy()
     np.testing.assert_array_equal(out[1], [1, 2, 3])
-    out = to_host(la.sequence_pool(x, "max", pad_value=np.array([7.0], np.float32))).numpy()
+    out = to_host(la.sequence_pool(x, "max", pad_value=np.array([7.0], np.float32)),
+                  backend).numpy()
     np.testing.assert_array_equal(out[1], [7, 7, 7])
-    out = to_host(la.sequence_pool(x, "first", pad_value=np.float32(-0.0))).numpy()
+    out = to_host(la.sequence_pool(x, "first", pad_value=np.float32(-0.0)), backend).numpy()
     assert np.signbit(out[1]).all()
 
 
@@ -323,7 +326,7 @@ def test_readonly_strided_fortran_inputs_untouched(backend, pool):
     for data in (base[:, ::2], np.asfortranarray(base[:, ::2]), readonly):
         snapshot = data.copy()
         x = la.LoDTensor(data, lod=lod)
-        out = to_host(la.sequence_pool(on_backend(x, backend), pool)).numpy()
+        out = to_host(la.sequence_pool(on_backend(x, backend), pool), backend).numpy()
         assert_pool_equal(out, want, pool)
         np.testing.assert_array_equal(data, snapshot)
 
@@ -348,8 +351,8 @@ def test_is_test_is_ignored():
 def test_first_last_every_dtype(backend, dtype):
     data = (np.arange(12) % 2).astype(dtype).reshape(6, 2)
     x = la.LoDTensor(data, lod=[[0, 1, 1, 6]])
-    first = to_host(la.sequence_first_step(on_backend(x, backend))).numpy()
-    last = to_host(la.sequence_last_step(on_backend(x, backend))).numpy()
+    first = to_host(la.sequence_first_step(on_backend(x, backend)), backend).numpy()
+    last = to_host(la.sequence_last_step(on_backend(x, backend)), backend).numpy()
     assert first.dtype == last.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(first, np.stack([data[0], np.zeros(2, dtype), data[1]]))
     np.testing.assert_array_equal(last, np.stack([data[0], np.zeros(2, dtype), data[5]]))

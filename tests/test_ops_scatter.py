@@ -36,7 +36,7 @@ def test_seed_example(backend, dtype):
     x, index, updates = seed_inputs(dtype)
     out = la.sequence_scatter(on_backend(x, backend), on_backend(index, backend),
                               on_backend(updates, backend))
-    host = to_host(out)
+    host = to_host(out, backend)
     assert host.dtype == dtype and host.shape() == [3, 6] and host.lod() == []
     np.testing.assert_allclose(host.numpy(), np.array(SEED_OUT, dtype), rtol=1e-6)
     np.testing.assert_array_equal(x, np.ones((3, 6)))  # input untouched

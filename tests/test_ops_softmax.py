@@ -34,7 +34,7 @@ def test_paddle_unit_test_values(backend):
     data = rng.uniform(0.1, 1, (11, 1)).astype(np.float32)
     lod = [[0, 4, 5, 8, 11]]
     x = la.LoDTensor(data, lod=lod)
-    out = to_host(la.sequence_softmax(on_backend(x, backend)))
+    out = to_host(la.sequence_softmax(on_backend(x, backend)), backend)
     want = np.empty_like(data)
     for a, b in zip(lod[0][:-1], lod[0][1:]):
         e = np.exp(data[a:b])
@@ -47,7 +47,7 @@ def test_large_inputs_do_not_overflow(backend):
     data = np.array([1000., 1001., 999., -1000., -1001., 88.7, 89.0, 1e30, 1e30],
                     dtype=np.float32)
     x = la.LoDTensor(data, lod=[[0, 3, 5, 7, 9]])
-    out = to_host(la.sequence_softmax(on_backend(x, backend))).numpy()
+    out = to_host(la.sequence_softmax(on_backend(x, backend)), backend).numpy()
     assert not np.isnan(out).any()
     e = np.exp(np.array([-1., 0., -2.]))
     np.testing.assert_allclose(out[:3], e / e.sum(), rtol=1e-6)
@@ -60,7 +60,7 @@ def test_large_inputs_do_not_overflow(backend):
 @given(x=lod_tensors(dtypes=NUMERIC_DTYPES, feature_shapes=[(), (1,)], min_levels=1,
                      max_levels=3))
 def test_matches_reference(backend, x):
-    out = to_host(la.sequence_softmax(on_backend(x, backend)))
+    out = to_host(la.sequence_softmax(on_backend(x, backend)), backend)
     assert_softmax(out, x)
 
 
@@ -69,7 +69,7 @@ def test_matches_reference(backend, x):
                      min_levels=1, max_levels=2,
                      elements=st.sampled_from([np.nan, np.inf, -np.inf, 0.0, -3.0, 1e3, 2.5])))
 def test_nan_and_inf_like_the_stable_formula(backend, x):
-    out = to_host(la.sequence_softmax(on_backend(x, backend))).numpy()
+    out = to_host(la.sequence_softmax(on_backend(x, backend)), backend).numpy()
     want = ref_softmax(x.numpy(), x.offsets[-1])
     np.testing.assert_array_equal(np.isnan(out), np.isnan(want))
     ok = ~np.isnan(want)
@@ -78,7 +78,7 @@ def test_nan_and_inf_like_the_stable_formula(backend, x):
 
 def test_nan_makes_the_whole_sequence_nan(backend):
     x = la.LoDTensor(np.array([1., np.nan, 2., 3., 4.]), lod=[[0, 3, 5]])
-    out = to_host(la.sequence_softmax(on_backend(x, backend))).numpy()
+    out = to_host(la.sequence_softmax(on_backend(x, backend)), backend).numpy()
     assert np.isnan(out[:3]).all() and not np.isnan(out[3:]).any()
 
 
@@ -92,7 +92,7 @@ def test_long_and_many_sequences(backend, dtype):
     else:
         data = rng.integers(-100, 100, n).astype(dtype)
     x = la.LoDTensor(data, lengths=[lengths])
-    assert_softmax(to_host(la.sequence_softmax(on_backend(x, backend))), x)
+    assert_softmax(to_host(la.sequence_softmax(on_backend(x, backend)), backend), x)
 
 
 @threaded
@@ -104,26 +104,26 @@ def test_threaded_chunks(backend, threads, layout, dtype):
     n = int(lengths.sum())
     data = (rng.standard_normal(n) * 30).astype(dtype)
     x = la.LoDTensor(data, lengths=[lengths])
-    assert_softmax(to_host(la.sequence_softmax(on_backend(x, backend))), x)
+    assert_softmax(to_host(la.sequence_softmax(on_backend(x, backend)), backend), x)
 
 
 def test_int_output_is_float64(backend):
     x = la.LoDTensor(np.array([[1], [1], [5]], dtype=np.int16), lod=[[0, 2, 3]])
-    out = to_host(la.sequence_softmax(on_backend(x, backend)))
+    out = to_host(la.sequence_softmax(on_backend(x, backend)), backend)
     assert out.dtype == np.float64
     np.testing.assert_array_equal(out.numpy(), [[0.5], [0.5], [1.0]])
 
 
 def test_levels_shapes_and_empties(backend):
     x = la.LoDTensor(np.arange(5, dtype=np.float64), lengths=[[1, 2], [0, 3, 2]])
-    out = to_host(la.sequence_softmax(on_backend(x, backend)))
+    out = to_host(la.sequence_softmax(on_backend(x, backend)), backend)
     assert out.lod() == x.lod() and out.shape() == [5]
     assert_softmax(out, x)
     empty = la.LoDTensor(np.zeros((0, 1), np.float32), lod=[[0]])
-    out = to_host(la.sequence_softmax(on_backend(empty, backend)))
+    out = to_host(la.sequence_softmax(on_backend(empty, backend)), backend)
     assert out.shape() == [0, 1] and out.lod() == [[0]]
     zeros = la.LoDTensor(np.zeros((0,), np.float32), lod=[[0, 0, 0]])
-    assert to_host(la.sequence_softmax(on_backend(zeros, backend))).lod() == [[0, 0, 0]]
+    assert to_host(la.sequence_softmax(on_backend(zeros, backend)), backend).lod() == [[0, 0, 0]]
 
 
 def test_errors():
@@ -153,7 +153,7 @@ def test_readonly_strided_fortran_inputs_untouched(backend):
     for data in (base[:, 1:2], np.asfortranarray(base[:, 1:2]), readonly, base[::1, 2]):
         snapshot = data.copy()
         x = la.LoDTensor(data, lod=lod)
-        assert_softmax(to_host(la.sequence_softmax(on_backend(x, backend))), x)
+        assert_softmax(to_host(la.sequence_softmax(on_backend(x, backend)), backend), x)
         np.testing.assert_array_equal(data, snapshot)
 
 

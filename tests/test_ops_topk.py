@@ -33,7 +33,7 @@ def make_case(rng, rows, cols, channels, dtype=np.float32, nan_at=None):
 
 def check(x, row, col, topks, channels, backend):
     out = to_host(OP(on_backend(x, backend), on_backend(row, backend), on_backend(col, backend),
-                     topks=topks, channel_num=channels))
+                     topks=topks, channel_num=channels), backend)
     want = ref_topk_avg_pool(x.numpy(), x.offsets[0], row.offsets[0], col.offsets[0], topks,
                              channels)
     dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
@@ -59,7 +59,7 @@ def test_col_shorter_than_k_counts_missing_as_zero(backend):
     row = la.LoDTensor(np.zeros(1), lod=[[0, 1]])
     col = la.LoDTensor(np.zeros(3), lod=[[0, 3]])
     out = to_host(OP(on_backend(x, backend), on_backend(row, backend), on_backend(col, backend),
-                     topks=[5, 1, 3, 2], channel_num=1)).numpy()
+                     topks=[5, 1, 3, 2], channel_num=1), backend).numpy()
     np.testing.assert_allclose(out, [[7 / 5, 4.0, 7 / 3, 6 / 2]])
 
 
