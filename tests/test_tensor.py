@@ -9,7 +9,7 @@ import lodarrow as la
 from lodarrow import LoDError
 from strategies import lod_lengths, lod_tensors
 
-from conftest import ALL_DTYPES, cuda_only, cuda_unavailable_reason, run_python
+from conftest import ALL_DTYPES, cuda_only, cuda_unavailable_reason, on_backend, run_python
 
 
 def _y():
@@ -64,6 +64,19 @@ def test_properties():
         y.num_sequences(5)
     with pytest.raises(ValueError, match="no LoD levels"):
         la.LoDTensor(np.arange(3)).num_sequences()
+
+
+def test_nbytes_counts_data_and_offsets(backend):
+    # 7 rows of 2 int64 values, then 3 + 4 int64 offsets
+    assert on_backend(_y(), backend).nbytes == 7 * 2 * 8 + (3 + 4) * 8
+    half = la.LoDTensor(np.zeros((5, 3), np.float16), lengths=[[2, 0, 3]])
+    assert on_backend(half, backend).nbytes == 5 * 3 * 2 + 4 * 8
+    assert on_backend(la.LoDTensor(np.zeros(4, np.int8)), backend).nbytes == 4
+    flags = la.LoDTensor(np.zeros((0, 9), bool), lod=[[0, 0, 0]])
+    assert on_backend(flags, backend).nbytes == 3 * 8
+    strided = la.LoDTensor(np.zeros((10, 4))[::2, 1:3], lengths=[[5]])
+    assert strided.nbytes == 5 * 2 * 8 + 2 * 8  # the tensor's own values, not the base's
+    assert la.LoDTensor().nbytes == 0
 
 
 def test_offsets_are_read_only():
@@ -272,7 +285,31 @@ def test_compiled_kernels_are_loaded():
     assert lod_utils.__file__.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
     assert type(lod_utils.first_bad_offset).__name__ in ("cython_function_or_method",
                                                           "builtin_function_or_method")
-    assert isinstance(la.openmp_enabled(), bool)
+
+
+#: Symbols a module compiled with OpenMP imports from its runtime: GNU libgomp, LLVM libomp,
+#: MSVC's vcomp.
+_OPENMP_RUNTIME_SYMBOLS = (b"GOMP_parallel", b"__kmpc_fork_call", b"_vcomp_fork")
+
+
+def test_openmp_enabled_matches_the_build():
+    """openmp_enabled() says what the compiled kernels do: True exactly when they call into
+    an OpenMP runtime (read from the extension files, not from lodarrow)."""
+    import importlib
+    import importlib.machinery
+    import pkgutil
+
+    import lodarrow._ext
+
+    linked = {}
+    for info in pkgutil.iter_modules(lodarrow._ext.__path__):
+        module = importlib.import_module(f"lodarrow._ext.{info.name}")
+        if module.__file__.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)):
+            with open(module.__file__, "rb") as fh:
+                blob = fh.read()
+            linked[info.name] = any(sym in blob for sym in _OPENMP_RUNTIME_SYMBOLS)
+    assert len(linked) >= 2, linked
+    assert la.openmp_enabled() is any(linked.values()), linked
 
 
 def test_import_does_not_pull_optional_modules():

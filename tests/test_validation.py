@@ -2,8 +2,11 @@
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from lodarrow._ops._common import chunk_bounds, row_bytes
+from lodarrow._ops._common import (PARALLEL_MIN_WORK, chunk_bounds, num_threads, plan_threads,
+                                   row_bytes)
 from lodarrow._validation import as_index_array, coerce_pad_value
 
 
@@ -37,9 +40,14 @@ def test_pad_value_python_scalars_convert_by_value(value, dtype, expected):
     assert out.dtype == np.dtype(dtype) and out.shape == () and out == expected
 
 
-@pytest.mark.parametrize("value, dtype", [(0.5, "int32"), (300, "int8"), (-1, "uint8"), (2, "bool")])
-def test_pad_value_python_scalars_out_of_range(value, dtype):
-    with pytest.raises(TypeError, match="pad_value"):
+@pytest.mark.parametrize("value, dtype, match", [
+    (0.5, "int32", r"pad_value = 0.5 is not integral; the output dtype is int32"),
+    (300, "int8", r"pad_value = 300 is out of range for the output dtype int8 \[-128, 127\]"),
+    (-1, "uint8", r"pad_value = -1 is out of range for the output dtype uint8 \[0, 255\]"),
+    (2, "bool", r"pad_value = 2 does not fit the output dtype bool"),
+])
+def test_pad_value_python_scalars_out_of_range(value, dtype, match):
+    with pytest.raises(TypeError, match=match):
         coerce_pad_value(value, dtype, ())
 
 
@@ -53,11 +61,68 @@ def test_pad_value_arrays_cast_safely_only():
         coerce_pad_value(np.zeros(3), "float64", (2,))
 
 
+def check_chunk_bounds(offsets, n_chunks):
+    """``chunk_bounds`` against its definition: ``k = min(n_chunks, n_seq)`` (at least 1) runs
+    of sequences ``[b[c], b[c + 1])`` covering every sequence in order, run ``c`` starting at
+    the first sequence that starts at or after row ``c * rows / k`` (to within the integer
+    rounding of that row), so that every run holds ``rows / k`` rows give or take one
+    sequence."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    n_seq = offsets.size - 1
+    k = max(1, min(n_chunks, n_seq))
+    b = chunk_bounds(offsets, n_chunks)
+    assert b.dtype == np.int64 and b.shape == (k + 1,)
+    assert b[0] == 0 and b[-1] == n_seq and np.all(np.diff(b) >= 0)
+    rows = int(offsets[-1])
+    longest = int(np.diff(offsets).max()) if n_seq else 0
+    for c in range(1, k):
+        ideal = c * rows / k
+        assert offsets[b[c]] >= ideal - 1, (c, b)  # starts at or after its row
+        assert b[c] == 0 or offsets[b[c] - 1] < ideal, (c, b)  # the first such sequence
+    chunk_rows = offsets[b[1:]] - offsets[b[:-1]]
+    assert chunk_rows.sum() == rows
+    assert chunk_rows.max(initial=0) <= rows / k + longest + 1
+    return b.tolist()
+
+
 def test_chunk_bounds_balance_rows():
-    offsets = np.array([0, 100, 101, 102, 103, 200], dtype=np.int64)
-    b = chunk_bounds(offsets, 2)
-    assert b[0] == 0 and b[-1] == 5 and np.all(np.diff(b) >= 0)
-    assert chunk_bounds(np.array([0], dtype=np.int64), 4).tolist() == [0, 0]
+    # two runs of 100 rows each: the first long sequence alone, then the other four
+    assert check_chunk_bounds([0, 100, 101, 102, 103, 200], 2) == [0, 1, 5]
+    assert check_chunk_bounds([0, 100, 101, 102, 103, 200], 4) == [0, 1, 1, 5, 5]
+    # 100 sequences of 10 rows in 8 runs: 12 or 13 sequences each
+    assert check_chunk_bounds(np.arange(101) * 10, 8) == [0, 13, 25, 38, 50, 63, 75, 88, 100]
+    # empty sequences go with the run after them
+    assert check_chunk_bounds([0, 0, 0, 5, 5, 10, 10], 2) == [0, 3, 6]
+    assert check_chunk_bounds([0, 0, 0, 0], 2) == [0, 0, 3]
+    # more runs than sequences, no sequences, and n_chunks < 1
+    assert check_chunk_bounds([0, 1, 2, 3], 10) == [0, 1, 2, 3]
+    assert check_chunk_bounds([0], 4) == [0, 0]
+    assert check_chunk_bounds([0, 5, 9], 0) == [0, 2]
+
+
+@given(st.lists(st.one_of(st.integers(0, 3), st.integers(0, 1000)), max_size=60),
+       st.integers(0, 40))
+def test_chunk_bounds_balance_rows_property(lengths, n_chunks):
+    check_chunk_bounds(np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]), n_chunks)
+
+
+def test_plan_threads(monkeypatch):
+    monkeypatch.setenv("LODARROW_NUM_THREADS", "3")
+    offsets = np.concatenate([[0], np.cumsum(np.arange(50, dtype=np.int64) % 7)])
+    assert num_threads() == 3
+    n, bounds = plan_threads(offsets, PARALLEL_MIN_WORK)
+    assert n == 3 and bounds.tolist() == chunk_bounds(offsets, 12).tolist()
+    n, bounds = plan_threads(offsets, PARALLEL_MIN_WORK, by_rows=False)
+    counts = np.diff(bounds)  # balanced by sequence count: 50 sequences in 12 chunks
+    assert n == 3 and bounds[0] == 0 and counts.size == 12 and counts.sum() == 50
+    assert counts.min() == 4 and counts.max() == 5
+    # small work, or one sequence: a single chunk on one thread
+    n, bounds = plan_threads(offsets, PARALLEL_MIN_WORK - 1)
+    assert n == 1 and bounds.tolist() == [0, 50]
+    n, bounds = plan_threads(np.array([0, 10**6]), 10**6)
+    assert n == 1 and bounds.tolist() == [0, 1]
+    monkeypatch.setenv("LODARROW_NUM_THREADS", "1")
+    assert plan_threads(offsets, 10**9)[0] == 1
 
 
 def test_row_bytes_views_every_row_as_bytes():
