@@ -104,13 +104,19 @@ def test_slices_keep_levels():
     assert y[0:0].lod() == [[0], [0]] and y[0:0].shape() == [0, 2]
     assert y[:].equals(y)
     assert y[::-1].lod() == [[0, 1, 3], [0, 3, 5, 7]]
-    np.testing.assert_array_equal(y[::-1].data[:3], y.data[4:])
+    np.testing.assert_array_equal(y[::-1].data, np.concatenate([y.data[4:], y.data[:4]]))
 
 
 def test_take_and_masks():
     y = _y()
-    assert y.take([1, 0]).equals(y[::-1])
-    assert y[np.array([True, False])].equals(y[:1])
+    swapped = y.take([1, 0])
+    assert swapped.lod() == [[0, 1, 3], [0, 3, 5, 7]]
+    np.testing.assert_array_equal(swapped.data, np.concatenate([y.data[4:], y.data[:4]]))
+    first = y[np.array([True, False])]
+    assert first.lod() == [[0, 2], [0, 2, 4]]
+    np.testing.assert_array_equal(first.data, y.data[:4])
+    assert y.take([1, 1]).lod() == [[0, 1, 2], [0, 3, 6]]
+    np.testing.assert_array_equal(y.take([1, 1]).data, np.concatenate([y.data[4:]] * 2))
     assert y.take([]).lod() == [[0], [0]]
     with pytest.raises(IndexError, match="index 2 at position 1 is out of range"):
         y.take([0, 2])
