@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lodarrow._ops._common import (PARALLEL_MIN_WORK, chunk_bounds, num_threads, plan_threads,
-                                   row_bytes)
+from lodarrow._backends import row_bytes
+from lodarrow._backends.cpu import PARALLEL_MIN_WORK, chunk_bounds, num_threads, plan_threads
 from lodarrow._validation import as_index_array, coerce_pad_value
 
 
