@@ -27,6 +27,8 @@ from lodarrow._parquet import iter_parquet, read_parquet, write_parquet
 from lodarrow._pandas import from_pandas
 from lodarrow import _ops
 from lodarrow._ops import *  # noqa: F401,F403  (the operators, listed once: _ops.__all__)
+from lodarrow._apply import apply, col
+from lodarrow._udf import pipeline, udf
 
 __version__ = "0.1.0"
 
@@ -37,6 +39,8 @@ __all__ = [
     "CUDAPlace",
     "LoDError",
     "LoDTensor",
+    "apply",
+    "col",
     "create_lod_tensor",
     "from_arrow",
     "from_list",
@@ -44,8 +48,10 @@ __all__ = [
     "from_table",
     "iter_parquet",
     "openmp_enabled",
+    "pipeline",
     "read_parquet",
     "to_table",
+    "udf",
     "write_parquet",
 ]
 __all__ += _ops.__all__  # the operators

@@ -1,0 +1,545 @@
+"""Operators on table columns: ``col`` references and ``apply`` (docs/tables.md).
+
+A table row is one top-level sequence: a list column with ``k`` list levels is a LoDTensor of
+``k`` levels whose ``lod[0]`` has one sequence per row, a plain column (numeric, bool or
+FixedSizeList) a tensor with one data row per table row.  ``apply`` reads the columns an
+operator's ``col(...)`` arguments name (zero-copy where ``from_arrow`` is), calls the operator,
+and writes its row-aligned results back as columns of a table of the same kind; every other
+column is the caller's own object.
+"""
+
+import operator as _operator
+
+import numpy as np
+import pyarrow as pa
+
+from lodarrow import _ops
+from lodarrow._arrow import _type_chain, _VARIABLE, _LIST, _LIST_VIEW, from_arrow, to_arrow
+from lodarrow._tables import adapt
+from lodarrow._tensor import LoDTensor, _as_place
+
+__all__ = ["col", "ColumnRef", "apply", "resolve_op", "n_results", "run"]
+
+#: name -> operator function, for every public operator.
+OPERATORS = {name: getattr(_ops, name) for name in _ops.__all__}
+_BY_FUNCTION = {fn: name for name, fn in OPERATORS.items()}
+
+#: Arguments that must be plain columns in table form: the operator reads their *rows*, which
+#: are table rows only for a plain column (a list column's rows are its values).
+_PLAIN_ONLY = {
+    "sequence_expand_as": ("x",),
+    "sequence_scatter": ("input",),
+    "sequence_unpad": ("x", "length"),
+    "sequence_slice": ("offset", "length"),
+}
+
+
+class ColumnRef:
+    """A reference to a table column, made by :func:`col` (picklable, holds no data)."""
+
+    __slots__ = ("name", "lod_level", "feature_shape")
+
+    def __init__(self, name, lod_level=None, feature_shape=None):
+        self.name = name
+        self.lod_level = lod_level
+        self.feature_shape = feature_shape
+
+    def __repr__(self):
+        extra = ""
+        if self.lod_level is not None:
+            extra += f", lod_level={self.lod_level}"
+        if self.feature_shape is not None:
+            extra += f", feature_shape={self.feature_shape}"
+        return f"col({self.name!r}{extra})"
+
+    def __eq__(self, other):
+        return (isinstance(other, ColumnRef) and self.name == other.name
+                and self.lod_level == other.lod_level
+                and self.feature_shape == other.feature_shape)
+
+    def __hash__(self):
+        return hash((self.name, self.lod_level, self.feature_shape))
+
+    def __getstate__(self):
+        return (self.name, self.lod_level, self.feature_shape)
+
+    def __setstate__(self, state):
+        self.name, self.lod_level, self.feature_shape = state
+
+    def arrow_kwargs(self):
+        kw = {}
+        if self.lod_level is not None:
+            kw["lod_level"] = self.lod_level
+        if self.feature_shape is not None:
+            kw["feature_shape"] = self.feature_shape
+        return kw
+
+
+def col(name, lod_level=None, feature_shape=None):
+    """A reference to the table column ``name``, usable as any tensor or array argument.
+
+    Parameters
+    ----------
+    name : str
+        The column.  A list column (List / LargeList / ListView levels over numeric values,
+        with FixedSizeList feature dimensions) is a LoDTensor with one top-level sequence per
+        table row; a plain column (numeric, bool, FixedSizeList) a tensor with one data row
+        per table row.
+    lod_level : int, optional
+        Read only the outer ``lod_level`` list levels as the LoD; deeper list levels must be
+        regular and become feature dimensions (as :func:`lodarrow.from_arrow` with
+        ``lod_level``): what reads back a lodarrow column written by DuckDB, polars or Spark.
+    feature_shape : tuple of int, optional
+        With ``lod_level``: the widths of those folded levels (checked against the data), so
+        that :meth:`udf.output_schema` can be computed from a schema alone.
+
+    Returns
+    -------
+    ColumnRef
+        Small and picklable (a name and two options, never data).
+
+    Raises
+    ------
+    TypeError
+        If ``name`` is not a string, ``lod_level`` not an integer or ``feature_shape`` not a
+        tuple of integers.
+    ValueError
+        If ``lod_level`` < 1 or a width < 0, or ``feature_shape`` is given without
+        ``lod_level``.
+
+    See Also
+    --------
+    apply, udf : docs/tables.md
+
+    Examples
+    --------
+    >>> import lodarrow as la
+    >>> la.col("tokens")
+    col('tokens')
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"col: name must be a string, got {type(name).__name__}")
+    if lod_level is not None:
+        try:
+            lod_level = _operator.index(lod_level)
+        except TypeError:
+            raise TypeError(f"col: lod_level must be an integer, got "
+                            f"{type(lod_level).__name__}") from None
+        if lod_level < 1:
+            raise ValueError(f"col: lod_level must be >= 1 (a list column has at least one "
+                             f"level), got {lod_level}")
+    if feature_shape is not None:
+        if lod_level is None:
+            raise ValueError("col: feature_shape states the widths of the levels lod_level "
+                             "folds into feature dimensions; give lod_level too")
+        if isinstance(feature_shape, (int, np.integer)):
+            feature_shape = (feature_shape,)
+        try:
+            feature_shape = tuple(_operator.index(d) for d in feature_shape)
+        except TypeError:
+            raise TypeError(f"col: feature_shape must be a tuple of integers, got "
+                            f"{feature_shape!r}") from None
+        if any(d < 0 for d in feature_shape):
+            raise ValueError(f"col: feature_shape must hold widths >= 0, got {feature_shape}")
+    return ColumnRef(name, lod_level, feature_shape)
+
+
+# ---------------------------------------------------------------------------- operators
+def resolve_op(op, fn):
+    """``(name, function)`` of a public operator given as the function or its name."""
+    if isinstance(op, str):
+        f = OPERATORS.get(op)
+        if f is None:
+            raise ValueError(f"{fn}: unknown operator {op!r}; the operators are "
+                             f"{sorted(OPERATORS)}")
+        return op, f
+    name = _BY_FUNCTION.get(op) if callable(op) else None
+    if name is None:
+        raise TypeError(f"{fn}: op must be a lodarrow operator (the function, e.g. "
+                        f"la.sequence_pool, or its name as a string), got {op!r}")
+    return name, op
+
+
+def n_results(name, args):
+    """How many results the operator returns for these arguments."""
+    if name == "sequence_pad":
+        return 2
+    if name == "sequence_pool" and args.get("return_index", False):
+        return 2
+    return 1
+
+
+def check_out(out, count, name, fn):
+    """``out`` as a tuple of ``count`` names (None drops a result)."""
+    if isinstance(out, str):
+        outs = (out,)
+    elif isinstance(out, (tuple, list)):
+        outs = tuple(out)
+    else:
+        raise TypeError(f"{fn}: out must be a column name or a tuple of names, got "
+                        f"{type(out).__name__}")
+    for o in outs:
+        if o is not None and not isinstance(o, str):
+            raise TypeError(f"{fn}: out must hold column names (strings, or None to drop a "
+                            f"result), got {o!r}")
+    if len(outs) != count:
+        what = "results" if count > 1 else "result"
+        raise ValueError(f"{fn}: {name} returns {count} {what} here, so out needs {count} "
+                         f"name(s), got {outs!r}" +
+                         (" (None drops a result)" if count > 1 else ""))
+    named = [o for o in outs if o is not None]
+    if len(set(named)) != len(named):
+        raise ValueError(f"{fn}: out names a column twice: {outs!r}")
+    if not named:
+        raise ValueError(f"{fn}: out must name at least one column, got {outs!r}")
+    return outs
+
+
+def refs_in(args):
+    """The column references among the argument values (also inside lists and tuples)."""
+    found = []
+    for v in args.values():
+        if isinstance(v, ColumnRef):
+            found.append(v)
+        elif isinstance(v, (list, tuple)):
+            found.extend(x for x in v if isinstance(x, ColumnRef))
+    return found
+
+
+# ---------------------------------------------------------------------------- columns
+class _Column:
+    """A column read as a tensor: the tensor, whether it is a list column, its validity
+    (None: no null rows) and whether its offsets are 32-bit (List / ListView / objects)."""
+
+    __slots__ = ("tensor", "is_list", "valid", "narrow")
+
+    def __init__(self, tensor, is_list, valid, narrow):
+        self.tensor = tensor
+        self.is_list = is_list
+        self.valid = valid
+        self.narrow = narrow
+
+
+_KIND_CACHE = {}
+
+
+def _kinds(arrow_type):
+    """``(is_list, narrow)`` of a column type (cached)."""
+    hit = _KIND_CACHE.get(arrow_type)
+    if hit is None:
+        t = arrow_type.storage_type if isinstance(arrow_type, pa.BaseExtensionType) \
+            else arrow_type
+        kinds, _ = _type_chain(t)
+        variable = [k for k, _ in kinds if k in _VARIABLE]
+        hit = (bool(variable), all(k in (_LIST, _LIST_VIEW) for k in variable))
+        if len(_KIND_CACHE) > 256:
+            _KIND_CACHE.clear()
+        _KIND_CACHE[arrow_type] = hit
+    return hit
+
+
+def read_column(data, ref, from_objects, fn):
+    """Convert one column's Arrow data to a :class:`_Column` (docs/tables.md, Nulls)."""
+    is_list, narrow = _kinds(data.type)
+    narrow = narrow or from_objects
+    kw = ref.arrow_kwargs()
+    valid = None
+    if data.null_count:
+        if not is_list:
+            i = _first_null(data)
+            raise ValueError(f"{fn}: column {ref.name!r} has a null at row {i} (level 0, the "
+                             f"row itself); a plain column used as an argument cannot hold "
+                             f"nulls (fill or drop them first)")
+        _check_inner_nulls(data, ref.name, fn)
+        valid = _validity(data)
+        nulls = "empty"
+    else:
+        nulls = "error"
+    try:
+        t = from_arrow(data, nulls=nulls, **kw)
+    except ValueError as exc:
+        if "null" in str(exc):
+            _check_inner_nulls(data, ref.name, fn)
+        raise ValueError(f"{fn}: column {ref.name!r}: {exc}") from None
+    except TypeError as exc:
+        raise TypeError(f"{fn}: column {ref.name!r}: {exc}") from None
+    return _Column(t, t.lod_level > 0, valid, narrow)
+
+
+def _first_null(data):
+    valid = _validity(data)
+    return int(np.argmin(valid))
+
+
+def _validity(data):
+    """A bool NumPy array, True where the row is not null."""
+    return np.asarray(data.is_valid(), dtype=np.bool_) if isinstance(data, pa.Array) else \
+        np.asarray(data.is_valid().combine_chunks() if data.num_chunks != 1
+                   else data.chunk(0).is_valid(), dtype=np.bool_)
+
+
+def _check_inner_nulls(data, name, fn):
+    """Raise ``ValueError`` naming the row and level of the first null below the top level."""
+    import pyarrow.compute as pc
+
+    node = data.combine_chunks() if isinstance(data, pa.ChunkedArray) else data
+    if isinstance(node.type, pa.BaseExtensionType):
+        node = node.storage
+    if pa.types.is_dictionary(node.type):
+        return
+    parents = np.arange(len(node), dtype=np.int64)
+    depth = 0
+    while True:
+        t = node.type
+        if not (pa.types.is_list(t) or pa.types.is_large_list(t)
+                or pa.types.is_fixed_size_list(t) or _is_view(t)):
+            return
+        if depth > 0 and node.null_count:
+            i = int(np.argmin(_validity(node)))
+            what = "a null fixed-size row" if pa.types.is_fixed_size_list(t) else "a null list"
+            _null_error(name, int(parents[i]), depth, what, fn)
+        parent = np.asarray(pc.list_parent_indices(node), dtype=np.int64)
+        parents = parents[parent] if parent.size else parent
+        node = node.flatten()
+        depth += 1
+        if pa.types.is_dictionary(node.type):
+            return
+        if node.null_count and not (pa.types.is_list(node.type)
+                                    or pa.types.is_large_list(node.type)
+                                    or pa.types.is_fixed_size_list(node.type)
+                                    or _is_view(node.type)):
+            i = int(np.argmin(_validity(node)))
+            _null_error(name, int(parents[i]), depth, "a null value", fn)
+
+
+def _is_view(t):
+    return (getattr(pa.types, "is_list_view", lambda _: False)(t)
+            or getattr(pa.types, "is_large_list_view", lambda _: False)(t))
+
+
+def _null_error(name, row, depth, what, fn):
+    raise ValueError(f"{fn}: column {name!r} has {what} inside row {row} at level {depth} "
+                     f"(level 0 is the row itself); only whole rows may be null (fill or drop "
+                     f"the inner nulls first)")
+
+
+# ---------------------------------------------------------------------------- results
+def _mask(arr, valid, n_null):
+    """``arr`` with the rows where ``valid`` is False set to null (no copy of the data)."""
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    t = arr.type
+    bufs = arr.buffers()
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.Array.from_buffers(t, len(arr), [bitmap, bufs[1]], null_count=n_null,
+                                     offset=arr.offset, children=[arr.values])
+    if pa.types.is_fixed_size_list(t):
+        return pa.Array.from_buffers(t, len(arr), [bitmap], null_count=n_null,
+                                     offset=arr.offset, children=[arr.values])
+    return pa.Array.from_buffers(t, len(arr), [bitmap, bufs[1]], null_count=n_null,
+                                 offset=arr.offset)
+
+
+def _composed_offsets(t, depth):
+    """The offsets of level ``depth``'s entries per top-level sequence (``depth`` levels
+    composed); ``depth == len(lod)`` gives data rows per top-level sequence."""
+    off = np.asarray(t._offsets[0])
+    for k in range(1, depth):
+        off = np.asarray(t._offsets[k])[off]
+    return off
+
+
+def _relative_index(index, source):
+    """``sequence_pool``'s absolute row numbers relative to each table row's first row."""
+    starts = _composed_offsets(source, source.lod_level)
+    idx = np.asarray(index._data)
+    if index.lod_level:
+        per_row = np.diff(np.asarray(index._offsets[0]))
+        first = np.repeat(starts[:-1], per_row)
+    else:
+        first = starts[:-1]
+    first = first.reshape((-1,) + (1,) * (idx.ndim - 1))
+    rel = np.where(idx >= 0, idx - first, idx)
+    return LoDTensor._from_trusted(rel, index._offsets)
+
+
+def _expand_broadcast(name, result, x, y, ref_level, fn):
+    """``sequence_expand`` in table form: row ``i`` of ``x`` repeated within row ``i`` of
+    ``y`` (docs/tables.md); a result with several top-level sequences per row is an error."""
+    ref = y.lod_level - 1 if ref_level == -1 else ref_level
+    if ref > 0:
+        per_row = np.diff(_composed_offsets(y, ref))
+        if per_row.size and not np.all(per_row == 1):
+            r = int(np.argmax(per_row != 1))
+            raise ValueError(f"{fn}: {name} with ref_level={ref_level} repeats within "
+                             f"{int(per_row[r])} sequences of level {ref} in table row {r}; "
+                             f"in table form each row needs exactly one (use ref_level=0)")
+    offsets = np.asarray(y._offsets[ref])
+    if x.lod_level == 0:
+        # Paddle's result has no LoD: row i's copies are the ref level's sequence i.
+        return LoDTensor._from_trusted(result._data, (offsets,), result._place)
+    lengths = np.diff(offsets)
+    if lengths.size and not np.all(lengths == 1):
+        r = int(np.argmax(lengths != 1))
+        raise ValueError(f"{fn}: {name} repeats x's sequence {int(lengths[r])} times in table "
+                         f"row {r}, giving {int(lengths[r])} top-level sequences for one row; "
+                         f"in table form a result needs one sequence per table row")
+    return result
+
+
+def _aligned(t, n_rows, name, out, fn):
+    """Raise unless ``t`` is row-aligned with a table of ``n_rows`` rows."""
+    if t.lod_level:
+        got = t._offsets[0].shape[0] - 1
+        what = "top-level sequences"
+    else:
+        got = t._data.shape[0]
+        what = "rows"
+    if got != n_rows:
+        raise ValueError(f"{fn}: {name} gives output {out!r} with {got} {what} for a table of "
+                         f"{n_rows} rows; in table form a result needs one sequence (or row) "
+                         f"per table row")
+
+
+def _to_column(t, narrow, valid):
+    if t.lod_level and narrow:
+        try:
+            arr = to_arrow(t, large_offsets=False)
+        except ValueError:  # offsets past int32: LargeList, as to_arrow's default
+            arr = to_arrow(t)
+    else:
+        arr = to_arrow(t)
+    if valid is not None:
+        n_null = int(valid.shape[0] - np.count_nonzero(valid))
+        if n_null:
+            arr = _mask(arr, valid, n_null)
+    return arr
+
+
+# ---------------------------------------------------------------------------- apply
+def run(table, name, fn_op, args, outs, device, fn):
+    """The body of :func:`apply` (shared with :class:`udf`)."""
+    adapter = adapt(table, fn)
+    n_rows = adapter.n_rows
+    columns = {}
+    narrow = True
+    valid = None
+    for ref in refs_in(args):
+        if ref in columns:
+            continue
+        data, from_objects = adapter.column(ref.name, fn)
+        c = read_column(data, ref, from_objects, fn)
+        if len(data) != n_rows:  # pragma: no cover - adapters give equal lengths
+            raise ValueError(f"{fn}: column {ref.name!r} has {len(data)} rows, the table "
+                             f"{n_rows}")
+        if c.is_list:
+            narrow = narrow and c.narrow
+        if c.valid is not None:
+            valid = c.valid if valid is None else (valid & c.valid)
+        columns[ref] = c
+    plain_only = _PLAIN_ONLY.get(name, ())
+    place = _as_place(device) if device is not None else None
+    call = {}
+    for key, v in args.items():
+        if isinstance(v, ColumnRef):
+            c = columns[v]
+            if key in plain_only and c.is_list:
+                raise ValueError(f"{fn}: in table form {name}'s {key} must be a plain column "
+                                 f"(one value per row); column {v.name!r} is a list column")
+            t = c.tensor
+            call[key] = t if place is None else t.to(place)
+        elif isinstance(v, (list, tuple)) and any(isinstance(x, ColumnRef) for x in v):
+            items = [columns[x].tensor if isinstance(x, ColumnRef) else x for x in v]
+            if place is not None:
+                items = [x.to(place) if isinstance(x, LoDTensor) else x for x in items]
+            call[key] = type(v)(items) if isinstance(v, tuple) else items
+        else:
+            call[key] = v
+    result = fn_op(**call)
+    results = result if isinstance(result, tuple) else (result,)
+    if len(results) != len(outs):  # pragma: no cover - n_results mirrors the operators
+        raise ValueError(f"{fn}: {name} returned {len(results)} results, out names "
+                         f"{len(outs)}")
+    new = {}
+    for i, (t, out) in enumerate(zip(results, outs)):
+        if out is None:
+            continue
+        if t._place is not None and t._place.is_cuda:
+            t = t.cpu()
+        if name == "sequence_expand" and isinstance(args.get("y"), ColumnRef) \
+                and isinstance(call.get("x"), LoDTensor):
+            t = _expand_broadcast(name, t, call["x"], call["y"], args.get("ref_level", -1), fn)
+        elif name == "sequence_mask" and isinstance(args.get("x"), ColumnRef) \
+                and columns[args["x"]].is_list:
+            src = columns[args["x"]].tensor
+            t = LoDTensor._from_trusted(t._data, src._offsets)
+        elif name == "sequence_pool" and i == 1:
+            t = _relative_index(t, columns[args["input"]].tensor if isinstance(
+                args.get("input"), ColumnRef) else call["input"])
+        _aligned(t, n_rows, name, out, fn)
+        new[out] = _to_column(t, narrow, valid)
+    return adapter.finish(new)
+
+
+def apply(table, op, *, out, device=None, **args):
+    """Run an operator on the columns of a table; add its results as columns.
+
+    Parameters
+    ----------
+    table : pyarrow.Table, pyarrow.RecordBatch, pandas.DataFrame, polars.DataFrame or stream
+        Any object with ``__arrow_c_stream__`` is read as a ``pyarrow.Table``.  pandas columns
+        may be ``pd.ArrowDtype`` (read zero-copy) or object columns of lists / NumPy arrays at
+        any depth (what ``pd.read_parquet`` returns by default).
+    op : callable or str
+        A public lodarrow operator (``la.sequence_pool``) or its name (``"sequence_pool"``).
+    out : str or tuple of str
+        The result column(s): a tuple for an operator with several results
+        (``sequence_pad`` -> (padded, length); ``sequence_pool(..., return_index=True)`` ->
+        (out, index)); ``None`` in the tuple drops that result.  A name equal to an existing
+        column replaces it in place; new names are appended in order.
+    device : str or Place, optional
+        ``"cuda"`` runs the operator on the GPU (inputs moved once, results brought back as
+        host Arrow columns); needs CuPy and a GPU, else ``lodarrow.BackendError``.
+    **args
+        The operator's arguments; :func:`col` references are replaced by the columns'
+        tensors, everything else is passed as it is.
+
+    Returns
+    -------
+    table of the same kind
+        The other columns are the caller's own (zero-copy, with the schema's metadata).  A list
+        result is a list column whose levels are ``List`` (int32 offsets) when every list
+        column the call reads is ``List`` / ``ListView`` (a pandas object column counts as
+        ``List``) and the offsets fit, else ``LargeList``.  New pandas columns are
+        ``pd.ArrowDtype``.
+
+    Raises
+    ------
+    ValueError
+        If a result is not row-aligned (the message names the operator, the output and the
+        row counts); on a null inside a list or in a plain argument column (naming the column,
+        the row and the level); on a list column where the operator reads a plain one's rows.
+    KeyError
+        If a referenced column does not exist.
+    TypeError
+        If ``table`` or ``op`` is of the wrong kind, or a column cannot be a LoDTensor.
+
+    Notes
+    -----
+    A null row of an input list column is computed as an empty sequence and is a null row
+    of every result.  ``sequence_pool(..., return_index=True)`` gives indices relative to the
+    first value of the table row (-1 stays -1), so they do not depend on how a table is split.
+    ``sequence_expand(x=col(plain), y=col(list))`` and ``sequence_expand_as`` repeat row ``i``
+    of ``x`` within row ``i`` of ``y``; ``sequence_mask(x=col(list))`` keeps ``x``'s rows.
+    See docs/tables.md.
+
+    Examples
+    --------
+    >>> import pyarrow as pa, lodarrow as la
+    >>> tab = pa.table({"id": [7, 8], "emb": [[1.0, 3.0], [5.0]]})
+    >>> la.apply(tab, la.sequence_pool, input=la.col("emb"), pool_type="average",
+    ...          out="avg").column("avg").to_pylist()
+    [2.0, 5.0]
+    """
+    name, fn_op = resolve_op(op, "apply")
+    outs = check_out(out, n_results(name, args), name, "apply")
+    return run(table, name, fn_op, args, outs, device, "apply")

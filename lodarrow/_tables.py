@@ -1,0 +1,277 @@
+"""Table adapters: read Arrow columns out of any table kind and put result columns back.
+
+``apply`` works on one model (docs/tables.md): a table is a set of Arrow columns of equal
+length.  Each adapter gives a table kind's columns as Arrow data without copying where the
+kind allows, and builds a result *of the same kind* in which every column it did not produce
+is the caller's own object (zero-copy, schema and field metadata kept).
+
+pandas and polars are imported lazily: only when a table of that kind is seen.
+"""
+
+import sys
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["adapt", "objects_to_arrow", "is_pandas_frame", "is_polars_frame"]
+
+_INT32_MAX = np.iinfo(np.int32).max
+
+
+def is_pandas_frame(obj):
+    pd = sys.modules.get("pandas")
+    return pd is not None and isinstance(obj, pd.DataFrame)
+
+
+def is_polars_frame(obj):
+    pl = sys.modules.get("polars")
+    return pl is not None and isinstance(obj, pl.DataFrame)
+
+
+class ArrowAdapter:
+    """A ``pyarrow.Table`` or ``RecordBatch`` (and Arrow stream producers, read as a Table)."""
+
+    __slots__ = ("table", "schema", "n_rows")
+
+    def __init__(self, table):
+        self.table = table
+        self.schema = table.schema
+        self.n_rows = table.num_rows
+
+    def names(self):
+        return self.schema.names
+
+    def column(self, name, fn):
+        i = self.schema.get_field_index(name)
+        if i < 0:
+            raise KeyError(f"{fn}: no column {name!r}; the columns are {self.schema.names}")
+        return self.table.column(i), False
+
+    def finish(self, new):
+        """The table with the ``new`` columns (name -> pa.Array) replaced in place or appended."""
+        table = self.table
+        schema = self.schema
+        if isinstance(table, pa.RecordBatch):
+            arrays = list(table.columns)
+            fields = list(schema)
+            for name, arr in new.items():
+                i = schema.get_field_index(name)
+                if i >= 0:
+                    arrays[i] = arr
+                    fields[i] = pa.field(name, arr.type)
+                else:
+                    arrays.append(arr)
+                    fields.append(pa.field(name, arr.type))
+            return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields, schema.metadata))
+        for name, arr in new.items():
+            i = table.schema.get_field_index(name)
+            if i >= 0:
+                table = table.set_column(i, name, arr)
+            else:
+                table = table.append_column(name, arr)
+        return table
+
+
+class PandasAdapter:
+    """A pandas DataFrame: ``pd.ArrowDtype`` columns are read zero-copy; object columns of
+    lists / NumPy arrays are converted (:func:`objects_to_arrow`); new columns are
+    ``pd.ArrowDtype``."""
+
+    __slots__ = ("frame", "n_rows")
+
+    def __init__(self, frame):
+        self.frame = frame
+        self.n_rows = len(frame)
+
+    def names(self):
+        return list(self.frame.columns)
+
+    def column(self, name, fn):
+        import pandas as pd
+
+        frame = self.frame
+        if name not in frame.columns:
+            raise KeyError(f"{fn}: no column {name!r}; the columns are {list(frame.columns)}")
+        series = frame[name]
+        if isinstance(series, pd.DataFrame):
+            raise ValueError(f"{fn}: the DataFrame has several columns named {name!r}")
+        return series_to_arrow(series, name, fn)
+
+    def finish(self, new):
+        import pandas as pd
+
+        out = self.frame.copy(deep=False)
+        for name, arr in new.items():
+            out[name] = pd.Series(pd.arrays.ArrowExtensionArray(arr), index=out.index,
+                                  name=name, copy=False)
+        return out
+
+
+def series_to_arrow(series, name, fn):
+    """``(arrow data, from_objects)`` of a pandas Series (zero-copy for ``pd.ArrowDtype``)."""
+    import pandas as pd
+
+    dtype = series.dtype
+    if isinstance(dtype, pd.ArrowDtype):
+        return series.array.__arrow_array__(), False
+    if dtype == object:
+        return objects_to_arrow(series.to_numpy(dtype=object), name, fn), True
+    try:
+        return pa.array(series, from_pandas=False), False
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise TypeError(f"{fn}: column {name!r} of dtype {dtype} cannot be read as Arrow "
+                        f"data ({exc})") from None
+
+
+class PolarsAdapter:
+    """A polars DataFrame: columns are read through ``Series.to_arrow`` and results added with
+    ``with_columns`` (the other columns stay polars' own)."""
+
+    __slots__ = ("frame", "n_rows")
+
+    def __init__(self, frame):
+        self.frame = frame
+        self.n_rows = frame.height
+
+    def names(self):
+        return self.frame.columns
+
+    def column(self, name, fn):
+        if name not in self.frame.columns:
+            raise KeyError(f"{fn}: no column {name!r}; the columns are {self.frame.columns}")
+        return self.frame.get_column(name).to_arrow(), False
+
+    def finish(self, new):
+        import polars as pl
+
+        return self.frame.with_columns([pl.Series(name, arr) for name, arr in new.items()])
+
+
+def adapt(table, fn):
+    """The adapter of ``table`` (``TypeError`` naming the accepted kinds otherwise)."""
+    if isinstance(table, (pa.Table, pa.RecordBatch)):
+        return ArrowAdapter(table)
+    if is_pandas_frame(table):
+        return PandasAdapter(table)
+    if is_polars_frame(table):
+        return PolarsAdapter(table)
+    if hasattr(table, "__arrow_c_stream__"):
+        return ArrowAdapter(pa.table(table))
+    raise TypeError(f"{fn}: table must be a pyarrow Table or RecordBatch, a pandas or polars "
+                    f"DataFrame, or an object with __arrow_c_stream__, got "
+                    f"{type(table).__name__}")
+
+
+# ---------------------------------------------------------------------------- object columns
+def _is_missing(v):
+    return v is None or (isinstance(v, float) and v != v)
+
+
+def _is_scalar(v):
+    return isinstance(v, (bool, int, float, np.generic)) and not isinstance(v, np.ndarray)
+
+
+def objects_to_arrow(items, name, fn):
+    """An object array of per-row sequences as an Arrow list array (``List`` offsets).
+
+    What ``pd.read_parquet`` returns by default, or what a user builds: each item is a
+    sequence -- a Python list / tuple, a 1-D NumPy array (object arrays nest further), or a
+    numeric NumPy array of rank >= 2 whose trailing axes are feature dimensions
+    (``FixedSizeList``) -- or ``None`` / NaN for a null row.  Every nesting of lists or 1-D
+    arrays is one list level; values are the leaves (Python ints give int64, floats float64;
+    NumPy arrays keep their dtype).  A missing item below the top level is a ``ValueError``
+    naming the column, the row and the level.
+    """
+    n = items.shape[0]
+    valid = np.fromiter((not _is_missing(v) for v in items), dtype=np.bool_, count=n)
+    cells = list(items[valid]) if not valid.all() else list(items)
+    rows = np.flatnonzero(valid)
+    arr = _level(cells, rows, 0, name, fn)
+    if valid.all():
+        return arr
+    # spread the valid rows back over all rows, nulls as empty null slots (List offsets)
+    lengths = np.zeros(n, dtype=np.int64)
+    offs = np.asarray(arr.offsets).astype(np.int64)
+    lengths[valid] = np.diff(offs)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    mask = pa.array(~valid)
+    offsets_arr = pa.array(offsets.astype(np.int32) if offsets[-1] <= _INT32_MAX else offsets)
+    make = pa.ListArray if offsets_arr.type == pa.int32() else pa.LargeListArray
+    return make.from_arrays(offsets_arr, arr.values, mask=mask)
+
+
+def _level(cells, rows, depth, name, fn):
+    """One list level over ``cells`` (each a non-missing sequence of table row ``rows[i]``)."""
+    if cells and all(isinstance(c, np.ndarray) and c.ndim >= 1 and c.dtype != object
+                     for c in cells):
+        return _dense_level(cells, rows, depth, name, fn)
+    lengths = np.empty(len(cells), dtype=np.int64)
+    children = []
+    for i, c in enumerate(cells):
+        if isinstance(c, (list, tuple)) or (isinstance(c, np.ndarray) and c.ndim == 1):
+            lengths[i] = len(c)
+            children.extend(c)
+        elif isinstance(c, np.ndarray) and c.ndim > 1:  # object array of rank >= 2
+            lengths[i] = c.shape[0]
+            children.extend(c)
+        else:
+            raise TypeError(f"{fn}: column {name!r}, row {int(rows[i])}: expected a sequence "
+                            f"(list or NumPy array) at level {depth}, got "
+                            f"{type(c).__name__}")
+    child_rows = np.repeat(rows, lengths)
+    offsets = np.zeros(len(cells) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    missing = [j for j, v in enumerate(children) if _is_missing(v)]
+    if missing:
+        j = missing[0]
+        raise ValueError(f"{fn}: column {name!r} has a null inside row {int(child_rows[j])} at "
+                         f"level {depth + 1}; only whole rows may be null (fill or drop the "
+                         f"null values first)")
+    if not children:
+        values = pa.array([], type=pa.float64())
+    elif all(_is_scalar(v) for v in children):
+        try:
+            values = pa.array(children)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise TypeError(f"{fn}: column {name!r}: the values at level {depth + 1} are not "
+                            f"numeric ({exc})") from None
+    elif any(_is_scalar(v) for v in children):
+        j = next(j for j, v in enumerate(children) if _is_scalar(v))
+        raise TypeError(f"{fn}: column {name!r}, row {int(child_rows[j])}: level {depth + 1} "
+                        f"mixes values and sequences")
+    else:
+        values = _level(children, child_rows, depth + 1, name, fn)
+    return _wrap(offsets, values)
+
+
+def _dense_level(cells, rows, depth, name, fn):
+    """Numeric ndarrays of shape ``(length, *feature_shape)``: one level over their rows."""
+    first = cells[0]
+    for i, c in enumerate(cells):
+        if c.shape[1:] != first.shape[1:]:
+            raise ValueError(f"{fn}: column {name!r}, row {int(rows[i])}: an array of shape "
+                             f"{c.shape} at level {depth}, but row {int(rows[0])} has rows of "
+                             f"shape {first.shape[1:]}; every row needs the same feature shape")
+        if c.dtype != first.dtype:
+            raise ValueError(f"{fn}: column {name!r}, row {int(rows[i])}: dtype {c.dtype} at "
+                             f"level {depth}, but row {int(rows[0])} has {first.dtype}; every "
+                             f"row needs the same dtype")
+    lengths = np.fromiter((c.shape[0] for c in cells), dtype=np.int64, count=len(cells))
+    offsets = np.zeros(len(cells) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = np.concatenate(cells)
+    try:
+        values = pa.array(data.reshape(-1))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise TypeError(f"{fn}: column {name!r}: values of dtype {data.dtype} are not "
+                        f"supported ({exc})") from None
+    for size in reversed(data.shape[1:]):
+        values = pa.FixedSizeListArray.from_arrays(values, size)
+    return _wrap(offsets, values)
+
+
+def _wrap(offsets, values):
+    if offsets[-1] <= _INT32_MAX:
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values)
+    return pa.LargeListArray.from_arrays(pa.array(offsets), values)

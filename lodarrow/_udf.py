@@ -1,0 +1,339 @@
+"""``udf`` and ``pipeline``: an operator call on table columns, shippable to workers.
+
+A :class:`udf` holds the operator's name, its arguments and the output names -- never data --
+so it pickles in a few hundred bytes for Ray, Dask or Spark workers.  Its output schema
+depends only on the input schema and the arguments (docs/tables.md): it is computed by
+running the call on an empty table of the input schema, so it is the schema every batch's
+result has, by construction.
+"""
+
+import numpy as np
+import pyarrow as pa
+
+from lodarrow._apply import ColumnRef, check_out, n_results, refs_in, resolve_op, run
+from lodarrow._arrow import _type_chain, _VARIABLE
+from lodarrow._tables import is_pandas_frame
+
+__all__ = ["udf", "pipeline"]
+
+#: Operators whose output width is the longest sequence unless ``maxlen`` is given.
+_DATA_WIDTH = ("sequence_pad", "sequence_mask")
+
+
+class _Base:
+    """What udf and pipeline share: ``output_schema`` callers and ``dask_meta``."""
+
+    __slots__ = ()
+
+    def dask_meta(self, ddf):
+        """The empty pandas DataFrame a Dask ``map_partitions`` needs as ``meta``.
+
+        Parameters
+        ----------
+        ddf : dask.dataframe.DataFrame or pandas.DataFrame
+            The Dask DataFrame the udf maps over (its ``_meta`` is read), or that meta
+            itself.  Columns the udf reads must be ``pd.ArrowDtype`` (read the data with
+            ``dtype_backend="pyarrow"``).
+
+        Returns
+        -------
+        pandas.DataFrame
+            No rows; the input's columns with their dtypes, and every output column as
+            ``pd.ArrowDtype`` of :meth:`output_schema`'s type.
+
+        Raises
+        ------
+        TypeError
+            If ``ddf`` is neither, or a column the udf reads is not ``pd.ArrowDtype``.
+
+        Examples
+        --------
+        >>> import pandas as pd, pyarrow as pa, lodarrow as la
+        >>> meta = pd.DataFrame({"x": pd.Series([], dtype=pd.ArrowDtype(pa.list_(pa.float64())))})
+        >>> f = la.udf(la.sequence_pool, input=la.col("x"), pool_type="sum", out="s")
+        >>> f.dask_meta(meta).dtypes["s"]
+        double[pyarrow]
+        """
+        import pandas as pd
+
+        meta = getattr(ddf, "_meta", ddf)
+        if not is_pandas_frame(meta):
+            raise TypeError(f"dask_meta: ddf must be a Dask or pandas DataFrame, got "
+                            f"{type(ddf).__name__}")
+        meta = meta.iloc[:0]
+        read = self._reads()
+        fields = []
+        for name in meta.columns:
+            dtype = meta.dtypes[name]
+            if isinstance(dtype, pd.ArrowDtype):
+                fields.append(pa.field(name, dtype.pyarrow_dtype))
+                continue
+            if name in read:
+                raise TypeError(f"dask_meta: column {name!r} has dtype {dtype}; the columns a "
+                                f"udf reads must be pd.ArrowDtype (read the data with "
+                                f"dtype_backend='pyarrow')")
+            try:
+                fields.append(pa.field(name, pa.from_numpy_dtype(dtype)))
+            except (TypeError, pa.ArrowNotImplementedError):
+                fields.append(pa.field(name, pa.null()))  # passed through, never read
+        schema = self.output_schema(pa.schema(fields))
+        out = meta.copy(deep=False)
+        written = set(self._writes())
+        for field in schema:
+            if field.name in written:
+                out[field.name] = pd.Series(
+                    pd.arrays.ArrowExtensionArray(pa.array([], type=field.type)),
+                    index=out.index, name=field.name)
+        return out
+
+
+def _as_schema(schema, fn):
+    if isinstance(schema, pa.Schema):
+        return schema
+    if isinstance(schema, (pa.Table, pa.RecordBatch)):
+        return schema.schema
+    if hasattr(schema, "__arrow_c_schema__"):
+        return pa.schema(schema)
+    raise TypeError(f"{fn}: schema must be a pyarrow.Schema, got {type(schema).__name__}")
+
+
+class udf(_Base):
+    """An operator call on table columns, as a small picklable callable.
+
+    ``la.udf(op, out=..., **args)(table)`` is ``la.apply(table, op, out=..., **args)``; the
+    udf holds the operator's name, the arguments and the output names, never data, so Ray,
+    Dask and Spark can ship it to workers.
+
+    Parameters
+    ----------
+    op : callable or str
+        A public lodarrow operator or its name.
+    out : str or tuple of str
+        The result column(s), as for :func:`lodarrow.apply`.
+    device : str, optional
+        ``"cuda"`` to run on the GPU (see :func:`lodarrow.apply`).
+    **args
+        The operator's arguments; :func:`lodarrow.col` references name columns.
+
+    Raises
+    ------
+    ValueError
+        For ``sequence_pad`` / ``sequence_mask`` without ``maxlen`` (their width would depend
+        on each batch's data, and the batches of one dataset must share one schema); for a
+        ``lod_reset`` / ``lod_append`` whose new LoD is a literal (it cannot fit every batch:
+        give ``y=col(...)``/``level=col(...)``); for ``out`` of the wrong length.
+    TypeError
+        If ``op`` is not an operator or ``out`` not names.
+
+    See Also
+    --------
+    pipeline, lodarrow.apply : docs/tables.md
+
+    Examples
+    --------
+    >>> import pickle, pyarrow as pa, lodarrow as la
+    >>> f = la.udf(la.sequence_pad, x=la.col("tok"), pad_value=0, maxlen=3,
+    ...            out=("tok_pad", "tok_len"))
+    >>> g = pickle.loads(pickle.dumps(f))
+    >>> g(pa.table({"tok": [[1, 2], [3]]})).column("tok_pad").to_pylist()
+    [[1, 2, 0], [3, 0, 0]]
+    >>> f.output_schema(pa.schema([("tok", pa.list_(pa.int64()))])).field("tok_len").type
+    DataType(int64)
+    """
+
+    __slots__ = ("op", "args", "out", "device")
+
+    def __init__(self, op, *, out, device=None, **args):
+        name, _ = resolve_op(op, "udf")
+        outs = check_out(out, n_results(name, args), name, "udf")
+        if name in _DATA_WIDTH and args.get("maxlen") is None:
+            raise ValueError(f"udf: {name} without maxlen gives each batch the width of its "
+                             f"longest sequence, but the batches of one dataset must share one "
+                             f"schema; pass maxlen=")
+        if name == "lod_reset" and not isinstance(args.get("y"), ColumnRef):
+            raise ValueError("udf: lod_reset with target_lod (or a literal y) cannot fit every "
+                             "batch of a dataset; give y=la.col(list column) whose rows cut "
+                             "each row's values")
+        if name == "lod_append" and not isinstance(args.get("level"), ColumnRef):
+            raise ValueError("udf: lod_append with a literal level cannot fit every batch of a "
+                             "dataset; give level=la.col(list column)")
+        self.op = name
+        self.args = dict(args)
+        self.out = outs
+        self.device = device
+
+    def __call__(self, batch):
+        """Apply to one table or batch (any kind :func:`lodarrow.apply` takes)."""
+        from lodarrow._apply import OPERATORS
+
+        return run(batch, self.op, OPERATORS[self.op], self.args, self.out, self.device, "udf")
+
+    def __getstate__(self):
+        return (self.op, self.args, self.out, self.device)
+
+    def __setstate__(self, state):
+        self.op, self.args, self.out, self.device = state
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.args.items())
+        out = self.out[0] if len(self.out) == 1 else self.out
+        return f"udf({self.op}, {args}, out={out!r})"
+
+    def __eq__(self, other):
+        return isinstance(other, udf) and self.__getstate__()[:1] == other.__getstate__()[:1] \
+            and self.out == other.out and self.device == other.device \
+            and _args_equal(self.args, other.args)
+
+    __hash__ = None
+
+    def _reads(self):
+        return {r.name for r in refs_in(self.args)}
+
+    def _writes(self):
+        return tuple(o for o in self.out if o is not None)
+
+    def output_schema(self, schema):
+        """The schema of this udf's result on a table of ``schema``, computed without data.
+
+        Parameters
+        ----------
+        schema : pyarrow.Schema
+            The input schema (a Table or RecordBatch gives its own).
+
+        Returns
+        -------
+        pyarrow.Schema
+            The input fields (with their metadata, and the schema's) with the outputs
+            replaced in place or appended: the exact schema :meth:`__call__` gives an Arrow
+            table of this schema.  List outputs are ``List`` when every list column read is
+            ``List`` / ``ListView`` (an overflow of int32 offsets in a batch would make that
+            batch ``LargeList``).
+
+        Raises
+        ------
+        KeyError
+            If a referenced column is not in ``schema``.
+        ValueError
+            If a ``col(name, lod_level=k)`` folds list levels into feature dimensions without
+            ``feature_shape``: their widths are in the data only.
+        TypeError
+            If a column cannot be a LoDTensor, or the arguments do not fit the operator.
+        """
+        schema = _as_schema(schema, "output_schema")
+        for ref in refs_in(self.args):
+            i = schema.get_field_index(ref.name)
+            if i < 0:
+                raise KeyError(f"output_schema: no column {ref.name!r}; the columns are "
+                               f"{schema.names}")
+            if ref.lod_level is not None and ref.feature_shape is None:
+                kinds, _ = _type_chain(schema.field(i).type)
+                last = max((j for j, (k, _) in enumerate(kinds) if k in _VARIABLE), default=-1)
+                if last + 1 > ref.lod_level:
+                    raise ValueError(
+                        f"output_schema: col({ref.name!r}, lod_level={ref.lod_level}) folds "
+                        f"{last + 1 - ref.lod_level} list level(s) of {schema.field(i).type} "
+                        f"into feature dimensions whose widths only the data knows; give "
+                        f"col(..., feature_shape=(...)) so the schema can be computed")
+        return self(schema.empty_table()).schema
+
+
+def _args_equal(a, b):
+    if a.keys() != b.keys():
+        return False
+    for k in a:
+        x, y = a[k], b[k]
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray)
+                    and x.dtype == y.dtype and np.array_equal(x, y)):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+class pipeline(_Base):
+    """Several udfs applied in order, as one udf (picklable; ``output_schema`` composed).
+
+    Parameters
+    ----------
+    *udfs : udf or pipeline
+        Applied left to right; each sees the columns the previous ones wrote.  Nested
+        pipelines are flattened.
+
+    Raises
+    ------
+    ValueError
+        If no udf is given.
+    TypeError
+        If an argument is not a udf or pipeline.
+
+    See Also
+    --------
+    udf : docs/tables.md
+
+    Examples
+    --------
+    >>> import pyarrow as pa, lodarrow as la
+    >>> g = la.pipeline(
+    ...     la.udf(la.sequence_reverse, x=la.col("x"), out="r"),
+    ...     la.udf(la.sequence_first_step, input=la.col("r"), out="last"))
+    >>> g(pa.table({"x": [[1.0, 2.0], [3.0]]})).column("last").to_pylist()
+    [2.0, 3.0]
+    """
+
+    __slots__ = ("udfs",)
+
+    def __init__(self, *udfs):
+        if not udfs:
+            raise ValueError("pipeline: give at least one udf")
+        flat = []
+        for i, u in enumerate(udfs):
+            if isinstance(u, pipeline):
+                flat.extend(u.udfs)
+            elif isinstance(u, udf):
+                flat.append(u)
+            else:
+                raise TypeError(f"pipeline: argument {i} must be a udf or a pipeline, got "
+                                f"{type(u).__name__}")
+        self.udfs = tuple(flat)
+
+    def __call__(self, batch):
+        for u in self.udfs:
+            batch = u(batch)
+        return batch
+
+    def __getstate__(self):
+        return self.udfs
+
+    def __setstate__(self, state):
+        self.udfs = state
+
+    def __repr__(self):
+        return "pipeline(" + ", ".join(repr(u) for u in self.udfs) + ")"
+
+    def __eq__(self, other):
+        return isinstance(other, pipeline) and self.udfs == other.udfs
+
+    __hash__ = None
+
+    def _reads(self):
+        """The input columns read before any udf of the pipeline writes them."""
+        read, written = set(), set()
+        for u in self.udfs:
+            read |= u._reads() - written
+            written |= set(u._writes())
+        return read
+
+    def _writes(self):
+        out = []
+        for u in self.udfs:
+            out.extend(o for o in u._writes() if o not in out)
+        return tuple(out)
+
+    def output_schema(self, schema):
+        """The schema of the pipeline's result on a table of ``schema`` (each udf's
+        :meth:`udf.output_schema` in turn)."""
+        schema = _as_schema(schema, "output_schema")
+        for u in self.udfs:
+            schema = u.output_schema(schema)
+        return schema
