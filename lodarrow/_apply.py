@@ -238,32 +238,67 @@ def _kinds(arrow_type):
     return hit
 
 
-def read_column(data, ref, from_objects, fn):
-    """Convert one column's Arrow data to a :class:`_Column` (docs/tables.md, Nulls)."""
+def read_column(data, ref, from_objects, fn, valid):
+    """Convert one column's Arrow data to a :class:`_Column` (docs/tables.md, Nulls).
+
+    ``valid`` (None: no null rows in any list column of the call) marks the rows every
+    list column reads as empty and every plain column as zeros: a null row of one input is a
+    null row of the whole call, so the other inputs' constraints (equal lengths, offsets
+    inside the row ...) hold there too.
+    """
     is_list, narrow = _kinds(data.type)
     narrow = narrow or from_objects
     kw = ref.arrow_kwargs()
-    valid = None
-    if data.null_count:
-        if not is_list:
+    if not is_list:
+        if data.null_count:
             i = _first_null(data)
             raise ValueError(f"{fn}: column {ref.name!r} has a null at row {i} (level 0, the "
                              f"row itself); a plain column used as an argument cannot hold "
                              f"nulls (fill or drop them first)")
-        _check_inner_nulls(data, ref.name, fn)
-        valid = _validity(data)
-        nulls = "empty"
+        t = _from_arrow(data, ref, "error", kw, fn)
+        if valid is not None:  # the row is null anyway: zeros fit every operator's checks
+            zeroed = np.array(t._data)
+            zeroed[~valid] = 0
+            t = LoDTensor._from_trusted(zeroed, t._offsets)
+        return _Column(t, t.lod_level > 0, None, narrow)
+    if valid is None:
+        t = _from_arrow(data, ref, "error", kw, fn)
     else:
-        nulls = "error"
+        _check_inner_nulls(data, ref.name, fn)
+        t = _from_arrow(_with_validity(data, valid), ref, "empty", kw, fn)
+    return _Column(t, t.lod_level > 0, valid, narrow)
+
+
+def _from_arrow(data, ref, nulls, kw, fn):
     try:
-        t = from_arrow(data, nulls=nulls, **kw)
+        return from_arrow(data, nulls=nulls, **kw)
     except ValueError as exc:
         if "null" in str(exc):
             _check_inner_nulls(data, ref.name, fn)
         raise ValueError(f"{fn}: column {ref.name!r}: {exc}") from None
     except TypeError as exc:
         raise TypeError(f"{fn}: column {ref.name!r}: {exc}") from None
-    return _Column(t, t.lod_level > 0, valid, narrow)
+
+
+_TOP_BUFFERS = {"list": 2, "large_list": 2, "list_view": 3, "large_list_view": 3,
+                "fixed_size_list": 1}
+
+
+def _with_validity(data, valid):
+    """The list array ``data`` with ``valid`` as its top-level validity (a new bitmap only)."""
+    arr = data.combine_chunks() if isinstance(data, pa.ChunkedArray) else data
+    if isinstance(arr.type, pa.BaseExtensionType):
+        arr = arr.storage
+    t = arr.type
+    kind = ("large_list_view" if _is_large_view(t) else "list_view" if _is_view(t) else
+            "large_list" if pa.types.is_large_list(t) else "list" if pa.types.is_list(t)
+            else "fixed_size_list")
+    bits = np.concatenate([np.ones(arr.offset, dtype=np.bool_), valid])
+    bitmap = pa.py_buffer(np.packbits(bits, bitorder="little"))
+    bufs = arr.buffers()[:_TOP_BUFFERS[kind]]
+    return pa.Array.from_buffers(t, len(arr), [bitmap] + bufs[1:],
+                                 null_count=int(valid.shape[0] - np.count_nonzero(valid)),
+                                 offset=arr.offset, children=[arr.values])
 
 
 def _first_null(data):
@@ -310,6 +345,10 @@ def _check_inner_nulls(data, name, fn):
                                     or _is_view(node.type)):
             i = int(np.argmin(_validity(node)))
             _null_error(name, int(parents[i]), depth, "a null value", fn)
+
+
+def _is_large_view(t):
+    return getattr(pa.types, "is_large_list_view", lambda _: False)(t)
 
 
 def _is_view(t):
@@ -420,21 +459,21 @@ def run(table, name, fn_op, args, outs, device, fn):
     """The body of :func:`apply` (shared with :class:`udf`)."""
     adapter = adapt(table, fn)
     n_rows = adapter.n_rows
-    columns = {}
-    narrow = True
+    raw = {}
     valid = None
     for ref in refs_in(args):
-        if ref in columns:
-            continue
-        data, from_objects = adapter.column(ref.name, fn)
-        c = read_column(data, ref, from_objects, fn)
-        if len(data) != n_rows:  # pragma: no cover - adapters give equal lengths
-            raise ValueError(f"{fn}: column {ref.name!r} has {len(data)} rows, the table "
-                             f"{n_rows}")
+        if ref not in raw:
+            data, from_objects = adapter.column(ref.name, fn)
+            raw[ref] = (data, from_objects)
+            if data.null_count and _kinds(data.type)[0]:
+                v = _validity(data)
+                valid = v if valid is None else (valid & v)
+    columns = {}
+    narrow = True
+    for ref, (data, from_objects) in raw.items():
+        c = read_column(data, ref, from_objects, fn, valid)
         if c.is_list:
             narrow = narrow and c.narrow
-        if c.valid is not None:
-            valid = c.valid if valid is None else (valid & c.valid)
         columns[ref] = c
     plain_only = _PLAIN_ONLY.get(name, ())
     place = _as_place(device) if device is not None else None

@@ -171,6 +171,10 @@ def _is_scalar(v):
     return isinstance(v, (bool, int, float, np.generic)) and not isinstance(v, np.ndarray)
 
 
+def _is_sequence(v):
+    return isinstance(v, (list, tuple, np.ndarray))
+
+
 def objects_to_arrow(items, name, fn):
     """An object array of per-row sequences as an Arrow list array (``List`` offsets).
 
@@ -228,6 +232,10 @@ def _level(cells, rows, depth, name, fn):
         raise ValueError(f"{fn}: column {name!r} has a null inside row {int(child_rows[j])} at "
                          f"level {depth + 1}; only whole rows may be null (fill or drop the "
                          f"null values first)")
+    other = next((v for v in children if not (_is_scalar(v) or _is_sequence(v))), None)
+    if other is not None:
+        raise TypeError(f"{fn}: column {name!r}: the values at level {depth + 1} are not "
+                        f"numeric (got {type(other).__name__})")
     if not children:
         values = pa.array([], type=pa.float64())
     elif all(_is_scalar(v) for v in children):
