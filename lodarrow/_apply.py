@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 
 from lodarrow import _ops
-from lodarrow._arrow import _type_chain, _VARIABLE, _LIST, _LIST_VIEW, from_arrow, to_arrow
-from lodarrow._tables import adapt
+from lodarrow._arrow import from_arrow, to_arrow
+from lodarrow._tables import adapt, list_levels
 from lodarrow._tensor import LoDTensor, _as_place
 
 __all__ = ["col", "ColumnRef", "apply", "resolve_op", "n_results", "run"]
@@ -227,11 +227,9 @@ def _kinds(arrow_type):
     """``(is_list, narrow)`` of a column type (cached)."""
     hit = _KIND_CACHE.get(arrow_type)
     if hit is None:
-        t = arrow_type.storage_type if isinstance(arrow_type, pa.BaseExtensionType) \
-            else arrow_type
-        kinds, _ = _type_chain(t)
-        variable = [k for k, _ in kinds if k in _VARIABLE]
-        hit = (bool(variable), all(k in (_LIST, _LIST_VIEW) for k in variable))
+        kinds, _ = list_levels(arrow_type)
+        variable = [k for k in kinds if isinstance(k, str)]
+        hit = (bool(variable), all(k in ("list", "list_view") for k in variable))
         if len(_KIND_CACHE) > 256:
             _KIND_CACHE.clear()
         _KIND_CACHE[arrow_type] = hit

@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 from lodarrow._arrow import from_arrow, to_arrow
+from lodarrow._tables import objects_to_arrow
 from lodarrow._tensor import LoDTensor
 
 __all__ = ["to_pandas", "from_pandas"]
@@ -48,7 +49,7 @@ def to_pandas(t):
     return pd.Series(pd.arrays.ArrowExtensionArray(to_arrow(t)))
 
 
-def from_pandas(series, *, nulls="error"):
+def from_pandas(series, *, nulls="error", lod_level=None, feature_shape=None):
     """Convert a ``pandas.Series`` to a LoDTensor.
 
     Parameters
@@ -58,16 +59,24 @@ def from_pandas(series, *, nulls="error"):
 
         - a Series with ``pd.ArrowDtype`` (as :meth:`LoDTensor.to_pandas` gives): converted
           as :func:`lodarrow.from_arrow` converts its Arrow data (zero-copy);
-        - an object Series whose items are sequences: NumPy arrays (each a sequence of rows:
-          shape ``(length, *feature_shape)``, one LoD level) or nested lists (converted by
-          pyarrow: every list level is a LoD level, Python ints give int64, floats float64);
-          an empty object Series gives zero sequences of float64;
+        - an object Series whose items are sequences at any depth, as ``pd.read_parquet``
+          returns list columns by default: Python lists / tuples and 1-D NumPy arrays (object
+          arrays nest further) are list levels, and a numeric NumPy array of rank >= 2 is
+          rows with its trailing axes as feature dimensions (an item of shape ``(50, 8)`` is
+          a sequence of 50 rows of width 8); Python ints give int64, floats float64, arrays
+          keep their dtype; ``None`` / NaN items are null rows (see ``nulls``); an empty
+          object Series gives zero sequences of float64;
         - a numeric Series: one data row per item, no LoD.
 
         The index is ignored.
     nulls : {"error", "empty"}, default "error"
         What a missing item (``None``) or null list becomes (see :func:`lodarrow.from_arrow`).
         NaN inside the values stays NaN.
+    lod_level, feature_shape : optional
+        Passed to :func:`lodarrow.from_arrow`: the outer ``lod_level`` list levels are the LoD,
+        deeper regular ones become feature dimensions (``pd.read_parquet`` of a
+        ``list<fixed_size_list<float, 8>>`` column gives arrays of arrays: ``lod_level=1``
+        reads it back with feature shape ``(8,)``).  See docs/tables.md.
 
     Returns
     -------
@@ -78,7 +87,8 @@ def from_pandas(series, *, nulls="error"):
     TypeError
         If ``series`` is not a Series or its items are not numeric sequences.
     ValueError
-        If the items hold nulls (see ``nulls``) or NumPy items differ in feature shape or dtype.
+        If the items hold nulls (see ``nulls``; a missing item below the top level is always
+        an error naming the row and the level) or NumPy items differ in feature shape or dtype.
 
     Examples
     --------
@@ -88,40 +98,41 @@ def from_pandas(series, *, nulls="error"):
     ([[0, 2, 2, 3]], [1.0, 2.0, 3.0])
     >>> la.from_pandas(pd.Series([np.zeros((2, 3)), np.ones((1, 3))])).feature_shape
     (3,)
+    >>> nested = pd.Series([np.array([np.array([1, 2]), np.array([3])], dtype=object)])
+    >>> la.from_pandas(nested).lod()
+    [[0, 2], [0, 2, 3]]
     """
     import pandas as pd
 
     if not isinstance(series, pd.Series):
         raise TypeError(f"from_pandas: series must be a pandas.Series, got "
                         f"{type(series).__name__}")
+    kw = {}
+    if lod_level is not None:
+        kw["lod_level"] = lod_level
+    if feature_shape is not None:
+        kw["feature_shape"] = feature_shape
     if isinstance(series.dtype, pd.ArrowDtype):
-        return from_arrow(series.array.__arrow_array__(), nulls=nulls)
+        return from_arrow(series.array.__arrow_array__(), nulls=nulls, **kw)
     if series.dtype == object:
         items = series.to_numpy(dtype=object)
-        if items.shape[0] == 0:
+        if items.shape[0] == 0 and not kw:
             return LoDTensor._from_trusted(np.empty(0, dtype=np.float64),
                                            (np.zeros(1, dtype=np.int64),))
-        if all(isinstance(item, np.ndarray) and item.ndim >= 1 for item in items):
+        if not kw and items.shape[0] and all(
+                isinstance(item, np.ndarray) and item.ndim >= 1 and item.dtype != object
+                for item in items):
             return _from_ndarrays(items)
-        try:
-            arr = pa.array(items, from_pandas=False)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-            raise TypeError(f"from_pandas: the items of an object Series must be numeric "
-                            f"sequences (lists or 1-D NumPy arrays) or None ({exc})") from None
-        if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)
-                or pa.types.is_null(arr.type)):
-            raise TypeError(f"from_pandas: the items of an object Series must be sequences, "
-                            f"got items of Arrow type {arr.type}")
-        if pa.types.is_null(arr.type):  # only missing items
-            arr = pa.array(items, type=pa.list_(pa.float64()))
-        return from_arrow(arr, nulls=nulls)
+        name = "series" if series.name is None else str(series.name)
+        arr = objects_to_arrow(items, name, "from_pandas")
+        return from_arrow(arr, nulls=nulls, **kw)
     # numeric NumPy or pandas-masked data: one row per item; NaN stays NaN
     try:
         arr = pa.array(series, from_pandas=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         raise TypeError(f"from_pandas: cannot convert a Series of dtype {series.dtype} "
                         f"({exc})") from None
-    return from_arrow(arr, nulls=nulls)
+    return from_arrow(arr, nulls=nulls, **kw)
 
 
 def _from_ndarrays(items):

@@ -16,10 +16,13 @@ import operator
 import os
 from collections.abc import Mapping
 
+import numpy as np
 import pyarrow as pa
 
+from lodarrow._arrow import to_arrow
 from lodarrow._arrow_layout import arrow_type
-from lodarrow._table import columns_to_tensors, select_columns, to_table
+from lodarrow._table import columns_to_tensors, representable_columns, select_columns
+from lodarrow._tables import adapt, is_pandas_frame, is_polars_frame, objects_to_arrow
 from lodarrow._tensor import LoDTensor
 
 __all__ = ["write_parquet", "read_parquet", "iter_parquet"]
@@ -28,13 +31,23 @@ _META_KEY = b"lodarrow"
 
 
 def write_parquet(t_or_dict, path, **kwargs):
-    """Write a LoDTensor, or several as columns, to a Parquet file (zero-copy until encoding).
+    """Write a LoDTensor, a mapping of columns or a table to a Parquet file.
 
     Parameters
     ----------
-    t_or_dict : LoDTensor or mapping of str to LoDTensor
-        A single tensor is written as the column ``"data"``; a mapping gives one column per
-        entry (equal top-level lengths, see :func:`lodarrow.to_table`).
+    t_or_dict : LoDTensor, mapping or table
+        - a LoDTensor: written as the column ``"data"``;
+        - a mapping name -> column, each a LoDTensor (zero-copy until encoding), a NumPy
+          array (numeric: a tensor without LoD, one row per element of the first axis;
+          anything else through ``pyarrow.array``), an Arrow array or chunked array, or
+          anything ``pyarrow.array`` / :func:`lodarrow.from_arrow` accepts (a polars Series,
+          an ``__arrow_c_array__`` producer, a list), so ids and strings are written beside
+          the sequences;
+        - a table: a ``pyarrow.Table`` / ``RecordBatch``, a pandas DataFrame (``pd.ArrowDtype``
+          columns as they are, object columns of lists / NumPy arrays as list columns, others
+          through ``pyarrow``), a polars DataFrame or an ``__arrow_c_stream__`` producer.
+
+        Every column needs the same number of rows (top-level sequences for a LoDTensor).
     path : str, path-like or file-like
         Where to write.
     **kwargs
@@ -43,9 +56,15 @@ def write_parquet(t_or_dict, path, **kwargs):
     Raises
     ------
     TypeError
-        If ``t_or_dict`` is neither a LoDTensor nor a mapping of them.
+        If ``t_or_dict`` is none of these, a name is not a string, or a value cannot be an
+        Arrow column.
     ValueError
-        If the tensors differ in top-level length.
+        If the columns differ in length (the message names both columns).
+
+    Notes
+    -----
+    LoDTensor columns record their dtype, feature shape and LoD depth in the schema metadata
+    (key ``lodarrow``), so they read back exactly even where the file's Arrow schema is lost.
 
     Examples
     --------
@@ -55,22 +74,29 @@ def write_parquet(t_or_dict, path, **kwargs):
     >>> la.write_parquet(t, path)
     >>> la.read_parquet(path).equals(t)
     True
+    >>> la.write_parquet({"id": np.array([7, 8, 9]), "title": ["a", "b", "c"], "seq": t}, path)
+    >>> la.read_parquet(path, "seq").equals(t)
+    True
     """
     import pyarrow.parquet as pq
 
     if isinstance(t_or_dict, LoDTensor):
-        tensors = {"data": t_or_dict}
+        table, tensors = _mapping_table({"data": t_or_dict})
     elif isinstance(t_or_dict, Mapping):
-        tensors = t_or_dict
+        table, tensors = _mapping_table(t_or_dict)
+    elif isinstance(t_or_dict, (pa.Table, pa.RecordBatch)) or is_pandas_frame(t_or_dict) \
+            or is_polars_frame(t_or_dict) or hasattr(t_or_dict, "__arrow_c_stream__"):
+        table, tensors = _frame_table(t_or_dict), {}
     else:
         raise TypeError(f"write_parquet: t_or_dict must be a LoDTensor or a mapping of column "
-                        f"name -> LoDTensor, got {type(t_or_dict).__name__}")
-    table = to_table(tensors)
-    layout = {name: {"dtype": str(t.dtype), "feature_shape": list(t.feature_shape),
-                     "lod_level": t.lod_level} for name, t in tensors.items()}
-    meta = json.dumps({"version": 1, "columns": layout}).encode()
+                        f"name -> column, or a table, got {type(t_or_dict).__name__}")
+    metadata = dict(table.schema.metadata or {})
+    if tensors:
+        layout = {name: {"dtype": str(t.dtype), "feature_shape": list(t.feature_shape),
+                         "lod_level": t.lod_level} for name, t in tensors.items()}
+        metadata[_META_KEY] = json.dumps({"version": 1, "columns": layout}).encode()
     if kwargs.get("store_schema", True):
-        pq.write_table(table.replace_schema_metadata({_META_KEY: meta}), path, **kwargs)
+        pq.write_table(table.replace_schema_metadata(metadata or None), path, **kwargs)
         return
     # Without the stored Arrow schema pyarrow drops the schema metadata too: add ours to the
     # file's key-value metadata directly, as pq.write_table would write the table.
@@ -78,7 +104,8 @@ def write_parquet(t_or_dict, path, **kwargs):
     try:
         with pq.ParquetWriter(path, table.schema, **kwargs) as writer:
             writer.write_table(table, row_group_size=row_group_size)
-            writer.add_key_value_metadata({_META_KEY: meta})
+            if _META_KEY in metadata:
+                writer.add_key_value_metadata({_META_KEY: metadata[_META_KEY]})
     except Exception:
         if isinstance(path, (str, os.PathLike)):
             try:
@@ -88,7 +115,80 @@ def write_parquet(t_or_dict, path, **kwargs):
         raise
 
 
-def read_parquet(path, columns=None, *, nulls="error"):
+def _mapping_table(mapping):
+    """``(table, tensors)``: the columns of a mapping, and which of them were LoDTensors."""
+    names, arrays, tensors = [], [], {}
+    first = None
+    for name, value in mapping.items():
+        if not isinstance(name, str):
+            raise TypeError(f"write_parquet: column names must be strings, got {name!r}")
+        if isinstance(value, np.ndarray) and value.dtype.kind in "biuf" and value.ndim >= 1:
+            try:
+                value = LoDTensor(value)
+            except TypeError:  # a dtype a LoDTensor does not hold (uint32 ...): as Arrow
+                pass
+        if isinstance(value, LoDTensor):
+            tensors[name] = value
+            arr = to_arrow(value)
+        else:
+            arr = _as_arrow_column(value, name)
+        if first is None:
+            first = (name, len(arr))
+        elif len(arr) != first[1]:
+            raise ValueError(f"write_parquet: column {name!r} has {len(arr)} rows (top-level "
+                             f"sequences) but column {first[0]!r} has {first[1]}; all columns "
+                             f"need the same number")
+        names.append(name)
+        arrays.append(arr)
+    if not names:
+        raise ValueError("write_parquet: the mapping holds no columns")
+    return pa.Table.from_arrays(arrays, names=names), tensors
+
+
+def _as_arrow_column(value, name):
+    if isinstance(value, (pa.Array, pa.ChunkedArray)):
+        return value
+    if hasattr(value, "__arrow_c_array__") or hasattr(value, "__arrow_c_stream__"):
+        try:
+            return pa.chunked_array(value) if not hasattr(value, "__arrow_c_array__") \
+                else pa.array(value)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
+            raise TypeError(f"write_parquet: column {name!r} cannot be read as Arrow data "
+                            f"({exc})") from None
+    if hasattr(value, "to_arrow") and callable(value.to_arrow):  # a polars Series
+        return value.to_arrow()
+    try:
+        return pa.array(value)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError) as exc:
+        raise TypeError(f"write_parquet: column {name!r} of type {type(value).__name__} cannot "
+                        f"be an Arrow column ({exc})") from None
+
+
+def _frame_table(table):
+    """A table of any kind as a ``pyarrow.Table`` (pandas object columns of sequences
+    become list columns)."""
+    if isinstance(table, (pa.Table, pa.RecordBatch)):
+        return pa.Table.from_batches([table]) if isinstance(table, pa.RecordBatch) else table
+    if is_polars_frame(table):
+        return table.to_arrow()
+    if not is_pandas_frame(table):
+        return pa.table(table)
+    names, arrays = [], []
+    for name in table.columns:
+        series = table[name]
+        if series.dtype == object:
+            try:
+                arr = objects_to_arrow(series.to_numpy(dtype=object), name, "write_parquet")
+            except (TypeError, ValueError):  # strings, dicts ...: pyarrow's own conversion
+                arr = pa.array(series, from_pandas=True)
+        else:
+            arr, _ = adapt(table, "write_parquet").column(name, "write_parquet")
+        names.append(str(name))
+        arrays.append(arr)
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def read_parquet(path, columns=None, *, nulls="error", lod_level=None, feature_shape=None):
     """Read LoDTensors from a Parquet file.
 
     Parameters
@@ -96,9 +196,15 @@ def read_parquet(path, columns=None, *, nulls="error"):
     path : str, path-like or file-like
         A Parquet file (written by lodarrow, pyarrow, polars, DuckDB ...).
     columns : str or list of str, optional
-        The columns to read (all by default).
+        The columns to read.  None: every column that can be a LoDTensor; the others
+        (strings, structs ...) are skipped with one ``UserWarning`` naming them and their
+        types.
     nulls : {"error", "empty"}, default "error"
         What a null list becomes (see :func:`lodarrow.from_arrow`).
+    lod_level, feature_shape : optional
+        Passed to :func:`lodarrow.from_arrow` for every column read: the outer ``lod_level``
+        list levels are the LoD, deeper regular ones feature dimensions (what a file rewritten
+        by DuckDB, polars or Spark needs, see docs/tables.md).
 
     Returns
     -------
@@ -111,7 +217,8 @@ def read_parquet(path, columns=None, *, nulls="error"):
     KeyError
         If a requested column is not in the file.
     TypeError
-        If ``columns`` is not a string or list of strings, or a column cannot be a LoDTensor.
+        If ``columns`` is not a string or list of strings, or a column asked for by name
+        cannot be a LoDTensor (the message names it and its type).
     ValueError
         If a column holds nulls (see ``nulls``).
 
@@ -129,13 +236,16 @@ def read_parquet(path, columns=None, *, nulls="error"):
     with pq.ParquetFile(path) as pf:
         schema = pf.schema_arrow
         names, single = select_columns(schema.names, columns, "read_parquet")
+        names = representable_columns(schema, names, columns is None, "read_parquet")
         # ParquetFile.read gives one chunk per column across row groups: decoded zero-copy.
         table = pf.read(columns=names)
     table = _restore_types(table, schema)
-    return columns_to_tensors(table, names, single, nulls)
+    return columns_to_tensors(table, names, single, nulls, lod_level=lod_level,
+                              feature_shape=feature_shape)
 
 
-def iter_parquet(path, batch_size=65536, columns=None, *, nulls="error"):
+def iter_parquet(path, columns=None, *, batch_size=65536, nulls="error", lod_level=None,
+                 feature_shape=None):
     """Stream a Parquet file as LoDTensors, ``batch_size`` top-level sequences at a time.
 
     Only one batch is decoded at a time (``pyarrow.parquet.ParquetFile.iter_batches``, without
@@ -146,12 +256,14 @@ def iter_parquet(path, batch_size=65536, columns=None, *, nulls="error"):
     ----------
     path : str, path-like or file-like
         A Parquet file.
+    columns : str or list of str, optional
+        As for :func:`read_parquet` (the same position: ``iter_parquet(path, "seq")``).
     batch_size : int, default 65536
         The most top-level sequences (rows) per batch (the last one is usually shorter).
-    columns : str or list of str, optional
-        As for :func:`read_parquet`.
     nulls : {"error", "empty"}, default "error"
         What a null list becomes (see :func:`lodarrow.from_arrow`).
+    lod_level, feature_shape : optional
+        As for :func:`read_parquet`.
 
     Returns
     -------
@@ -191,16 +303,19 @@ def iter_parquet(path, batch_size=65536, columns=None, *, nulls="error"):
     try:
         schema = pf.schema_arrow
         names, single = select_columns(schema.names, columns, "iter_parquet")
+        names = representable_columns(schema, names, columns is None, "iter_parquet")
     except BaseException:
         pf.close()
         raise
-    return _batches(pf, schema, names, single, batch_size, nulls)
+    layout = {"lod_level": lod_level, "feature_shape": feature_shape}
+    return _batches(pf, schema, names, single, batch_size, nulls, layout)
 
 
-def _batches(pf, schema, names, single, batch_size, nulls):
+def _batches(pf, schema, names, single, batch_size, nulls, layout):
     with pf:
         for batch in pf.iter_batches(batch_size=batch_size, columns=names):
-            yield columns_to_tensors(_restore_types(batch, schema), names, single, nulls)
+            yield columns_to_tensors(_restore_types(batch, schema), names, single, nulls,
+                                     **layout)
 
 
 def _restore_types(table, schema):

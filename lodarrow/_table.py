@@ -2,9 +2,12 @@
 
 from collections.abc import Mapping
 
+import warnings
+
 import pyarrow as pa
 
 from lodarrow._arrow import from_arrow, to_arrow
+from lodarrow._tables import representable
 from lodarrow._tensor import LoDTensor
 
 __all__ = ["to_table", "from_table"]
@@ -71,7 +74,9 @@ def from_table(table, columns=None, *, nulls="error"):
         Anything with ``__arrow_c_stream__`` (a polars DataFrame, a DuckDB result) is read
         through ``pyarrow.table``.
     columns : str or list of str, optional
-        The columns to read (all by default).
+        The columns to read.  None: every column that can be a LoDTensor; the others
+        (strings, structs, timestamps ...) are skipped with one ``UserWarning`` naming them
+        and their types.
     nulls : {"error", "empty"}, default "error"
         Passed to :func:`lodarrow.from_arrow` for every column.
 
@@ -80,14 +85,14 @@ def from_table(table, columns=None, *, nulls="error"):
     LoDTensor or dict of str to LoDTensor
         A LoDTensor when ``columns`` is a string, or when it is None and the table has exactly
         one column; otherwise a dict name -> LoDTensor in the requested order (a list of names
-        always gives a dict).  A column of one chunk is converted zero-copy; several chunks are
-        joined.
+        always gives a dict, and so does a table of several columns of which one is left after
+        skipping).  A column of one chunk is converted zero-copy; several chunks are joined.
 
     Raises
     ------
     TypeError
         If ``table`` is not a table, or ``columns`` not a string or a list of strings; or a
-        column cannot be a LoDTensor (see :func:`lodarrow.from_arrow`).
+        column asked for by name cannot be a LoDTensor (the message names it and its type).
     KeyError
         If a requested column does not exist.
     ValueError
@@ -108,7 +113,31 @@ def from_table(table, columns=None, *, nulls="error"):
                             f"export __arrow_c_stream__, got {type(table).__name__}")
         table = pa.table(table)
     names, single = select_columns(table.schema.names, columns, "from_table")
+    names = representable_columns(table.schema, names, columns is None, "from_table")
     return columns_to_tensors(table, names, single, nulls)
+
+
+def representable_columns(schema, names, implicit, fn):
+    """The ``names`` whose columns can be LoDTensors (docs/tables.md, Files).
+
+    ``implicit`` (no columns asked for): the others are dropped with one ``UserWarning``;
+    else every name is kept, and reading one that cannot be a LoDTensor is the conversion's
+    ``TypeError``, which names the column and its type.
+    """
+    if not implicit:
+        return names
+    keep, skipped = [], []
+    for name in names:
+        t = schema.field(name).type
+        if representable(t):
+            keep.append(name)
+        else:
+            skipped.append(f"{name!r} ({t})")
+    if skipped:
+        warnings.warn(f"{fn}: skipped {len(skipped)} column(s) that cannot be LoDTensors: "
+                      f"{', '.join(skipped)}; pass columns=[...] to choose the columns",
+                      UserWarning, stacklevel=3)
+    return keep
 
 
 def select_columns(available, columns, fn):
@@ -140,18 +169,22 @@ def select_columns(available, columns, fn):
     return wanted, single
 
 
-def columns_to_tensors(table, names, single, nulls):
-    """Convert the named columns of a Table / RecordBatch (one tensor if ``single``)."""
+def columns_to_tensors(table, names, single, nulls, **layout):
+    """Convert the named columns of a Table / RecordBatch (one tensor if ``single``).
+
+    ``layout`` (``lod_level`` / ``feature_shape``) is passed to ``from_arrow`` when given.
+    """
     schema_names = table.schema.names
+    kw = {k: v for k, v in layout.items() if v is not None}
     out = {}
     for name in names:
         column = table.column(schema_names.index(name))
         try:
-            out[name] = from_arrow(column, nulls=nulls)
+            out[name] = from_arrow(column, nulls=nulls, **kw)
         except (TypeError, ValueError) as exc:
             if type(exc) not in (TypeError, ValueError):
                 raise
             raise type(exc)(f"column {name!r}: {exc}") from None
-    if single:
+    if single and names:
         return out[names[0]]
     return out

@@ -13,9 +13,59 @@ import sys
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["adapt", "objects_to_arrow", "is_pandas_frame", "is_polars_frame"]
+from lodarrow._validation import SUPPORTED_DTYPES
+
+__all__ = ["adapt", "objects_to_arrow", "is_pandas_frame", "is_polars_frame", "list_levels",
+           "representable"]
 
 _INT32_MAX = np.iinfo(np.int32).max
+_VALUE_TYPES = frozenset(pa.from_numpy_dtype(np.dtype(d)) for d in SUPPORTED_DTYPES)
+_is_list_view = getattr(pa.types, "is_list_view", lambda t: False)
+_is_large_list_view = getattr(pa.types, "is_large_list_view", lambda t: False)
+
+
+def list_levels(arrow_type):
+    """``(kinds, leaf)``: the list nesting of a type, outermost first, and its leaf type.
+
+    ``kinds`` holds "list", "large_list", "list_view", "large_list_view" or the int size of
+    a fixed-size list.  Extension types are read as their storage.
+    """
+    kinds = []
+    t = arrow_type
+    while True:
+        if isinstance(t, pa.BaseExtensionType):
+            t = t.storage_type
+            continue
+        if pa.types.is_list(t):
+            kinds.append("list")
+        elif pa.types.is_large_list(t):
+            kinds.append("large_list")
+        elif _is_list_view(t):
+            kinds.append("list_view")
+        elif _is_large_list_view(t):
+            kinds.append("large_list_view")
+        elif pa.types.is_fixed_size_list(t):
+            kinds.append(t.list_size)
+        else:
+            return kinds, t
+        t = t.value_type
+
+
+def variable_levels(arrow_type):
+    """How many variable-size list levels the type has, counting a fixed-size list above
+    the last of them (a level of uniform lengths), as ``from_arrow`` reads it."""
+    kinds, _ = list_levels(arrow_type)
+    last = max((i for i, k in enumerate(kinds) if isinstance(k, str)), default=-1)
+    return last + 1
+
+
+def representable(arrow_type):
+    """Whether a column of this type can be a LoDTensor (numeric or bool values under any
+    list nesting; dictionary-encoded values count as their values)."""
+    _, leaf = list_levels(arrow_type)
+    if pa.types.is_dictionary(leaf):
+        leaf = leaf.value_type
+    return leaf in _VALUE_TYPES
 
 
 def is_pandas_frame(obj):
@@ -171,6 +221,13 @@ def _is_scalar(v):
     return isinstance(v, (bool, int, float, np.generic)) and not isinstance(v, np.ndarray)
 
 
+def _arrow_type_of(v):
+    try:
+        return pa.array([v]).type
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
+        return type(v).__name__
+
+
 def _is_sequence(v):
     return isinstance(v, (list, tuple, np.ndarray))
 
@@ -220,13 +277,13 @@ def _level(cells, rows, depth, name, fn):
             lengths[i] = c.shape[0]
             children.extend(c)
         else:
-            raise TypeError(f"{fn}: column {name!r}, row {int(rows[i])}: expected a sequence "
-                            f"(list or NumPy array) at level {depth}, got "
-                            f"{type(c).__name__}")
+            raise TypeError(f"{fn}: column {name!r}, row {int(rows[i])}: the items at level "
+                            f"{depth} must be sequences, got items of Arrow type "
+                            f"{_arrow_type_of(c)} (expected a list or NumPy array)")
     child_rows = np.repeat(rows, lengths)
     offsets = np.zeros(len(cells) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    missing = [j for j, v in enumerate(children) if _is_missing(v)]
+    missing = [j for j, v in enumerate(children) if v is None]  # NaN values stay NaN
     if missing:
         j = missing[0]
         raise ValueError(f"{fn}: column {name!r} has a null inside row {int(child_rows[j])} at "
@@ -235,7 +292,8 @@ def _level(cells, rows, depth, name, fn):
     other = next((v for v in children if not (_is_scalar(v) or _is_sequence(v))), None)
     if other is not None:
         raise TypeError(f"{fn}: column {name!r}: the values at level {depth + 1} are not "
-                        f"numeric (got {type(other).__name__})")
+                        f"numeric (values of Arrow type {_arrow_type_of(other)} are not "
+                        f"supported)")
     if not children:
         values = pa.array([], type=pa.float64())
     elif all(_is_scalar(v) for v in children):

@@ -11,8 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from lodarrow._apply import ColumnRef, check_out, n_results, refs_in, resolve_op, run
-from lodarrow._arrow import _type_chain, _VARIABLE
-from lodarrow._tables import is_pandas_frame
+from lodarrow._tables import is_pandas_frame, variable_levels
 
 __all__ = ["udf", "pipeline"]
 
@@ -226,12 +225,11 @@ class udf(_Base):
                 raise KeyError(f"output_schema: no column {ref.name!r}; the columns are "
                                f"{schema.names}")
             if ref.lod_level is not None and ref.feature_shape is None:
-                kinds, _ = _type_chain(schema.field(i).type)
-                last = max((j for j, (k, _) in enumerate(kinds) if k in _VARIABLE), default=-1)
-                if last + 1 > ref.lod_level:
+                levels = variable_levels(schema.field(i).type)
+                if levels > ref.lod_level:
                     raise ValueError(
                         f"output_schema: col({ref.name!r}, lod_level={ref.lod_level}) folds "
-                        f"{last + 1 - ref.lod_level} list level(s) of {schema.field(i).type} "
+                        f"{levels - ref.lod_level} list level(s) of {schema.field(i).type} "
                         f"into feature dimensions whose widths only the data knows; give "
                         f"col(..., feature_shape=(...)) so the schema can be computed")
         return self(schema.empty_table()).schema

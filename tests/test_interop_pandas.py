@@ -97,7 +97,7 @@ def test_errors():
         la.from_pandas(pd.Series([["a"], ["b"]]))
     with pytest.raises(TypeError, match=r"must be sequences, got items of Arrow type int64"):
         la.from_pandas(pd.Series([1, "a"], dtype=object).iloc[:1])
-    with pytest.raises(TypeError, match=r"must be numeric sequences"):
+    with pytest.raises(ValueError, match=r"null list at level 0, position 1"):  # a null row
         la.from_pandas(pd.Series([np.zeros((2, 2)), None]))
     with pytest.raises(ValueError, match=r"item 1 has rows of shape \(2,\), item 0 of shape "
                                          r"\(3,\)"):
