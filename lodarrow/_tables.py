@@ -113,8 +113,8 @@ class ArrowAdapter:
                     arrays.append(arr)
                     fields.append(pa.field(name, arr.type))
             return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields, schema.metadata))
-        for name, arr in new.items():
-            i = table.schema.get_field_index(name)
+        for name, arr in new.items():  # out names are distinct: the input schema's indices hold
+            i = schema.get_field_index(name)
             if i >= 0:
                 table = table.set_column(i, name, arr)
             else:

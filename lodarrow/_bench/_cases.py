@@ -94,6 +94,9 @@ def all_cases():
     add(Case("to_arrow", None, "D=1", 1_000, fixed_rows=True))
     add(Case("from_arrow", None, "D=1", 1_000, fixed_rows=True))
     add(Case("call_overhead", "sum", "tiny", 10, fixed_rows=True, peer_op="sequence_pool"))
+    # the same call through la.apply on a one-column pyarrow Table (docs/tables.md): its time
+    # minus call_overhead's is what the table layer costs per column
+    add(Case("apply_overhead", "sum", "tiny", 10, fixed_rows=True))
     for name, rows in (("D=1", 10_000_000), ("D=16", 1_000_000), ("2-level", 10_000_000)):
         if name == "D=1":
             add(Case("to_arrow", None, name, rows))
@@ -136,6 +139,16 @@ def lodarrow_call(case, w, path=None):
     if op in ("sequence_pool", "call_overhead"):
         t = w.tensor
         return (lambda: lodarrow.sequence_pool(t, variant)), _tensor_norm
+    if op == "apply_overhead":
+        import pyarrow as pa
+
+        table = pa.table({"x": w.arrow})
+        source = lodarrow.col("x")
+
+        def norm(out):
+            return _peers.numpy_view(lodarrow.from_arrow(out.column("s")))
+        return (lambda: lodarrow.apply(table, lodarrow.sequence_pool, input=source,
+                                       pool_type=variant, out="s")), norm
     if op == "sequence_softmax":
         t = w.tensor
         return (lambda: lodarrow.sequence_softmax(t)), _tensor_norm
