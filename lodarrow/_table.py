@@ -1,8 +1,7 @@
 """Tables: several LoDTensors of equal top-level length as the columns of one ``pa.Table``."""
 
-from collections.abc import Mapping
-
 import warnings
+from collections.abc import Mapping
 
 import pyarrow as pa
 

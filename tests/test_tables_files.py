@@ -28,9 +28,9 @@ def tok():
 @pytest.fixture
 def mixed(tmp_path, emb, tok):
     path = tmp_path / "mixed.parquet"
+    meta = pa.array([{"k": 1, "v": "p"}, {"k": 2, "v": "q"}, None])
     la.write_parquet({"doc_id": np.array([10, 11, 12]), "title": ["a", "bb", None],
-                      "meta": pa.array([{"k": 1, "v": "p"}, {"k": 2, "v": "q"}, None]), "emb": emb, "tok": tok},
-                     path)
+                      "meta": meta, "emb": emb, "tok": tok}, path)
     return path
 
 
@@ -191,7 +191,7 @@ def test_a_lodarrow_file_read_back_through_duckdb_and_polars(mixed, tmp_path, em
 
 # ---------------------------------------------------------------------------- dask_meta
 def test_dask_meta_is_the_empty_output_frame():
-    dd = pytest.importorskip("dask.dataframe")
+    import dask.dataframe as dd
     table = pa.table({"id": [1, 2, 3, 4], "title": ["a", "b", "c", "d"],
                       "x": [[1.0, 2.0], [], [3.0], [4.0, 5.0]]})
     df = table.to_pandas(types_mapper=pd.ArrowDtype)
