@@ -492,6 +492,8 @@ def run(table, name, fn_op, args, outs, device, fn):
     valid = None
     for ref in refs:
         data, from_objects = adapter.column(ref.name, fn)
+        if type(data) is pa.ChunkedArray and data.num_chunks == 1:
+            data = data.chunk(0)  # from_arrow's quickest path
         raw.append((data, from_objects))
         if data.null_count and _kinds(data.type)[0]:
             v = _validity(data)
