@@ -273,12 +273,20 @@ def read_column(data, ref, from_objects, fn, valid):
 def _from_arrow(data, ref, nulls, kw, fn):
     try:
         return from_arrow(data, nulls=nulls, **kw)
-    except ValueError as exc:
+    except ValueError as exc:  # LoDError too (an irregular level under lod_level=): kept
         if "null" in str(exc):
             _check_inner_nulls(data, ref.name, fn)
-        raise ValueError(f"{fn}: column {ref.name!r}: {exc}") from None
+        raise _same_error(exc, f"{fn}: column {ref.name!r}: {exc}") from None
     except TypeError as exc:
         raise TypeError(f"{fn}: column {ref.name!r}: {exc}") from None
+
+
+def _same_error(exc, message):
+    """``exc``'s class with ``message`` (a ValueError where the class needs other args)."""
+    try:
+        return type(exc)(message)
+    except TypeError:
+        return ValueError(message)
 
 
 _TOP_BUFFERS = {"list": 2, "large_list": 2, "list_view": 3, "large_list_view": 3,

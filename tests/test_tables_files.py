@@ -212,3 +212,19 @@ def test_dask_meta_is_the_empty_output_frame():
         f.dask_meta(table.to_pandas())
     with pytest.raises(TypeError, match=r"dask_meta: ddf must be a Dask or pandas DataFrame"):
         f.dask_meta(table)
+
+
+def test_col_lod_level_folds_regular_levels_and_names_an_irregular_one():
+    table = pa.table({"e": pa.array([[[1.0, 2.0], [3.0, 4.0]], [], [[5.0, 6.0]]]),
+                      "bad": pa.array([[[1.0, 2.0], [3.0]], [], []])})
+    out = la.apply(table, la.sequence_pool, input=la.col("e", lod_level=1), pool_type="sum",
+                   out="s")
+    assert out.column("s").type == pa.list_(pa.float64(), 2)
+    assert out.column("s").to_pylist() == [[4.0, 6.0], [0.0, 0.0], [5.0, 6.0]]
+    with pytest.raises(la.LoDError, match=r"apply: column 'bad': .*level 1 must be regular.*"
+                                          r"position 1"):
+        la.apply(table, la.sequence_pool, input=la.col("bad", lod_level=1), pool_type="sum",
+                 out="s")
+    with pytest.raises(la.LoDError):
+        la.apply(table, la.sequence_pool, input=la.col("e", lod_level=1, feature_shape=(3,)),
+                 pool_type="sum", out="s")
