@@ -185,6 +185,7 @@ def ref_arrow_parts(w, variant):
 
 REFERENCES = {
     "sequence_pool": ref_pool,
+    "apply_overhead": ref_pool,  # la.apply of sequence_pool on a one-column table
     "sequence_softmax": ref_softmax,
     "sequence_first_step": lambda w, v: ref_step(w, False),
     "sequence_last_step": lambda w, v: ref_step(w, True),
