@@ -17,7 +17,22 @@ cdef extern from *:
 
 
 def openmp_enabled():
-    """Return True when the extension was compiled with OpenMP."""
+    """Return True when the extension was compiled with OpenMP.
+
+    Without OpenMP (a compiler without it, or ``LODARROW_NO_OPENMP=1`` at build time) the
+    kernels run on one thread.
+
+    Returns
+    -------
+    bool
+        Whether the ``prange`` loops of the kernels run in parallel.
+
+    Examples
+    --------
+    >>> import lodarrow as la
+    >>> isinstance(la.openmp_enabled(), bool)
+    True
+    """
     return bool(LODARROW_HAVE_OPENMP)
 
 

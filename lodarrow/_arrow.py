@@ -1,8 +1,8 @@
 """Arrow interop: a LoDTensor <-> nested Arrow lists, zero-copy where Arrow's layout allows.
 
-The mapping (SPEC section 3.1): the rows are a primitive array (one ``FixedSizeList`` per
-feature dimension, outermost outermost), and each LoD level, from the last to the first, wraps
-them in a ``LargeList`` whose offsets buffer *is* that level's int64 offsets.
+The mapping (docs/data-model.md#arrow-mapping): the rows are a primitive array (one
+``FixedSizeList`` per feature dimension, outermost outermost), and each LoD level, from the last to
+the first, wraps them in a ``LargeList`` whose offsets buffer *is* that level's int64 offsets.
 
 Both directions cost O(levels), not O(N): arrays are assembled with ``pa.Array.from_buffers``
 over ``pa.py_buffer`` views of the NumPy arrays, and taken apart with ``arr.buffers()`` and

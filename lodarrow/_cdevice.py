@@ -194,8 +194,8 @@ def export_device_array(t, requested_schema=None, **kwargs):
     """Export a LoDTensor through the Arrow C Device data interface.
 
     This is ``LoDTensor.__arrow_c_device_array__``.  The type is the one ``to_arrow`` gives
-    (SPEC section 3.1): each LoD level a ``large_list`` whose offsets are the level's int64
-    offsets, each feature dimension a ``fixed_size_list``, then the values.  Data and
+    (docs/data-model.md#arrow-mapping): each LoD level a ``large_list`` whose offsets are the
+    level's int64 offsets, each feature dimension a ``fixed_size_list``, then the values.  Data and
     offsets are exported without a copy (but for bool, which Arrow bit-packs), on the device
     where they live: ``ARROW_DEVICE_CPU`` (``device_id`` -1) for host data,
     ``ARROW_DEVICE_CUDA`` with the data's device for GPU data, whose offsets are the cached

@@ -81,6 +81,7 @@ def from_pandas(series, *, nulls="error", lod_level=None, feature_shape=None):
     Returns
     -------
     LoDTensor
+        On the CPU; one top-level sequence per item of ``series`` (one row for a numeric one).
 
     Raises
     ------

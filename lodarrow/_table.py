@@ -25,6 +25,7 @@ def to_table(tensors):
     Returns
     -------
     pyarrow.Table
+        One column per entry of ``tensors``, in order, one row per top-level sequence.
 
     Raises
     ------

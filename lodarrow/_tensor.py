@@ -97,9 +97,9 @@ class LoDTensor:
         NumPy or CuPy array (or anything ``numpy.asarray`` takes) of rank >= 1 and one of the
         dtypes bool, int8, uint8, int16, uint16, int32, int64, float16, float32, float64.
         Omitted: an empty tensor to fill with :meth:`set` (Paddle's ``LoDTensor()``).
-    lod : list of 1-D integer arrays, optional
+    lod : list of 1-D arrays of int, optional
         The offsets of each level, outermost first (``[[0, 2, 3], [0, 2, 4, 7]]``).
-    lengths : list of 1-D integer arrays, optional
+    lengths : list of 1-D arrays of int, optional
         The same LoD as recursive sequence lengths (``[[2, 1], [2, 2, 3]]``).
     place : CPUPlace, CUDAPlace, CUDAPinnedPlace or str, optional
         Where the data should live; by default where it already is.
@@ -109,7 +109,8 @@ class LoDTensor:
     Raises
     ------
     LoDError
-        If the LoD breaks a rule of SPEC section 1 (the message names level and position).
+        If the LoD breaks a rule of docs/data-model.md#lod-rules (the message names level and
+        position).
     TypeError
         If the dtype is not supported or an offset is not an integer.
 
@@ -587,6 +588,7 @@ def create_lod_tensor(data, recursive_seq_lens, place=None):
     Returns
     -------
     LoDTensor
+        A new tensor (its data a copy) with the LoD ``recursive_seq_lens`` describes.
 
     Raises
     ------
@@ -658,6 +660,7 @@ def from_list(nested, dtype=None, lod_level=None):
     Returns
     -------
     LoDTensor
+        The rows as one array, with one LoD level per list level above them, on the CPU.
 
     Examples
     --------

@@ -24,7 +24,7 @@ __all__ = [
     "as_int",
 ]
 
-#: The dtypes a LoDTensor may hold (SPEC section 1).
+#: The dtypes a LoDTensor may hold (docs/data-model.md#dtypes).
 SUPPORTED_DTYPES = tuple(
     np.dtype(t)
     for t in ("bool", "int8", "uint8", "int16", "uint16", "int32", "int64",
@@ -149,7 +149,7 @@ def offsets_to_lengths(offsets):
 
 
 def lod_problem(levels, n_rows, name="lod"):
-    """Return a message describing the first violation of SPEC section 1's rules, or None.
+    """Return a message describing the first violation of the LoD rules, or None.
 
     ``levels`` are int64 arrays (see ``as_offsets``); ``n_rows`` is ``data.shape[0]`` or None
     when the data is not known yet (the last-level check is then skipped).
@@ -184,7 +184,7 @@ def check_lod(levels, n_rows, name="lod"):
 
 
 def coerce_pad_value(value, dtype, feature_shape, name="pad_value", xp=np):
-    """Convert a pad value once, directly, to ``dtype`` (OPS.md departure 11).
+    """Convert a pad value once, directly, to ``dtype`` (docs/operators.md#exact-pad-values).
 
     Returns an array of shape ``feature_shape`` (broadcast from ``()`` or ``(1,)``).
 

@@ -1,4 +1,4 @@
-"""The benchmark suite behind ``python -m lodarrow bench`` (SPEC section 6).
+"""The benchmark suite behind ``python -m lodarrow bench`` (benchmarks/README.md).
 
 ``_workloads`` generates the data (fixed seed), ``_peers`` holds one small function per peer per
 operator, ``_cases`` pairs each lodarrow call with its peers and the bytes it must move,

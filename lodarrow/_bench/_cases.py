@@ -1,6 +1,6 @@
 """The benchmark cases: each lodarrow call, its workload, its peers and the bytes it must move.
 
-"GB/s" (SPEC section 6) counts the bytes an operator must read plus the bytes it writes,
+"GB/s" (benchmarks/README.md) counts the bytes an operator must read plus the bytes it writes,
 computed from the workload alone so every implementation of a case is measured against the same
 figure: e.g. ``sequence_pool`` reads the rows and the offsets and writes one row per sequence;
 ``sequence_pad`` writes the whole padded block.  Zero-copy conversions and the 10-row call have

@@ -1,9 +1,9 @@
 """Benchmark workloads: float32 rows cut into geometric-length sequences (fixed seed).
 
-SPEC section 6: sequence lengths are geometric with mean 20 and 5% empty; 1e7 rows with D=1,
-1e6 rows with D=16, and a 2-level variant (documents of sentences over the D=1 rows).  Each
-workload holds the raw parts (``data``, ``offsets``) plus, built lazily and cached, the forms
-each library starts from: a LoDTensor, a pyarrow ``LargeListArray``, a polars Series and an
+As benchmarks/README.md describes: sequence lengths are geometric with mean 20 and 5% empty; 1e7
+rows with D=1, 1e6 rows with D=16, and a 2-level variant (documents of sentences over the D=1
+rows).  Each workload holds the raw parts (``data``, ``offsets``) plus, built lazily and cached, the
+forms each library starts from: a LoDTensor, a pyarrow ``LargeListArray``, a polars Series and an
 Awkward Array, all sharing the same buffers where the library allows.
 """
 

@@ -1,4 +1,4 @@
-"""The sequence operators, one public function per module (see OPS.md)."""
+"""The sequence operators, one public function per module (docs/operators.md)."""
 
 from lodarrow._ops.lod_reset import lod_reset
 from lodarrow._ops.lod_append import lod_append

@@ -68,13 +68,14 @@ def require_lod_levels(t, name, op, allowed):
         raise LoDError(f"{op}: {name} must have {want} LoD level(s), got {t.lod_level}")
 
 
-#: LoD level counts accepted by the operators that act on the last level (OPS.md departure 6).
+#: LoD level counts accepted by the operators that act on the last level
+#: (docs/operators.md#multi-level-input).
 ANY_LEVELS = range(1, 1024)
 
 #: An argument that widens an output beyond what the data needs (``maxlen`` or ``win_size``
 #: longer than the longest sequence, ``maxlen`` above ``max(x)``) may grow it up to this many
 #: bytes, or ``GROWTH_FACTOR`` times the output the data needs if that is larger.  Beyond that
-#: it is a ``ValueError``, never a ``MemoryError`` (SPEC section 3.1.1).
+#: it is a ``ValueError``, never a ``MemoryError`` (docs/data-model.md#decisions-at-the-edges).
 GROWTH_MIN_BYTES = 1 << 30
 GROWTH_FACTOR = 16
 

@@ -1,4 +1,7 @@
-"""``lod_append``: add one LoD level under a tensor's existing levels (OPS.md section 1)."""
+"""``lod_append``: add one LoD level under a tensor's existing levels.
+
+Semantics, edge cases, errors and departures from Paddle: docs/operators.md#lod_append.
+"""
 
 import numpy as np
 

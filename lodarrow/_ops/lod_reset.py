@@ -1,4 +1,7 @@
-"""``lod_reset``: the same data under a new LoD (OPS.md section 1, departures 3, 7, 13)."""
+"""``lod_reset``: the same data under a new LoD.
+
+Semantics, edge cases, errors and departures from Paddle: docs/operators.md#lod_reset.
+"""
 
 from lodarrow._backends import backend_of
 from lodarrow._ops._common import (ArgumentError, as_lod_tensor, as_tensor_or_array,

@@ -1,4 +1,7 @@
-"""``sequence_concat``: join the i-th sequences of several inputs (OPS.md 10, departures 6, 12)."""
+"""``sequence_concat``: join the i-th sequences of several inputs.
+
+Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequence_concat.
+"""
 
 import numpy as np
 
@@ -11,8 +14,10 @@ __all__ = ["sequence_concat"]
 
 
 def sequence_concat(input, name=None):
-    """Concatenate sequence by sequence: output sequence ``i`` is input 0's sequence ``i``,
-    then input 1's sequence ``i``, and so on.
+    """Concatenate several LoDTensors sequence by sequence.
+
+    Output sequence ``i`` is input 0's sequence ``i``, then input 1's sequence ``i``, and so
+    on.
 
     Parameters
     ----------

@@ -1,4 +1,7 @@
-"""``sequence_conv`` (OPS.md section 17, departures 6 and 8)."""
+"""``sequence_conv``: convolve every sequence with a filter along its rows.
+
+Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequence_conv.
+"""
 
 import numpy as np
 
@@ -37,8 +40,8 @@ def sequence_conv(input, filter, context_start=None, context_length=None, contex
         contexts never cross the sequences of the last level.  float16, float32, float64 or
         an integer dtype.
     filter : array_like or LoDTensor
-        Shape ``(context_length * D, F)`` (lodarrow has no parameters, so the filter is an
-        argument: OPS.md departure 8).  Cast to the computation dtype.
+        Shape ``(context_length * D, F)`` (lodarrow has no parameters, so the filter is an argument:
+        docs/operators.md#filter-argument-of-sequence_conv).  Cast to the computation dtype.
     context_start : int, optional
         Offset of the first context row; default ``-(context_length // 2)``.
     context_length : int, optional

@@ -1,4 +1,7 @@
-"""``sequence_enumerate``: every window of ``win_size`` ids of a sequence (OPS.md section 13)."""
+"""``sequence_enumerate``: every window of ``win_size`` ids of a sequence.
+
+Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequence_enumerate.
+"""
 
 from lodarrow._backends import backend_of_array
 from lodarrow._ops._common import (ANY_LEVELS, as_lod_tensor, check_growth, pad_array,
@@ -17,16 +20,16 @@ def sequence_enumerate(input, win_size, pad_value=0, name=None):
     Parameters
     ----------
     input : LoDTensor or Arrow array of lists
-        Data of shape ``(N, 1)`` or ``(N,)`` (OPS.md departure 12), any integer or float
-        dtype (bool too: values only move), with at least one LoD level; outer levels are
+        Data of shape ``(N, 1)`` or ``(N,)`` (docs/operators.md#fewer-restrictions), any integer or
+        float dtype (bool too: values only move), with at least one LoD level; outer levels are
         carried through and windows stop at the end of a last-level sequence.
     win_size : int
         The window length, >= 1.  It may exceed the longest sequence (the rest is padding)
         as long as the output stays within ``max(1 GiB, 16 x`` the output at
         ``win_size`` = the longest sequence).
     pad_value : scalar or array_like, default 0
-        Fills window positions past the sequence's end: a Python scalar converted exactly,
-        or a shape ``()``/``(1,)`` array whose dtype casts safely (departure 11).
+        Fills window positions past the sequence's end: a Python scalar converted exactly, or a
+        shape ``()``/``(1,)`` array whose dtype casts safely (docs/operators.md#exact-pad-values).
     name : str, optional
         Ignored (Paddle compatibility).
 

@@ -1,4 +1,7 @@
-"""``sequence_erase``: drop every row whose value is one of ``tokens`` (OPS.md section 14)."""
+"""``sequence_erase``: drop every row whose value is one of ``tokens``.
+
+Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequence_erase.
+"""
 
 import functools
 import numbers
@@ -17,8 +20,8 @@ def sequence_erase(input, tokens, name=None):
     Parameters
     ----------
     input : LoDTensor or Arrow array of lists
-        Data of shape ``(N, 1)`` or ``(N,)`` (OPS.md departure 12), any integer or float
-        dtype, with at least one LoD level.
+        Data of shape ``(N, 1)`` or ``(N,)`` (docs/operators.md#fewer-restrictions), any integer or
+        float dtype, with at least one LoD level.
     tokens : list or 1-D array of numbers
         The values to erase, compared by value with the data: ``2.0`` erases an integer 2,
         a token the dtype cannot hold exactly (``2.5`` for integers, ``300`` for int8)

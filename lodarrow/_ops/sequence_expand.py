@@ -1,4 +1,7 @@
-"""``sequence_expand``: repeat rows or sequences of ``x`` as a level of ``y`` says (OPS.md 2)."""
+"""``sequence_expand``: repeat rows or sequences of ``x`` as a level of ``y`` says.
+
+Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequence_expand.
+"""
 
 import numpy as np
 

@@ -1,4 +1,7 @@
-"""``sequence_expand_as``: repeat row ``i`` of ``x`` to fill ``y``'s sequence ``i`` (OPS.md 3)."""
+"""``sequence_expand_as``: repeat row ``i`` of ``x`` to fill ``y``'s sequence ``i``.
+
+Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequence_expand_as.
+"""
 
 from lodarrow._backends import backend_of, row_bytes
 from lodarrow._errors import LoDError

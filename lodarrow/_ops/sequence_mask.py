@@ -1,4 +1,7 @@
-"""``sequence_mask``: a 0/1 mask of positions below each length (OPS.md section 15)."""
+"""``sequence_mask``: a 0/1 mask of positions below each length.
+
+Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequence_mask.
+"""
 
 import math
 

@@ -1,4 +1,7 @@
-"""``sequence_pad``: pad every last-level sequence to one length (OPS.md section 8)."""
+"""``sequence_pad``: pad every last-level sequence to one length.
+
+Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequence_pad.
+"""
 
 import math
 
@@ -27,7 +30,7 @@ def sequence_pad(x, pad_value, maxlen=None, name=None):
     pad_value : scalar or array_like
         The padding: a Python scalar (converted by value, exactly), or an array of shape
         ``()``, ``(1,)`` or ``feature_shape`` whose dtype casts safely to ``x``'s dtype
-        (OPS.md departure 11).  A small parameter: it may live on either device.
+        (docs/operators.md#exact-pad-values).  A small parameter: it may live on either device.
     maxlen : int, optional
         The padded length ``P``.  None (or Paddle's ``-1``) means the longest sequence.
         It may exceed the longest sequence, as long as the output stays within
@@ -43,8 +46,8 @@ def sequence_pad(x, pad_value, maxlen=None, name=None):
         Paddle returns a plain tensor); for a multi-level ``x`` its LoD is ``x.lod()[:-1]``,
         over one padded row per last-level sequence.
     length : LoDTensor
-        int64 of shape ``(n,)``: every sequence's length (zeros kept), with the same LoD as
-        ``out``.
+        An int64 tensor of shape ``(n,)``: every sequence's length (zeros kept), with the same LoD
+        as ``out``.
 
     Raises
     ------

@@ -1,4 +1,7 @@
-"""``sequence_pool``, ``sequence_first_step``, ``sequence_last_step`` (OPS.md sections 5, 6)."""
+"""``sequence_pool``, ``sequence_first_step``, ``sequence_last_step``.
+
+Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequence_pool.
+"""
 
 
 import numpy as np

@@ -1,4 +1,7 @@
-"""``sequence_reshape``: re-view each sequence's values with a new row width (OPS.md section 16)."""
+"""``sequence_reshape``: re-view each sequence's values with a new row width.
+
+Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequence_reshape.
+"""
 
 import numpy as np
 
@@ -18,8 +21,9 @@ def sequence_reshape(input, new_dim, name=None):
     Parameters
     ----------
     input : LoDTensor or Arrow array of lists
-        Data of shape ``(N, D)`` or ``(N,)`` (read as ``(N, 1)``, OPS.md departure 12), any
-        dtype, with at least one LoD level; outer levels are kept (departure 6).
+        Data of shape ``(N, D)`` or ``(N,)`` (read as ``(N, 1)``,
+        docs/operators.md#fewer-restrictions), any dtype, with at least one LoD level; outer levels
+        are kept (docs/operators.md#multi-level-input).
     new_dim : int
         The new row width, >= 1.  Every sequence's ``L * D`` must be divisible by it.
     name : str, optional
@@ -36,9 +40,9 @@ def sequence_reshape(input, new_dim, name=None):
     LoDError
         If ``input`` has no LoD.
     ValueError
-        If the data has rank > 2, ``new_dim < 1``, or a sequence's element count is not
-        divisible by ``new_dim`` (the message names the first such sequence); if the input
-        holds no values and ``new_dim`` exceeds 2**30 (SPEC section 3.1.1).
+        If the data has rank > 2, ``new_dim < 1``, or a sequence's element count is not divisible by
+        ``new_dim`` (the message names the first such sequence); if the input holds no values and
+        ``new_dim`` exceeds 2**30 (docs/data-model.md#decisions-at-the-edges).
     TypeError
         If ``new_dim`` is not an integer.
 

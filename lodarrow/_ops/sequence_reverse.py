@@ -1,4 +1,7 @@
-"""``sequence_reverse``: reverse the rows of every sequence (OPS.md section 12)."""
+"""``sequence_reverse``: reverse the rows of every sequence.
+
+Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequence_reverse.
+"""
 
 from lodarrow._backends import backend_of_array
 from lodarrow._ops._common import ANY_LEVELS, as_lod_tensor, require_lod_levels
@@ -14,7 +17,7 @@ def sequence_reverse(x, name=None):
     x : LoDTensor or Arrow array of lists
         Data of shape ``(N, *feature_shape)`` (rank 1 allowed), any dtype (bool included:
         the rows only move), with at least one LoD level.  Outer levels are carried through
-        (OPS.md departure 6).
+        (docs/operators.md#multi-level-input).
     name : str, optional
         Ignored (Paddle compatibility).
 

@@ -1,4 +1,7 @@
-"""``sequence_scatter``: add index sequence ``i``'s updates into row ``i`` (OPS.md 4, 1, 3, 13)."""
+"""``sequence_scatter``: add index sequence ``i``'s updates into row ``i``.
+
+Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequence_scatter.
+"""
 
 import math
 

@@ -1,4 +1,7 @@
-"""``sequence_slice``: a sub-range of every last-level sequence (OPS.md 11, departure 6)."""
+"""``sequence_slice``: a sub-range of every last-level sequence.
+
+Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequence_slice.
+"""
 
 import numpy as np
 

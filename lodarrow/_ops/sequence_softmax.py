@@ -1,4 +1,7 @@
-"""``sequence_softmax`` (OPS.md section 7, departures 2 and 13)."""
+"""``sequence_softmax``: softmax over the values of every last-level sequence.
+
+Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequence_softmax.
+"""
 
 import numpy as np
 

@@ -1,4 +1,8 @@
-"""``sequence_topk_avg_pooling`` (OPS.md section 18, departures 9 and 13)."""
+"""``sequence_topk_avg_pooling``: the average of the top-k values of every row of a block.
+
+Semantics, edge cases, errors and departures from Paddle:
+docs/operators.md#sequence_topk_avg_pooling.
+"""
 
 import operator
 
@@ -12,9 +16,10 @@ __all__ = ["sequence_topk_avg_pooling", "TOPK_FREE_LIMIT"]
 
 _OP = "sequence_topk_avg_pooling"
 
-#: A k may exceed every row's column count (the missing values count as 0, OPS.md section
-#: 18), but only up to ``max(longest col, TOPK_FREE_LIMIT)``: larger values are refused as
-#: absurd (SPEC 3.1.1) rather than silently dividing by them.
+#: A k may exceed every row's column count (the missing values count as 0,
+#: docs/operators.md#sequence_topk_avg_pooling), but only up to ``max(longest col,
+#: TOPK_FREE_LIMIT)``: larger values are refused as absurd
+#: (docs/data-model.md#decisions-at-the-edges) rather than silently dividing by them.
 TOPK_FREE_LIMIT = 1024
 
 _F32 = np.dtype(np.float32)

@@ -1,4 +1,7 @@
-"""``sequence_unpad``: cut padded rows back into sequences (OPS.md section 9)."""
+"""``sequence_unpad``: cut padded rows back into sequences.
+
+Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequence_unpad.
+"""
 
 import numpy as np
 
@@ -33,8 +36,8 @@ def sequence_unpad(x, length, name=None):
         The rows ``x[i, :length[i]]`` of every ``i``, concatenated: shape
         ``(sum(length), *feature_shape)``, or ``(sum(length), 1)`` for a 2-D ``x`` (as
         Paddle).  LoD: ``x``'s LoD (if any) followed by one level with lengths ``length``.
-        All-zero lengths give an empty output whose last level is all zeros (OPS.md
-        departure 1; Paddle crashes).
+        All-zero lengths give an empty output whose last level is all zeros
+        (docs/operators.md#nothing-undefined; Paddle crashes).
 
     Raises
     ------
