@@ -109,7 +109,7 @@ def col(name, lod_level=None, feature_shape=None):
 
     See Also
     --------
-    apply, udf : docs/tables.md
+    apply, udf : Run an operator on the columns of a table (docs/tables.md).
 
     Examples
     --------

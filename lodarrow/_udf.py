@@ -126,7 +126,7 @@ class udf(_Base):
 
     See Also
     --------
-    pipeline, lodarrow.apply : docs/tables.md
+    pipeline, lodarrow.apply : Chain udfs; run an operator on a table (docs/tables.md).
 
     Examples
     --------
@@ -267,7 +267,7 @@ class pipeline(_Base):
 
     See Also
     --------
-    udf : docs/tables.md
+    udf : An operator call on table columns as a picklable callable (docs/tables.md).
 
     Examples
     --------
