@@ -14,6 +14,26 @@ class BackendError(RuntimeError):
     """A device is requested that this process cannot provide (CuPy missing, no CUDA GPU)."""
 
 
+# LoDError and BackendError are shown as ``lodarrow.LoDError`` (where users import them from).
+LoDError.__module__ = BackendError.__module__ = "lodarrow"
+
+
+def _shown_as(public):
+    """Make a private subclass print as ``public`` in tracebacks and reprs.
+
+    The private classes exist only for their extra builtin base (Paddle raises that builtin at
+    the same place); users should see, and look up, the public name.
+    """
+
+    def decorate(cls):
+        cls.__name__ = cls.__qualname__ = public.__qualname__
+        cls.__module__ = public.__module__
+        return cls
+
+    return decorate
+
+
+@_shown_as(LoDError)
 class _NegativeLoDError(LoDError, TypeError):
     """A negative length or offset.
 
@@ -22,6 +42,7 @@ class _NegativeLoDError(LoDError, TypeError):
     """
 
 
+@_shown_as(LoDError)
 class _LengthMismatchError(LoDError, AssertionError):
     """``create_lod_tensor`` sequences whose lengths disagree with ``recursive_seq_lens``.
 

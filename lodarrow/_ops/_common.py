@@ -3,6 +3,7 @@ offsets arguments of ``lod_reset`` / ``lod_append``."""
 
 import numpy as np
 
+from lodarrow._errors import _shown_as
 from lodarrow._backends import is_cupy_array, row_bytes
 from lodarrow._backends.cpu import chunk_bounds, threads_for
 from lodarrow._errors import LoDError
@@ -130,6 +131,7 @@ def pad_array(value, dtype, feature_shape, xp):
 _SHOWN = 8  # offsets quoted in an error message before it abbreviates
 
 
+@_shown_as(TypeError)
 class ArgumentError(TypeError, ValueError):
     """A missing or unusable argument: ``TypeError`` as the seed documents, and the
     ``ValueError`` Paddle's Python layer raises."""
