@@ -9,6 +9,7 @@ from lodarrow._errors import LoDError, _LengthMismatchError
 from lodarrow._place import CPUPlace, CUDAPinnedPlace, CUDAPlace, Place, _cuda_place_unchecked
 from lodarrow._validation import (
     _levels,
+    as_int,
     as_offsets,
     check_dtype,
     check_lod,
@@ -73,7 +74,10 @@ def _coerce_data(obj, place, copy, name="data"):
         try:
             data = np.array(obj, copy=True) if copy else np.asarray(obj)
         except (ValueError, TypeError) as exc:
-            raise TypeError(f"{name} must be array-like with a supported dtype ({exc})") from None
+            hint = ("; for nested sequences of different lengths use lodarrow.from_list"
+                    if "inhomogeneous" in str(exc) else "")
+            raise TypeError(f"{name} must be array-like with a supported dtype "
+                            f"({exc}){hint}") from None
         where = CPUPlace()
     check_dtype(data.dtype, name)
     if data.ndim == 0:
@@ -193,8 +197,10 @@ class LoDTensor:
 
     def set_recursive_sequence_lengths(self, recursive_sequence_lengths):
         """Set the LoD from lengths, e.g. ``[[2, 3]]``; raises ``LoDError`` if invalid."""
-        name = "recursive_sequence_lengths"
-        levels = lengths_to_offsets(recursive_sequence_lengths, name)
+        self._set_lengths(recursive_sequence_lengths, "recursive_sequence_lengths")
+
+    def _set_lengths(self, lengths, name):
+        levels = lengths_to_offsets(lengths, name)
         check_lod(levels, self._rows(), name)
         self._offsets = _freeze(levels)
         self._device_offsets = {}
@@ -455,6 +461,12 @@ class LoDTensor:
 
     def to_pandas(self):
         """This tensor as a ``pandas.Series`` with ``pd.ArrowDtype``, a row per sequence."""
+        try:
+            import pandas  # noqa: F401
+        except ImportError as exc:
+            raise ModuleNotFoundError(
+                f"to_pandas needs pandas ({exc}); install the pandas extra: "
+                f"pip install 'lodarrow[pandas]'", name="pandas") from None
         from lodarrow._pandas import to_pandas
 
         return to_pandas(self)
@@ -624,15 +636,36 @@ def create_lod_tensor(data, recursive_seq_lens, place=None):
         arr = arr.reshape(arr.shape + (1,))
         tensor = LoDTensor()
         tensor.set(arr, place)
-        tensor.set_recursive_sequence_lengths(recursive_seq_lens)
+        tensor._set_lengths(recursive_seq_lens, "recursive_seq_lens")
         return tensor
     if isinstance(data, np.ndarray) or is_cupy_array(data):
         tensor = LoDTensor()
         tensor.set(data, place)
-        tensor.set_recursive_sequence_lengths(recursive_seq_lens)
+        tensor._set_lengths(recursive_seq_lens, "recursive_seq_lens")
         return tensor
     raise TypeError(f"create_lod_tensor: data should be a LoDTensor, a NumPy array or a list, "
                     f"got {type(data).__name__}")
+
+
+#: How many levels ``from_list`` may add below the deepest list (all of them empty).
+_MAX_EMPTY_LEVELS = 1023
+
+
+def _first_bad_leaf(nested, lod_level):
+    """Describe the first element of ``nested`` that is not a number or bool, or None."""
+    stack = [((), nested)]
+    while stack:
+        path, obj = stack.pop()
+        if isinstance(obj, (list, tuple)):
+            stack.extend(((*path, j), child) for j, child in reversed(list(enumerate(obj))))
+        elif isinstance(obj, np.ndarray):
+            if obj.dtype.kind not in "biuf":
+                return f"an array of dtype {obj.dtype} at position {list(path)}"
+        elif not isinstance(obj, (bool, int, float, np.bool_, np.integer, np.floating)):
+            return f"{obj!r} at position {list(path)} is not a number"
+        elif isinstance(obj, int) and not -2**63 <= obj < 2**64:
+            return f"{obj} at position {list(path)} is too large for int64"
+    return None
 
 
 def _nesting_depth(obj):
@@ -670,11 +703,23 @@ def from_list(nested, dtype=None, lod_level=None):
     """
     if not isinstance(nested, (list, tuple, np.ndarray)):
         raise TypeError(f"from_list: nested must be a list, got {type(nested).__name__}")
+    if dtype is not None:
+        try:
+            dtype = np.dtype(dtype)
+        except Exception:
+            raise TypeError(f"from_list: dtype must be a NumPy dtype (or its name), "
+                            f"got {dtype!r}") from None
+        check_dtype(dtype, "from_list: dtype")
     if lod_level is None:
         lod_level = max(_nesting_depth(nested) - 1, 0)
-    lod_level = operator.index(lod_level)
+    lod_level = as_int(lod_level, "from_list: lod_level")
     if lod_level < 0:
         raise ValueError(f"from_list: lod_level must be >= 0, got {lod_level}")
+    # Levels deeper than the lists are possible only when they are all empty; bound them so a
+    # huge lod_level fails at once instead of allocating its levels.
+    if lod_level > _MAX_EMPTY_LEVELS and lod_level > (depth := _nesting_depth(nested)):
+        raise ValueError(f"from_list: lod_level={lod_level} is deeper than nested, whose lists "
+                         f"nest {depth} deep; pass lod_level <= {depth}")
     lengths = [[] for _ in range(lod_level)]
     rows = []
 
@@ -697,7 +742,17 @@ def from_list(nested, dtype=None, lod_level=None):
     try:
         data = np.array(rows, dtype=dtype)
     except ValueError as exc:
+        where = _first_bad_leaf(nested, lod_level)
+        if where is not None:
+            raise TypeError(f"from_list: {where}") from None
         raise ValueError(f"from_list: the rows do not share one shape ({exc})") from None
+    except (TypeError, OverflowError) as exc:
+        where = _first_bad_leaf(nested, lod_level)
+        raise TypeError(f"from_list: {where or exc}") from None
+    if data.dtype == object or data.dtype.kind in "USVMmOc":
+        where = _first_bad_leaf(nested, lod_level)
+        raise TypeError(f"from_list: {where or f'dtype {data.dtype} is not supported'}; "
+                        f"nested must hold numbers (or bools) only")
     if data.ndim == 0:
         data = data.reshape(0)
     return LoDTensor(data, lengths=lengths) if lod_level else LoDTensor(data)

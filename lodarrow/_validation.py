@@ -67,6 +67,7 @@ def _int64_array(obj, name, *, column_ok, keep_shape=False, xp=np, overflow_erro
         except (ValueError, TypeError):  # ragged or non-numeric
             raise TypeError(f"{name} must be a flat sequence of integers") from None
         if arr.dtype == object:
+            _raise_if_too_large(arr, name, overflow_error)
             raise TypeError(f"{name} must be a flat sequence of integers")
     if arr.dtype.kind not in "iu":
         if arr.size == 0 and not is_array:
@@ -84,6 +85,17 @@ def _int64_array(obj, name, *, column_ok, keep_shape=False, xp=np, overflow_erro
         raise overflow_error(f"{name}: value {int(arr[pos])} at position {pos} does not fit "
                              f"int64")
     return xp.ascontiguousarray(arr, dtype=np.int64)
+
+
+def _raise_if_too_large(arr, name, overflow_error):
+    """Name the first Python int beyond int64 in a 1-D object array (NumPy's reason for it)."""
+    if arr.ndim != 1:
+        return
+    for pos, value in enumerate(arr.tolist()):
+        if isinstance(value, int) and not isinstance(value, bool) and not (
+                -_INT64_MAX - 1 <= value <= _INT64_MAX):
+            raise overflow_error(f"{name}: value {value} at position {pos} is too large for "
+                                 f"int64 (offsets and lengths are int64)")
 
 
 def as_index_array(obj, name, *, ndim=1, xp=np):
@@ -114,7 +126,14 @@ def _levels(lod, name):
         return list(lod)
     if isinstance(lod, (str, bytes)) or not hasattr(lod, "__len__"):
         raise TypeError(f"{name} must be a list of levels (lists of integers), got {type(lod).__name__}")
-    return list(lod)
+    levels = list(lod)
+    if levels and all(isinstance(v, (int, np.integer)) or getattr(v, "ndim", None) == 0
+                      for v in levels):
+        flat = [getattr(v, "item", lambda v=v: v)() for v in levels[:8]]
+        shown = ", ".join(map(str, flat)) + (", ..." if len(levels) > 8 else "")
+        raise ValueError(f"{name} must be a list of levels, got one flat list [{shown}]; for a "
+                         f"single level pass {name}=[[{shown}]]")
+    return levels
 
 
 def lengths_to_offsets(lengths, name="recursive_seq_lens"):
@@ -131,6 +150,11 @@ def lengths_to_offsets(lengths, name="recursive_seq_lens"):
             raise _NegativeLoDError(
                 f"invalid LoD: {name}[{k}] has a negative length {int(arr[bad])} at position {bad}"
             )
+        # Non-negative lengths wrap only past INT64_MAX, and a wrapped running sum is negative.
+        if offsets.shape[0] > 1 and offsets[1:].min() < 0:
+            pos = int(np.argmax(offsets[1:] < 0))
+            raise LoDError(f"invalid LoD: {name}[{k}] sums past int64 (overflow): the lengths "
+                           f"up to position {pos} add up to more than {_INT64_MAX}")
         out.append(offsets)
     return out
 

@@ -49,7 +49,13 @@ def as_lod_tensor(obj, name):
         t._check_valid(name)  # the deferred O(n) offsets scan
         return t
     if isinstance(obj, (list, tuple)):
-        return LoDTensor(np.asarray(obj))
+        try:
+            data = np.asarray(obj)
+        except ValueError:  # NumPy's "inhomogeneous shape": sequences of different lengths
+            raise ValueError(f"{name} is a ragged list (its sequences differ in length), which "
+                             f"no plain array can hold; build a LoDTensor from it first with "
+                             f"lodarrow.from_list({name})") from None
+        return LoDTensor(data)
     raise TypeError(f"{name} must be a LoDTensor, an Arrow array of lists or an array, "
                     f"got {type(obj).__name__}")
 
