@@ -128,11 +128,13 @@ class LoDTensor:
     (2, [[0, 3]])
     """
 
-    __slots__ = ("_data", "_offsets", "_place", "_device_offsets", "_unchecked", "__weakref__")
+    __slots__ = ("_data", "_offsets", "_place", "_device_offsets", "_unchecked", "_lod_problem",
+                 "__weakref__")
 
     def __init__(self, data=None, lod=None, *, lengths=None, place=None, copy=False):
         self._device_offsets = {}
         self._unchecked = False
+        self._lod_problem = None
         if data is None:
             if lod is not None or lengths is not None:
                 raise ValueError("LoDTensor: a lod or lengths needs data")
@@ -164,11 +166,13 @@ class LoDTensor:
         """Wrap parts without any check (operator outputs, views).
 
         ``unchecked=True`` marks offsets taken from outside (Arrow buffers) whose monotonicity
-        has not been scanned yet: the O(n) scan then runs once, when the tensor first enters
-        an operator (:meth:`_check_valid`), so conversions stay O(1).
+        has not been scanned yet: the O(n) scan then runs once, when anything first reads the
+        structure (an operator, ``lod()``, ``lengths``, ``t[i]``, ``to_list()``, ``np.array``
+        ... all go through :meth:`_scan`), and its result is cached, so conversions stay O(1).
         """
         self = object.__new__(cls)
         self._unchecked = unchecked
+        self._lod_problem = None
         self._data = data
         self._offsets = tuple(offsets)
         if place is None:
@@ -186,6 +190,7 @@ class LoDTensor:
         """
         self._data, self._place = _coerce_data(array, place, copy=True, name="array")
         self._device_offsets = {}
+        self._lod_problem = None  # a pending Arrow scan checks against the new rows
 
     def set_lod(self, lod):
         """Set the LoD from offsets, e.g. ``[[0, 2, 5]]``; raises ``LoDError`` if invalid."""
@@ -208,15 +213,18 @@ class LoDTensor:
 
     def lod(self):
         """The LoD as offsets: a list of lists of int."""
-        return [level.tolist() for level in self._offsets]
+        return [level.tolist() for level in self._structure("lod()")]
 
     def recursive_sequence_lengths(self):
         """The LoD as lengths: a list of lists of int."""
-        return [offsets_to_lengths(level).tolist() for level in self._offsets]
+        return [offsets_to_lengths(level).tolist()
+                for level in self._structure("recursive_sequence_lengths()")]
 
     def has_valid_recursive_sequence_lengths(self):
         """True if the LoD is valid for the current data; never raises."""
         try:
+            if self._unchecked and self._scanned_problem():
+                return False
             return lod_problem(self._offsets, self._rows()) is None
         except Exception:
             return False
@@ -229,6 +237,8 @@ class LoDTensor:
     @property
     def data(self):
         """The rows: a ``numpy.ndarray`` (CPU, pinned) or ``cupy.ndarray`` (GPU); no copy."""
+        if self._unchecked:
+            self._structure("data")  # Arrow offsets also decide which rows the data holds
         return self._data
 
     @property
@@ -249,12 +259,12 @@ class LoDTensor:
     @property
     def offsets(self):
         """The LoD levels as a tuple of read-only int64 arrays (no copy)."""
-        return self._offsets
+        return self._structure("offsets")
 
     @property
     def lengths(self):
         """The sequence lengths of every level, as a tuple of int64 arrays."""
-        return tuple(offsets_to_lengths(level) for level in self._offsets)
+        return tuple(offsets_to_lengths(level) for level in self._structure("lengths"))
 
     @property
     def feature_shape(self):
@@ -274,10 +284,11 @@ class LoDTensor:
 
     def num_sequences(self, level=0):
         """The number of sequences of LoD level ``level`` (negative counts from the last)."""
+        level = as_int(level, "num_sequences: level")
         if not self._offsets:
             raise ValueError("num_sequences: this LoDTensor has no LoD levels")
         try:
-            return self._offsets[level].shape[0] - 1
+            return self._structure("num_sequences")[level].shape[0] - 1
         except IndexError:
             raise IndexError(f"num_sequences: level {level} is out of range for "
                              f"{len(self._offsets)} levels") from None
@@ -288,12 +299,13 @@ class LoDTensor:
             return 0
         if not self._offsets:
             return self._data.shape[0]
-        return self._offsets[0].shape[0] - 1
+        return self._structure("len()")[0].shape[0] - 1
 
     def __getitem__(self, key):
-        n = len(self)
         if self._data is None:
             raise IndexError("index into an empty LoDTensor")
+        self._readable("indexing")
+        n = len(self)
         if isinstance(key, slice):
             start, stop, step = key.indices(n)
             if step == 1:
@@ -321,8 +333,7 @@ class LoDTensor:
             if keep_level or k > 0:
                 levels.append(off[lo:hi + 1] - a if a else off[lo:hi + 1])
             lo, hi = a, b
-        return LoDTensor._from_trusted(self._data[lo:hi], _freeze(levels), self._place,
-                                       self._unchecked)
+        return LoDTensor._from_trusted(self._data[lo:hi], _freeze(levels), self._place)
 
     def take(self, indices):
         """Gather top-level sequences (rows for a plain tensor) into a new LoDTensor (a copy).
@@ -330,8 +341,9 @@ class LoDTensor:
         ``indices`` is an integer array (negative values count from the end) or a boolean
         mask of length ``len(self)``.
         """
-        if self._unchecked:
-            self._check_valid("take")
+        if self._data is None:
+            raise IndexError("take: this LoDTensor is empty (no data has been set)")
+        self._readable("take")
         idx = _host(indices) if is_cupy_array(indices) else np.asarray(indices)
         n = len(self)
         if idx.dtype == bool:
@@ -360,6 +372,8 @@ class LoDTensor:
         return LoDTensor._from_trusted(data, _freeze(levels), self._place)
 
     def __iter__(self):
+        if self._data is not None:
+            self._readable("iteration")
         for i in range(len(self)):
             yield self[i]
 
@@ -413,6 +427,7 @@ class LoDTensor:
         """The data as a ``numpy.ndarray`` (no copy on the CPU; copied from the GPU)."""
         if self._data is None:
             return np.empty((0,), dtype=np.float64)
+        self._structure("numpy()")  # Arrow offsets also decide which rows the data holds
         return _host(self._data)
 
     def __array__(self, dtype=None, copy=None):
@@ -433,6 +448,7 @@ class LoDTensor:
         """The tensor as nested Python lists: one list per LoD level, then the rows."""
         if self._data is None:
             return []
+        self._readable("to_list")
         rows = self.numpy().tolist()
         for off in reversed(self._offsets):
             bounds = off.tolist()
@@ -516,33 +532,71 @@ class LoDTensor:
         """Raise unless this tensor can enter an operator as argument ``name``."""
         if self._data is None:
             raise ValueError(f"{name} is an empty LoDTensor (no data has been set)")
+        self._structure(None, f"{name}.lod")
         off = self._offsets
-        if self._unchecked:  # offsets from Arrow: scan them once, before any kernel trusts them
-            msg = lod_problem(off, self._data.shape[0], f"{name}.lod")
-            if msg is not None:
-                raise LoDError(msg)
-            self._unchecked = False
         if off and int(off[-1][-1]) != self._data.shape[0]:
             raise LoDError(f"invalid LoD: {name}'s last level ends at {int(off[-1][-1])} but "
                            f"its data has {self._data.shape[0]} rows (set() changed the data?)")
 
+    _NAME = "\0"  # stands for the argument's name in a cached message
+
+    def _scanned_problem(self):
+        """The deferred O(n) scan of offsets taken from Arrow: run once, its verdict cached."""
+        if self._lod_problem is None:
+            self._lod_problem = lod_problem(self._offsets, self._rows(), self._NAME) or ""
+            if not self._lod_problem:
+                self._unchecked = False
+        return self._lod_problem
+
+    def _structure(self, what, name="lod"):
+        """The offsets, once they are known to be valid (else ``LoDError``).
+
+        Every path that reads the structure goes through here, so offsets that came from
+        Arrow and were never scanned are never read.  A LoD set through ``set_lod`` was
+        checked when set; only the row count may have changed since (see :meth:`_readable`).
+        """
+        if self._unchecked:
+            problem = self._scanned_problem()
+            if problem:
+                where = "" if what is None else f"{what}: "
+                raise LoDError(f"{where}{problem.replace(self._NAME, name)} (offsets taken "
+                               f"from Arrow are checked when first read)")
+        return self._offsets
+
+    def _readable(self, what):
+        """Raise ``LoDError`` unless the LoD is valid and ends at the data's row count."""
+        off = self._structure(what)
+        if off and int(off[-1][-1]) != self._data.shape[0]:
+            raise LoDError(f"{what}: the LoD's last level ends at {int(off[-1][-1])} but the "
+                           f"data has {self._data.shape[0]} rows (set() changed the data?); "
+                           f"set a matching LoD first (has_valid_recursive_sequence_lengths() "
+                           f"is False)")
+
+    def _shown_offsets(self):
+        """The offsets for a printout, which must not raise: None if they are invalid."""
+        return None if self._unchecked and self._scanned_problem() else self._offsets
+
     def __repr__(self):
-        lod = _abbreviate_lod(self.lod(), 8)
+        off = self._shown_offsets()
+        lod = "<invalid>" if off is None else _abbreviate_lod([o.tolist() for o in off], 8)
         shape = tuple(self.shape())
         return f"LoDTensor(lod={lod}, shape={shape}, dtype={self.dtype}, place={self._place!r})"
 
     def __str__(self):
         lines = []
-        if self._offsets:
+        off = self._shown_offsets()
+        if off is None:
+            lines.append("- lod: <invalid: " + self._lod_problem.replace(self._NAME, "lod") + ">")
+        elif off:
             lod = "".join("{" + ", ".join(_abbreviate(level.tolist(), 50)) + "}"
-                          for level in self._offsets)
+                          for level in off)
             lines.append(f"- lod: {{{lod}}}")
         lines.append(f"- place: {self._place!r}")
         lines.append(f"- shape: {self.shape()}")
         lines.append("- layout: NCHW")
         if self._data is not None:
             lines.append(f"- dtype: {self.dtype}")
-            flat = self.numpy().reshape(-1)
+            flat = _host(self._data).reshape(-1)
             if flat.size > 2 * _PRINT_EDGE:
                 flat = np.concatenate([flat[:_PRINT_EDGE], flat[-_PRINT_EDGE:]])
                 items = [_fmt(v) for v in flat.tolist()]
