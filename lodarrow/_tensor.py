@@ -371,6 +371,69 @@ class LoDTensor:
         data = self._data.take(sel, axis=0)
         return LoDTensor._from_trusted(data, _freeze(levels), self._place)
 
+    def merge_levels(self, outer, inner):
+        """Merge LoD levels ``outer`` to ``inner`` into one level (TF's ``merge_dims``).
+
+        Levels ``outer..inner`` (inclusive; negative values count from the last level) are
+        replaced by their composition: sequence ``i`` of the new level spans every row that
+        sequence ``i`` of level ``outer`` spans through the merged levels.  The data is shared
+        (no copy) and the other levels are kept.  ``outer == inner`` returns the same LoD.
+
+        Parameters
+        ----------
+        outer, inner : int
+            The first and last level to merge, ``outer <= inner``.
+
+        Returns
+        -------
+        LoDTensor
+            ``lod_level - (inner - outer)`` levels, the same rows.
+
+        Raises
+        ------
+        TypeError
+            If ``outer`` or ``inner`` is not an integer.
+        IndexError
+            If a level is out of range.
+        ValueError
+            If ``outer > inner``.
+
+        Examples
+        --------
+        Pooling twice averages the sentence means of each document; merging the document and
+        sentence levels first averages each document's tokens:
+
+        >>> import numpy as np, lodarrow as la
+        >>> t = la.LoDTensor(np.array([1., 2., 3., 10.]), lengths=[[2], [3, 1]])
+        >>> t.merge_levels(0, 1).lod()
+        [[0, 4]]
+        >>> la.sequence_pool(t.merge_levels(0, 1), "average").data.tolist()
+        [4.0]
+        >>> la.sequence_pool(la.sequence_pool(t, "average"), "average").data.tolist()
+        [6.0]
+        """
+        if self._data is None:
+            raise ValueError("merge_levels: this LoDTensor is empty (no data has been set)")
+        levels = self._structure("merge_levels")
+        n = len(levels)
+        bounds = []
+        for arg, value in (("outer", outer), ("inner", inner)):
+            k = as_int(value, f"merge_levels: {arg}")
+            if not -n <= k < n:
+                raise IndexError(f"merge_levels: {arg}={k} is out of range for a LoDTensor of "
+                                 f"{n} LoD level(s) (levels 0..{n - 1}, or negative from the "
+                                 f"last)")
+            bounds.append(k + n if k < 0 else k)
+        lo, hi = bounds
+        if lo > hi:
+            raise ValueError(f"merge_levels: outer={outer} must not come after inner={inner} "
+                             f"(levels are numbered from the outermost, 0)")
+        merged = levels[lo]
+        for k in range(lo + 1, hi + 1):
+            merged = levels[k][merged]  # offsets of level k at the bounds found so far
+        new = (*levels[:lo], merged, *levels[hi + 1:]) if hi > lo else levels
+        return LoDTensor._from_trusted(self._data, _freeze(new), self._place)
+
     def __iter__(self):
         if self._data is not None:
             self._readable("iteration")

@@ -27,6 +27,11 @@ def sequence_pool(input, pool_type, is_test=False, pad_value=0.0, return_index=F
     ``"first"`` / ``"last"`` copy a row.  An empty sequence gives ``pad_value`` for every
     pool type.
 
+    Pooling twice is a mean of means: on documents → sentences → tokens,
+    ``sequence_pool(sequence_pool(t, "average"), "average")`` weighs every sentence alike,
+    whatever its length.  The mean over all tokens of each document is
+    ``sequence_pool(t.merge_levels(0, 1), "average")`` (see :meth:`LoDTensor.merge_levels`).
+
     Parameters
     ----------
     input : LoDTensor or Arrow array of lists
