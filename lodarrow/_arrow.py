@@ -40,6 +40,7 @@ from lodarrow._arrow_layout import arrow_type, layer_types, plan
 from lodarrow._backends import is_cupy_array
 from lodarrow._place import CPUPlace
 from lodarrow._tensor import LoDTensor, _freeze
+from lodarrow._validation import check_choice
 
 __all__ = ["from_arrow", "to_arrow", "export_c_array"]
 
@@ -247,8 +248,7 @@ def from_arrow(obj, nulls="error", *, lod_level=None, feature_shape=None):
     >>> t.lod(), t.data.shape
     ([[0, 2, 3]], (3, 2))
     """
-    if nulls not in _NULLS:
-        raise ValueError(f"from_arrow: nulls must be 'error' or 'empty', got {nulls!r}")
+    check_choice(nulls, "from_arrow: nulls", _NULLS)
     if hasattr(obj, "__arrow_c_device_array__") and not isinstance(obj, _PYARROW_CONTAINERS):
         if isinstance(obj, LoDTensor) and not is_cupy_array(obj._data):
             obj = to_arrow(obj)

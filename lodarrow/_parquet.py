@@ -24,6 +24,7 @@ from lodarrow._arrow_layout import arrow_type
 from lodarrow._table import columns_to_tensors, representable_columns, select_columns
 from lodarrow._tables import adapt, is_pandas_frame, is_polars_frame, objects_to_arrow
 from lodarrow._tensor import LoDTensor
+from lodarrow._validation import check_path
 
 __all__ = ["write_parquet", "read_parquet", "iter_parquet"]
 
@@ -90,6 +91,7 @@ def write_parquet(t_or_dict, path, **kwargs):
     else:
         raise TypeError(f"write_parquet: t_or_dict must be a LoDTensor or a mapping of column "
                         f"name -> column, or a table, got {type(t_or_dict).__name__}")
+    check_path(path, "write_parquet: path")
     metadata = dict(table.schema.metadata or {})
     if tensors:
         layout = {name: {"dtype": str(t.dtype), "feature_shape": list(t.feature_shape),
@@ -233,7 +235,7 @@ def read_parquet(path, columns=None, *, nulls="error", lod_level=None, feature_s
     """
     import pyarrow.parquet as pq
 
-    with pq.ParquetFile(path) as pf:
+    with pq.ParquetFile(check_path(path, "read_parquet: path")) as pf:
         schema = pf.schema_arrow
         names, single = select_columns(schema.names, columns, "read_parquet")
         names = representable_columns(schema, names, columns is None, "read_parquet")
@@ -299,7 +301,7 @@ def iter_parquet(path, columns=None, *, batch_size=65536, nulls="error", lod_lev
     if batch_size < 1:
         raise ValueError(f"iter_parquet: batch_size must be >= 1, got {batch_size}")
     # pre_buffer=False: pyarrow's default pre-buffers every column chunk of the file at once
-    pf = pq.ParquetFile(path, pre_buffer=False)
+    pf = pq.ParquetFile(check_path(path, "iter_parquet: path"), pre_buffer=False)
     try:
         schema = pf.schema_arrow
         names, single = select_columns(schema.names, columns, "iter_parquet")

@@ -10,6 +10,7 @@ from lodarrow._errors import LoDError, _LengthMismatchError
 from lodarrow._place import CPUPlace, CUDAPinnedPlace, CUDAPlace, Place, _cuda_place_unchecked
 from lodarrow._validation import (
     _levels,
+    as_flag,
     as_int,
     as_offsets,
     check_dtype,
@@ -66,6 +67,8 @@ def _move(data, place):
 def _coerce_data(obj, place, copy, name="data"):
     """Return ``(data, place)``: a checked NumPy/CuPy array of rank >= 1 and its place."""
     place = _as_place(place)
+    if obj is None:
+        raise TypeError(f"{name} is required (an array), got None")
     if is_cupy_array(obj):
         data = obj.copy() if copy else obj
         where = _cuda_place_unchecked(obj.device.id)
@@ -180,7 +183,7 @@ class LoDTensor:
             self._offsets = ()
             self._place = _as_place(place) or CPUPlace()
             return
-        self._data, self._place = _coerce_data(data, place, copy)
+        self._data, self._place = _coerce_data(data, place, as_flag(copy, "LoDTensor: copy"))
         if lod is not None and lengths is not None:
             raise TypeError("LoDTensor: give lod or lengths, not both")
         if lengths is not None:
@@ -564,7 +567,7 @@ class LoDTensor:
         """
         from lodarrow._arrow import to_arrow
 
-        return to_arrow(self, large_offsets=large_offsets)
+        return to_arrow(self, large_offsets=as_flag(large_offsets, "to_arrow: large_offsets"))
 
     def __arrow_c_array__(self, requested_schema=None):
         from lodarrow._arrow import export_c_array

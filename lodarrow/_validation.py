@@ -5,6 +5,7 @@ names the argument, the level and the first offending position.
 """
 
 import operator
+import os
 
 import numpy as np
 
@@ -22,6 +23,9 @@ __all__ = [
     "lod_problem",
     "coerce_pad_value",
     "as_int",
+    "as_flag",
+    "check_choice",
+    "check_path",
 ]
 
 #: The dtypes a LoDTensor may hold (docs/data-model.md#dtypes).
@@ -48,6 +52,34 @@ def as_int(value, name):
         return operator.index(value)
     except TypeError:
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+
+
+def as_flag(value, name):
+    """``value`` as a bool: True, False (or NumPy's bools); anything else is a ``TypeError``."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {type(value).__name__}")
+
+
+def check_choice(value, name, choices):
+    """Return ``value`` if it is one of the strings ``choices``.
+
+    A non-string is a ``TypeError``, an unknown string a ``ValueError``; both list the choices.
+    """
+    shown = " or ".join(repr(c) for c in choices)
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be {shown}, got {type(value).__name__}")
+    if value not in choices:
+        raise ValueError(f"{name} must be {shown}, got {value!r}")
+    return value
+
+
+def check_path(path, name):
+    """Raise ``TypeError`` unless ``path`` is a str, a path-like or a file-like object."""
+    if isinstance(path, (str, os.PathLike)) or hasattr(path, "read") or hasattr(path, "write"):
+        return path
+    raise TypeError(f"{name} must be a file path (str or os.PathLike) or a file-like object, "
+                    f"got {type(path).__name__}")
 
 
 def _int64_array(obj, name, *, column_ok, keep_shape=False, xp=np, overflow_error=ValueError):

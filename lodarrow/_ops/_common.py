@@ -12,6 +12,7 @@ from lodarrow._validation import as_index_array, coerce_pad_value, lod_problem
 
 __all__ = [
     "as_lod_tensor",
+    "require",
     "require_lod_levels",
     "row_bytes",
     "threads_for",
@@ -58,6 +59,13 @@ def as_lod_tensor(obj, name):
         return LoDTensor(data)
     raise TypeError(f"{name} must be a LoDTensor, an Arrow array of lists or an array, "
                     f"got {type(obj).__name__}")
+
+
+def require(obj, name, op):
+    """Return ``obj``, or raise ``TypeError`` naming argument ``name`` of ``op`` if it is None."""
+    if obj is None:
+        raise TypeError(f"{op}: {name} is required, got None")
+    return obj
 
 
 def require_lod_levels(t, name, op, allowed):

@@ -7,7 +7,7 @@ import numpy as np
 
 from lodarrow._backends import backend_of, is_cupy_array
 from lodarrow._errors import LoDError
-from lodarrow._ops._common import as_lod_tensor
+from lodarrow._ops._common import as_lod_tensor, require
 from lodarrow._tensor import LoDTensor
 from lodarrow._validation import as_int
 
@@ -101,7 +101,7 @@ def sequence_conv(input, filter, context_start=None, context_length=None, contex
     compute = _F64 if kind in "iu" or data.dtype == _F64 else _F32
     out_dtype = data.dtype if kind == "f" else _F64
 
-    w = _plain(filter, "filter")
+    w = _plain(require(filter, "filter", "sequence_conv"), "filter")
     be = backend_of("sequence_conv", input=x, filter=w,
                     padding_data=_plain(padding_data, "padding_data"), bias=_plain(bias, "bias"))
     if w.ndim != 2:

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from lodarrow._backends import backend_of_array, is_cupy_array
-from lodarrow._ops._common import as_lod_tensor, check_growth
+from lodarrow._ops._common import as_lod_tensor, check_growth, require
 from lodarrow._tensor import LoDTensor
 from lodarrow._validation import as_int, check_dtype
 
@@ -101,7 +101,7 @@ def _out_dtype(dtype):
     except (KeyError, TypeError):  # not seen yet, or unhashable
         pass
     try:
-        dt = np.dtype(dtype)
+        dt = np.dtype(require(dtype, "dtype", "sequence_mask"))
     except (TypeError, ValueError):
         raise TypeError(f"sequence_mask: dtype {dtype!r} is not a dtype") from None
     dt = check_dtype(dt, "sequence_mask: dtype")

@@ -9,6 +9,7 @@ import numpy as np
 from lodarrow._backends import backend_of, backend_of_array
 from lodarrow._errors import LoDError
 from lodarrow._ops._common import as_lod_tensor, pad_array
+from lodarrow._validation import as_flag
 
 __all__ = ["sequence_pool", "sequence_first_step", "sequence_last_step"]
 
@@ -108,6 +109,7 @@ def sequence_pool(input, pool_type, is_test=False, pad_value=0.0, return_index=F
     """
     x = as_lod_tensor(input, "input")
     pool = _pool_type(pool_type)
+    as_flag(is_test, "sequence_pool: is_test"), as_flag(return_index, "sequence_pool: return_index")
     offsets = x.offsets
     if not offsets:
         raise LoDError("sequence_pool: input must have at least 1 LoD level, got 0 "

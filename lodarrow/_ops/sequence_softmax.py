@@ -8,6 +8,7 @@ import numpy as np
 from lodarrow._backends import backend_of_array
 from lodarrow._errors import LoDError
 from lodarrow._ops._common import as_lod_tensor
+from lodarrow._validation import as_flag
 
 __all__ = ["sequence_softmax"]
 
@@ -56,6 +57,7 @@ def sequence_softmax(input, use_cudnn=False, name=None):
     [0.5, 0.5, 0.5, 0.5, 1.0]
     """
     x = as_lod_tensor(input, "input")
+    as_flag(use_cudnn, "sequence_softmax: use_cudnn")
     if not x.offsets:
         raise LoDError("sequence_softmax: input must have at least 1 LoD level, got 0")
     data = x.data

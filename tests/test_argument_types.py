@@ -1,0 +1,194 @@
+"""Every public function, given None or a wrong type for any argument, raises an error that
+names the argument (TypeError, or for an optional argument whose None means something, the
+ValueError/LoDError that says why it does not fit).
+
+The cases are generated from ``lodarrow.__all__`` and ``inspect.signature``, so a new public
+function is covered as soon as it has an entry in ``VALID_CALLS`` (a test fails until then).
+"""
+
+import inspect
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lodarrow as la
+from lodarrow import LoDError
+
+
+def _t():
+    return la.LoDTensor(np.arange(10.0).reshape(5, 2), [[0, 2, 5]])
+
+
+def _ints():
+    return la.LoDTensor(np.arange(5, dtype=np.int64).reshape(5, 1), [[0, 2, 5]])
+
+
+@pytest.fixture(scope="module")
+def parquet_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("pq") / "x.parquet"
+    la.write_parquet({"x": _t()}, path)
+    return str(path)
+
+
+def _valid_calls(parquet_path, out_path):
+    """A call that succeeds, for every public function (keyword arguments)."""
+    return {
+        "CPUPlace": {},
+        "CUDAPinnedPlace": {},
+        "CUDAPlace": {"device_id": 0},
+        "openmp_enabled": {},
+        "LoDTensor": {"data": np.arange(5.0), "lod": [[0, 2, 5]], "place": la.CPUPlace(),
+                      "copy": False},
+        "create_lod_tensor": {"data": np.zeros((5, 1)), "recursive_seq_lens": [[2, 3]],
+                              "place": la.CPUPlace()},
+        "from_arrow": {"obj": pa.array([[1, 2], [3]]), "nulls": "error"},
+        "from_list": {"nested": [[1, 2], [3]], "dtype": "int64", "lod_level": 1},
+        "from_pandas": {"series": pytest.importorskip("pandas").Series([[1, 2], [3]]),
+                        "nulls": "error"},
+        "from_table": {"table": pa.table({"x": pa.array([[1], [2, 3]])}), "columns": ["x"],
+                       "nulls": "error"},
+        "to_table": {"tensors": {"x": _t()}},
+        "read_parquet": {"path": parquet_path, "columns": ["x"], "nulls": "error"},
+        "iter_parquet": {"path": parquet_path, "batch_size": 10, "columns": ["x"],
+                         "nulls": "error"},
+        "write_parquet": {"t_or_dict": {"x": _t()}, "path": out_path},
+        "lod_append": {"x": np.arange(5.0), "level": [0, 2, 5], "name": "n"},
+        "lod_reset": {"x": _t(), "y": None, "target_lod": [0, 1, 5], "name": "n"},
+        "sequence_concat": {"input": [_t(), _t()], "name": "n"},
+        "sequence_conv": {"input": _t(), "filter": np.ones((6, 3)), "context_start": -1,
+                          "context_length": 3, "context_stride": 1,
+                          "padding_data": np.zeros((2, 2)), "bias": np.zeros(3), "name": "n"},
+        "sequence_enumerate": {"input": _ints(), "win_size": 2, "pad_value": 0, "name": "n"},
+        "sequence_erase": {"input": _ints(), "tokens": [1], "name": "n"},
+        "sequence_expand": {"x": np.arange(4.0).reshape(2, 2), "y": _t(), "ref_level": 0,
+                            "name": "n"},
+        "sequence_expand_as": {"x": np.arange(4.0).reshape(2, 2), "y": _t(), "name": "n"},
+        "sequence_first_step": {"input": _t(), "name": "n"},
+        "sequence_last_step": {"input": _t(), "name": "n"},
+        "sequence_mask": {"x": np.array([1, 2]), "maxlen": 3, "dtype": "int64", "name": "n"},
+        "sequence_pad": {"x": _t(), "pad_value": 0.0, "maxlen": 4, "name": "n"},
+        "sequence_pool": {"input": _t(), "pool_type": "max", "is_test": False,
+                          "pad_value": 0.0, "return_index": True, "name": "n"},
+        "sequence_reshape": {"input": _t(), "new_dim": 2, "name": "n"},
+        "sequence_reverse": {"x": _t(), "name": "n"},
+        "sequence_scatter": {"input": np.zeros((2, 3)),
+                             "index": la.LoDTensor(np.array([[0], [1], [2]]), [[0, 2, 3]]),
+                             "updates": la.LoDTensor(np.ones((3, 1)), [[0, 2, 3]]),
+                             "name": "n"},
+        "sequence_slice": {"input": _t(), "offset": np.array([[0], [1]]),
+                           "length": np.array([[1], [2]]), "name": "n"},
+        "sequence_softmax": {"input": la.LoDTensor(np.arange(5.0), [[0, 2, 5]]),
+                             "use_cudnn": False, "name": "n"},
+        "sequence_topk_avg_pooling": {
+            "input": la.LoDTensor(np.array([4., 1., 2.]), lod=[[0, 3]]),
+            "row": la.LoDTensor(np.zeros(1), lod=[[0, 1]]),
+            "col": la.LoDTensor(np.zeros(3), lod=[[0, 3]]),
+            "topks": [1, 2], "channel_num": 1, "name": "n"},
+        "sequence_unpad": {"x": np.zeros((2, 3, 2)), "length": np.array([2, 3]), "name": "n"},
+    }
+
+
+def _public_functions():
+    for name in sorted(la.__all__):
+        obj = getattr(la, name)
+        if isinstance(obj, type) and issubclass(obj, BaseException):
+            continue
+        yield name, obj
+
+
+def _cases():
+    for name, obj in _public_functions():
+        params = [p for p in inspect.signature(obj).parameters.values()
+                  if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if not params:
+            yield pytest.param(name, None, id=name)
+        for p in params:
+            yield pytest.param(name, p.name, id=f"{name}-{p.name}")
+
+
+@pytest.fixture
+def calls(parquet_path, tmp_path):
+    return _valid_calls(parquet_path, str(tmp_path / "out.parquet"))
+
+
+def test_every_public_function_has_a_valid_call(calls):
+    missing = [name for name, _ in _public_functions() if name not in calls]
+    assert not missing, f"add a valid call for {missing} to VALID_CALLS"
+
+
+@pytest.mark.parametrize("func, param", list(_cases()))
+def test_none_argument_is_named(calls, func, param):
+    obj = getattr(la, func)
+    kwargs = dict(calls[func])
+    try:
+        result = obj(**kwargs)  # the valid call works, so a failure below is due to the None
+        if func == "iter_parquet":
+            list(result)
+    except la.BackendError:  # a CUDA place without CuPy or a GPU: its arguments still checked
+        pass
+    if param is None:
+        return
+    default = inspect.signature(obj).parameters[param].default
+    kwargs[param] = None
+    if default is None:  # None means something here: it may work, or fail naming the argument
+        try:
+            result = obj(**kwargs)
+            if func == "iter_parquet":
+                list(result)
+        except (TypeError, ValueError, LoDError) as exc:
+            assert param in str(exc), f"{func}({param}=None): {exc!r} does not name {param}"
+        return
+    with pytest.raises(TypeError) as info:
+        result = obj(**kwargs)
+        if func == "iter_parquet":
+            list(result)
+    assert param in str(info.value), f"{func}({param}=None): {info.value!r}"
+
+
+class _Opaque:
+    """An argument of no type any function accepts."""
+
+    def __repr__(self):
+        return "<opaque>"
+
+
+@pytest.mark.parametrize("func, param", [c for c in _cases() if c.values[1] not in (None, "name")])
+def test_wrong_type_argument_is_named(calls, func, param):
+    obj = getattr(la, func)
+    kwargs = dict(calls[func])
+    kwargs[param] = _Opaque()
+    with pytest.raises(TypeError) as info:
+        result = obj(**kwargs)
+        if func == "iter_parquet":
+            list(result)
+    assert param in str(info.value), f"{func}({param}=<opaque>): {info.value!r}"
+
+
+_METHOD_CALLS = {
+    "set.array": lambda t, bad: la.LoDTensor().set(bad),
+    "set.place": lambda t, bad: la.LoDTensor().set(np.zeros(2), bad if bad is not None else 1),
+    "set_lod.lod": lambda t, bad: t.set_lod(bad),
+    "set_recursive_sequence_lengths.recursive_sequence_lengths":
+        lambda t, bad: t.set_recursive_sequence_lengths(bad),
+    "take.indices": lambda t, bad: t.take(bad),
+    "to.place": lambda t, bad: t.to(bad),
+    "cuda.device_id": lambda t, bad: t.cuda(bad),
+    "num_sequences.level": lambda t, bad: t.num_sequences(bad),
+    "merge_levels.outer": lambda t, bad: t.merge_levels(bad, 0),
+    "merge_levels.inner": lambda t, bad: t.merge_levels(0, bad),
+    "to_arrow.large_offsets": lambda t, bad: t.to_arrow(bad),
+    "from_lengths.lengths": lambda t, bad: la.LoDTensor.from_lengths(np.zeros(5), bad),
+}
+
+
+@pytest.mark.parametrize("bad", [None, _Opaque()], ids=["None", "opaque"])
+@pytest.mark.parametrize("method", list(_METHOD_CALLS))
+def test_methods_name_a_bad_argument(method, bad):
+    arg = method.rsplit(".", 1)[1]
+    if bad is None and method in ("from_lengths.lengths",):
+        pytest.skip("lengths=None means a plain tensor")
+    with pytest.raises(TypeError) as info:
+        _METHOD_CALLS[method](_t(), bad)
+    message = str(info.value)
+    assert arg in message, message
