@@ -10,8 +10,12 @@ Cython directives are set once, here.  Environment variables:
     Build without OpenMP even where the compiler has it.
 ``LODARROW_EXT=name[,name...]``
     Build only these modules (developer convenience for fast rebuilds).
+``LODARROW_REBUILD=1``
+    Compile every extension even where an up-to-date one can be reused (see ``ReusingBuildExt``).
 """
 
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -24,6 +28,7 @@ from pathlib import Path
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).parent.resolve()
 DEBUG = os.environ.get("LODARROW_CYTHON_DEBUG", "") not in ("", "0")
@@ -96,8 +101,77 @@ def extensions():
     )
 
 
+class ReusingBuildExt(build_ext):
+    """``build_ext`` that reuses an extension already compiled into the checkout.
+
+    Every ``pip install -e`` builds in a fresh temporary directory, so the README's two
+    commands used to compile every kernel twice.  For an editable or in-place build, an
+    extension module in ``lodarrow/_ext/`` is reused instead of compiled when this class built
+    it (its hash is recorded in ``build/ext-stamps/``) with the same settings (compiler flags,
+    debug/OpenMP, Python, NumPy) and it is not older than any input (the generated C file, the
+    ``.pyx``/``.pxd``/``.h`` files, ``setup.py``).  ``LODARROW_REBUILD=1`` compiles anyway.
+    """
+
+    def run(self):
+        # setuptools clears ``inplace`` while it builds (and copies into the checkout after).
+        self._into_checkout = bool(self.inplace or getattr(self, "editable_mode", False))
+        super().run()
+
+    def build_extension(self, ext):
+        if not getattr(self, "_into_checkout", False):
+            return super().build_extension(ext)  # a regular install leaves the checkout alone
+        target = Path(self.get_ext_fullpath(ext.name)).resolve()
+        local = HERE / self.get_ext_filename(ext.name)  # where --inplace / -e put it
+        stamp = HERE / "build" / "ext-stamps" / f"{ext.name}.json"
+        signature = _signature(ext, self.compiler)
+        if _reusable(local, stamp, signature, ext):
+            if target != local:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(local, target)
+            sys.stderr.write(f"reusing {local.relative_to(HERE)} (up to date)\n")
+            return None
+        super().build_extension(ext)
+        if target != local:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(target, local)
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(json.dumps({"signature": signature, "sha256": _digest(local)}))
+        return None
+
+
+def _digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _signature(ext, compiler):
+    """What decides the compiled code besides the sources."""
+    parts = [sys.version, sys.platform, np.__version__, DEBUG, ext.extra_compile_args,
+             ext.extra_link_args, ext.define_macros, ext.include_dirs,
+             os.environ.get("CC"), os.environ.get("CFLAGS"), os.environ.get("LDFLAGS"),
+             getattr(compiler, "compiler_so", None)]
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def _reusable(local, stamp, signature, ext):
+    if os.environ.get("LODARROW_REBUILD", "") not in ("", "0") or not local.exists():
+        return False
+    try:
+        record = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        return False
+    if record.get("signature") != signature or record.get("sha256") != _digest(local):
+        return False
+    # Whole seconds: copies made by setuptools keep only whole-second modification times.
+    built = int(local.stat().st_mtime)
+    inputs = {*ext.sources, *(ext.depends or []), *glob("_ext/*.pyx"), *glob("_ext/*.pxd"),
+              *glob("_ext/*.h"), "setup.py"}
+    return all(int(os.path.getmtime(HERE / f)) <= built for f in inputs
+               if os.path.exists(HERE / f))
+
+
 setup(
     ext_modules=extensions(),
+    cmdclass={"build_ext": ReusingBuildExt},
     # Compile the extension modules in parallel (pip gives no -j of its own).
     options={"build_ext": {"parallel": os.cpu_count() or 1}},
 )
