@@ -108,8 +108,8 @@ class ReusingBuildExt(build_ext):
     commands used to compile every kernel twice.  For an editable or in-place build, an
     extension module in ``lodarrow/_ext/`` is reused instead of compiled when this class built
     it (its hash is recorded in ``build/ext-stamps/``) with the same settings (compiler flags,
-    debug/OpenMP, Python, NumPy) and it is not older than any input (the generated C file, the
-    ``.pyx``/``.pxd``/``.h`` files, ``setup.py``).  ``LODARROW_REBUILD=1`` compiles anyway.
+    debug/OpenMP, Python, NumPy) from the same inputs (the ``.pyx``/``.pxd``/``.h`` files,
+    ``setup.py`` and the Cython version, compared by content).  ``LODARROW_REBUILD=1`` compiles anyway.
     """
 
     def run(self):
@@ -135,7 +135,8 @@ class ReusingBuildExt(build_ext):
             local.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(target, local)
         stamp.parent.mkdir(parents=True, exist_ok=True)
-        stamp.write_text(json.dumps({"signature": signature, "sha256": _digest(local)}))
+        stamp.write_text(json.dumps({"signature": signature, "sha256": _digest(local),
+                                     "inputs": _inputs_digest()}))
         return None
 
 
@@ -152,6 +153,17 @@ def _signature(ext, compiler):
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
+def _inputs_digest():
+    """A hash of what the extensions are compiled from (not the generated C, which Cython
+    rewrites whenever a ``.pxd`` in pip's fresh build environment looks newer)."""
+    import Cython
+
+    h = hashlib.sha256(Cython.__version__.encode())
+    for f in sorted({*glob("_ext/*.pyx"), *glob("_ext/*.pxd"), *glob("_ext/*.h"), "setup.py"}):
+        h.update(f.encode() + b"\0" + (HERE / f).read_bytes())
+    return h.hexdigest()
+
+
 def _reusable(local, stamp, signature, ext):
     if os.environ.get("LODARROW_REBUILD", "") not in ("", "0") or not local.exists():
         return False
@@ -159,14 +171,8 @@ def _reusable(local, stamp, signature, ext):
         record = json.loads(stamp.read_text())
     except (OSError, ValueError):
         return False
-    if record.get("signature") != signature or record.get("sha256") != _digest(local):
-        return False
-    # Whole seconds: copies made by setuptools keep only whole-second modification times.
-    built = int(local.stat().st_mtime)
-    inputs = {*ext.sources, *(ext.depends or []), *glob("_ext/*.pyx"), *glob("_ext/*.pxd"),
-              *glob("_ext/*.h"), "setup.py"}
-    return all(int(os.path.getmtime(HERE / f)) <= built for f in inputs
-               if os.path.exists(HERE / f))
+    return (record.get("signature") == signature and record.get("sha256") == _digest(local)
+            and record.get("inputs") == _inputs_digest())
 
 
 setup(

@@ -51,3 +51,15 @@ def test_second_build_reuses_and_changes_rebuild(tree, tmp_path):
     # An extension that is not the recorded one is never reused.
     so.write_bytes(so.read_bytes() + b"\0")
     assert "reusing" not in _build(tree, tmp_path / "d")
+
+
+def test_changed_source_or_regenerated_c(tree, tmp_path):
+    _build(tree, tmp_path / "a")
+    # Cython regenerating the C file (pip's fresh build env) does not force a compile ...
+    for c in (tree / "build").rglob("lod_utils.c"):
+        c.touch()
+    assert "reusing" in _build(tree, tmp_path / "b")
+    # ... a changed source does.
+    pyx = tree / "_ext" / "lod_utils.pyx"
+    pyx.write_text(pyx.read_text() + "\n# changed\n")
+    assert "reusing" not in _build(tree, tmp_path / "c")
