@@ -159,7 +159,8 @@ def _inputs_digest():
     import Cython
 
     h = hashlib.sha256(Cython.__version__.encode())
-    for f in sorted({*glob("_ext/*.pyx"), *glob("_ext/*.pxd"), *glob("_ext/*.h"), "setup.py"}):
+    for f in sorted({*glob("_ext/*.pyx"), *glob("_ext/*.pxd"), *glob("_ext/**/*.h", recursive=True),
+                     "setup.py"}):
         h.update(f.encode() + b"\0" + (HERE / f).read_bytes())
     return h.hexdigest()
 
