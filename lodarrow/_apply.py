@@ -9,12 +9,14 @@ column is the caller's own object.
 """
 
 import operator as _operator
+import re
 
 import numpy as np
 import pyarrow as pa
 
 from lodarrow import _ops
 from lodarrow._arrow import from_arrow, to_arrow
+from lodarrow._place import Place
 from lodarrow._tables import adapt, list_levels
 from lodarrow._tensor import LoDTensor, _as_place
 
@@ -491,6 +493,30 @@ class _Lookup:
         raise KeyError(ref)
 
 
+def device_place(device, fn):
+    """``device`` as a Place (None stays None), or a TypeError naming ``device``."""
+    if device is None:
+        return None
+    try:
+        return _as_place(device)
+    except TypeError:
+        raise TypeError(f"{fn}: device must be 'cpu', 'cuda', 'cuda:N' or a Place, "
+                        f"got {device!r}") from None
+
+
+_DEVICE = re.compile(r"(cpu|(cuda|gpu)(:\d+)?|gpu_pinned|cuda_pinned|pinned)", re.IGNORECASE)
+
+
+def check_device(device, fn):
+    """A TypeError naming ``device`` unless it could name a place; nothing is allocated or
+    imported, so a udf for GPU workers can be made where there is no GPU."""
+    if device is None or isinstance(device, Place):
+        return
+    if not isinstance(device, str) or not _DEVICE.fullmatch(device):
+        raise TypeError(f"{fn}: device must be 'cpu', 'cuda', 'cuda:N' or a Place, "
+                        f"got {device!r}")
+
+
 def run(table, name, fn_op, args, outs, device, fn):
     """The body of :func:`apply` (shared with :class:`udf`)."""
     adapter = adapt(table, fn)
@@ -515,7 +541,7 @@ def run(table, name, fn_op, args, outs, device, fn):
         columns.append(c)
     columns = _Lookup(refs, columns)
     plain_only = _PLAIN_ONLY.get(name, ())
-    place = _as_place(device) if device is not None else None
+    place = device_place(device, fn)
     call = {}
     for key, v in args.items():
         if isinstance(v, ColumnRef):

@@ -10,7 +10,8 @@ result has, by construction.
 import numpy as np
 import pyarrow as pa
 
-from lodarrow._apply import ColumnRef, check_out, n_results, refs_in, resolve_op, run
+from lodarrow._apply import (ColumnRef, check_out, check_device, n_results, refs_in,
+                             resolve_op, run)
 from lodarrow._tables import is_pandas_frame, variable_levels
 
 __all__ = ["udf", "pipeline"]
@@ -145,6 +146,7 @@ class udf(_Base):
     def __init__(self, op, *, out, device=None, **args):
         name, _ = resolve_op(op, "udf")
         outs = check_out(out, n_results(name, args), name, "udf")
+        check_device(device, "udf")  # checked now, not on a worker
         if name in _DATA_WIDTH and args.get("maxlen") is None:
             raise ValueError(f"udf: {name} without maxlen gives each batch the width of its "
                              f"longest sequence, but the batches of one dataset must share one "
@@ -291,7 +293,7 @@ class pipeline(_Base):
             elif isinstance(u, udf):
                 flat.append(u)
             else:
-                raise TypeError(f"pipeline: argument {i} must be a udf or a pipeline, got "
+                raise TypeError(f"pipeline: udfs[{i}] must be a udf or a pipeline, got "
                                 f"{type(u).__name__}")
         self.udfs = tuple(flat)
 

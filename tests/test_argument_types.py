@@ -9,6 +9,7 @@ function is covered as soon as it has an entry in ``VALID_CALLS`` (a test fails 
 import inspect
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -44,8 +45,7 @@ def _valid_calls(parquet_path, out_path):
                               "place": la.CPUPlace()},
         "from_arrow": {"obj": pa.array([[1, 2], [3]]), "nulls": "error"},
         "from_list": {"nested": [[1, 2], [3]], "dtype": "int64", "lod_level": 1},
-        "from_pandas": {"series": pytest.importorskip("pandas").Series([[1, 2], [3]]),
-                        "nulls": "error"},
+        "from_pandas": {"series": pd.Series([[1, 2], [3]]), "nulls": "error"},
         "from_table": {"table": pa.table({"x": pa.array([[1], [2, 3]])}), "columns": ["x"],
                        "nulls": "error"},
         "to_table": {"tensors": {"x": _t()}},
@@ -86,7 +86,19 @@ def _valid_calls(parquet_path, out_path):
             "col": la.LoDTensor(np.zeros(3), lod=[[0, 3]]),
             "topks": [1, 2], "channel_num": 1, "name": "n"},
         "sequence_unpad": {"x": np.zeros((2, 3, 2)), "length": np.array([2, 3]), "name": "n"},
+        "col": {"name": "x", "lod_level": 1, "feature_shape": None},
+        "apply": {"table": pa.table({"x": pa.array([[1.0, 2.0], [3.0]])}), "op": "sequence_pool",
+                  "out": "s", "device": None, "input": la.col("x"), "pool_type": "sum"},
+        "udf": {"op": "sequence_pool", "out": "s", "device": None, "input": la.col("x"),
+                "pool_type": "sum"},
     }
+
+
+#: Functions whose only parameter is ``*args``: a valid call, and the argument's name.
+STAR_CALLS = {
+    "pipeline": (lambda: (la.udf("sequence_pool", out="s", input=la.col("x"), pool_type="sum"),),
+                 "udfs"),
+}
 
 
 def _public_functions():
@@ -99,6 +111,8 @@ def _public_functions():
 
 def _cases():
     for name, obj in _public_functions():
+        if name in STAR_CALLS:
+            continue
         params = [p for p in inspect.signature(obj).parameters.values()
                   if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
         if not params:
@@ -113,7 +127,8 @@ def calls(parquet_path, tmp_path):
 
 
 def test_every_public_function_has_a_valid_call(calls):
-    missing = [name for name, _ in _public_functions() if name not in calls]
+    missing = [name for name, _ in _public_functions()
+               if name not in calls and name not in STAR_CALLS]
     assert not missing, f"add a valid call for {missing} to VALID_CALLS"
 
 
@@ -183,11 +198,24 @@ _METHOD_CALLS = {
 
 
 @pytest.mark.parametrize("bad", [None, _Opaque()], ids=["None", "opaque"])
-@pytest.mark.parametrize("method", list(_METHOD_CALLS))
+@pytest.mark.parametrize("func", list(STAR_CALLS))
+def test_star_arguments_are_named(func, bad):
+    valid, arg = STAR_CALLS[func]
+    getattr(la, func)(*valid())  # the valid call works
+    with pytest.raises(TypeError) as info:
+        getattr(la, func)(*valid(), bad)
+    assert arg in str(info.value), str(info.value)
+
+
+# lengths=None means a plain tensor, so from_lengths is only given a wrong type.
+_METHOD_CASES = [(m, bad) for m in _METHOD_CALLS for bad in (None, _Opaque())
+                 if not (bad is None and m == "from_lengths.lengths")]
+
+
+@pytest.mark.parametrize("method, bad", _METHOD_CASES,
+                         ids=[f"{m}-{'None' if b is None else 'opaque'}" for m, b in _METHOD_CASES])
 def test_methods_name_a_bad_argument(method, bad):
     arg = method.rsplit(".", 1)[1]
-    if bad is None and method in ("from_lengths.lengths",):
-        pytest.skip("lengths=None means a plain tensor")
     with pytest.raises(TypeError) as info:
         _METHOD_CALLS[method](_t(), bad)
     message = str(info.value)

@@ -262,7 +262,7 @@ def test_argument_errors():
         la.col("x", lod_level=0)
     with pytest.raises(ValueError, match=r"col: feature_shape .* give lod_level too"):
         la.col("x", feature_shape=(2,))
-    with pytest.raises(TypeError, match=r"pipeline: argument 0 must be a udf"):
+    with pytest.raises(TypeError, match=r"pipeline: udfs\[0\] must be a udf"):
         la.pipeline(len)
     with pytest.raises(ValueError, match=r"pipeline: give at least one udf"):
         la.pipeline()
