@@ -19,8 +19,8 @@ def _t(backend="cpu", dtype=np.float64, features=(2,)):
                                    lengths=[[2, 1], [2, 0, 3]]), backend)
 
 
-def _same_structure(out, t):
-    out = to_host(out)
+def _same_structure(out, t, backend="cpu"):
+    out = to_host(out, backend)
     assert isinstance(out, la.LoDTensor)
     assert out.lod() == t.lod()
     return out.data
@@ -35,8 +35,8 @@ UNARY = [np.exp, np.negative, np.absolute, np.sqrt, np.sin, np.isnan, np.floor, 
 def test_unary_ufuncs_keep_the_lod(backend, ufunc, features):
     t = _t(backend, features=features)
     with np.errstate(invalid="ignore", divide="ignore"):
-        got = _same_structure(ufunc(t), t)
-        want = ufunc(to_host(t).data)
+        got = _same_structure(ufunc(t), t, backend)
+        want = ufunc(to_host(t, backend).data)
     np.testing.assert_array_equal(got, want)
     assert got.dtype == want.dtype
 
@@ -50,10 +50,10 @@ OPS = [operator.add, operator.sub, operator.mul, operator.truediv, operator.floo
                                    np.array(4.0)], ids=["int", "float", "np32", "row", "0d"])
 def test_operators_with_scalars_and_rows(backend, op, other):
     t = _t(backend)
-    host = to_host(t).data
+    host = to_host(t, backend).data
     with np.errstate(all="ignore"):
-        np.testing.assert_array_equal(_same_structure(op(t, other), t), op(host, other))
-        np.testing.assert_array_equal(_same_structure(op(other, t), t), op(other, host))
+        np.testing.assert_array_equal(_same_structure(op(t, other), t, backend), op(host, other))
+        np.testing.assert_array_equal(_same_structure(op(other, t), t, backend), op(other, host))
 
 
 @pytest.mark.parametrize("op", OPS + [operator.and_, operator.or_, operator.xor,
@@ -62,21 +62,21 @@ def test_operators_with_scalars_and_rows(backend, op, other):
 def test_operators_between_tensors_with_equal_lods(backend, op):
     t = _t(backend, dtype=np.int64)
     u = on_backend(la.LoDTensor(np.full((5, 2), 3, dtype=np.int64), t.lod()), backend)
-    host_t, host_u = to_host(t).data, to_host(u).data
+    host_t, host_u = to_host(t, backend).data, to_host(u, backend).data
     with np.errstate(all="ignore"):
-        np.testing.assert_array_equal(_same_structure(op(t, u), t), op(host_t, host_u))
+        np.testing.assert_array_equal(_same_structure(op(t, u), t, backend), op(host_t, host_u))
 
 
 def test_unary_operators(backend):
     t = _t(backend, dtype=np.int32)
-    host = to_host(t).data
-    np.testing.assert_array_equal(_same_structure(-t, t), -host)
-    np.testing.assert_array_equal(_same_structure(+t, t), +host)
-    np.testing.assert_array_equal(_same_structure(abs(t), t), abs(host))
-    np.testing.assert_array_equal(_same_structure(~t, t), ~host)
+    host = to_host(t, backend).data
+    np.testing.assert_array_equal(_same_structure(-t, t, backend), -host)
+    np.testing.assert_array_equal(_same_structure(+t, t, backend), +host)
+    np.testing.assert_array_equal(_same_structure(abs(t), t, backend), abs(host))
+    np.testing.assert_array_equal(_same_structure(~t, t, backend), ~host)
     q, r = divmod(t, 2)
-    np.testing.assert_array_equal(_same_structure(q, t), host // 2)
-    np.testing.assert_array_equal(_same_structure(r, t), host % 2)
+    np.testing.assert_array_equal(_same_structure(q, t, backend), host // 2)
+    np.testing.assert_array_equal(_same_structure(r, t, backend), host % 2)
 
 
 def test_comparisons_give_bool_tensors():
