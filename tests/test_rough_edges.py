@@ -156,7 +156,8 @@ def test_to_pandas_without_pandas_names_the_extra():
 
 # ---------------------------------------------------------------- structure never read unchecked
 def _arrow_with_offsets(offsets, n_values=3):
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa
+
     off = np.asarray(offsets, dtype=np.int64)
     return pa.Array.from_buffers(pa.large_list(pa.int64()), off.shape[0] - 1,
                                  [None, pa.py_buffer(off)],

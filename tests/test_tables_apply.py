@@ -276,14 +276,18 @@ def test_col_is_small_and_picklable():
     assert hash(c) == hash(la.col("emb", lod_level=1, feature_shape=(8,)))
 
 
-def test_device_cuda_without_a_gpu_is_a_backend_error():
+def test_device_cuda_runs_on_a_gpu_or_is_a_backend_error():
     from conftest import cuda_unavailable_reason
 
-    if cuda_unavailable_reason() is None:
-        pytest.skip("a GPU is available")
     table = pa.table({"x": [[1.0, 2.0]]})
+    f = la.udf(la.sequence_reverse, x=la.col("x"), out="r", device="cuda")
+    if cuda_unavailable_reason() is None:  # a GPU: the same host columns as on the CPU
+        want = la.apply(table, la.sequence_reverse, x=la.col("x"), out="r")
+        assert la.apply(table, la.sequence_reverse, x=la.col("x"), out="r",
+                        device="cuda").equals(want)
+        assert f(table).equals(want)
+        return
     with pytest.raises(la.BackendError, match=r"CuPy|GPU"):
         la.apply(table, la.sequence_reverse, x=la.col("x"), out="r", device="cuda")
-    f = la.udf(la.sequence_reverse, x=la.col("x"), out="r", device="cuda")
     with pytest.raises(la.BackendError):
         f(table)
