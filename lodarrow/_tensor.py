@@ -142,6 +142,14 @@ class LoDTensor:
     copy : bool, default False
         Copy ``data`` even when it could be used as is.
 
+    Raises
+    ------
+    LoDError
+        If the LoD breaks a rule of docs/data-model.md#lod-rules (the message names level and
+        position).
+    TypeError
+        If the dtype is not supported or an offset is not an integer.
+
     Notes
     -----
     Elementwise math keeps the LoD: NumPy ufuncs (CuPy's on the GPU) and the operators
@@ -150,14 +158,6 @@ class LoDTensor:
     the feature shape (never along the rows).  Reductions (``np.sum``, ``np.add.reduce`` ...)
     raise ``TypeError``: pool each sequence with :func:`lodarrow.sequence_pool`.
     ``t == u`` compares whole tensors (as :meth:`equals`); ``np.equal(t, u)`` is elementwise.
-
-    Raises
-    ------
-    LoDError
-        If the LoD breaks a rule of docs/data-model.md#lod-rules (the message names level and
-        position).
-    TypeError
-        If the dtype is not supported or an offset is not an integer.
 
     Examples
     --------

@@ -64,7 +64,7 @@ def lod_append(x, level, name=None):
     >>> la.lod_append(x, [0, 2, 6])
     Traceback (most recent call last):
     ...
-    lodarrow._errors.LoDError: lod_append: x's last LoD level (level 0) ends at 6, so the \
+    lodarrow.LoDError: lod_append: x's last LoD level (level 0) ends at 6, so the \
 appended level must have 6 sequences (7 offsets), got 2 sequences
     """
     x = as_lod_tensor(x, "x")
