@@ -144,10 +144,16 @@ def _digest(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _include_dir(path):
+    """An include directory as it matters to the build: NumPy's by name (pip installs it in a
+    fresh temporary build environment each time; its version is part of the signature)."""
+    return "<numpy>" if os.path.realpath(path) == os.path.realpath(np.get_include()) else str(path)
+
+
 def _signature(ext, compiler):
     """What decides the compiled code besides the sources."""
     parts = [sys.version, sys.platform, np.__version__, DEBUG, ext.extra_compile_args,
-             ext.extra_link_args, ext.define_macros, ext.include_dirs,
+             ext.extra_link_args, ext.define_macros, [_include_dir(d) for d in ext.include_dirs],
              os.environ.get("CC"), os.environ.get("CFLAGS"), os.environ.get("LDFLAGS"),
              getattr(compiler, "compiler_so", None)]
     return hashlib.sha256(repr(parts).encode()).hexdigest()
