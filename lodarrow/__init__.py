@@ -25,6 +25,7 @@ from lodarrow._arrow import from_arrow
 from lodarrow._table import from_table, to_table
 from lodarrow._parquet import iter_parquet, read_parquet, write_parquet
 from lodarrow._pandas import from_pandas
+from lodarrow._dataset import map_parquet
 from lodarrow import _ops
 from lodarrow._ops import *  # noqa: F401,F403  (the operators, listed once: _ops.__all__)
 from lodarrow._apply import apply, col
@@ -47,6 +48,7 @@ __all__ = [
     "from_pandas",
     "from_table",
     "iter_parquet",
+    "map_parquet",
     "openmp_enabled",
     "pipeline",
     "read_parquet",

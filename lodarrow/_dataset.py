@@ -1,0 +1,638 @@
+"""Parquet datasets on one machine: :func:`map_parquet` streams files through a udf.
+
+A table row is a whole top-level sequence, so every lodarrow udf is row-local: splitting a
+dataset into files, row groups and record batches at row boundaries gives the same result as
+the whole table (``docs/scale-out.md``).  ``map_parquet`` uses that to run a udf over a dataset
+of any size with memory bounded by a few record batches, one input file to one output file.
+
+Output safety: everything is written into a hidden staging directory beside ``dest``
+(``.<dest>.lodarrow-tmp-<id>``), each file under a hidden temporary name renamed when it is
+closed, and the staging directory is renamed to ``dest`` only when every file is complete.  A
+run that fails or is interrupted removes its staging directory (one killed outright leaves
+it, hidden, and no ``dest``), so ``dest`` exists only as a whole dataset.
+"""
+
+import bisect
+import dataclasses
+import glob
+import os
+import shutil
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+import pyarrow as pa
+
+from lodarrow._errors import BackendError, LoDError
+
+__all__ = ["map_parquet", "MapSummary", "resolve_source"]
+
+#: Decoded bytes per record batch when ``batch_rows`` is not given.
+DEFAULT_BATCH_BYTES = 64 << 20
+#: Bounds on the rows of an automatic batch: Parquet and Arrow work per batch, so tiny
+#: batches cost per-call overhead; one row is the least a batch can hold.
+_MAX_AUTO_ROWS = 1 << 20
+_MIN_AUTO_ROWS = 1024
+#: pyarrow.dataset's, Spark's and Hadoop's rule: names starting with these are not data
+#: (``_SUCCESS``, ``_metadata``, ``.crc`` files, staging directories).
+_IGNORE_PREFIXES = (".", "_")
+#: Exception types whose constructor takes one message: re-raised as the same type with the
+#: location prepended, so ``except ValueError`` still catches a udf's ``ValueError``.
+_MESSAGE_TYPES = (LoDError, BackendError, ValueError, TypeError, IndexError, KeyError,
+                  RuntimeError, OSError, ArithmeticError, NotImplementedError, AssertionError)
+
+
+@dataclasses.dataclass(frozen=True)
+class MapSummary:
+    """What :func:`map_parquet` did.
+
+    Attributes
+    ----------
+    dest : str
+        The output dataset directory.
+    files : int
+        Input files read (one output file each).
+    rows : int
+        Rows read.
+    rows_out : int
+        Rows written.
+    bytes_in, bytes_out : int
+        Bytes of the input and output files on disk.
+    seconds : float
+        Wall time of the whole run.
+    """
+
+    dest: str
+    files: int
+    rows: int
+    rows_out: int
+    bytes_in: int
+    bytes_out: int
+    seconds: float
+
+    @property
+    def rows_per_second(self):
+        """Rows read per second of wall time."""
+        return self.rows / self.seconds if self.seconds > 0 else float("inf")
+
+    @property
+    def bytes_per_second(self):
+        """Input bytes (on disk) per second of wall time."""
+        return self.bytes_in / self.seconds if self.seconds > 0 else float("inf")
+
+    def __str__(self):
+        return (f"{self.files} files, {self.rows:,} rows, {_mb(self.bytes_in)} -> "
+                f"{_mb(self.bytes_out)} in {self.seconds:.2f} s "
+                f"({_mb(self.bytes_per_second)}/s) -> {self.dest}")
+
+
+def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=False,
+                threads=1, **write_options):
+    """Stream a Parquet file or dataset through a udf into a new Parquet dataset directory.
+
+    Each input file is read one record batch at a time (``ParquetFile.iter_batches``, without
+    pre-buffering), each batch goes through ``udf``, and the results are written to one output
+    file at the same relative path under ``dest`` (one row group per batch), so hive
+    partition directories (``year=2024/part-0.parquet``) and file names are kept.  The udf
+    sees the columns stored in each file (hive partition keys stay in the directory names).
+
+    Memory: about ``threads`` x (one input row group's compressed column chunks, which
+    pyarrow reads whole, + the decoded batch + the udf's output batch + that batch encoded
+    while it is written), whatever the number and size of the files: with the default
+    ``batch_rows`` a batch is about 64 MiB decoded, so a few hundred MiB in all.
+    ``docs/performance.md`` has the measured peak at two dataset sizes.
+
+    Parameters
+    ----------
+    source : str, path-like, or list of them
+        A Parquet file; a directory (read recursively; names starting with ``.`` or ``_``,
+        such as ``_SUCCESS``, are skipped, as pyarrow.dataset and Spark do); a glob pattern
+        (``"data/*/part-*.parquet"``, ``**`` recursive); or a list of files.  Output paths
+        are relative to the directory, to the glob's leading directories, or to the files'
+        common directory.
+    dest : str or path-like
+        The output dataset directory.  It must not exist, or be an empty directory, unless
+        ``overwrite`` is true.  It appears only when the whole dataset is written (see
+        Notes).
+    udf : callable
+        ``udf(batch: pyarrow.RecordBatch) -> pyarrow.RecordBatch or pyarrow.Table``, called
+        once per batch: a :func:`lodarrow.udf` or :func:`lodarrow.pipeline`, or any callable.
+        If it has ``output_schema(schema)`` (lodarrow's udfs do), that gives each output
+        file's schema before any data is read; otherwise the first output batch does (for a
+        file without rows, the udf's output on an empty batch).
+    batch_rows : int, optional
+        Rows per record batch.  By default each file's batches hold about 64 MiB of decoded
+        data, estimated from its row-group metadata (between 1024 and 2**20 rows).
+    progress : bool, optional
+        Show a progress bar on stderr (files, rows, bytes, rate, time left).  By default,
+        only when stderr is a terminal.
+    overwrite : bool, default False
+        Replace an existing ``dest`` (only once the new dataset is complete).
+    threads : int, default 1
+        Files processed at once.  pyarrow already decodes a batch's columns on its thread
+        pool; more than one file at a time rarely pays on a few cores (measured in
+        ``docs/performance.md``) and multiplies the memory bound.
+    **write_options
+        Passed to ``pyarrow.parquet.ParquetWriter`` (``compression``,
+        ``compression_level``, ``use_dictionary``, ...).
+
+    Returns
+    -------
+    MapSummary
+        ``dest``, ``files``, ``rows``, ``rows_out``, ``bytes_in``, ``bytes_out``, ``seconds``.
+
+    Raises
+    ------
+    TypeError
+        If ``udf`` is not callable, returns something other than an Arrow batch or table,
+        or an argument has the wrong type.
+    ValueError
+        If ``batch_rows`` or ``threads`` is < 1, ``source`` holds no data files, or ``dest``
+        overlaps ``source``.
+    FileNotFoundError
+        If ``source`` (or a listed file) does not exist, or a glob matches nothing.
+    FileExistsError
+        If ``dest`` exists, is not an empty directory, and ``overwrite`` is false.
+    Exception
+        An error raised while reading, in the udf, or while writing is re-raised as the same
+        type (other types keep their message and gain a note) with the input file, the row
+        group and the row (counted from 0 within the file) prepended.  A udf error is
+        narrowed to its first failing row by re-running the udf on shorter prefixes of the
+        batch (rows are independent, so the shortest failing prefix ends at that row).
+
+    Notes
+    -----
+    The output is written into a hidden staging directory beside ``dest``, every file under
+    a hidden temporary name renamed when complete, and the directory renamed to ``dest``
+    when every file is; on an error or ``KeyboardInterrupt`` the staging directory is
+    removed.  A process killed outright leaves the hidden directory behind (readers skip it;
+    delete it) and no ``dest``.
+
+    Examples
+    --------
+    >>> import os, tempfile, pyarrow as pa, pyarrow.compute as pc, pyarrow.parquet as pq
+    >>> import lodarrow as la
+    >>> root = tempfile.mkdtemp()
+    >>> pq.write_table(pa.table({"x": [[1, 2], [3]]}), os.path.join(root, "a.parquet"))
+    >>> def lengths(batch):
+    ...     return batch.append_column("n", pc.list_value_length(batch["x"]))
+    >>> s = la.map_parquet(os.path.join(root, "a.parquet"), os.path.join(root, "out"), lengths)
+    >>> s.files, s.rows
+    (1, 2)
+    >>> pq.read_table(os.path.join(root, "out", "a.parquet"))["n"].to_pylist()
+    [2, 1]
+    """
+    import pyarrow.parquet as pq
+
+    if not callable(udf):
+        raise TypeError(f"map_parquet: udf must be callable (la.udf, la.pipeline or a function "
+                        f"of a pyarrow.RecordBatch), got {type(udf).__name__}")
+    batch_rows = _positive_int(batch_rows, "batch_rows", allow_none=True)
+    threads = _positive_int(threads, "threads")
+    if progress is not None and not isinstance(progress, bool):
+        raise TypeError(f"map_parquet: progress must be True, False or None, "
+                        f"got {type(progress).__name__}")
+    if not isinstance(overwrite, bool):
+        raise TypeError(f"map_parquet: overwrite must be a bool, got {type(overwrite).__name__}")
+    kind, base, files = resolve_source(source, "map_parquet")
+    dest = _check_dest(dest, kind, base, files, overwrite)
+    if progress is None:
+        progress = _isatty(sys.stderr)
+
+    t0 = time.perf_counter()
+    sizes = [os.path.getsize(path) for path, _ in files]
+    parent, name = os.path.split(dest)
+    os.makedirs(parent, exist_ok=True)
+    staging = os.path.join(parent, f".{name}.lodarrow-tmp-{uuid.uuid4().hex[:12]}")
+    os.mkdir(staging)
+    bar = _Progress(len(files), sum(sizes), enabled=progress)
+    stop = threading.Event()
+    try:
+        def one(k):
+            path, rel = files[k]
+            return _map_file(pq, path, os.path.join(staging, rel), udf, batch_rows,
+                             write_options, bar, sizes[k], stop)
+
+        if threads == 1 or len(files) == 1:
+            results = [one(k) for k in range(len(files))]
+        else:
+            results = _in_threads(one, len(files), threads, stop)
+        _publish(staging, dest, overwrite)
+    except BaseException:
+        stop.set()
+        shutil.rmtree(staging, ignore_errors=True)
+        bar.close(ok=False)
+        raise
+    rows = sum(r[0] for r in results)
+    summary = MapSummary(dest=dest, files=len(files), rows=rows,
+                         rows_out=sum(r[1] for r in results), bytes_in=sum(sizes),
+                         bytes_out=sum(r[2] for r in results),
+                         seconds=time.perf_counter() - t0)
+    bar.close(ok=True)
+    return summary
+
+
+class _Stopped(Exception):
+    """Another file failed: this one stops (never seen by the caller)."""
+
+
+def _in_threads(one, n, threads, stop):
+    """``[one(k) for k in range(n)]`` on ``threads`` threads; the first error stops the rest."""
+    pool = ThreadPoolExecutor(max_workers=min(threads, n), thread_name_prefix="lodarrow-map")
+    futures = [pool.submit(one, k) for k in range(n)]
+    try:
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+    except BaseException:  # KeyboardInterrupt: the files being written stop at their next batch
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    failed = [f for f in futures if f.done() and not f.cancelled() and f.exception() is not None]
+    if failed:
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        errors = [f.exception() for f in futures
+                  if f.done() and not f.cancelled() and f.exception() is not None
+                  and not isinstance(f.exception(), _Stopped)]
+        raise errors[0]
+    pool.shutdown(wait=True)
+    return [f.result() for f in futures]
+
+
+def _map_file(pq, path, out_path, udf, batch_rows, write_options, bar, size, stop):
+    """One input file to one output file; returns ``(rows_in, rows_out, bytes_out)``."""
+    try:
+        pf = pq.ParquetFile(path, pre_buffer=False)  # memory: one batch at a time
+    except (pa.ArrowException, OSError) as exc:
+        raise _located(exc, f"map_parquet: cannot read {path!r} as Parquet") from None
+    with pf:
+        meta = pf.metadata
+        schema_in = pf.schema_arrow
+        # where each row group starts, to name the row group of a failing row
+        starts = [0]
+        for i in range(meta.num_row_groups):
+            starts.append(starts[-1] + meta.row_group(i).num_rows)
+        rows = batch_rows or _auto_batch_rows(meta)
+        schema_out = None
+        if hasattr(udf, "output_schema"):
+            try:
+                schema_out = udf.output_schema(schema_in)
+            except Exception as exc:
+                raise _located(exc, f"map_parquet: {path!r}: the udf's output_schema "
+                                    f"refuses the file's schema") from exc
+        folder, leaf = os.path.split(out_path)
+        os.makedirs(folder, exist_ok=True)
+        tmp = os.path.join(folder, f".{leaf}.tmp")
+        writer = None
+        row = rows_out = 0
+        try:
+            batches = pf.iter_batches(batch_size=rows, use_threads=True)
+            while True:
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    break
+                except (pa.ArrowException, OSError) as exc:
+                    raise _located(exc, f"map_parquet: {path!r}, "
+                                        f"{_where(starts, row)}: cannot read") from exc
+                if stop.is_set():
+                    raise _Stopped()
+                out = _call(udf, batch, path, starts, row)
+                if writer is None:
+                    writer = _open_writer(pq, tmp, schema_out or out.schema, write_options, path)
+                _write(writer, out, path, starts, row)
+                row += batch.num_rows
+                rows_out += out.num_rows
+                bar.advance(batch.num_rows, size * batch.num_rows / max(meta.num_rows, 1))
+            if writer is None:  # a file without rows still gives a file, with the schema
+                if schema_out is None:
+                    empty = pa.RecordBatch.from_pylist([], schema=schema_in)
+                    schema_out = _call(udf, empty, path, starts, 0).schema
+                writer = _open_writer(pq, tmp, schema_out, write_options, path)
+            writer.close()
+            os.replace(tmp, out_path)
+        except BaseException:
+            if writer is not None:
+                try:
+                    writer.close()
+                except Exception:  # noqa: S110 - the first error is the one to report
+                    pass
+            raise
+    bar.file_done()
+    return row, rows_out, os.path.getsize(out_path)
+
+
+def _call(udf, batch, path, starts, row):
+    """``udf(batch)``, checked; an error names the file, the row group and the first bad row."""
+    try:
+        out = udf(batch)
+    except Exception as exc:
+        bad = _first_failing_row(udf, batch)
+        if bad is None:
+            where = _where(starts, row, row + batch.num_rows)
+        else:
+            where = _where(starts, row + bad)
+        raise _located(exc, f"map_parquet: {path!r}, {where}: the udf failed") from exc
+    if not isinstance(out, (pa.RecordBatch, pa.Table)):
+        raise TypeError(f"map_parquet: {path!r}, {_where(starts, row)}: the udf returned "
+                        f"{type(out).__name__}; it must return a pyarrow.RecordBatch or Table")
+    return out
+
+
+def _first_failing_row(udf, batch):
+    """The row whose inclusion makes ``udf`` fail on a prefix of ``batch``, or None.
+
+    Rows are independent, so if the prefix of ``k`` rows fails, so does every longer one:
+    a binary search over prefix lengths finds the shortest failing one in log2(n) calls.
+    None when the empty batch fails too (the error is not about a row).
+    """
+    def fails(k):
+        try:
+            udf(batch.slice(0, k))
+        except Exception:
+            return True
+        return False
+
+    if fails(0):
+        return None
+    lo, hi = 0, batch.num_rows  # prefix lo succeeds, prefix hi fails
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fails(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi - 1
+
+
+def _open_writer(pq, tmp, schema, write_options, path):
+    try:
+        return pq.ParquetWriter(tmp, schema, **write_options)
+    except TypeError as exc:
+        raise TypeError(f"map_parquet: bad write option for pyarrow.parquet.ParquetWriter "
+                        f"({exc})") from None
+    except (pa.ArrowException, OSError) as exc:
+        raise _located(exc, f"map_parquet: {path!r}: cannot open the output file") from exc
+
+
+def _write(writer, out, path, starts, row):
+    if not out.schema.equals(writer.schema, check_metadata=False):
+        raise ValueError(
+            f"map_parquet: {path!r}, {_where(starts, row)}: the udf returned a batch whose "
+            f"schema differs from the output file's:\n{out.schema}\nexpected:\n"
+            f"{writer.schema}\nevery batch of a file must give the same schema")
+    try:
+        writer.write(out)
+    except (pa.ArrowException, OSError) as exc:
+        raise _located(exc, f"map_parquet: {path!r}, {_where(starts, row)}: cannot write "
+                            f"the output") from exc
+
+
+def _where(starts, row, stop=None):
+    """``row group g, row r`` (or, for rows ``row`` to ``stop - 1``, their groups and rows)."""
+    def group(r):
+        return min(max(bisect.bisect_right(starts, r) - 1, 0), max(len(starts) - 2, 0))
+
+    if stop is None or stop - row <= 1:
+        return f"row group {group(row)}, row {row}"
+    first, last = group(row), group(stop - 1)
+    groups = f"row group {first}" if first == last else f"row groups {first}-{last}"
+    return f"{groups}, rows {row}-{stop - 1}"
+
+
+def _located(exc, context):
+    """``exc`` with ``context`` prepended (same type where the constructor allows)."""
+    if type(exc) in _MESSAGE_TYPES or (isinstance(exc, (pa.ArrowException,))
+                                       and isinstance(exc, _MESSAGE_TYPES)):
+        message = exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], str) \
+            else str(exc)
+        try:
+            new = type(exc)(f"{context}: {message}")
+        except Exception:  # noqa: S110 - an unusual constructor: fall back to a note
+            pass
+        else:
+            return new
+    if hasattr(exc, "add_note"):
+        exc.add_note(context)
+    return exc
+
+
+def _auto_batch_rows(meta):
+    """Rows per batch for about ``DEFAULT_BATCH_BYTES`` decoded, from row-group metadata."""
+    nbytes = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    if meta.num_rows == 0 or nbytes == 0:
+        return _MAX_AUTO_ROWS
+    rows = int(DEFAULT_BATCH_BYTES * meta.num_rows // nbytes)
+    return max(_MIN_AUTO_ROWS, min(_MAX_AUTO_ROWS, rows))
+
+
+def _publish(staging, dest, overwrite):
+    """Rename the complete staging directory to ``dest`` (replacing it if ``overwrite``)."""
+    if not os.path.lexists(dest):
+        os.rename(staging, dest)
+        return
+    if os.path.isdir(dest) and not os.path.islink(dest) and not os.listdir(dest):
+        os.rmdir(dest)
+        os.rename(staging, dest)
+        return
+    # overwrite (checked before the run): move the old dataset aside, then delete it
+    old = f"{staging}-old"
+    os.rename(dest, old)
+    os.rename(staging, dest)
+    if os.path.isdir(old) and not os.path.islink(old):
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.remove(old)
+
+
+def _check_dest(dest, kind, base, files, overwrite):
+    if not isinstance(dest, (str, os.PathLike)):
+        raise TypeError(f"map_parquet: dest must be a path (str or path-like), "
+                        f"got {type(dest).__name__}")
+    dest = os.path.abspath(os.fspath(dest))
+    if os.path.lexists(dest):
+        is_empty_dir = os.path.isdir(dest) and not os.path.islink(dest) and not os.listdir(dest)
+        if not is_empty_dir and not overwrite:
+            raise FileExistsError(f"map_parquet: dest {dest!r} exists and is not an empty "
+                                  f"directory; pass overwrite=True to replace it, or choose "
+                                  f"another path")
+    real_dest = os.path.realpath(dest)
+    for path, _ in files:
+        if _inside(os.path.realpath(path), real_dest):
+            raise ValueError(f"map_parquet: the input file {path!r} is inside dest {dest!r}; "
+                             f"write the output somewhere else")
+    if kind == "directory" and _inside(real_dest, os.path.realpath(base)):
+        raise ValueError(f"map_parquet: dest {dest!r} is inside the source directory "
+                         f"{base!r}, so its files would become part of that dataset; write "
+                         f"the output somewhere else")
+    return dest
+
+
+def _inside(path, folder):
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def resolve_source(source, fn="map_parquet"):
+    """``(kind, base, [(path, relative path), ...])`` of a file, directory, glob or list.
+
+    Parameters
+    ----------
+    source : str, path-like, or list of them
+        See :func:`map_parquet`.
+    fn : str
+        The calling function's name, for messages.
+
+    Returns
+    -------
+    tuple
+        ``kind`` ("file", "directory", "glob" or "list"), the base directory, and the data
+        files (sorted, except a list's, which keeps its order) with their paths relative to
+        the base.
+    """
+    if isinstance(source, (list, tuple)):
+        if not source:
+            raise ValueError(f"{fn}: source is an empty list; give at least one file")
+        paths = []
+        for k, item in enumerate(source):
+            if not isinstance(item, (str, os.PathLike)):
+                raise TypeError(f"{fn}: source[{k}] must be a path (str or path-like), "
+                                f"got {type(item).__name__}")
+            path = os.path.abspath(os.fspath(item))
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"{fn}: source[{k}] {os.fspath(item)!r} is not a file")
+            if path in paths:
+                raise ValueError(f"{fn}: source[{k}] {os.fspath(item)!r} is listed twice")
+            paths.append(path)
+        base = os.path.commonpath([os.path.dirname(p) for p in paths])
+        return "list", base, [(p, os.path.relpath(p, base)) for p in paths]
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"{fn}: source must be a path, a glob pattern or a list of paths, "
+                        f"got {type(source).__name__}")
+    text = os.fspath(source)
+    if isinstance(text, bytes):
+        raise TypeError(f"{fn}: source must be a str path, not bytes")
+    path = os.path.abspath(text)
+    if os.path.isfile(path):
+        base = os.path.dirname(path)
+        return "file", base, [(path, os.path.basename(path))]
+    if os.path.isdir(path):
+        files = []
+        for root, dirs, names in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(_IGNORE_PREFIXES))
+            for n in sorted(names):
+                if not n.startswith(_IGNORE_PREFIXES):
+                    full = os.path.join(root, n)
+                    files.append((full, os.path.relpath(full, path)))
+        if not files:
+            raise ValueError(f"{fn}: the directory {text!r} holds no data files (names "
+                             f"starting with '.' or '_' are skipped)")
+        return "directory", path, files
+    if glob.has_magic(text):
+        matches = sorted({os.path.abspath(m) for m in glob.glob(text, recursive=True)
+                          if os.path.isfile(m)})
+        if not matches:
+            raise FileNotFoundError(f"{fn}: the glob {text!r} matches no files")
+        parts = []
+        for part in os.path.abspath(text).split(os.sep):
+            if glob.has_magic(part):
+                break
+            parts.append(part)
+        base = os.sep.join(parts) or os.sep
+        return "glob", base, [(m, os.path.relpath(m, base)) for m in matches]
+    raise FileNotFoundError(f"{fn}: source {text!r} does not exist (give a Parquet file, a "
+                            f"directory, a glob pattern or a list of files)")
+
+
+def _positive_int(value, name, allow_none=False):
+    import operator
+
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool):
+        raise TypeError(f"map_parquet: {name} must be an integer, got bool")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"map_parquet: {name} must be an integer, "
+                        f"got {type(value).__name__}") from None
+    if value < 1:
+        raise ValueError(f"map_parquet: {name} must be >= 1, got {value}")
+    return value
+
+
+def _isatty(stream):
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _mb(n):
+    if n >= 1e9:
+        return f"{n / 1e9:.2f} GB"
+    return f"{n / 1e6:.1f} MB"
+
+
+class _Progress:
+    """A one-line progress bar on stderr: files, rows, bytes, rate, time left.
+
+    Thread-safe; redrawn at most every 0.2 s.  Bytes are the input files' bytes on disk,
+    counted in proportion to the rows read.
+    """
+
+    def __init__(self, files, total_bytes, enabled, stream=None):
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self.files, self.total = files, total_bytes
+        self.files_done = self.rows = 0
+        self.bytes = 0.0
+        self.t0 = self.last = time.perf_counter()
+        self.lock = threading.Lock()
+        self.shown = False
+
+    def advance(self, rows, nbytes):
+        if not self.enabled:
+            return
+        with self.lock:
+            self.rows += rows
+            self.bytes += nbytes
+            self._draw()
+
+    def file_done(self):
+        if not self.enabled:
+            return
+        with self.lock:
+            self.files_done += 1
+            self._draw(force=self.files_done == self.files)
+
+    def _draw(self, force=False):
+        now = time.perf_counter()
+        if not force and now - self.last < 0.2:
+            return
+        self.last = now
+        elapsed = max(now - self.t0, 1e-9)
+        done = self.files_done == self.files
+        nbytes = self.total if done else self.bytes  # the per-batch shares sum to it
+        rate = nbytes / elapsed
+        frac = 1.0 if done or not self.total else min(self.bytes / self.total, 1.0)
+        width = 20
+        fill = int(frac * width)
+        left = (self.total - nbytes) / rate if rate > 0 else float("nan")
+        eta = f"{elapsed:.1f} s" if done or left != left else f"{left:.0f} s left"
+        line = (f"\rmap_parquet [{'#' * fill}{'.' * (width - fill)}] "
+                f"{self.files_done}/{self.files} files  {self.rows:,} rows  "
+                f"{_mb(nbytes)}/{_mb(self.total)}  {_mb(rate)}/s  {eta}  ")
+        self.stream.write(line)
+        self.stream.flush()
+        self.shown = True
+
+    def close(self, ok):
+        if not self.enabled:
+            return
+        with self.lock:
+            if ok and self.files_done < self.files:  # else file_done drew the last state
+                self._draw(force=True)
+            if self.shown:
+                self.stream.write("\n")
+                self.stream.flush()

@@ -1,0 +1,419 @@
+"""``map_parquet``: sources, output layout, row-for-row results, atomic output, errors, progress.
+
+The udfs here are plain callables over ``pyarrow.RecordBatch`` (``map_parquet`` takes any);
+lodarrow's own udfs over a dataset are in ``test_engines.py``.  Expected results are computed
+on each whole input file with pyarrow alone.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lodarrow as la
+from lodarrow._dataset import MapSummary, resolve_source
+
+from conftest import run_python
+
+
+def make_table(n, seed, prefix="r"):
+    """``id`` strings, a ``tokens`` list column with empty and null rows, a plain ``w``."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 6, n)
+    tokens = [list(map(int, rng.integers(0, 100, k))) if i % 11 != 5 else None
+              for i, k in enumerate(lengths)]
+    return pa.table({"id": [f"{prefix}{i}" for i in range(n)],
+                     "tokens": pa.array(tokens, pa.list_(pa.int32())),
+                     "w": rng.random(n)})
+
+
+def lengths_udf(batch):
+    """A row-aligned udf: the list lengths (null for a null row) and a scaled ``w``."""
+    batch = batch.append_column("n", pc.list_value_length(batch["tokens"]))
+    return batch.set_column(batch.schema.get_field_index("w"), "w",
+                            pc.multiply(batch["w"], 2.0))
+
+
+def expected(table):
+    return lengths_udf(pa.RecordBatch.from_struct_array(
+        table.combine_chunks().to_struct_array().combine_chunks()))
+
+
+def write(path, table, row_group_size=50):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    pq.write_table(table, path, row_group_size=row_group_size)
+
+
+@pytest.fixture
+def hive(tmp_path):
+    """A hive-partitioned dataset of 4 files plus the files readers skip."""
+    src = tmp_path / "src"
+    tables = {}
+    for k, (year, part) in enumerate([(2023, 0), (2023, 1), (2024, 0), (2024, 1)]):
+        rel = f"year={year}/part-{part}.parquet"
+        tables[rel] = make_table(120 + 17 * k, seed=k, prefix=f"{year}-{part}-")
+        write(str(src / rel), tables[rel])
+    (src / "_SUCCESS").write_text("")
+    (src / "year=2023" / ".part-0.parquet.crc").write_text("junk")
+    return src, tables
+
+
+def output_files(root):
+    out = {}
+    for d, _, names in os.walk(root):
+        for n in names:
+            out[os.path.relpath(os.path.join(d, n), root)] = os.path.join(d, n)
+    return out
+
+
+def test_directory_keeps_hive_layout_and_matches_whole_files(hive, tmp_path):
+    src, tables = hive
+    dest = tmp_path / "out"
+    summary = la.map_parquet(src, dest, lengths_udf, batch_rows=32)
+    assert isinstance(summary, MapSummary)
+    files = output_files(dest)
+    assert sorted(files) == sorted(tables)  # _SUCCESS and the .crc file are skipped
+    for rel, table in tables.items():
+        got = pq.read_table(files[rel])
+        assert got.equals(pa.Table.from_batches([expected(table)])), rel
+        # one row group per batch of 32 rows
+        assert pq.ParquetFile(files[rel]).metadata.num_row_groups == -(-table.num_rows // 32)
+    n = sum(t.num_rows for t in tables.values())
+    assert (summary.files, summary.rows, summary.rows_out) == (4, n, n)
+    assert summary.bytes_in == sum(os.path.getsize(src / rel) for rel in tables)
+    assert summary.bytes_out == sum(os.path.getsize(p) for p in files.values())
+    assert summary.seconds > 0 and summary.rows_per_second > 0
+    assert summary.dest == str(dest) and "4 files" in str(summary)
+    # readers see the partitions again
+    ds = pads.dataset(dest, partitioning="hive")
+    assert ds.to_table().num_rows == n and "year" in ds.schema.names
+    assert sorted(os.listdir(tmp_path)) == ["out", "src"]  # no staging left behind
+
+
+@settings(max_examples=25)
+@given(batch_rows=st.integers(1, 200), threads=st.sampled_from([1, 2, 3]))
+def test_any_batch_size_and_thread_count_gives_the_same_files(tmp_path_factory, batch_rows,
+                                                              threads):
+    root = tmp_path_factory.mktemp("bs")
+    tables = {f"f{k}.parquet": make_table(37 * k, seed=10 + k) for k in range(3)}
+    for rel, t in tables.items():
+        write(str(root / "src" / rel), t, row_group_size=13)
+    la.map_parquet(root / "src", root / "out", lengths_udf, batch_rows=batch_rows,
+                   threads=threads)
+    for rel, t in tables.items():
+        got = pq.read_table(root / "out" / rel)
+        assert got.equals(pa.Table.from_batches([expected(t)], schema=got.schema)), rel
+
+
+def test_file_glob_and_list_sources(hive, tmp_path):
+    src, tables = hive
+    one = "year=2024/part-1.parquet"
+    la.map_parquet(src / one, tmp_path / "a", lengths_udf)
+    assert list(output_files(tmp_path / "a")) == ["part-1.parquet"]
+    la.map_parquet(str(src / "*" / "part-0.parquet"), tmp_path / "b", lengths_udf)
+    assert sorted(output_files(tmp_path / "b")) == ["year=2023/part-0.parquet",
+                                                    "year=2024/part-0.parquet"]
+    la.map_parquet(str(src / "**" / "*.parquet"), tmp_path / "c", lengths_udf)
+    assert sorted(output_files(tmp_path / "c")) == sorted(tables)
+    la.map_parquet([src / "year=2023/part-1.parquet", str(src / one)], tmp_path / "d",
+                   lengths_udf)
+    assert sorted(output_files(tmp_path / "d")) == ["year=2023/part-1.parquet", one]
+    got = pq.read_table(tmp_path / "d" / one)
+    assert got.equals(pa.Table.from_batches([expected(tables[one])]))
+
+
+def test_resolve_source_kinds_and_order(hive):
+    src, tables = hive
+    kind, base, files = resolve_source(src)
+    assert (kind, base) == ("directory", str(src))
+    assert [rel for _, rel in files] == sorted(tables)
+    kind, base, files = resolve_source([src / "year=2024/part-0.parquet",
+                                        src / "year=2023/part-0.parquet"])
+    assert kind == "list" and base == str(src)
+    assert [rel for _, rel in files] == ["year=2024/part-0.parquet", "year=2023/part-0.parquet"]
+    kind, base, _ = resolve_source(str(src / "year=*" / "*.parquet"))
+    assert (kind, base) == ("glob", str(src))
+
+
+def test_empty_file_gives_an_empty_file_with_the_output_schema(tmp_path):
+    write(str(tmp_path / "src" / "e.parquet"), make_table(0, 0))
+    la.map_parquet(tmp_path / "src", tmp_path / "out", lengths_udf)
+    got = pq.read_table(tmp_path / "out" / "e.parquet")
+    assert got.num_rows == 0 and got.schema.names == ["id", "tokens", "w", "n"]
+
+    class WithSchema:
+        """A udf that states its output schema (as lodarrow's do): used before any data."""
+
+        calls = 0
+
+        def __call__(self, batch):
+            WithSchema.calls += 1
+            return lengths_udf(batch)
+
+        def output_schema(self, schema):
+            return schema.append(pa.field("n", pa.int32()))
+
+    la.map_parquet(tmp_path / "src", tmp_path / "out2", WithSchema())
+    got = pq.read_table(tmp_path / "out2" / "e.parquet")
+    assert WithSchema.calls == 0 and got.schema.field("n").type == pa.int32()
+
+
+def test_table_results_are_written_too(tmp_path):
+    t = make_table(100, 3)
+    write(str(tmp_path / "src" / "t.parquet"), t)
+    la.map_parquet(tmp_path / "src", tmp_path / "out",
+                   lambda b: pa.Table.from_batches([lengths_udf(b)]), batch_rows=30)
+    assert pq.read_table(tmp_path / "out" / "t.parquet").equals(
+        pa.Table.from_batches([expected(t)]))
+
+
+def failing_udf(bad_id):
+    def udf(batch):
+        if bad_id in batch["id"].to_pylist():
+            raise ValueError("tokens: a null value at level 0")
+        return lengths_udf(batch)
+    return udf
+
+
+def assert_no_output(tmp_path, dest="out"):
+    names = os.listdir(tmp_path)
+    assert dest not in names
+    assert not [n for n in names if "lodarrow-tmp" in n], names
+
+
+def test_udf_error_names_file_row_group_and_row_and_leaves_nothing(hive, tmp_path):
+    src, tables = hive
+    # file year=2024/part-0 has rows "2024-0-0" ...; row 77 is in row group 1 (50 rows each)
+    with pytest.raises(ValueError) as info:
+        la.map_parquet(src, tmp_path / "out", failing_udf("2024-0-77"), batch_rows=40)
+    message = str(info.value)
+    assert "year=2024/part-0.parquet" in message
+    assert "row group 1, row 77:" in message
+    assert "tokens: a null value at level 0" in message
+    assert isinstance(info.value.__cause__, ValueError)
+    assert_no_output(tmp_path)
+    # the files finished before the error were renamed in the staging directory, which is gone
+    assert sorted(os.listdir(tmp_path)) == ["src"]
+
+
+def test_error_not_about_a_row_names_the_batch(hive, tmp_path):
+    src, _ = hive
+
+    def needs_column(batch):
+        return batch.append_column("z", batch["missing"])
+
+    with pytest.raises(KeyError, match=r"part-0.parquet\\?', row group 0, rows 0-39"):
+        la.map_parquet(src, tmp_path / "out", needs_column, batch_rows=40)
+    assert_no_output(tmp_path)
+
+
+def test_failed_run_keeps_the_previous_dataset(hive, tmp_path):
+    src, _ = hive
+    la.map_parquet(src, tmp_path / "out", lengths_udf)
+    before = {rel: open(p, "rb").read() for rel, p in output_files(tmp_path / "out").items()}
+    with pytest.raises(ValueError, match="row 3"):
+        la.map_parquet(src, tmp_path / "out", failing_udf("2023-1-3"), overwrite=True)
+    after = {rel: open(p, "rb").read() for rel, p in output_files(tmp_path / "out").items()}
+    assert after == before
+    assert sorted(os.listdir(tmp_path)) == ["out", "src"]
+    la.map_parquet(src, tmp_path / "out", lambda b: b, overwrite=True)
+    assert "n" not in pq.read_schema(tmp_path / "out" / "year=2023/part-0.parquet").names
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_keyboard_interrupt_leaves_nothing(hive, tmp_path, threads):
+    src, _ = hive
+    calls = []
+
+    def interrupted(batch):
+        calls.append(1)
+        if len(calls) == 6:
+            raise KeyboardInterrupt
+        return batch
+
+    with pytest.raises(KeyboardInterrupt):
+        la.map_parquet(src, tmp_path / "out", interrupted, batch_rows=20, threads=threads)
+    assert_no_output(tmp_path)
+
+
+def test_killed_process_leaves_no_dataset(tmp_path):
+    """SIGKILL mid-run: no ``dest``, only the hidden staging directory, which readers skip."""
+    for k in range(3):
+        write(str(tmp_path / "src" / f"f{k}.parquet"), make_table(200, k))
+    script = textwrap.dedent(f"""
+        import sys, time, lodarrow as la
+        def slow(batch):
+            print("batch", flush=True)
+            time.sleep(0.05)
+            return batch
+        la.map_parquet({str(tmp_path / 'src')!r}, {str(tmp_path / 'out')!r}, slow,
+                       batch_rows=10)
+    """)
+    import lodarrow
+    from pathlib import Path
+
+    env = dict(os.environ, PYTHONPATH=str(Path(lodarrow.__file__).parent.parent))
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            env=env, cwd=tmp_path)
+    try:
+        seen = 0
+        while seen < 25:  # past the first file (20 batches): one file renamed in staging
+            assert proc.stdout.readline() == "batch\n"
+            seen += 1
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    names = os.listdir(tmp_path)
+    assert "out" not in names
+    staging = [n for n in names if n.startswith(".out.lodarrow-tmp-")]
+    assert len(staging) == 1
+    left = os.listdir(tmp_path / staging[0])
+    assert "f0.parquet" in left and "f2.parquet" not in left
+    # a reader of the parent directory skips the hidden staging directory
+    assert pads.dataset(tmp_path, format="parquet", exclude_invalid_files=False).files == [
+        str(tmp_path / "src" / f"f{k}.parquet") for k in range(3)]
+
+
+def test_dest_rules(hive, tmp_path):
+    src, _ = hive
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("")
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        la.map_parquet(src, tmp_path / "full", lengths_udf)
+    (tmp_path / "empty").mkdir()
+    la.map_parquet(src, tmp_path / "empty", lengths_udf)
+    assert len(output_files(tmp_path / "empty")) == 4
+    with pytest.raises(ValueError, match="inside the source directory"):
+        la.map_parquet(src, src / "out", lengths_udf)
+    with pytest.raises(ValueError, match="is inside dest"):
+        la.map_parquet(src / "year=2023/part-0.parquet", tmp_path, lengths_udf,
+                       overwrite=True)
+    la.map_parquet(src / "year=2023/part-0.parquet", src / "year=2023" / "mapped", lengths_udf)
+    assert (src / "year=2023" / "mapped" / "part-0.parquet").is_file()
+
+
+def test_argument_errors(hive, tmp_path):
+    src, _ = hive
+    out = tmp_path / "out"
+    with pytest.raises(TypeError, match="udf must be callable"):
+        la.map_parquet(src, out, "sequence_pool")
+    with pytest.raises(ValueError, match="batch_rows must be >= 1"):
+        la.map_parquet(src, out, lengths_udf, batch_rows=0)
+    with pytest.raises(TypeError, match="batch_rows must be an integer"):
+        la.map_parquet(src, out, lengths_udf, batch_rows=1.5)
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        la.map_parquet(src, out, lengths_udf, threads=0)
+    with pytest.raises(TypeError, match="progress must be"):
+        la.map_parquet(src, out, lengths_udf, progress="yes")
+    with pytest.raises(TypeError, match="source must be a path"):
+        la.map_parquet(3, out, lengths_udf)
+    with pytest.raises(TypeError, match=r"source\[1\] must be a path"):
+        la.map_parquet([src / "year=2023/part-0.parquet", None], out, lengths_udf)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        la.map_parquet(tmp_path / "nope", out, lengths_udf)
+    with pytest.raises(FileNotFoundError, match="matches no files"):
+        la.map_parquet(str(tmp_path / "*.nope"), out, lengths_udf)
+    with pytest.raises(ValueError, match="empty list"):
+        la.map_parquet([], out, lengths_udf)
+    with pytest.raises(ValueError, match="listed twice"):
+        la.map_parquet([src / "year=2023/part-0.parquet"] * 2, out, lengths_udf)
+    (tmp_path / "nothing").mkdir()
+    (tmp_path / "nothing" / "_SUCCESS").write_text("")
+    with pytest.raises(ValueError, match="holds no data files"):
+        la.map_parquet(tmp_path / "nothing", out, lengths_udf)
+    with pytest.raises(TypeError, match="dest must be a path"):
+        la.map_parquet(src, None, lengths_udf)
+    with pytest.raises(TypeError, match="bad write option"):
+        la.map_parquet(src, out, lengths_udf, no_such_option=1)
+    assert_no_output(tmp_path)
+
+
+def test_bad_udf_results_and_bad_files(hive, tmp_path):
+    src, _ = hive
+    with pytest.raises(TypeError, match=r"returned dict; it must return a pyarrow"):
+        la.map_parquet(src, tmp_path / "out", lambda b: b.to_pydict())
+    flip = iter(range(10**6))
+
+    def unstable(batch):  # a different schema from the second batch on
+        return batch if next(flip) == 0 else batch.drop_columns(["w"])
+
+    with pytest.raises(ValueError, match=r"row group 1, row 50: the udf returned a batch whose "
+                                         r"schema differs"):
+        la.map_parquet(src, tmp_path / "out", unstable, batch_rows=50)
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "a.parquet").write_bytes(b"PAR1 but not really")
+    with pytest.raises(pa.ArrowInvalid, match=r"cannot read '.*a.parquet' as Parquet"):
+        la.map_parquet(tmp_path / "junk", tmp_path / "out", lengths_udf)
+    assert_no_output(tmp_path)
+
+
+def test_progress_bar(hive, tmp_path, capsys):
+    src, tables = hive
+    la.map_parquet(src, tmp_path / "a", lengths_udf)  # stderr is not a terminal: off
+    assert capsys.readouterr().err == ""
+    la.map_parquet(src, tmp_path / "b", lengths_udf, progress=True)
+    err = capsys.readouterr().err
+    n = sum(t.num_rows for t in tables.values())
+    last = err.rstrip("\n").split("\r")[-1]
+    assert last.startswith("map_parquet [####################] 4/4 files")
+    assert f"{n:,} rows" in last and "MB/s" in last and err.endswith("\n")
+    la.map_parquet(src, tmp_path / "c", lengths_udf, progress=False)
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_bar_on_a_terminal_by_default(hive, tmp_path):
+    """``progress=None`` shows the bar when stderr is a terminal (a pseudo-terminal here)."""
+    pty = pytest.importorskip("pty")
+    src, _ = hive
+    code = (f"import lodarrow as la; la.map_parquet({str(src)!r}, {str(tmp_path / 'o')!r}, "
+            f"lambda b: b)")
+    import lodarrow
+    from pathlib import Path
+
+    env = dict(os.environ, PYTHONPATH=str(Path(lodarrow.__file__).parent.parent))
+    primary, secondary = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], stderr=secondary,
+                              stdout=subprocess.PIPE, env=env, cwd=tmp_path, timeout=120)
+        os.close(secondary)
+        secondary = None
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(primary, 4096)
+            except OSError:  # EIO once the child's side is closed and drained
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        if secondary is not None:
+            os.close(secondary)
+        os.close(primary)
+    assert proc.returncode == 0
+    assert b"map_parquet [####################] 4/4 files" in b"".join(chunks)
+
+
+def test_summary_rates():
+    s = MapSummary(dest="d", files=2, rows=10, rows_out=10, bytes_in=2_000_000,
+                   bytes_out=1_000_000, seconds=2.0)
+    assert s.rows_per_second == 5 and s.bytes_per_second == 1e6
+    assert str(s) == "2 files, 10 rows, 2.0 MB -> 1.0 MB in 2.00 s (1.0 MB/s) -> d"
+    assert MapSummary("d", 0, 0, 0, 0, 0, 0.0).rows_per_second == float("inf")
+
+
+def test_map_parquet_is_public():
+    assert la.map_parquet.__module__ == "lodarrow._dataset"
+    assert "map_parquet" in la.__all__
+    assert run_python(["-c", "import lodarrow, sys; lodarrow.map_parquet; "
+                             "assert 'pyarrow.parquet' not in sys.modules"]).returncode == 0
