@@ -56,10 +56,13 @@ def build_parser():
     bench.add_argument("--plot", metavar="FILE.png", help="write a bar chart of GB/s")
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    info = sub.add_parser("info", help="show the LoD structure of a Parquet or Arrow IPC file",
+    info = sub.add_parser("info", help="show the LoD structure of a Parquet or Arrow IPC file, "
+                          "or of a Parquet dataset directory",
                           description="Levels, sequence counts, length statistics, dtype and "
-                          "feature shape of each list column.")
-    info.add_argument("file", help="a Parquet or Arrow IPC file")
+                          "feature shape of each list column (for a directory: totals over "
+                          "its Parquet files).")
+    info.add_argument("file", help="a Parquet or Arrow IPC file, or a directory of Parquet "
+                      "files")
     info.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
@@ -93,9 +96,7 @@ def _split(text):
 def _info(args):
     path = args.file
     if not os.path.exists(path):
-        return _error(f"info: no such file: {path}")
-    if not os.path.isfile(path):
-        return _error(f"info: not a file: {path}")
+        return _error(f"info: no such file or directory: {path}")
     from lodarrow._info import info
 
     try:

@@ -1,8 +1,10 @@
-"""``lodarrow info FILE``: the LoD structure of each list column of a Parquet or Arrow IPC file.
+"""``lodarrow info PATH``: the LoD structure of each list column of a file or dataset.
 
-The file is read batch by batch (Parquet: ``iter_batches``; Arrow IPC: memory-mapped record
-batches), so memory stays bounded by one batch whatever the file size.  Only the list offsets
-and validity bitmaps are inspected; values are counted, not read.
+PATH is a Parquet or Arrow IPC file, or a Parquet dataset directory (every data file under it,
+as :func:`lodarrow.map_parquet` reads it; statistics are totals over the files).  Files are
+read batch by batch (Parquet: ``iter_batches``; Arrow IPC: memory-mapped record batches), so
+memory stays bounded by one batch whatever the size.  Only the list offsets and validity
+bitmaps are inspected; values are counted, not read.
 """
 
 import json
@@ -26,7 +28,9 @@ def info(path, as_json=False):
     Parameters
     ----------
     path : str or path-like
-        A Parquet file, an Arrow IPC file (Feather v2) or an Arrow IPC stream.
+        A Parquet file, an Arrow IPC file (Feather v2), an Arrow IPC stream, or a directory
+        of Parquet files (a dataset: hive partitions and nested directories included; names
+        starting with ``.`` or ``_`` are skipped).
     as_json : bool, default False
         Return JSON (for a machine) instead of text (for a person).
 
@@ -40,14 +44,19 @@ def info(path, as_json=False):
         ``format``, ``num_rows``, ``num_batches`` (Parquet: ``num_row_groups``) and
         ``columns`` (a list of objects with ``name``, ``arrow_type``, ``list_column`` and, for
         list columns, ``lod_level``, ``levels``, ``dtype``, ``supported``,
-        ``feature_shape``, ``rows``, ``null_values``).
+        ``feature_shape``, ``rows``, ``null_values``).  For a directory ``format`` is
+        ``"parquet-dataset"``, the statistics are totals over its files, and ``num_files``
+        and ``files`` (``path`` relative to the directory, ``num_rows``,
+        ``num_row_groups``, ``bytes``) are added.
 
     Raises
     ------
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
-        If the file is neither Parquet nor Arrow IPC.
+        If the file is neither Parquet nor Arrow IPC; for a directory, if it holds no data
+        file, a file is not Parquet, or a column's type differs between files (the message
+        names the file).
 
     Examples
     --------
@@ -59,6 +68,9 @@ def info(path, as_json=False):
     3
     """
     path = os.fspath(path)
+    if os.path.isdir(path):
+        report = _dataset(path)
+        return json.dumps(report, indent=2) if as_json else _text(report)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"info: no such file: {path!r}")
     fmt, schema, extra, read = _open(path)
@@ -78,6 +90,43 @@ def info(path, as_json=False):
     report = {"path": path, "format": fmt, "num_rows": num_rows, **extra,
               "columns": [col.report() for col in columns]}
     return json.dumps(report, indent=2) if as_json else _text(report)
+
+
+def _dataset(root):
+    """The report of a Parquet dataset directory: per-column totals over its files."""
+    from lodarrow._dataset import resolve_source
+
+    _, _, files = resolve_source(root, "info")
+    columns, num_rows, groups, listing = {}, 0, 0, []
+    for path, rel in files:
+        fmt, schema, extra, read = _open(path)
+        if fmt != "parquet":
+            raise ValueError(f"info: {path!r} in the dataset directory is not a Parquet file")
+        wanted = []
+        for i, field in enumerate(schema):
+            col = columns.get(field.name)
+            if col is None:
+                col = columns[field.name] = _Column(field)
+            elif type_chain(col.type)[0] != type_chain(field.type)[0]:
+                raise ValueError(f"info: column {field.name!r} is {field.type} in {path!r} but "
+                                 f"{col.type} in an earlier file; a dataset's files must agree")
+            if col.list_column:
+                wanted.append((i, col))
+        batches = read([i for i, _ in wanted])
+        try:
+            for _, arrays in batches:
+                for (_, col), arr in zip(wanted, arrays):
+                    col.add(arr)
+        finally:
+            batches.close()
+        num_rows += extra["num_rows"]
+        groups += extra["num_row_groups"]
+        listing.append({"path": rel, "num_rows": extra["num_rows"],
+                        "num_row_groups": extra["num_row_groups"],
+                        "bytes": os.path.getsize(path)})
+    return {"path": root, "format": "parquet-dataset", "num_rows": num_rows,
+            "num_row_groups": groups, "num_files": len(files), "files": listing,
+            "columns": [col.report() for col in columns.values()]}
 
 
 def _open(path):
@@ -211,6 +260,8 @@ def _fmt(value):
 
 def _text(report):
     head = f"{report['path']}: {report['format']}, {report['num_rows']} rows"
+    if "num_files" in report:
+        head += f", {report['num_files']} files"
     if "num_row_groups" in report:
         head += f", {report['num_row_groups']} row groups"
     if "num_batches" in report:

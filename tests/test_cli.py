@@ -537,8 +537,8 @@ def test_demo_rejects_bad_docs():
 def test_info_missing_file_exits_2(tmp_path):
     proc = run_cli("info", tmp_path / "absent.parquet")
     assert proc.returncode == 2 and "no such file" in proc.stderr
-    proc = run_cli("info", tmp_path)
-    assert proc.returncode == 2 and "not a file" in proc.stderr
+    proc = run_cli("info", tmp_path)  # a directory without data files
+    assert proc.returncode == 2 and "holds no data files" in proc.stderr
 
 
 def test_info_unreadable_file_exits_2(tmp_path):

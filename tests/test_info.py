@@ -170,3 +170,39 @@ def test_errors(tmp_path):
     broken.write_bytes(b"PAR1 truncated")
     with pytest.raises(ValueError, match=r"not a valid Parquet file"):
         info(broken)
+
+
+def test_dataset_directory_totals_over_files(tmp_path):
+    x = [[[1.0, 2.0], []], [], None, [[3.0]], [[4.0, 5.0, 6.0]], []]
+    parts = {"k=a/p0.parquet": x[:2], "k=a/p1.parquet": x[2:3], "k=b/p0.parquet": x[3:]}
+    for rel, items in parts.items():
+        (tmp_path / rel).parent.mkdir(exist_ok=True)
+        pq.write_table(pa.table({"x": pa.array(items, pa.list_(pa.list_(pa.float32()))),
+                                 "s": ["z"] * len(items)}), tmp_path / rel, row_group_size=2)
+    (tmp_path / "_SUCCESS").write_text("")
+    report = json.loads(info(tmp_path, as_json=True))
+    assert report["format"] == "parquet-dataset"
+    assert report["num_rows"] == 6 and report["num_files"] == 3
+    assert report["num_row_groups"] == 1 + 1 + 2
+    assert [f["path"] for f in report["files"]] == sorted(parts)
+    assert [f["num_rows"] for f in report["files"]] == [2, 1, 3]
+    assert all(f["bytes"] == (tmp_path / f["path"]).stat().st_size for f in report["files"])
+    check_column(column(report, "x"), x, 2, "float32", ())
+    assert column(report, "s")["list_column"] is False
+    assert info(tmp_path).startswith(f"{tmp_path}: parquet-dataset, 6 rows, 3 files, "
+                                     f"4 row groups")
+
+
+def test_dataset_directory_errors(tmp_path):
+    with pytest.raises(ValueError, match=r"holds no data files"):
+        info(tmp_path)
+    pq.write_table(pa.table({"x": pa.array([[1]], pa.list_(pa.int64()))}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"x": pa.array([[[1]]], pa.list_(pa.list_(pa.int64())))}),
+                   tmp_path / "b.parquet")
+    with pytest.raises(ValueError, match=r"column 'x' is list<element: list.*b.parquet"):
+        info(tmp_path)
+    (tmp_path / "b.parquet").unlink()
+    with pa.ipc.new_file(tmp_path / "c.arrow", pa.schema([("x", pa.int8())])):
+        pass
+    with pytest.raises(ValueError, match=r"c.arrow' in the dataset directory is not a Parquet"):
+        info(tmp_path)
