@@ -1,11 +1,14 @@
-"""The command line: ``lodarrow demo``, ``lodarrow bench`` and ``lodarrow info FILE``.
+"""The command line: ``lodarrow demo``, ``bench``, ``info PATH`` and ``map SOURCE DEST``.
 
-Exit status: 0 on success, 1 when a check of ``demo`` fails, 2 for a usage error, a missing or
-unreadable file, or a missing optional dependency.
+Exit status: 0 on success, 1 when a check of ``demo`` fails or ``map`` fails on the data, 2 for
+a usage error (``map``: an unknown operator or arguments it refuses), a missing or unreadable
+file, or a missing optional dependency.
 """
 
 import argparse
+import ast
 import os
+import re
 import sys
 import time
 
@@ -21,7 +24,7 @@ def build_parser():
         description="LoD tensors on Arrow offsets: an end-to-end demo, the benchmark suite, "
                     "and the LoD structure of Parquet / Arrow IPC files.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    sub = parser.add_subparsers(dest="command", metavar="{demo,bench,info}")
+    sub = parser.add_subparsers(dest="command", metavar="{demo,bench,info,map}")
 
     demo = sub.add_parser("demo", help="run the end-to-end pipeline on a synthetic corpus",
                           description="Build LoDTensors from a synthetic corpus (documents -> "
@@ -55,6 +58,17 @@ def build_parser():
     bench.add_argument("--markdown", metavar="FILE", help="write the results as Markdown")
     bench.add_argument("--plot", metavar="FILE.png", help="write a bar chart of GB/s")
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
+    bench.add_argument("--datasets", action="store_true",
+                       help="instead of the operators: map_parquet against pyarrow alone, Ray "
+                       "Data and Dask over a generated Parquet dataset (throughput, peak RSS "
+                       "at two sizes)")
+    bench.add_argument("--data-dir", default=None,
+                       help="--datasets: where the dataset is generated once and reused "
+                       "(default: lodarrow-bench-data in the temporary directory)")
+    bench.add_argument("--size-gb", type=float, default=2.2,
+                       help="--datasets: the dataset's size on disk (default 2.2; --quick 0.2)")
+    bench.add_argument("--engines", default="ray,dask",
+                       help="--datasets: engines to run beside map_parquet (default ray,dask)")
 
     info = sub.add_parser("info", help="show the LoD structure of a Parquet or Arrow IPC file, "
                           "or of a Parquet dataset directory",
@@ -64,6 +78,38 @@ def build_parser():
     info.add_argument("file", help="a Parquet or Arrow IPC file, or a directory of Parquet "
                       "files")
     info.add_argument("--json", action="store_true", help="print JSON")
+
+    mapper = sub.add_parser(
+        "map", help="run operators over a Parquet file or dataset into a new dataset",
+        usage="lodarrow map SOURCE DEST --op NAME [ARG=VALUE ...] [--op NAME ...] [options]",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Stream SOURCE through one operator per --op (several --op: a pipeline, "
+        "applied in order) and write DEST as a Parquet dataset directory "
+        "(lodarrow.map_parquet).",
+        epilog="ARG=VALUE: ARG=@name is the column `name` (la.col); other values are Python "
+        "literals (1, 0.5, None, True, 'text', [1, 2], (3, 4)); a bare word is a string "
+        "(pool_type=average); lists may hold columns ([@a, @b]); out=a,b names several "
+        "outputs.  Example:\n\n"
+        "  lodarrow map corpus/ out/ \\\n"
+        "      --op sequence_pool input=@emb pool_type=average out=doc_vec \\\n"
+        "      --op sequence_pad x=@tokens pad_value=0 maxlen=128 out=tok_pad,tok_len")
+    mapper.add_argument("source", help="a Parquet file, a dataset directory or a glob pattern")
+    mapper.add_argument("dest", help="the output dataset directory (must not exist, or be "
+                        "empty, unless --overwrite)")
+    mapper.add_argument("--op", nargs="+", action="append", required=True,
+                        metavar="NAME",
+                        help="an operator's name, then its ARG=VALUE arguments (repeat "
+                        "--op for a pipeline)")
+    mapper.add_argument("--batch-rows", type=int, default=None,
+                        help="rows per record batch (default: about 32 MiB decoded)")
+    mapper.add_argument("--threads", type=int, default=1, help="files processed at once")
+    mapper.add_argument("--compression", default=None,
+                        help="Parquet compression of the output (default: pyarrow's, snappy)")
+    mapper.add_argument("--overwrite", action="store_true",
+                        help="replace DEST once the new dataset is complete")
+    mapper.add_argument("--device", default=None, help="'cuda' to run the operators on the GPU")
+    mapper.add_argument("--no-progress", action="store_true",
+                        help="no progress bar (it shows only on a terminal anyway)")
     return parser
 
 
@@ -81,7 +127,7 @@ def main(argv=None):
     if args.command is None:
         parser.print_help()
         return 2
-    return {"demo": _demo, "bench": _bench, "info": _info}[args.command](args)
+    return {"demo": _demo, "bench": _bench, "info": _info, "map": _map}[args.command](args)
 
 
 def _error(message):
@@ -107,6 +153,121 @@ def _info(args):
     return 0
 
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*\Z")
+_ARG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+class _UsageError(ValueError):
+    pass
+
+
+def parse_op(tokens):
+    """``["sequence_pool", "input=@x", "pool_type=sum", "out=s"]`` -> ``(name, args)``.
+
+    ``args`` holds ``col`` references for ``@name`` values, Python literals, bare words as
+    strings, and ``out`` as a string or a tuple (``out=a,b``).
+    """
+    from lodarrow import col
+
+    name, *pairs = tokens
+    if "=" in name:
+        raise _UsageError(f"--op must start with an operator name, got {name!r}")
+    args = {}
+    for pair in pairs:
+        key, eq, text = pair.partition("=")
+        if not eq or not _ARG.match(key):
+            raise _UsageError(f"--op {name}: {pair!r} is not ARG=VALUE")
+        if key in args:
+            raise _UsageError(f"--op {name}: {key} is given twice")
+        if key == "out" and "," in text and not text.lstrip().startswith(("(", "[", "'", '"')):
+            args[key] = tuple(part.strip() for part in text.split(","))
+        else:
+            args[key] = _value(text, col, f"--op {name}: {key}")
+    return name, args
+
+
+def _value(text, col, where):
+    text = text.strip()
+    if text.startswith("@"):
+        if not text[1:]:
+            raise _UsageError(f"{where}: '@' needs a column name")
+        return col(text[1:])
+    if text[:1] in "[(" and "@" in text:
+        close = {"[": "]", "(": ")"}[text[0]]
+        if not text.endswith(close):
+            raise _UsageError(f"{where}: unbalanced {text[0]} in {text!r}")
+        items = [_value(part, col, where) for part in _split_top(text[1:-1]) if part.strip()]
+        return items if close == "]" else tuple(items)
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        if _NAME.match(text):
+            return text  # a bare word: pool_type=average
+        raise _UsageError(f"{where}: cannot parse {text!r} (use @column, a Python literal "
+                          f"or a bare word)") from None
+
+
+def _split_top(text):
+    """Split at the commas outside brackets and quotes."""
+    parts, depth, quote, start = [], 0, None, 0
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def _map(args):
+    import lodarrow as la
+
+    if args.batch_rows is not None and args.batch_rows < 1:
+        return _error("map: --batch-rows must be >= 1")
+    if args.threads < 1:
+        return _error("map: --threads must be >= 1")
+    udfs = []
+    try:
+        for tokens in args.op:
+            name, kwargs = parse_op(tokens)
+            out = kwargs.pop("out", None)
+            if out is None:
+                raise _UsageError(f"--op {name}: give out=NAME (the output column)")
+            if args.device is not None:
+                kwargs["device"] = args.device
+            udfs.append(la.udf(name, out=out, **kwargs))
+    except (_UsageError, TypeError, ValueError, KeyError) as exc:
+        return _error(f"map: {_message(exc)}")
+    f = udfs[0] if len(udfs) == 1 else la.pipeline(*udfs)
+    options = {} if args.compression is None else {"compression": args.compression}
+    try:
+        summary = la.map_parquet(args.source, args.dest, f, batch_rows=args.batch_rows,
+                                 threads=args.threads, overwrite=args.overwrite,
+                                 progress=False if args.no_progress else None, **options)
+    except (FileNotFoundError, FileExistsError) as exc:
+        return _error(f"map: {_message(exc)}")
+    except Exception as exc:  # a failure on the data: the message names file, row group, row
+        print(f"lodarrow: map failed: {_message(exc)}", file=sys.stderr)
+        return 1
+    print(summary)
+    return 0
+
+
+def _message(exc):
+    text = exc.args[0] if isinstance(exc, KeyError) and len(exc.args) == 1 else str(exc)
+    text = str(text)
+    notes = getattr(exc, "__notes__", None)
+    return "\n".join([text, *notes]) if notes else text
+
+
 def _demo(args):
     from lodarrow._demo import run_demo
 
@@ -121,6 +282,8 @@ def _demo(args):
 
 
 def _bench(args):
+    if args.datasets:
+        return _bench_datasets(args)
     missing = [mod for mod in ("rich",) if not _importable(mod)]
     if args.plot and not _importable("matplotlib"):
         missing.append("matplotlib")
@@ -161,6 +324,43 @@ def _bench(args):
         _report.write_markdown(report, args.markdown, plot=args.plot)
     if args.plot:
         _report.write_plot(report, args.plot)
+    return 0
+
+
+def _bench_datasets(args):
+    import json
+    import tempfile
+
+    from lodarrow._bench import _datasets
+
+    size = 0.2 if args.quick and args.size_gb == 2.2 else args.size_gb
+    if size <= 0:
+        return _error("bench: --size-gb must be > 0")
+    engines = _split(args.engines)
+    unknown = [e for e in engines if e not in ("ray", "dask")]
+    if unknown:
+        return _error(f"bench: unknown engine(s) {', '.join(unknown)}; choose from ray, dask")
+    missing = [mod for e in engines for mod in {"ray": ("ray",), "dask": ("dask", "distributed")
+                                                 }[e] if not _importable(mod)]
+    if missing:
+        return _error(f"bench --datasets needs {', '.join(missing)}: pip install "
+                      f"'lodarrow[ray,dask]' (or --engines to choose)")
+    data_dir = args.data_dir or os.path.join(tempfile.gettempdir(), "lodarrow-bench-data")
+
+    def log(text):
+        if not args.no_progress:
+            print(text, file=sys.stderr, flush=True)
+
+    report = _datasets.run_datasets(data_dir, size, engines=engines, log=log)
+    command = "python -m lodarrow " + " ".join(args.argv)
+    text = _datasets.to_markdown(report, command)
+    print(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text)
     return 0
 
 
