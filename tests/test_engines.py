@@ -1,0 +1,196 @@
+"""The same udf on every engine: ``map_parquet``, Ray Data, Dask, and ``apply`` on the table.
+
+Real engines, no mocks: one local Ray (``ray.init(num_cpus=2)``) and one
+``distributed.LocalCluster`` with two worker processes, each started once per test session
+(on first use) and shut down at its end.  The data is a multi-file Parquet dataset (several
+row groups per file, a string id, null rows in list columns) and the udf a pipeline that
+calls every operator in every row-aligned form (``tables_cases.CASES``).  Each engine cuts the
+data differently (Ray blocks and batches, Dask partitions, ``map_parquet`` batches); the rows
+must be the same as ``apply`` on the whole table, row for row.
+
+Select these tests with ``-m engines`` (or leave them out with ``-m "not engines"``).
+"""
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from tables_cases import CASES, COVERED, MAXLEN, assert_rows_equal, make_table
+
+import lodarrow as la
+
+pytestmark = [
+    pytest.mark.engines,
+    # Ray Data's own modules use deprecated Ray settings internally
+    pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*"),
+]
+
+N_FILES = 3
+ROWS_PER_FILE = (150, 0, 220)  # an empty file too
+ROW_GROUP = 40
+#: List columns that get null rows (every 9th row of a file, at a different phase each).
+NULLABLE = ("x", "emb", "tok", "doc", "tlen", "ids")
+
+
+def every_operator_pipeline():
+    """One udf per case of ``tables_cases.CASES``, each writing its own columns."""
+    udfs = []
+    for case_id, op, args, out in CASES:
+        outs = (case_id,) if isinstance(out, str) else tuple(f"{case_id}_{k}"
+                                                              for k in range(len(out)))
+        udfs.append(la.udf(op, out=outs[0] if len(outs) == 1 else outs, **args))
+    return la.pipeline(*udfs)
+
+
+def with_nulls(table, phase):
+    """``table`` with null rows in the ``NULLABLE`` list columns."""
+    for name in NULLABLE:
+        col = table.column(name).combine_chunks()
+        mask = pa.array((np.arange(len(table)) + phase + NULLABLE.index(name)) % 9 == 0)
+        if pa.types.is_list(col.type):
+            col = pa.ListArray.from_arrays(col.offsets, col.values, type=col.type,
+                                           mask=mask)
+        table = table.set_column(table.schema.get_field_index(name), name, col)
+    return table
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """``(directory, whole table)``: the files, and their rows concatenated in file order."""
+    root = tmp_path_factory.mktemp("engines")
+    src = root / "src"
+    src.mkdir()
+    rng = np.random.default_rng(20261123)
+    parts = []
+    for k, n in enumerate(ROWS_PER_FILE):
+        t = with_nulls(make_table(rng, n), phase=k)
+        # ids unique over the dataset, as a string column too
+        t = t.set_column(0, "id", pa.array(np.arange(n, dtype=np.int64) + 1000 * k))
+        t = t.add_column(1, "doc_id", pa.array([f"doc-{k}-{i:04d}" for i in range(n)]))
+        pq.write_table(t, src / f"part-{k}.parquet", row_group_size=ROW_GROUP)
+        parts.append(t)
+    return src, pa.concat_tables(parts)
+
+
+@pytest.fixture(scope="module")
+def expected(dataset):
+    """``apply`` of the whole pipeline on the whole table, sorted by id."""
+    _, table = dataset
+    return sort_by_id(every_operator_pipeline()(table))
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             configure_logging=False, namespace="lodarrow-tests")
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.execution_options.preserve_order = True
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def dask_client():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        yield client
+
+
+def sort_by_id(table):
+    return table.sort_by("id")
+
+
+def assert_same_rows(got, want, what, check_types=True):
+    """Same columns in the same order, each equal row for row (floats to float32 precision)."""
+    assert got.schema.names == want.schema.names, what
+    for name in want.schema.names:
+        if check_types:
+            assert got.schema.field(name).type == want.schema.field(name).type, \
+                f"{what}: column {name}"
+        assert_rows_equal(got.column(name).to_pylist(), want.column(name).to_pylist(),
+                          f"{what}: column {name}")
+
+
+def test_the_pipeline_uses_every_operator(dataset):
+    f = every_operator_pipeline()
+    assert {u.op for u in f.udfs} == COVERED
+    assert COVERED == {name for name in la.__all__ if name.startswith(("sequence_", "lod_"))}
+    assert any(u.op in ("sequence_pad", "sequence_mask") and u.args["maxlen"] == MAXLEN
+               for u in f.udfs)
+    _, table = dataset
+    assert table.column("x").null_count > 0 and table.column("doc_id").type == pa.string()
+
+
+@pytest.mark.parametrize("batch_rows", [7, None])
+def test_map_parquet_equals_apply_on_the_whole_table(dataset, expected, tmp_path, batch_rows):
+    src, table = dataset
+    f = every_operator_pipeline()
+    summary = la.map_parquet(src, tmp_path / "out", f, batch_rows=batch_rows)
+    assert summary.files == N_FILES and summary.rows == len(table)
+    for k, n in enumerate(ROWS_PER_FILE):  # one output file per input file, same schema
+        out = pq.read_table(tmp_path / "out" / f"part-{k}.parquet")
+        assert out.num_rows == n and out.schema == f.output_schema(pq.read_schema(
+            src / f"part-{k}.parquet"))
+    got = sort_by_id(pq.read_table(tmp_path / "out"))
+    assert_same_rows(got, expected, f"map_parquet, batch_rows={batch_rows}")
+
+
+def test_ray_map_batches_equals_apply(dataset, expected, ray_session):
+    """``ds.map_batches(f, batch_format="pyarrow")`` as it is, read-only zero-copy batches."""
+    ray = ray_session
+    src, table = dataset
+    f = every_operator_pipeline()
+    ds = ray.data.read_parquet(str(src))
+    mapped = ds.map_batches(f, batch_format="pyarrow", batch_size=64, zero_copy_batch=True)
+    got = pa.concat_tables(ray.get(mapped.to_arrow_refs()))
+    assert_same_rows(sort_by_id(got), expected, "ray")
+
+
+def test_dask_map_partitions_equals_apply(dataset, expected, dask_client):
+    """``ddf.map_partitions(f, meta=f.dask_meta(ddf))`` on a ``dtype_backend="pyarrow"`` read."""
+    import dask.dataframe as dd
+
+    src, _ = dataset
+    f = every_operator_pipeline()
+    ddf = dd.read_parquet(str(src), dtype_backend="pyarrow")
+    assert ddf.npartitions >= 2
+    mapped = ddf.map_partitions(f, meta=f.dask_meta(ddf))
+    # the meta is what every partition gives
+    assert list(mapped._meta.columns) == expected.schema.names
+    frame = mapped.compute()
+    assert list(frame.dtypes) == list(mapped._meta.dtypes)
+    got = pa.Table.from_pandas(frame, preserve_index=False)
+    # pandas' Arrow round trip may widen a string column; the values must be equal
+    assert_same_rows(sort_by_id(got), expected, "dask", check_types=False)
+    for name in expected.schema.names:
+        if name not in ("doc_id", "title"):
+            assert got.schema.field(name).type == expected.schema.field(name).type, name
+
+
+def test_engines_write_what_map_parquet_writes(dataset, ray_session, dask_client, tmp_path):
+    """Both engines' own Parquet writers, read back: the same rows as map_parquet's output."""
+    import dask.dataframe as dd
+
+    ray = ray_session
+    src, _ = dataset
+    f = every_operator_pipeline()
+    la.map_parquet(src, tmp_path / "mp", f)
+    want = sort_by_id(pq.read_table(tmp_path / "mp"))
+    ray.data.read_parquet(str(src)).map_batches(f, batch_format="pyarrow").write_parquet(
+        str(tmp_path / "ray"))
+    assert_same_rows(sort_by_id(pq.read_table(tmp_path / "ray")), want, "ray write_parquet")
+    ddf = dd.read_parquet(str(src), dtype_backend="pyarrow")
+    ddf.map_partitions(f, meta=f.dask_meta(ddf)).to_parquet(str(tmp_path / "dask"),
+                                                           write_index=False)
+    got = pq.read_table(tmp_path / "dask")
+    assert_same_rows(sort_by_id(got), want, "dask to_parquet", check_types=False)
+    assert sorted(os.listdir(tmp_path / "mp")) == [f"part-{k}.parquet" for k in range(N_FILES)]
