@@ -1,0 +1,449 @@
+"""The dataset benchmark: ``map_parquet`` against pyarrow alone, Ray Data and Dask.
+
+Run by ``python -m lodarrow bench --datasets`` (``docs/performance.md`` holds the last figures).
+
+The dataset (generated once, fixed seed, reused when its directory already holds it): files of
+documents with a ``doc_id`` and a ``title`` string, ``tokens: list<list<int32>>`` (document ->
+sentence -> token ids) and ``emb: list<fixed_size_list<float32, 16>>`` (one vector per
+sentence), with 0.5% null rows in ``tokens`` and ``emb``, 32768 rows per row group.
+
+Every timed run reads the whole dataset and writes a new one, in its own subprocess (so peak
+RSS is that run's: ``ru_maxrss`` of the child), one after the other:
+
+* ``pyarrow copy``: ``ParquetFile.iter_batches`` -> ``ParquetWriter.write_batch``, file by
+  file, the loop ``map_parquet`` runs, without a udf: what reading and writing costs;
+* ``pyarrow read_table/write_table``: whole files at once (memory grows with the file);
+* ``map_parquet identity``: ``map_parquet`` with ``lambda b: b``: its own overhead;
+* ``hand loop + udf`` and ``map_parquet + udf``: the benchmark pipeline in the plain loop and
+  through ``map_parquet``;
+* ``ray`` / ``dask``: the same pipeline on a local Ray (2 CPUs) and on a
+  ``distributed.LocalCluster`` of 2 worker processes, engine start-up timed separately.
+"""
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from lodarrow._dataset import _READ_BUFFER, _auto_batch_rows
+
+__all__ = ["generate", "dataset_udf", "RUNS", "run_one", "measure"]
+
+SEED = 20261123
+ROWS_PER_GROUP = 32768
+#: About this many bytes on disk per document (measured on the generator's output).
+_BYTES_PER_ROW = 820
+_ROWS_PER_FILE = 131072
+_D = 16
+_WORDS = np.array("the of and to in is was for on that with as by at from his an were are "
+                  "which this be or has had not but first one their its new after who".split())
+
+
+def generate(root, size_gb, seed=SEED, progress=None):
+    """Write the dataset under ``root`` (about ``size_gb`` GB on disk); return its files.
+
+    Reuses what is there when ``root/_lodarrow_bench.json`` says it was generated with the
+    same size and seed.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    stamp = os.path.join(root, "_lodarrow_bench.json")
+    want = {"size_gb": size_gb, "seed": seed, "version": 1}
+    if os.path.exists(stamp):
+        with open(stamp) as f:
+            if json.load(f) == want:
+                return _files(root)
+    os.makedirs(root, exist_ok=True)
+    for name in os.listdir(root):
+        if name.startswith("part-") or name == "_lodarrow_bench.json":
+            os.remove(os.path.join(root, name))
+    n_rows = int(size_gb * 1e9 / _BYTES_PER_ROW)
+    n_files = max(1, -(-n_rows // _ROWS_PER_FILE))
+    for k in range(n_files):
+        rows = min(_ROWS_PER_FILE, n_rows - k * _ROWS_PER_FILE)
+        table = make_table(rows, np.random.default_rng([seed, k]), start=k * _ROWS_PER_FILE)
+        pq.write_table(table, os.path.join(root, f"part-{k:05d}.parquet"),
+                       row_group_size=ROWS_PER_GROUP)
+        if progress:
+            progress(k + 1, n_files)
+    with open(stamp, "w") as f:
+        json.dump(want, f)
+    del pa
+    return _files(root)
+
+
+def _files(root):
+    return sorted(os.path.join(root, n) for n in os.listdir(root) if n.startswith("part-"))
+
+
+def make_table(rows, rng, start=0):
+    """One file's documents (see the module docstring)."""
+    import pyarrow as pa
+
+    sentences = rng.geometric(1 / 8, rows).astype(np.int64)  # mean 8 sentences per document
+    n_sent = int(sentences.sum())
+    tokens_per = rng.geometric(1 / 20, n_sent).astype(np.int64)  # mean 20 tokens
+    n_tok = int(tokens_per.sum())
+    doc_off = np.zeros(rows + 1, np.int32)
+    np.cumsum(sentences, out=doc_off[1:])
+    sent_off = np.zeros(n_sent + 1, np.int32)
+    np.cumsum(tokens_per, out=sent_off[1:])
+    token_ids = rng.zipf(1.3, n_tok).clip(max=50000).astype(np.int32)  # word-like frequencies
+    nulls = rng.random(rows) < 0.005
+    mask = pa.array(nulls)
+    tokens = pa.ListArray.from_arrays(
+        pa.array(doc_off), pa.ListArray.from_arrays(pa.array(sent_off), pa.array(token_ids)),
+        mask=mask)
+    vectors = rng.standard_normal((n_sent, _D), dtype=np.float32)
+    emb = pa.ListArray.from_arrays(
+        pa.array(doc_off), pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), _D),
+        mask=mask)
+    ids = pa.array([f"doc-{start + i:09d}" for i in range(rows)])
+    words = _WORDS[rng.integers(0, len(_WORDS), (rows, 4))]
+    titles = pa.array([" ".join(w) for w in words.tolist()])
+    return pa.table({"doc_id": ids, "title": titles, "tokens": tokens, "emb": emb})
+
+
+def dataset_udf():
+    """The benchmark pipeline: document vectors, token counts per sentence, padded ids."""
+    import lodarrow as la
+
+    return la.pipeline(
+        la.udf(la.sequence_pool, input=la.col("emb"), pool_type="average", out="doc_vec"),
+        la.udf(la.sequence_pool, input=la.col("tokens"), pool_type="max", out="max_token"),
+        la.udf(la.sequence_last_step, input=la.col("emb"), out="last_emb"),
+    )
+
+
+def _pyarrow_copy(src_files, dest, batch_rows):
+    import pyarrow.parquet as pq
+
+    os.makedirs(dest)
+    for path in src_files:
+        with pq.ParquetFile(path, pre_buffer=False, buffer_size=_READ_BUFFER) as pf:
+            writer = None
+            rows = batch_rows or _auto_batch_rows(pf.metadata)
+            for batch in pf.iter_batches(batch_size=rows, use_threads=True):
+                if writer is None:
+                    writer = pq.ParquetWriter(os.path.join(dest, os.path.basename(path)),
+                                              batch.schema)
+                writer.write_batch(batch)
+            writer.close()
+
+
+def _hand_loop(src_files, dest, batch_rows):
+    import pyarrow.parquet as pq
+
+    f = dataset_udf()
+    os.makedirs(dest)
+    for path in src_files:
+        with pq.ParquetFile(path, pre_buffer=False, buffer_size=_READ_BUFFER) as pf:
+            writer = None
+            rows = batch_rows or _auto_batch_rows(pf.metadata)
+            for batch in pf.iter_batches(batch_size=rows, use_threads=True):
+                out = f(batch)
+                if writer is None:
+                    writer = pq.ParquetWriter(os.path.join(dest, os.path.basename(path)),
+                                              out.schema)
+                writer.write_batch(out)
+            writer.close()
+
+
+def _read_write_table(src_files, dest, batch_rows):
+    import pyarrow.parquet as pq
+
+    os.makedirs(dest)
+    for path in src_files:
+        with pq.ParquetFile(path) as pf:
+            rows = batch_rows or _auto_batch_rows(pf.metadata)
+        pq.write_table(pq.read_table(path), os.path.join(dest, os.path.basename(path)),
+                       row_group_size=rows)
+
+
+def _map_identity(src_files, dest, batch_rows):
+    import lodarrow as la
+
+    la.map_parquet(os.path.dirname(src_files[0]), dest, _identity, batch_rows=batch_rows,
+                   progress=False)
+
+
+def _identity(batch):
+    return batch
+
+
+def _map_udf(src_files, dest, batch_rows, threads=1):
+    import lodarrow as la
+
+    la.map_parquet(os.path.dirname(src_files[0]), dest, dataset_udf(), batch_rows=batch_rows,
+                   progress=False, threads=threads)
+
+
+def _map_udf_2(src_files, dest, batch_rows):
+    _map_udf(src_files, dest, batch_rows, threads=2)
+
+
+def _ray(src_files, dest, batch_rows):
+    import ray
+
+    t0 = time.perf_counter()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
+    started = time.perf_counter() - t0
+    try:
+        ctx = ray.data.DataContext.get_current()
+        ctx.enable_progress_bars = False
+        t1 = time.perf_counter()
+        (ray.data.read_parquet(src_files)
+         .map_batches(dataset_udf(), batch_format="pyarrow", batch_size=batch_rows,
+                      zero_copy_batch=True)
+         .write_parquet(dest))
+        return {"startup_s": started, "run_s": time.perf_counter() - t1}
+    finally:
+        ray.shutdown()
+
+
+def _dask(src_files, dest, batch_rows):
+    import dask.dataframe as dd
+    from distributed import Client, LocalCluster
+
+    t0 = time.perf_counter()
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster):
+        started = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        f = dataset_udf()
+        ddf = dd.read_parquet(src_files, dtype_backend="pyarrow")
+        ddf.map_partitions(f, meta=f.dask_meta(ddf)).to_parquet(dest, write_index=False)
+        return {"startup_s": started, "run_s": time.perf_counter() - t1}
+
+
+#: name -> (function, what it is)
+RUNS = {
+    "pyarrow copy": (_pyarrow_copy, "iter_batches -> ParquetWriter.write_batch, no udf"),
+    "pyarrow read_table/write_table": (_read_write_table, "whole files, no udf"),
+    "map_parquet identity": (_map_identity, "map_parquet(src, dest, lambda b: b)"),
+    "hand loop + udf": (_hand_loop, "the pyarrow copy loop calling the udf"),
+    "map_parquet + udf": (_map_udf, "map_parquet(src, dest, udf)"),
+    "map_parquet + udf, threads=2": (_map_udf_2, "two files at a time"),
+    "ray": (_ray, "read_parquet().map_batches(udf, batch_format='pyarrow').write_parquet()"),
+    "dask": (_dask, "read_parquet(dtype_backend='pyarrow').map_partitions(udf, "
+                    "meta=udf.dask_meta(ddf)).to_parquet()"),
+}
+
+
+def run_one(name, src_dir, dest, batch_rows):
+    """Run one benchmark in this process; return its figures (called in a subprocess)."""
+    fn = RUNS[name][0]
+    files = _files(src_dir)
+    t0 = time.perf_counter()
+    extra = fn(files, dest, batch_rows) or {}
+    wall = time.perf_counter() - t0
+    out_bytes = sum(os.path.getsize(os.path.join(d, n))
+                    for d, _, names in os.walk(dest) for n in names)
+    rows = None
+    try:
+        import pyarrow.dataset as pads
+
+        rows = pads.dataset(dest, format="parquet").count_rows()
+    except Exception:  # noqa: S110 - an engine's extra files: the row count is informative
+        pass
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"name": name, "wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+            "peak_rss": usage.ru_maxrss * 1024, "bytes_out": out_bytes, "rows_out": rows,
+            **extra}
+
+
+def measure(name, src_dir, dest_root, batch_rows, timeout=1800):
+    """Run ``name`` in a fresh subprocess (so its peak RSS is its own); return its figures."""
+    import shutil
+
+    dest = os.path.join(dest_root, name.replace(" ", "_").replace("/", "_").replace(",", ""))
+    shutil.rmtree(dest, ignore_errors=True)
+    code = ("import json, sys; from lodarrow._bench._datasets import run_one; "
+            f"print('RESULT' + json.dumps(run_one({name!r}, {src_dir!r}, {dest!r}, "
+            f"{batch_rows!r})))")
+    env = dict(os.environ)
+    import lodarrow
+
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [os.path.dirname(os.path.dirname(lodarrow.__file__)),
+                      env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+    shutil.rmtree(dest, ignore_errors=True)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT"):
+            return json.loads(line[len("RESULT"):])
+    return {"name": name, "error": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
+
+
+#: The runs at the large size, in order; the small size runs the first two of them.
+LARGE_RUNS = ("pyarrow copy", "map_parquet identity", "hand loop + udf", "map_parquet + udf",
+              "map_parquet + udf, threads=2", "ray", "dask")
+SMALL_RUNS = ("pyarrow copy", "map_parquet + udf")
+
+
+def run_datasets(data_dir, size_gb, engines=("ray", "dask"), log=print):
+    """Generate (or reuse) the dataset and time every run; return the report dict.
+
+    The small size is the first quarter of the files (the same files, fewer of them), so the
+    two peak-RSS figures differ only in how much data goes through.
+    """
+    import pyarrow.parquet as pq
+
+    from lodarrow._bench._runner import machine_info
+
+    t0 = time.perf_counter()
+    log(f"dataset: {data_dir} ({size_gb} GB; generated once, then reused)")
+    files = generate(data_dir, size_gb,
+                     progress=lambda k, n: log(f"  generated file {k}/{n}") if k % 4 == 0 or
+                     k == n else None)
+    generated_s = time.perf_counter() - t0
+    small = files[:max(1, len(files) // 4)]
+    sizes = {"small": small, "large": files}
+    machine = machine_info()
+    machine["load_average"] = os.getloadavg()
+    batch = _auto_batch_rows(pq.ParquetFile(files[0]).metadata)
+    rows = []
+    out_root = os.path.join(os.path.dirname(os.path.abspath(data_dir)),
+                            os.path.basename(os.path.abspath(data_dir)) + "-out")
+    os.makedirs(out_root, exist_ok=True)
+    for size, names in (("small", SMALL_RUNS), ("large", LARGE_RUNS)):
+        chosen = sizes[size]
+        src = _link_dir(out_root, size, chosen)
+        info = {"size": size, "files": len(chosen),
+                "bytes_in": sum(os.path.getsize(f) for f in chosen),
+                "rows_in": sum(pq.ParquetFile(f).metadata.num_rows for f in chosen)}
+        for name in names:
+            if name in ("ray", "dask") and name not in engines:
+                continue
+            log(f"  {size}: {name} ...")
+            result = measure(name, src, out_root, None)
+            result.update(info)
+            rows.append(result)
+            if "error" in result:
+                log(f"    failed: {result['error']}")
+            else:
+                log(f"    {result['wall_s']:.1f} s, peak RSS {result['peak_rss'] / 2**20:.0f} MiB")
+    machine["load_average_end"] = os.getloadavg()
+    _add_ratios(rows)
+    return {"machine": machine, "rows": rows, "batch_rows": batch,
+            "generate_s": generated_s, "wall_s": time.perf_counter() - t0,
+            "data_dir": os.path.abspath(data_dir), "size_gb": size_gb}
+
+
+def _link_dir(root, size, files):
+    """A directory of symbolic links to ``files`` (a dataset of just those files)."""
+    import shutil
+
+    d = os.path.join(root, f"src-{size}")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    for f in files:
+        os.symlink(os.path.abspath(f), os.path.join(d, os.path.basename(f)))
+    return d
+
+
+def _add_ratios(rows):
+    """Throughput against the pyarrow copy of the same size; engines against map_parquet."""
+    by = {(r["size"], r["name"]): r for r in rows if "error" not in r}
+    for r in rows:
+        if "error" in r:
+            continue
+        r["mb_per_s"] = r["bytes_in"] / r["wall_s"] / 1e6
+        base = by.get((r["size"], "pyarrow copy"))
+        if base and r["name"] != "pyarrow copy":
+            r["vs_pyarrow_copy"] = base["wall_s"] / r["wall_s"]
+        if r["name"] == "map_parquet + udf":
+            loop = by.get((r["size"], "hand loop + udf"))
+            if loop:
+                r["vs_hand_loop"] = loop["wall_s"] / r["wall_s"]
+        if r["name"] in ("ray", "dask"):
+            ref = by.get((r["size"], "map_parquet + udf"))
+            if ref:
+                r["wall_vs_map_parquet"] = r["wall_s"] / ref["wall_s"]
+
+
+def table_rows(report):
+    """The report's rows as (cells...) for printing: see ``TABLE_COLUMNS``."""
+    out = []
+    for r in report["rows"]:
+        what = RUNS[r["name"]][1]
+        if "error" in r:
+            out.append((r["size"], r["name"], "-", "-", "-", "-", "-", "-", "failed: " +
+                        " ".join(r["error"])))
+            continue
+        engine = r["name"] in ("ray", "dask")
+        notes = [what]
+        if engine:
+            notes.append(f"engine start-up {r.get('startup_s', 0):.1f} s not included"
+                         if "run_s" in r else "")
+            wall = r.get("run_s", r["wall_s"])
+        else:
+            wall = r["wall_s"]
+        ratio = r.get("wall_vs_map_parquet")
+        if engine and ratio is not None:
+            notes.append(f"{ratio:.2f}x map_parquet's wall time")
+        if "vs_hand_loop" in r:
+            notes.append(f"{r['vs_hand_loop']:.2f}x the hand loop's throughput")
+        out.append((
+            r["size"], r["name"], f"{r['files']} / {r['bytes_in'] / 1e9:.2f} GB",
+            f"{wall:.1f}", "-" if engine else f"{r['cpu_s']:.1f}",
+            f"{r['bytes_in'] / wall / 1e6:.0f}",
+            f"{r['vs_pyarrow_copy']:.2f}" if "vs_pyarrow_copy" in r else "-",
+            "-" if engine else f"{r['peak_rss'] / 2**20:.0f}",
+            "; ".join(n for n in notes if n)))
+    return out
+
+
+TABLE_COLUMNS = ("size", "run", "files / in", "wall s", "CPU s", "MB/s in", "x pyarrow copy",
+                 "peak RSS MiB", "what / note")
+
+
+def to_markdown(report, command):
+    """The report as a Markdown section for ``docs/performance.md``."""
+    m = report["machine"]
+    v = m["versions"]
+    lines = [
+        "## Datasets: map_parquet, pyarrow alone, Ray Data, Dask",
+        "",
+        f"- Command: `{command}`",
+        f"- Dataset: {report['rows'][-1]['files'] if report['rows'] else '?'} files generated "
+        f"by `lodarrow/_bench/_datasets.py` under `{report['data_dir']}` (documents with a "
+        f"string id and title, `tokens: list<list<int32>>`, `emb: list<fixed_size_list<float, "
+        f"16>>`, 0.5% null rows, 32768-row row groups); the small size is the first quarter "
+        f"of the files.  Batches of {report['batch_rows']} rows (map_parquet's default, about "
+        f"32 MiB decoded) everywhere.",
+        f"- Udf: `dataset_udf()` there: `sequence_pool` average of `emb`, `sequence_pool` max "
+        f"of `tokens`, `sequence_last_step` of `emb`.",
+        f"- Machine: {m['cpu']}, {m['cores']} cores, Python {v['python']}, pyarrow "
+        f"{v['pyarrow']}, {_engine_versions()}; load average (1 min) "
+        f"{m['load_average'][0]:.1f} at the start, {m['load_average_end'][0]:.1f} at the end: "
+        f"other engineers' jobs share these 2 cores, so wall times are noisy (CPU s is the "
+        f"process's own).",
+        f"- Each run is a fresh subprocess reading every file and writing a new dataset; peak "
+        f"RSS is that process's `ru_maxrss` (for Ray and Dask only the driver's: not shown).  "
+        f"The whole benchmark took {report['wall_s'] / 60:.1f} min.",
+        "",
+        "| " + " | ".join(TABLE_COLUMNS) + " |",
+        "| " + " | ".join("---" if i in (0, 1, 8) else "---:" for i in range(len(TABLE_COLUMNS)))
+        + " |",
+    ]
+    for cells in table_rows(report):
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _engine_versions():
+    out = []
+    for mod in ("ray", "dask", "distributed"):
+        try:
+            out.append(f"{mod} {__import__(mod).__version__}")
+        except Exception:  # noqa: S112 - not installed: not shown
+            continue
+    return ", ".join(out)
