@@ -30,7 +30,9 @@ from lodarrow._errors import BackendError, LoDError
 __all__ = ["map_parquet", "MapSummary", "resolve_source"]
 
 #: Decoded bytes per record batch when ``batch_rows`` is not given.
-DEFAULT_BATCH_BYTES = 64 << 20
+DEFAULT_BATCH_BYTES = 32 << 20
+#: Bytes per read of a column chunk (pyarrow's ``buffer_size``).
+_READ_BUFFER = 1 << 20
 #: Bounds on the rows of an automatic batch: Parquet and Arrow work per batch, so tiny
 #: batches cost per-call overhead; one row is the least a batch can hold.
 _MAX_AUTO_ROWS = 1 << 20
@@ -263,7 +265,9 @@ def _in_threads(one, n, threads, stop):
 def _map_file(pq, path, out_path, udf, batch_rows, write_options, bar, size, stop):
     """One input file to one output file; returns ``(rows_in, rows_out, bytes_out)``."""
     try:
-        pf = pq.ParquetFile(path, pre_buffer=False)  # memory: one batch at a time
+        # memory: one batch at a time, and column chunks read 1 MiB at a time rather than
+        # whole (a row group of another writer may be a gigabyte)
+        pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=_READ_BUFFER)
     except (pa.ArrowException, OSError) as exc:
         raise _located(exc, f"map_parquet: cannot read {path!r} as Parquet") from None
     with pf:
