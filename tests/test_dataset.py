@@ -6,6 +6,7 @@ on each whole input file with pyarrow alone.
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -417,3 +418,121 @@ def test_map_parquet_is_public():
     assert "map_parquet" in la.__all__
     assert run_python(["-c", "import lodarrow, sys; lodarrow.map_parquet; "
                              "assert 'pyarrow.parquet' not in sys.modules"]).returncode == 0
+
+
+# ====================================================================== lodarrow map
+def test_parse_op_values():
+    from lodarrow._cli import parse_op
+
+    name, args = parse_op(["sequence_pool", "input=@emb", "pool_type=average", "pad_value=-1.5",
+                           "out=doc_vec"])
+    assert name == "sequence_pool"
+    assert args == {"input": la.col("emb"), "pool_type": "average", "pad_value": -1.5,
+                    "out": "doc_vec"}
+    _, args = parse_op(["sequence_concat", "input=[@a, @b]", "out=c"])
+    assert args["input"] == [la.col("a"), la.col("b")]
+    _, args = parse_op(["sequence_pad", "x=@t", "maxlen=None", "pad_value=0", "out=p,l",
+                        "flag=True", "tokens=[0, 2]", "shape=(3, 4)", "s='@literal'"])
+    assert args == {"x": la.col("t"), "maxlen": None, "pad_value": 0, "out": ("p", "l"),
+                    "flag": True, "tokens": [0, 2], "shape": (3, 4), "s": "@literal"}
+    _, args = parse_op(["sequence_pool", "out=('a', 'b')", "pair=(@x, 1)"])
+    assert args == {"out": ("a", "b"), "pair": (la.col("x"), 1)}
+
+
+@pytest.mark.parametrize("tokens, message", [
+    (["x=@a"], "must start with an operator name"),
+    (["sequence_pool", "input"], "'input' is not ARG=VALUE"),
+    (["sequence_pool", "1x=2"], "is not ARG=VALUE"),
+    (["sequence_pool", "a=1", "a=2"], "a is given twice"),
+    (["sequence_pool", "a=@"], "'@' needs a column name"),
+    (["sequence_pool", "a=1 +"], "cannot parse '1 +'"),
+    (["sequence_pool", "a=[@x, 1"], "unbalanced"),
+])
+def test_parse_op_errors(tokens, message):
+    from lodarrow._cli import _UsageError, parse_op
+
+    with pytest.raises(_UsageError, match=re.escape(message)):
+        parse_op(tokens)
+
+
+def run_map(*args):
+    return run_python(["-m", "lodarrow", "map", *map(str, args)], timeout=300)
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """Two files: ``id``, ``x: list<double>`` (a null row), ``tok: list<int64>``."""
+    src = tmp_path / "corpus"
+    for k in range(2):
+        rows = 30 + k
+        x = [[float(i), float(i) / 2][: i % 3] if i != 4 else None for i in range(rows)]
+        tok = [list(range(i % 5)) for i in range(rows)]
+        write(str(src / f"p{k}.parquet"), pa.table({
+            "id": [f"{k}-{i}" for i in range(rows)], "x": pa.array(x, pa.list_(pa.float64())),
+            "tok": pa.array(tok, pa.list_(pa.int64()))}), row_group_size=8)
+    return src
+
+
+def test_map_cli_matches_map_parquet_with_the_same_pipeline(corpus, tmp_path):
+    proc = run_map(corpus, tmp_path / "cli", "--batch-rows", "5",
+                   "--op", "sequence_pool", "input=@x", "pool_type=sum", "out=s",
+                   "--op", "sequence_pad", "x=@tok", "pad_value=-1", "maxlen=4",
+                   "out=tp,tl",
+                   "--op", "sequence_concat", "input=[@x, @x]", "out=xx")
+    assert proc.returncode == 0, proc.stderr
+    assert "2 files, 61 rows" in proc.stdout and str(tmp_path / "cli") in proc.stdout
+    assert proc.stderr == ""  # not a terminal: no progress bar
+    f = la.pipeline(
+        la.udf(la.sequence_pool, input=la.col("x"), pool_type="sum", out="s"),
+        la.udf(la.sequence_pad, x=la.col("tok"), pad_value=-1, maxlen=4, out=("tp", "tl")),
+        la.udf(la.sequence_concat, input=[la.col("x"), la.col("x")], out="xx"))
+    la.map_parquet(corpus, tmp_path / "api", f)
+    for k in range(2):
+        got = pq.read_table(tmp_path / "cli" / f"p{k}.parquet")
+        assert got.equals(pq.read_table(tmp_path / "api" / f"p{k}.parquet"))
+        assert got.schema.names == ["id", "x", "tok", "s", "tp", "tl", "xx"]
+    assert got.column("s").to_pylist()[3:6] == [0.0, None, 7.5]  # row 4 of x is null
+
+
+def test_map_cli_failure_on_the_data_exits_1_naming_the_row(corpus, tmp_path):
+    write(str(corpus / "p1.parquet"), pa.table({
+        "id": ["a", "b", "c"], "x": pa.array([[1.0], [2.0, None], []], pa.list_(pa.float64())),
+        "tok": pa.array([[1], [2], [3]], pa.list_(pa.int64()))}), row_group_size=2)
+    proc = run_map(corpus, tmp_path / "out", "--op", "sequence_pool", "input=@x",
+                   "pool_type=max", "out=m")
+    assert proc.returncode == 1
+    assert "map failed" in proc.stderr and "p1.parquet', row group 0, row 1" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--op", "no_such_op", "x=@x", "out=y"], "no_such_op"),
+    (["--op", "sequence_pool", "input=@x", "pool_type=sum"], "give out=NAME"),
+    (["--op", "sequence_pool", "input=@x", "pool_type=sum", "out=y", "bad"],
+     "'bad' is not ARG=VALUE"),
+    (["--op", "sequence_pad", "x=@x", "out=p,l"], "maxlen"),
+    (["--op", "sequence_reverse", "x=@x", "out=r", "--batch-rows", "0"], "--batch-rows"),
+    (["--op", "sequence_reverse", "x=@x", "out=r", "--threads", "0"], "--threads"),
+])
+def test_map_cli_usage_errors_exit_2(corpus, tmp_path, args, message):
+    proc = run_map(corpus, tmp_path / "out", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and proc.stderr.startswith("lodarrow: map")
+    assert not (tmp_path / "out").exists()
+
+
+def test_map_cli_missing_source_and_existing_dest_exit_2(corpus, tmp_path):
+    proc = run_map(tmp_path / "nope", tmp_path / "out", "--op", "sequence_reverse", "x=@x",
+                   "out=r")
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "keep").write_text("")
+    proc = run_map(corpus, tmp_path / "out", "--op", "sequence_reverse", "x=@x", "out=r")
+    assert proc.returncode == 2 and "--overwrite" not in proc.stderr
+    assert "overwrite=True" in proc.stderr
+    proc = run_map(corpus, tmp_path / "out", "--overwrite", "--compression", "zstd",
+                   "--no-progress", "--op", "sequence_reverse", "x=@x", "out=r")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(tmp_path / "out")) == ["p0.parquet", "p1.parquet"]
+    meta = pq.ParquetFile(tmp_path / "out" / "p0.parquet").metadata
+    assert meta.row_group(0).column(0).compression == "ZSTD"
