@@ -63,12 +63,14 @@ def dataset(tmp_path_factory):
     src = root / "src"
     src.mkdir()
     rng = np.random.default_rng(20261123)
+    schema = make_table(np.random.default_rng(0), 1).schema  # an empty table's types too
     parts = []
     for k, n in enumerate(ROWS_PER_FILE):
-        t = with_nulls(make_table(rng, n), phase=k)
+        t = with_nulls(make_table(rng, n).cast(schema), phase=k)
         # ids unique over the dataset, as a string column too
         t = t.set_column(0, "id", pa.array(np.arange(n, dtype=np.int64) + 1000 * k))
-        t = t.add_column(1, "doc_id", pa.array([f"doc-{k}-{i:04d}" for i in range(n)]))
+        t = t.add_column(1, "doc_id", pa.array([f"doc-{k}-{i:04d}" for i in range(n)],
+                                               pa.string()))
         pq.write_table(t, src / f"part-{k}.parquet", row_group_size=ROW_GROUP)
         parts.append(t)
     return src, pa.concat_tables(parts)
@@ -89,7 +91,11 @@ def ray_session():
              configure_logging=False, namespace="lodarrow-tests")
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
-    ctx.execution_options.preserve_order = True
+    # Ray >= 2.5x reads Parquet through a new datasource that starts a pool of footer-reading
+    # actors for every read (20-40 s of process start-up per read on a loaded 2-core machine);
+    # the classic reader gives the udf the same pyarrow batches, in a few seconds
+    if hasattr(ctx, "use_datasource_v2"):
+        ctx.use_datasource_v2 = False
     try:
         yield ray
     finally:
@@ -130,32 +136,47 @@ def test_the_pipeline_uses_every_operator(dataset):
     assert table.column("x").null_count > 0 and table.column("doc_id").type == pa.string()
 
 
-@pytest.mark.parametrize("batch_rows", [7, None])
-def test_map_parquet_equals_apply_on_the_whole_table(dataset, expected, tmp_path, batch_rows):
-    src, table = dataset
+@pytest.fixture(scope="module")
+def mapped(dataset, tmp_path_factory):
+    """``map_parquet``'s output (default batches), read back and sorted by id."""
+    src, _ = dataset
+    dest = tmp_path_factory.mktemp("mapped") / "out"
     f = every_operator_pipeline()
-    summary = la.map_parquet(src, tmp_path / "out", f, batch_rows=batch_rows)
-    assert summary.files == N_FILES and summary.rows == len(table)
+    summary = la.map_parquet(src, dest, f)
+    assert summary.files == N_FILES
     for k, n in enumerate(ROWS_PER_FILE):  # one output file per input file, same schema
-        out = pq.read_table(tmp_path / "out" / f"part-{k}.parquet")
+        out = pq.read_table(dest / f"part-{k}.parquet")
         assert out.num_rows == n and out.schema == f.output_schema(pq.read_schema(
             src / f"part-{k}.parquet"))
-    got = sort_by_id(pq.read_table(tmp_path / "out"))
-    assert_same_rows(got, expected, f"map_parquet, batch_rows={batch_rows}")
+    return sort_by_id(pq.read_table(dest))
 
 
-def test_ray_map_batches_equals_apply(dataset, expected, ray_session):
+def test_map_parquet_equals_apply_on_the_whole_table(dataset, expected, mapped, tmp_path):
+    assert_same_rows(mapped, expected, "map_parquet")
+    src, table = dataset
+    summary = la.map_parquet(src, tmp_path / "out", every_operator_pipeline(), batch_rows=13)
+    assert summary.rows == len(table)
+    assert_same_rows(sort_by_id(pq.read_table(tmp_path / "out")), expected,
+                     "map_parquet, batch_rows=13")
+
+
+def test_ray_map_batches_equals_apply_and_map_parquet(dataset, expected, mapped, ray_session,
+                                                      tmp_path):
     """``ds.map_batches(f, batch_format="pyarrow")`` as it is, read-only zero-copy batches."""
     ray = ray_session
-    src, table = dataset
+    src, _ = dataset
     f = every_operator_pipeline()
     ds = ray.data.read_parquet(str(src))
-    mapped = ds.map_batches(f, batch_format="pyarrow", batch_size=64, zero_copy_batch=True)
-    got = pa.concat_tables(ray.get(mapped.to_arrow_refs()))
-    assert_same_rows(sort_by_id(got), expected, "ray")
+    # batches of 64 rows cut the files' 40-row row groups anywhere
+    (ds.map_batches(f, batch_format="pyarrow", batch_size=64, zero_copy_batch=True)
+     .write_parquet(str(tmp_path / "ray")))
+    got = sort_by_id(pq.read_table(tmp_path / "ray"))
+    assert_same_rows(got, expected, "ray vs apply")
+    assert_same_rows(got, mapped, "ray vs map_parquet")
 
 
-def test_dask_map_partitions_equals_apply(dataset, expected, dask_client):
+def test_dask_map_partitions_equals_apply_and_map_parquet(dataset, expected, mapped,
+                                                          dask_client, tmp_path):
     """``ddf.map_partitions(f, meta=f.dask_meta(ddf))`` on a ``dtype_backend="pyarrow"`` read."""
     import dask.dataframe as dd
 
@@ -163,34 +184,14 @@ def test_dask_map_partitions_equals_apply(dataset, expected, dask_client):
     f = every_operator_pipeline()
     ddf = dd.read_parquet(str(src), dtype_backend="pyarrow")
     assert ddf.npartitions >= 2
-    mapped = ddf.map_partitions(f, meta=f.dask_meta(ddf))
-    # the meta is what every partition gives
-    assert list(mapped._meta.columns) == expected.schema.names
-    frame = mapped.compute()
-    assert list(frame.dtypes) == list(mapped._meta.dtypes)
-    got = pa.Table.from_pandas(frame, preserve_index=False)
-    # pandas' Arrow round trip may widen a string column; the values must be equal
-    assert_same_rows(sort_by_id(got), expected, "dask", check_types=False)
-    for name in expected.schema.names:
-        if name not in ("doc_id", "title"):
-            assert got.schema.field(name).type == expected.schema.field(name).type, name
-
-
-def test_engines_write_what_map_parquet_writes(dataset, ray_session, dask_client, tmp_path):
-    """Both engines' own Parquet writers, read back: the same rows as map_parquet's output."""
-    import dask.dataframe as dd
-
-    ray = ray_session
-    src, _ = dataset
-    f = every_operator_pipeline()
-    la.map_parquet(src, tmp_path / "mp", f)
-    want = sort_by_id(pq.read_table(tmp_path / "mp"))
-    ray.data.read_parquet(str(src)).map_batches(f, batch_format="pyarrow").write_parquet(
-        str(tmp_path / "ray"))
-    assert_same_rows(sort_by_id(pq.read_table(tmp_path / "ray")), want, "ray write_parquet")
-    ddf = dd.read_parquet(str(src), dtype_backend="pyarrow")
-    ddf.map_partitions(f, meta=f.dask_meta(ddf)).to_parquet(str(tmp_path / "dask"),
-                                                           write_index=False)
-    got = pq.read_table(tmp_path / "dask")
-    assert_same_rows(sort_by_id(got), want, "dask to_parquet", check_types=False)
-    assert sorted(os.listdir(tmp_path / "mp")) == [f"part-{k}.parquet" for k in range(N_FILES)]
+    out = ddf.map_partitions(f, meta=f.dask_meta(ddf))
+    assert list(out._meta.columns) == expected.schema.names
+    # to_parquet writes the schema of the meta: a partition that differed would fail here
+    out.to_parquet(str(tmp_path / "dask"), write_index=False)
+    got = sort_by_id(pq.read_table(tmp_path / "dask"))
+    # pandas' Arrow round trip may turn the strings into large_string: compare their values
+    for what, want in (("dask vs apply", expected), ("dask vs map_parquet", mapped)):
+        assert_same_rows(got, want, what, check_types=False)
+        for name in want.schema.names:
+            if name not in ("doc_id", "title"):
+                assert got.schema.field(name).type == want.schema.field(name).type, name
