@@ -536,3 +536,33 @@ def test_map_cli_missing_source_and_existing_dest_exit_2(corpus, tmp_path):
     assert sorted(os.listdir(tmp_path / "out")) == ["p0.parquet", "p1.parquet"]
     meta = pq.ParquetFile(tmp_path / "out" / "p0.parquet").metadata
     assert meta.row_group(0).column(0).compression == "ZSTD"
+
+
+# ====================================================================== the dataset benchmark
+def test_dataset_benchmark_runs_agree_and_report(tmp_path):
+    """The benchmark's generator and runs on a tiny dataset (speed is never asserted)."""
+    from lodarrow._bench import _datasets
+
+    src = tmp_path / "data"
+    files = _datasets.generate(str(src), 0.0005)
+    assert files == _datasets.generate(str(src), 0.0005)  # reused, not regenerated
+    table = pq.read_table(files[0])
+    assert table.schema.names == ["doc_id", "title", "tokens", "emb"]
+    assert table.column("emb").type == pa.list_(pa.list_(pa.float32(), 16))
+    assert table.column("tokens").null_count == table.column("emb").null_count
+    rows = []
+    for name in ("pyarrow copy", "hand loop + udf", "map_parquet + udf"):
+        r = _datasets.run_one(name, str(src), str(tmp_path / name), 100)
+        assert r["rows_out"] == sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+        rows.append(dict(r, size="small", files=len(files), bytes_in=1, rows_in=1))
+    base = os.path.basename(files[0])
+    assert pq.read_table(tmp_path / "pyarrow copy" / base).equals(table)
+    want = pq.read_table(tmp_path / "hand loop + udf" / base)
+    assert pq.read_table(tmp_path / "map_parquet + udf" / base).equals(want)
+    assert want.schema.names[-3:] == ["doc_vec", "max_token", "last_emb"]
+    _datasets._add_ratios(rows)
+    report = {"rows": rows, "machine": {"cpu": "x", "cores": 2, "versions": {
+        "python": "3", "pyarrow": "26"}, "load_average": (1.0,), "load_average_end": (2.0,)},
+        "batch_rows": 100, "wall_s": 1.0, "data_dir": str(src)}
+    text = _datasets.to_markdown(report, "python -m lodarrow bench --datasets")
+    assert "| small | map_parquet + udf |" in text and "x the hand loop's throughput" in text
