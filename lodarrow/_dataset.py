@@ -269,7 +269,7 @@ def _map_file(pq, path, out_path, udf, batch_rows, write_options, bar, size, sto
         # whole (a row group of another writer may be a gigabyte)
         pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=_READ_BUFFER)
     except (pa.ArrowException, OSError) as exc:
-        raise _located(exc, f"map_parquet: cannot read {path!r} as Parquet") from None
+        _reraise(exc, f"map_parquet: cannot read {path!r} as Parquet")
     with pf:
         meta = pf.metadata
         schema_in = pf.schema_arrow
@@ -283,8 +283,8 @@ def _map_file(pq, path, out_path, udf, batch_rows, write_options, bar, size, sto
             try:
                 schema_out = udf.output_schema(schema_in)
             except Exception as exc:
-                raise _located(exc, f"map_parquet: {path!r}: the udf's output_schema "
-                                    f"refuses the file's schema") from exc
+                _reraise(exc, f"map_parquet: {path!r}: the udf's output_schema "
+                                    f"refuses the file's schema")
         folder, leaf = os.path.split(out_path)
         os.makedirs(folder, exist_ok=True)
         tmp = os.path.join(folder, f".{leaf}.tmp")
@@ -298,8 +298,8 @@ def _map_file(pq, path, out_path, udf, batch_rows, write_options, bar, size, sto
                 except StopIteration:
                     break
                 except (pa.ArrowException, OSError) as exc:
-                    raise _located(exc, f"map_parquet: {path!r}, "
-                                        f"{_where(starts, row)}: cannot read") from exc
+                    _reraise(exc, f"map_parquet: {path!r}, "
+                                        f"{_where(starts, row)}: cannot read")
                 if stop.is_set():
                     raise _Stopped()
                 out = _call(udf, batch, path, starts, row)
@@ -337,7 +337,7 @@ def _call(udf, batch, path, starts, row):
             where = _where(starts, row, row + batch.num_rows)
         else:
             where = _where(starts, row + bad)
-        raise _located(exc, f"map_parquet: {path!r}, {where}: the udf failed") from exc
+        _reraise(exc, f"map_parquet: {path!r}, {where}: the udf failed")
     if not isinstance(out, (pa.RecordBatch, pa.Table)):
         raise TypeError(f"map_parquet: {path!r}, {_where(starts, row)}: the udf returned "
                         f"{type(out).__name__}; it must return a pyarrow.RecordBatch or Table")
@@ -377,7 +377,7 @@ def _open_writer(pq, tmp, schema, write_options, path):
         raise TypeError(f"map_parquet: bad write option for pyarrow.parquet.ParquetWriter "
                         f"({exc})") from None
     except (pa.ArrowException, OSError) as exc:
-        raise _located(exc, f"map_parquet: {path!r}: cannot open the output file") from exc
+        _reraise(exc, f"map_parquet: {path!r}: cannot open the output file")
 
 
 def _write(writer, out, path, starts, row):
@@ -389,8 +389,8 @@ def _write(writer, out, path, starts, row):
     try:
         writer.write(out)
     except (pa.ArrowException, OSError) as exc:
-        raise _located(exc, f"map_parquet: {path!r}, {_where(starts, row)}: cannot write "
-                            f"the output") from exc
+        _reraise(exc, f"map_parquet: {path!r}, {_where(starts, row)}: cannot write "
+                            f"the output")
 
 
 def _where(starts, row, stop=None):
@@ -405,21 +405,27 @@ def _where(starts, row, stop=None):
     return f"{groups}, rows {row}-{stop - 1}"
 
 
-def _located(exc, context):
-    """``exc`` with ``context`` prepended (same type where the constructor allows)."""
-    if type(exc) in _MESSAGE_TYPES or (isinstance(exc, (pa.ArrowException,))
-                                       and isinstance(exc, _MESSAGE_TYPES)):
+def _reraise(exc, context):
+    """Raise ``exc`` again with ``context`` (where it failed) in front of its message.
+
+    Builtin, pyarrow and lodarrow exceptions are raised as a new exception of the same type
+    (so ``except ValueError`` still catches them), chained to the original; others keep
+    their message and gain ``context`` as a note (Python >= 3.11).
+    """
+    new = None
+    if isinstance(exc, _MESSAGE_TYPES) and \
+            type(exc).__module__.partition(".")[0] in ("builtins", "pyarrow", "lodarrow"):
         message = exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], str) \
             else str(exc)
         try:
             new = type(exc)(f"{context}: {message}")
-        except Exception:  # noqa: S110 - an unusual constructor: fall back to a note
-            pass
-        else:
-            return new
-    if hasattr(exc, "add_note"):
-        exc.add_note(context)
-    return exc
+        except Exception:  # noqa: S110 - a constructor that takes more: fall back to a note
+            new = None
+    if new is None:
+        if hasattr(exc, "add_note"):
+            exc.add_note(context)
+        raise exc
+    raise new from exc
 
 
 def _auto_batch_rows(meta):

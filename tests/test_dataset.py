@@ -207,6 +207,28 @@ def test_udf_error_names_file_row_group_and_row_and_leaves_nothing(hive, tmp_pat
     assert sorted(os.listdir(tmp_path)) == ["src"]
 
 
+def test_other_exception_types_keep_their_identity_and_gain_a_note(hive, tmp_path):
+    src, _ = hive
+
+    class Boom(Exception):
+        def __init__(self, code, text):
+            super().__init__(code, text)
+
+    def udf(batch):
+        if "2023-1-9" in batch["id"].to_pylist():
+            raise Boom(7, "custom")
+        return batch
+
+    with pytest.raises(Boom) as info:
+        la.map_parquet(src, tmp_path / "out", udf, batch_rows=64)
+    assert info.value.args == (7, "custom")
+    if sys.version_info >= (3, 11):
+        assert info.value.__notes__ == [
+            f"map_parquet: {str(src / 'year=2023/part-1.parquet')!r}, row group 0, row 9: "
+            f"the udf failed"]
+    assert_no_output(tmp_path)
+
+
 def test_error_not_about_a_row_names_the_batch(hive, tmp_path):
     src, _ = hive
 
