@@ -358,9 +358,8 @@ def _bench_datasets(args):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(text)
+    if args.markdown:  # replaces the datasets section of an existing file (performance.md)
+        _datasets.write_section(args.markdown, text)
     return 0
 
 

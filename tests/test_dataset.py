@@ -588,3 +588,16 @@ def test_dataset_benchmark_runs_agree_and_report(tmp_path):
         "batch_rows": 100, "wall_s": 1.0, "data_dir": str(src)}
     text = _datasets.to_markdown(report, "python -m lodarrow bench --datasets")
     assert "| small | map_parquet + udf |" in text and "x the hand loop's throughput" in text
+
+
+def test_dataset_section_replaces_itself_and_survives_the_operator_report(tmp_path):
+    from lodarrow._bench import _datasets, _report
+
+    path = tmp_path / "performance.md"
+    path.write_text("# Performance\n\n## Results\n\n| rows |\n")
+    _datasets.write_section(path, "## Datasets: old\n\nold figures\n")
+    _datasets.write_section(path, "## Datasets: new\n\nnew figures\n")
+    text = path.read_text()
+    assert text == "# Performance\n\n## Results\n\n| rows |\n\n## Datasets: new\n\nnew figures\n"
+    assert _report._datasets_section(path) == "## Datasets: new\n\nnew figures\n"
+    assert _report._datasets_section(tmp_path / "absent.md") is None

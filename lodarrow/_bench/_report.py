@@ -134,10 +134,27 @@ def write_markdown(report, path, plot=None):
     """Write :func:`to_markdown`; ``plot`` (a PNG path) is linked relative to ``path``."""
     import os
 
+    from lodarrow._bench._datasets import write_section
+
     if plot:
         plot = os.path.relpath(os.path.abspath(plot), os.path.dirname(os.path.abspath(path)))
+    kept = _datasets_section(path)  # `bench --datasets` figures: written by another run
     with open(path, "w") as fh:
         fh.write(to_markdown(report, plot))
+    if kept:
+        write_section(path, kept)
+
+
+def _datasets_section(path):
+    from lodarrow._bench._datasets import section_of
+
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    span = section_of(text)
+    return None if span is None else text[span[0]:span[1]]
 
 
 def write_plot(report, path):
