@@ -100,11 +100,12 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
     partition directories (``year=2024/part-0.parquet``) and file names are kept.  The udf
     sees the columns stored in each file (hive partition keys stay in the directory names).
 
-    Memory: about ``threads`` x (one input row group's compressed column chunks, which
-    pyarrow reads whole, + the decoded batch + the udf's output batch + that batch encoded
-    while it is written), whatever the number and size of the files: with the default
-    ``batch_rows`` a batch is about 64 MiB decoded, so a few hundred MiB in all.
-    ``docs/performance.md`` has the measured peak at two dataset sizes.
+    Memory: about ``threads`` x (pyarrow's reader buffers, about four times a batch, + the
+    udf's output batch + that batch encoded while it is written + 1 MiB per column being
+    read), whatever the number and size of the files and of their row groups: with the
+    default ``batch_rows`` a batch is about 32 MiB decoded, so a few hundred MiB in all
+    (measured: a peak RSS of 523 MiB for 0.54 GB and 580 MiB for 2.19 GB of input,
+    ``docs/performance.md``).
 
     Parameters
     ----------
@@ -125,7 +126,7 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
         file's schema before any data is read; otherwise the first output batch does (for a
         file without rows, the udf's output on an empty batch).
     batch_rows : int, optional
-        Rows per record batch.  By default each file's batches hold about 64 MiB of decoded
+        Rows per record batch.  By default each file's batches hold about 32 MiB of decoded
         data, estimated from its row-group metadata (between 1024 and 2**20 rows).
     progress : bool, optional
         Show a progress bar on stderr (files, rows, bytes, rate, time left).  By default,
@@ -133,9 +134,10 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
     overwrite : bool, default False
         Replace an existing ``dest`` (only once the new dataset is complete).
     threads : int, default 1
-        Files processed at once.  pyarrow already decodes a batch's columns on its thread
-        pool; more than one file at a time rarely pays on a few cores (measured in
-        ``docs/performance.md``) and multiplies the memory bound.
+        Files processed at once (the udf must be thread-safe; lodarrow's are).  Each file
+        in flight adds its own batches to the memory bound; on idle cores two at a time
+        can overlap one file's Parquet encoding with another's decoding (measured in
+        ``docs/performance.md``: 0.86x the time, 1.6x the peak memory, on 2 shared cores).
     **write_options
         Passed to ``pyarrow.parquet.ParquetWriter`` (``compression``,
         ``compression_level``, ``use_dictionary``, ...).
