@@ -15,6 +15,7 @@ it, hidden, and no ``dest``), so ``dest`` exists only as a whole dataset.
 import bisect
 import dataclasses
 import glob
+import math
 import os
 import shutil
 import sys
@@ -247,7 +248,7 @@ def _in_threads(one, n, threads, stop):
     pool = ThreadPoolExecutor(max_workers=min(threads, n), thread_name_prefix="lodarrow-map")
     futures = [pool.submit(one, k) for k in range(n)]
     try:
-        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        wait(futures, return_when=FIRST_EXCEPTION)
     except BaseException:  # KeyboardInterrupt: the files being written stop at their next batch
         stop.set()
         pool.shutdown(wait=True, cancel_futures=True)
@@ -322,7 +323,7 @@ def _map_file(pq, path, out_path, udf, batch_rows, write_options, bar, size, sto
             if writer is not None:
                 try:
                     writer.close()
-                except Exception:  # noqa: S110 - the first error is the one to report
+                except Exception:  # the first error is the one to report
                     pass
             raise
     bar.file_done()
@@ -421,7 +422,7 @@ def _reraise(exc, context):
             else str(exc)
         try:
             new = type(exc)(f"{context}: {message}")
-        except Exception:  # noqa: S110 - a constructor that takes more: fall back to a note
+        except Exception:  # a constructor that takes more: fall back to a note
             new = None
     if new is None:
         if hasattr(exc, "add_note"):
@@ -631,7 +632,7 @@ class _Progress:
         width = 20
         fill = int(frac * width)
         left = (self.total - nbytes) / rate if rate > 0 else float("nan")
-        eta = f"{elapsed:.1f} s" if done or left != left else f"{left:.0f} s left"
+        eta = f"{elapsed:.1f} s" if done or math.isnan(left) else f"{left:.0f} s left"
         line = (f"\rmap_parquet [{'#' * fill}{'.' * (width - fill)}] "
                 f"{self.files_done}/{self.files} files  {self.rows:,} rows  "
                 f"{_mb(nbytes)}/{_mb(self.total)}  {_mb(rate)}/s  {eta}  ")

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -18,13 +19,12 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
+from conftest import run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lodarrow as la
 from lodarrow._dataset import MapSummary, resolve_source
-
-from conftest import run_python
 
 
 def make_table(n, seed, prefix="r"):
@@ -193,7 +193,7 @@ def assert_no_output(tmp_path, dest="out"):
 
 
 def test_udf_error_names_file_row_group_and_row_and_leaves_nothing(hive, tmp_path):
-    src, tables = hive
+    src, _ = hive
     # file year=2024/part-0 has rows "2024-0-0" ...; row 77 is in row group 1 (50 rows each)
     with pytest.raises(ValueError) as info:
         la.map_parquet(src, tmp_path / "out", failing_udf("2024-0-77"), batch_rows=40)
@@ -243,10 +243,10 @@ def test_error_not_about_a_row_names_the_batch(hive, tmp_path):
 def test_failed_run_keeps_the_previous_dataset(hive, tmp_path):
     src, _ = hive
     la.map_parquet(src, tmp_path / "out", lengths_udf)
-    before = {rel: open(p, "rb").read() for rel, p in output_files(tmp_path / "out").items()}
+    before = {rel: Path(p).read_bytes() for rel, p in output_files(tmp_path / "out").items()}
     with pytest.raises(ValueError, match="row 3"):
         la.map_parquet(src, tmp_path / "out", failing_udf("2023-1-3"), overwrite=True)
-    after = {rel: open(p, "rb").read() for rel, p in output_files(tmp_path / "out").items()}
+    after = {rel: Path(p).read_bytes() for rel, p in output_files(tmp_path / "out").items()}
     assert after == before
     assert sorted(os.listdir(tmp_path)) == ["out", "src"]
     la.map_parquet(src, tmp_path / "out", lambda b: b, overwrite=True)
@@ -283,19 +283,16 @@ def test_killed_process_leaves_no_dataset(tmp_path):
                        batch_rows=10)
     """)
     import lodarrow
-    from pathlib import Path
 
     env = dict(os.environ, PYTHONPATH=str(Path(lodarrow.__file__).parent.parent))
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                            env=env, cwd=tmp_path)
-    try:
-        seen = 0
-        while seen < 25:  # past the first file (20 batches): one file renamed in staging
-            assert proc.stdout.readline() == "batch\n"
-            seen += 1
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait(timeout=60)
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                          env=env, cwd=tmp_path) as proc:
+        try:
+            for _ in range(25):  # past the first file (20 batches): one file renamed in staging
+                assert proc.stdout.readline() == "batch\n"
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=60)
     names = os.listdir(tmp_path)
     assert "out" not in names
     staging = [n for n in names if n.startswith(".out.lodarrow-tmp-")]
@@ -401,7 +398,6 @@ def test_progress_bar_on_a_terminal_by_default(hive, tmp_path):
     code = (f"import lodarrow as la; la.map_parquet({str(src)!r}, {str(tmp_path / 'o')!r}, "
             f"lambda b: b)")
     import lodarrow
-    from pathlib import Path
 
     env = dict(os.environ, PYTHONPATH=str(Path(lodarrow.__file__).parent.parent))
     primary, secondary = pty.openpty()

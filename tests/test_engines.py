@@ -11,8 +11,6 @@ must be the same as ``apply`` on the whole table, row for row.
 Select these tests with ``-m engines`` (or leave them out with ``-m "not engines"``).
 """
 
-import os
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq

@@ -177,9 +177,8 @@ def _map_udf_2(src_files, dest, batch_rows):
 
 
 def _ray(src_files, dest, batch_rows):
-    import ray
-
     import pyarrow.parquet as pq
+    import ray
 
     if batch_rows is None:  # map_parquet's batches, not Ray's default
         with pq.ParquetFile(src_files[0]) as pf:
@@ -245,7 +244,7 @@ def run_one(name, src_dir, dest, batch_rows):
         import pyarrow.dataset as pads
 
         rows = pads.dataset(dest, format="parquet").count_rows()
-    except Exception:  # noqa: S110 - an engine's extra files: the row count is informative
+    except Exception:  # an engine's extra files: the row count is only informative
         pass
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {"name": name, "wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
@@ -418,8 +417,8 @@ def to_markdown(report, command):
         f"16>>`, 0.5% null rows, 32768-row row groups); the small size is the first quarter "
         f"of the files.  Batches of {report['batch_rows']} rows (map_parquet's default, about "
         f"32 MiB decoded) everywhere.",
-        f"- Udf: `dataset_udf()` there: `sequence_pool` average of `emb`, `sequence_pool` max "
-        f"of `tokens`, `sequence_last_step` of `emb`.",
+        "- Udf: `dataset_udf()` there: `sequence_pool` average of `emb`, `sequence_pool` max "
+        "of `tokens`, `sequence_last_step` of `emb`.",
         f"- Machine: {m['cpu']}, {m['cores']} cores, Python {v['python']}, pyarrow "
         f"{v['pyarrow']}, {_engine_versions()}; load average (1 min) "
         f"{m['load_average'][0]:.1f} at the start, {m['load_average_end'][0]:.1f} at the end: "
@@ -449,9 +448,10 @@ def summary_lines(report):
         return ", ".join(f"{by[(size, name)][key]:.2f} at {sizes[size]:.2f} GB"
                          for size in ("small", "large") if key in by.get((size, name), {}))
 
-    if ratio("map_parquet identity", "vs_pyarrow_copy"):
+    identity = ratio("map_parquet identity", "vs_pyarrow_copy")
+    if identity:
         out.append(f"- map_parquet's throughput / pyarrow alone's (identity udf, same loop "
-                   f"and batches; target >= 0.90): {ratio('map_parquet identity', 'vs_pyarrow_copy')}.")
+                   f"and batches; target >= 0.90): {identity}.")
     if ratio("map_parquet + udf", "vs_hand_loop"):
         out.append(f"- map_parquet + udf / the same udf in a hand-written pyarrow loop: "
                    f"{ratio('map_parquet + udf', 'vs_hand_loop')}.")
@@ -477,7 +477,7 @@ def _engine_versions():
     for mod in ("ray", "dask", "distributed"):
         try:
             out.append(f"{mod} {__import__(mod).__version__}")
-        except Exception:  # noqa: S112 - not installed: not shown
+        except Exception:  # not installed: not shown
             continue
     return ", ".join(out)
 
