@@ -21,6 +21,10 @@ def _t():
     return la.LoDTensor(np.arange(10.0).reshape(5, 2), [[0, 2, 5]])
 
 
+def _identity(batch):
+    return batch
+
+
 def _ints():
     return la.LoDTensor(np.arange(5, dtype=np.int64).reshape(5, 1), [[0, 2, 5]])
 
@@ -53,6 +57,8 @@ def _valid_calls(parquet_path, out_path):
         "iter_parquet": {"path": parquet_path, "batch_size": 10, "columns": ["x"],
                          "nulls": "error"},
         "write_parquet": {"t_or_dict": {"x": _t()}, "path": out_path},
+        "map_parquet": {"source": parquet_path, "dest": out_path + ".mapped", "udf": _identity,
+                        "overwrite": True},
         "lod_append": {"x": np.arange(5.0), "level": [0, 2, 5], "name": "n"},
         "lod_reset": {"x": _t(), "y": None, "target_lod": [0, 1, 5], "name": "n"},
         "sequence_concat": {"input": [_t(), _t()], "name": "n"},
