@@ -91,6 +91,8 @@ def col(name, lod_level=None, feature_shape=None):
         Read only the outer ``lod_level`` list levels as the LoD; deeper list levels must be
         regular and become feature dimensions (as :func:`lodarrow.from_arrow` with
         ``lod_level``): what reads back a lodarrow column written by DuckDB, polars or Spark.
+        ``lod_level=0`` reads a plain column: every list level is a feature dimension (what
+        Spark makes of a ``FixedSizeList`` column).
     feature_shape : tuple of int, optional
         With ``lod_level``: the widths of those folded levels (checked against the data), so
         that :meth:`udf.output_schema` can be computed from a schema alone.
@@ -106,7 +108,7 @@ def col(name, lod_level=None, feature_shape=None):
         If ``name`` is not a string, ``lod_level`` not an integer or ``feature_shape`` not a
         tuple of integers.
     ValueError
-        If ``lod_level`` < 1 or a width < 0, or ``feature_shape`` is given without
+        If ``lod_level`` < 0 or a width < 0, or ``feature_shape`` is given without
         ``lod_level``.
 
     See Also
@@ -127,9 +129,9 @@ def col(name, lod_level=None, feature_shape=None):
         except TypeError:
             raise TypeError(f"col: lod_level must be an integer, got "
                             f"{type(lod_level).__name__}") from None
-        if lod_level < 1:
-            raise ValueError(f"col: lod_level must be >= 1 (a list column has at least one "
-                             f"level), got {lod_level}")
+        if lod_level < 0:
+            raise ValueError(f"col: lod_level must be >= 0 (0: a plain column whose list "
+                             f"levels are all feature dimensions), got {lod_level}")
     if feature_shape is not None:
         if lod_level is None:
             raise ValueError("col: feature_shape states the widths of the levels lod_level "

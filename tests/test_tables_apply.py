@@ -258,8 +258,8 @@ def test_argument_errors():
         la.apply(pa.table({"x": [["a"]]}), la.sequence_reverse, x=la.col("x"), out="r")
     with pytest.raises(TypeError, match=r"col: name must be a string"):
         la.col(1)
-    with pytest.raises(ValueError, match=r"col: lod_level must be >= 1"):
-        la.col("x", lod_level=0)
+    with pytest.raises(ValueError, match=r"col: lod_level must be >= 0"):
+        la.col("x", lod_level=-1)
     with pytest.raises(ValueError, match=r"col: feature_shape .* give lod_level too"):
         la.col("x", feature_shape=(2,))
     with pytest.raises(TypeError, match=r"pipeline: udfs\[0\] must be a udf"):
