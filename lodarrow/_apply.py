@@ -252,6 +252,7 @@ def read_column(data, ref, from_objects, fn, valid):
     inside the row ...) hold there too.
     """
     is_list, narrow = _kinds(data.type)
+    is_list = is_list and ref.lod_level != 0  # lod_level=0: every list level a feature dim
     narrow = narrow or from_objects
     kw = ref.arrow_kwargs()
     if not is_list:
@@ -531,7 +532,7 @@ def run(table, name, fn_op, args, outs, device, fn):
         if type(data) is pa.ChunkedArray and data.num_chunks == 1:
             data = data.chunk(0)  # from_arrow's quickest path
         raw.append((data, from_objects))
-        if data.null_count and _kinds(data.type)[0]:
+        if data.null_count and _kinds(data.type)[0] and ref.lod_level != 0:
             v = _validity(data)
             valid = v if valid is None else (valid & v)
     columns = []
