@@ -30,6 +30,7 @@ from lodarrow import _ops
 from lodarrow._ops import *  # noqa: F401,F403  (the operators, listed once: _ops.__all__)
 from lodarrow._apply import apply, col
 from lodarrow._udf import pipeline, udf
+from lodarrow._spark import spark_map
 
 __version__ = "0.1.0"
 
@@ -52,6 +53,7 @@ __all__ = [
     "openmp_enabled",
     "pipeline",
     "read_parquet",
+    "spark_map",
     "to_table",
     "udf",
     "write_parquet",
