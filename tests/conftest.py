@@ -191,3 +191,61 @@ def run_python(args, **kwargs):
     with tempfile.TemporaryDirectory() as cwd:
         return subprocess.run([sys.executable, *map(str, args)], cwd=kwargs.pop("cwd", cwd),
                               env=env, capture_output=True, text=True, **kwargs)
+
+
+def java_unavailable_reason():
+    """None when a Java runtime for Spark is found (``JAVA_HOME`` or ``java`` on PATH)."""
+    import shutil
+
+    home = os.environ.get("JAVA_HOME")
+    if home and os.path.exists(os.path.join(home, "bin", "java")):
+        return None
+    if shutil.which("java"):
+        return None
+    return "no Java found (JAVA_HOME unset and no java on PATH): Spark needs Java 17+"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark (``local[2]``) for the whole test session, started on first use.
+
+    Skipped only where no Java is found; pyspark itself is a test dependency.  Spark's
+    Python workers run this interpreter with the tested lodarrow first on their path.
+    """
+    reason = java_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    import sys
+    from pathlib import Path
+
+    from pyspark.sql import SparkSession
+
+    import lodarrow
+
+    saved = os.environ.get("PYTHONPATH")
+    # the JVM and its Python workers inherit the driver's environment
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(Path(lodarrow.__file__).parent.parent), saved]))
+    session = (
+        SparkSession.builder.master("local[2]").appName("lodarrow-tests")
+        .config("spark.driver.memory", "1g")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.pyspark.driver.python", sys.executable)
+        # a short-lived test JVM: start quickly rather than optimise long loops
+        .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved

@@ -1,11 +1,13 @@
-"""The same udf on every engine: ``map_parquet``, Ray Data, Dask, and ``apply`` on the table.
+"""The same udf on every engine: ``map_parquet``, Ray Data, Dask, Spark, and ``apply`` on the table.
 
-Real engines, no mocks: one local Ray (``ray.init(num_cpus=2)``) and one
-``distributed.LocalCluster`` with two worker processes, each started once per test session
-(on first use) and shut down at its end.  The data is a multi-file Parquet dataset (several
+Real engines, no mocks: one local Ray (``ray.init(num_cpus=2)``), one
+``distributed.LocalCluster`` with two worker processes and one local Spark (``local[2]``, the
+``spark`` fixture of conftest.py, skipped only where no Java is found), each started once per
+test session (on first use) and shut down at its end.  The data is a multi-file Parquet dataset (several
 row groups per file, a string id, null rows in list columns) and the udf a pipeline that
 calls every operator in every row-aligned form (``tables_cases.CASES``).  Each engine cuts the
-data differently (Ray blocks and batches, Dask partitions, ``map_parquet`` batches); the rows
+data differently (Ray blocks and batches, Dask partitions, Spark's Arrow batches,
+``map_parquet`` batches); the rows
 must be the same as ``apply`` on the whole table, row for row.
 
 Select these tests with ``-m engines`` (or leave them out with ``-m "not engines"``).
@@ -23,6 +25,8 @@ pytestmark = [
     pytest.mark.engines,
     # Ray Data's own modules use deprecated Ray settings internally
     pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*"),
+    # pyspark 4.3 warns that it is not yet tested with pandas 3 (mapInArrow uses no pandas)
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
 ]
 
 N_FILES = 3
@@ -193,3 +197,49 @@ def test_dask_map_partitions_equals_apply_and_map_parquet(dataset, expected, map
         for name in want.schema.names:
             if name not in ("doc_id", "title"):
                 assert got.schema.field(name).type == want.schema.field(name).type, name
+
+
+def with_widths(f, schema):
+    """``f`` as a Spark user writes it: every column whose type has fixed-size lists read with
+    ``col(name, lod_level=k, feature_shape=(d, ...))``, since Spark's types lose the widths."""
+
+    def ref(c):
+        if isinstance(c, (list, tuple)):
+            return type(c)(ref(x) for x in c)
+        if not isinstance(c, type(la.col("x"))):
+            return c
+        t, levels, widths = schema.field(c.name).type, 0, []
+        while pa.types.is_list(t) or pa.types.is_fixed_size_list(t):
+            if pa.types.is_fixed_size_list(t):
+                widths.append(t.list_size)
+            else:
+                levels += 1
+            t = t.value_type
+        return la.col(c.name, lod_level=levels, feature_shape=tuple(widths)) if widths else c
+
+    return la.pipeline(*(la.udf(u.op, out=u.out if len(u.out) > 1 else u.out[0],
+                                **{k: ref(v) for k, v in u.args.items()}) for u in f.udfs))
+
+
+def test_spark_map_equals_apply_and_map_parquet(dataset, expected, mapped, spark):
+    """``la.spark_map(df, f)`` over ``spark.read.parquet``: the same rows, in Spark's types."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from lodarrow._spark import spark_arrow_schema
+
+    src, table = dataset
+    f = with_widths(every_operator_pipeline(), table.schema)
+    assert any(r.lod_level == 0 for u in f.udfs for r in u.args.values()
+               if isinstance(r, type(la.col("x"))))
+    # stating the widths changes nothing where the types carry them
+    assert_same_rows(sort_by_id(f(table)), expected, "explicit widths on Arrow types")
+    df = spark.read.parquet(str(src))
+    assert df.schema["emb"].dataType.simpleString() == "array<array<float>>"
+    assert df.schema["fv"].dataType.simpleString() == "array<double>"
+    out = la.spark_map(df, f)
+    # the schema, before any data: every fixed-size feature dimension an array
+    assert out.schema == from_arrow_schema(spark_arrow_schema(expected.schema))
+    got = sort_by_id(out.toArrow())
+    assert got.num_rows == len(table)
+    for what, want in (("spark vs apply", expected), ("spark vs map_parquet", mapped)):
+        assert_same_rows(got, want, what, check_types=False)
