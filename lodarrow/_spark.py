@@ -27,7 +27,7 @@ import functools
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["spark_map", "spark_arrow_type", "spark_arrow_schema", "to_spark_batch"]
+__all__ = ["spark_arrow_schema", "spark_arrow_type", "spark_map", "to_spark_batch"]
 
 _is_list_view = getattr(pa.types, "is_list_view", lambda t: False)
 _is_large_list_view = getattr(pa.types, "is_large_list_view", lambda t: False)
