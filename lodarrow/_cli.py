@@ -68,7 +68,13 @@ def build_parser():
     bench.add_argument("--size-gb", type=float, default=2.2,
                        help="--datasets: the dataset's size on disk (default 2.2; --quick 0.2)")
     bench.add_argument("--engines", default="ray,dask",
-                       help="--datasets: engines to run beside map_parquet (default ray,dask)")
+                       help="--datasets: engines to run beside map_parquet: ray, dask, spark "
+                       "(default ray,dask)")
+    bench.add_argument("--only", default=None,
+                       help="--datasets: time only these runs (comma-separated names, e.g. "
+                       "'map_parquet + udf,spark identity,spark'), at --only-size")
+    bench.add_argument("--only-size", choices=("small", "large"), default="small",
+                       help="--datasets --only: the size to run them at (default small)")
 
     info = sub.add_parser("info", help="show the LoD structure of a Parquet or Arrow IPC file, "
                           "or of a Parquet dataset directory",
@@ -337,21 +343,29 @@ def _bench_datasets(args):
     if size <= 0:
         return _error("bench: --size-gb must be > 0")
     engines = _split(args.engines)
-    unknown = [e for e in engines if e not in ("ray", "dask")]
+    unknown = [e for e in engines if e not in ("ray", "dask", "spark")]
     if unknown:
-        return _error(f"bench: unknown engine(s) {', '.join(unknown)}; choose from ray, dask")
-    missing = [mod for e in engines for mod in {"ray": ("ray",), "dask": ("dask", "distributed")
-                                                 }[e] if not _importable(mod)]
+        return _error(f"bench: unknown engine(s) {', '.join(unknown)}; choose from ray, dask, "
+                      f"spark")
+    only = _split(args.only) if args.only else None
+    bad = [r for r in only or () if r not in _datasets.RUNS]
+    if bad:
+        return _error(f"bench: unknown run(s) {', '.join(bad)}; choose from "
+                      f"{', '.join(_datasets.RUNS)}")
+    missing = [mod for e in engines for mod in {"ray": ("ray",), "dask": ("dask", "distributed"),
+                                                 "spark": ("pyspark",)}[e]
+               if not _importable(mod)]
     if missing:
         return _error(f"bench --datasets needs {', '.join(missing)}: pip install "
-                      f"'lodarrow[ray,dask]' (or --engines to choose)")
+                      f"'lodarrow[ray,dask,spark]' (or --engines to choose)")
     data_dir = args.data_dir or os.path.join(tempfile.gettempdir(), "lodarrow-bench-data")
 
     def log(text):
         if not args.no_progress:
             print(text, file=sys.stderr, flush=True)
 
-    report = _datasets.run_datasets(data_dir, size, engines=engines, log=log)
+    report = _datasets.run_datasets(data_dir, size, engines=engines, log=log, only=only,
+                                    only_size=args.only_size)
     command = "python -m lodarrow " + " ".join(args.argv)
     text = _datasets.to_markdown(report, command)
     print(text)

@@ -17,7 +17,12 @@ RSS is that run's: ``ru_maxrss`` of the child), one after the other:
   through ``map_parquet``;
 * ``ray`` / ``dask``: the same pipeline on a local Ray (2 CPUs; Ray's default Parquet
   reader; ``map_parquet``'s batch size) and on a ``distributed.LocalCluster`` of 2 worker
-  processes (one partition per file), engine start-up timed separately.
+  processes (one partition per file), engine start-up timed separately;
+* ``spark copy`` / ``spark identity`` / ``spark``: a local Spark (``local[2]``, Arrow batches
+  of ``map_parquet``'s size) reading and writing the dataset in the JVM alone, through an
+  identity ``mapInArrow`` (what Spark's JVM-Python round trip costs), and through
+  ``la.spark_map`` with the pipeline (``emb`` read with ``feature_shape=(16,)``): lodarrow's
+  share is the difference between the last two.  Start-up timed separately.
 """
 
 import json
@@ -217,6 +222,73 @@ def _dask(src_files, dest, batch_rows):
         return {"startup_s": started, "run_s": time.perf_counter() - t1}
 
 
+def _spark_session(batch_rows):
+    from pyspark.sql import SparkSession
+
+    return (SparkSession.builder.master("local[2]").appName("lodarrow-bench")
+            .config("spark.driver.memory", "3g")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(batch_rows))
+            .config("spark.pyspark.python", sys.executable)
+            .getOrCreate())
+
+
+def _identity_batches(batches):
+    yield from batches
+
+
+def _spark_run(src_files, dest, batch_rows, how):
+    import pyarrow.parquet as pq
+
+    if batch_rows is None:  # map_parquet's batches, not Spark's default 10000 rows
+        with pq.ParquetFile(src_files[0]) as pf:
+            batch_rows = _auto_batch_rows(pf.metadata)
+    t0 = time.perf_counter()
+    spark = _spark_session(batch_rows)
+    spark.sparkContext.setLogLevel("ERROR")
+    started = time.perf_counter() - t0
+    try:
+        t1 = time.perf_counter()
+        df = spark.read.parquet(os.path.dirname(src_files[0]))
+        if how == "identity":
+            df = df.mapInArrow(_identity_batches, df.schema)
+        elif how == "udf":
+            import lodarrow as la
+
+            df = la.spark_map(df, spark_udf())
+        df.write.parquet(dest)
+        return {"startup_s": started, "run_s": time.perf_counter() - t1}
+    finally:
+        spark.stop()
+
+
+def spark_udf():
+    """:func:`dataset_udf` as a Spark user writes it: Spark reads ``emb``'s 16-wide
+    fixed-size lists as plain arrays, so the udf states the width."""
+    import lodarrow as la
+
+    emb = la.col("emb", lod_level=1, feature_shape=(_D,))
+    return la.pipeline(
+        la.udf(la.sequence_pool, input=emb, pool_type="average", out="doc_vec"),
+        la.udf(la.sequence_pool, input=la.col("tokens"), pool_type="max", out="max_token"),
+        la.udf(la.sequence_last_step, input=emb, out="last_emb"),
+    )
+
+
+def _spark_copy(src_files, dest, batch_rows):
+    return _spark_run(src_files, dest, batch_rows, "copy")
+
+
+def _spark_identity(src_files, dest, batch_rows):
+    return _spark_run(src_files, dest, batch_rows, "identity")
+
+
+def _spark(src_files, dest, batch_rows):
+    return _spark_run(src_files, dest, batch_rows, "udf")
+
+
 #: name -> (function, what it is)
 RUNS = {
     "pyarrow copy": (_pyarrow_copy, "iter_batches -> ParquetWriter.write_batch, no udf"),
@@ -227,7 +299,16 @@ RUNS = {
     "ray": (_ray, "read_parquet().map_batches(udf, batch_format='pyarrow').write_parquet()"),
     "dask": (_dask, "read_parquet(dtype_backend='pyarrow').map_partitions(udf, "
                     "meta=udf.dask_meta(ddf)).to_parquet()"),
+    "spark copy": (_spark_copy, "spark.read.parquet().write.parquet(), no Python"),
+    "spark identity": (_spark_identity, "df.mapInArrow(identity, df.schema): Spark's JVM-Python "
+                                        "round trip alone"),
+    "spark": (_spark, "la.spark_map(df, udf).write.parquet()"),
 }
+#: The runs that start an engine (start-up timed apart, no peak RSS: the work is elsewhere).
+ENGINE_RUNS = ("ray", "dask", "spark copy", "spark identity", "spark")
+#: What each engine runs (at the large size with the default runs).
+ENGINE_OF = {"ray": ("ray",), "dask": ("dask",),
+             "spark": ("spark copy", "spark identity", "spark")}
 
 
 def run_one(name, src_dir, dest, batch_rows):
@@ -280,14 +361,17 @@ def measure(name, src_dir, dest_root, batch_rows, timeout=1800):
 #: repeated on the whole dataset: the machine is shared and every run reads all of it).
 SMALL_RUNS = ("pyarrow copy", "map_parquet identity", "hand loop + udf", "map_parquet + udf",
               "map_parquet + udf, threads=2")
-LARGE_RUNS = ("pyarrow copy", "map_parquet identity", "map_parquet + udf", "ray", "dask")
+LARGE_RUNS = ("pyarrow copy", "map_parquet identity", "map_parquet + udf", "ray", "dask",
+              "spark copy", "spark identity", "spark")
 
 
-def run_datasets(data_dir, size_gb, engines=("ray", "dask"), log=print):
+def run_datasets(data_dir, size_gb, engines=("ray", "dask"), log=print, only=None,
+                 only_size="small"):
     """Generate (or reuse) the dataset and time every run; return the report dict.
 
     The small size is the first quarter of the files (the same files, fewer of them), so the
-    two peak-RSS figures differ only in how much data goes through.
+    two peak-RSS figures differ only in how much data goes through.  ``only`` (run names)
+    times just those, at ``only_size``.
     """
     import pyarrow.parquet as pq
 
@@ -308,14 +392,17 @@ def run_datasets(data_dir, size_gb, engines=("ray", "dask"), log=print):
     out_root = os.path.join(os.path.dirname(os.path.abspath(data_dir)),
                             os.path.basename(os.path.abspath(data_dir)) + "-out")
     os.makedirs(out_root, exist_ok=True)
-    for size, names in (("small", SMALL_RUNS), ("large", LARGE_RUNS)):
+    plan = (("small", SMALL_RUNS), ("large", LARGE_RUNS)) if only is None else \
+        ((only_size, tuple(only)),)
+    chosen_engines = {run for e in engines for run in ENGINE_OF[e]}
+    for size, names in plan:
         chosen = sizes[size]
         src = _link_dir(out_root, size, chosen)
         info = {"size": size, "files": len(chosen),
                 "bytes_in": sum(os.path.getsize(f) for f in chosen),
                 "rows_in": sum(pq.ParquetFile(f).metadata.num_rows for f in chosen)}
         for name in names:
-            if name in ("ray", "dask") and name not in engines:
+            if name in ENGINE_RUNS and name not in chosen_engines:
                 continue
             log(f"  {size}: {name} ...")
             result = measure(name, src, out_root, None)
@@ -363,11 +450,15 @@ def _add_ratios(rows):
             loop = by.get((r["size"], "hand loop + udf"))
             if loop:
                 r["vs_hand_loop"] = loop["wall_s"] / r["wall_s"]
-        if r["name"] in ("ray", "dask"):
+        if r["name"] in ENGINE_RUNS:
             ref = by.get((r["size"], "map_parquet + udf"))
             if ref:
                 r["wall_vs_map_parquet"] = _run_wall(r) / ref["wall_s"]
                 r["wall_with_startup_vs_map_parquet"] = r["wall_s"] / ref["wall_s"]
+        if r["name"] == "spark":
+            ident = by.get((r["size"], "spark identity"))
+            if ident:
+                r["lodarrow_share_s"] = r["run_s"] - ident["run_s"]
 
 
 def table_rows(report):
@@ -379,7 +470,7 @@ def table_rows(report):
             out.append((r["size"], r["name"], "-", "-", "-", "-", "-", "-", "failed: " +
                         " ".join(r["error"])))
             continue
-        engine = r["name"] in ("ray", "dask")
+        engine = r["name"] in ENGINE_RUNS
         notes = [what]
         wall = _run_wall(r)
         ratio = r.get("wall_vs_map_parquet")
@@ -387,6 +478,8 @@ def table_rows(report):
             notes.append(f"{ratio:.2f}x map_parquet's wall time (start-up "
                          f"{r.get('startup_s', 0):.1f} s apart; with it "
                          f"{r['wall_with_startup_vs_map_parquet']:.2f}x)")
+        if "lodarrow_share_s" in r:
+            notes.append(f"{r['lodarrow_share_s']:.1f} s more than the identity mapInArrow")
         if "vs_hand_loop" in r:
             notes.append(f"{r['vs_hand_loop']:.2f}x the hand loop's throughput")
         out.append((
@@ -408,7 +501,7 @@ def to_markdown(report, command):
     m = report["machine"]
     v = m["versions"]
     lines = [
-        "## Datasets: map_parquet, pyarrow alone, Ray Data, Dask",
+        "## Datasets: map_parquet, pyarrow alone, Ray Data, Dask, Spark",
         "",
         f"- Command: `{command}`",
         f"- Dataset: {report['rows'][-1]['files'] if report['rows'] else '?'} files generated "
@@ -474,7 +567,7 @@ def summary_lines(report):
 
 def _engine_versions():
     out = []
-    for mod in ("ray", "dask", "distributed"):
+    for mod in ("ray", "dask", "distributed", "pyspark"):
         try:
             out.append(f"{mod} {__import__(mod).__version__}")
         except Exception:  # not installed: not shown
