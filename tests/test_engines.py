@@ -1,4 +1,4 @@
-"""The same udf on every engine: ``map_parquet``, Ray Data, Dask, Spark, and ``apply`` on the table.
+"""The same udf on every engine: map_parquet, Ray Data, Dask, Spark, and apply on the table.
 
 Real engines, no mocks: one local Ray (``ray.init(num_cpus=2)``), one
 ``distributed.LocalCluster`` with two worker processes and one local Spark (``local[2]``, the
