@@ -477,7 +477,7 @@ def _add_ratios(rows):
             loop = by.get((r["size"], "hand loop + udf"))
             if loop:
                 r["vs_hand_loop"] = loop["wall_s"] / r["wall_s"]
-        if r["name"] in ENGINE_RUNS:
+        if r["name"] in ENGINE_RUNS and r["name"] != "spark_map work alone":
             ref = by.get((r["size"], "map_parquet + udf"))
             if ref:
                 r["wall_vs_map_parquet"] = _run_wall(r) / ref["wall_s"]
@@ -589,6 +589,16 @@ def summary_lines(report):
             out.append(f"- {name} wall time / map_parquet + udf's (target <= 1.5): "
                        f"{r['wall_vs_map_parquet']:.2f} without its start-up, "
                        f"{r['wall_with_startup_vs_map_parquet']:.2f} with it.")
+    for size in ("small", "large"):
+        r, ident = by.get((size, "spark")), by.get((size, "spark identity"))
+        alone = by.get((size, "spark_map work alone"))
+        if r and "wall_vs_map_parquet" in r:
+            out.append(f"- spark (la.spark_map) wall time / map_parquet + udf's at "
+                       f"{sizes[size]:.2f} GB: {r['wall_vs_map_parquet']:.2f} without its "
+                       f"start-up; Spark's identity mapInArrow alone: "
+                       + (f"{ident['wall_vs_map_parquet']:.2f}" if ident else "-")
+                       + (f"; spark_map's own per-batch work {alone['run_s']:.1f} s of the "
+                          f"{r['run_s']:.1f} s" if alone else "") + ".")
     return out
 
 
