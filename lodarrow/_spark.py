@@ -243,11 +243,16 @@ def spark_map(df, f):
 
     Examples
     --------
-    >>> import lodarrow as la                                      # doctest: +SKIP
-    >>> df = spark.read.parquet("corpus/")       # emb: array<array<float>>, 16 wide
+    >>> import lodarrow as la
     >>> f = la.udf(la.sequence_pool, pool_type="average", out="doc_vec",
     ...            input=la.col("emb", lod_level=1, feature_shape=(16,)))
-    >>> la.spark_map(df, f).write.parquet("corpus-mapped/")  # doc_vec: array<float>
+    >>> df = spark.read.parquet("corpus/")  # doctest: +SKIP
+    >>> df.schema["emb"].dataType.simpleString()  # doctest: +SKIP
+    'array<array<float>>'
+    >>> out = la.spark_map(df, f)  # doctest: +SKIP
+    >>> out.schema["doc_vec"].dataType.simpleString()  # doctest: +SKIP
+    'array<float>'
+    >>> out.write.parquet("corpus-mapped/")  # doctest: +SKIP
     """
     from lodarrow._udf import pipeline, udf
 
