@@ -48,10 +48,12 @@ def spark_arrow_type(arrow_type):
     Parameters
     ----------
     arrow_type : pyarrow.DataType
+        A column's type, as a udf returns it.
 
     Returns
     -------
     pyarrow.DataType
+        The type to cast that column to before it goes to Spark.
 
     Examples
     --------
@@ -233,7 +235,8 @@ def spark_map(df, f):
 
     See Also
     --------
-    lodarrow.udf, lodarrow.map_parquet : docs/scale-out.md
+    lodarrow.udf, lodarrow.map_parquet : The same udf on one machine, Ray or Dask
+        (docs/scale-out.md).
 
     Notes
     -----
