@@ -115,21 +115,33 @@ def _public_functions():
         yield name, obj
 
 
+#: Functions whose valid call needs an engine (run with ``-m engines``).
+ENGINE_FUNCTIONS = {"spark_map"}
+
+
 def _cases():
     for name, obj in _public_functions():
         if name in STAR_CALLS:
             continue
         params = [p for p in inspect.signature(obj).parameters.values()
                   if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        marks = [pytest.mark.engines] if name in ENGINE_FUNCTIONS else []
         if not params:
-            yield pytest.param(name, None, id=name)
+            yield pytest.param(name, None, id=name, marks=marks)
         for p in params:
-            yield pytest.param(name, p.name, id=f"{name}-{p.name}")
+            yield pytest.param(name, p.name, id=f"{name}-{p.name}", marks=marks)
 
 
 @pytest.fixture
-def calls(parquet_path, tmp_path):
-    return _valid_calls(parquet_path, str(tmp_path / "out.parquet"))
+def calls(parquet_path, tmp_path, request):
+    out = _valid_calls(parquet_path, str(tmp_path / "out.parquet"))
+    # a Spark DataFrame only for the spark_map cases (the local Spark of conftest.py)
+    spark = request.getfixturevalue("spark") if "spark_map" in request.node.name else None
+    out["spark_map"] = {
+        "df": spark.createDataFrame(pa.table({"x": pa.array([[1.0, 2.0], [3.0]])}))
+        if spark is not None else None,
+        "f": la.udf("sequence_pool", out="s", input=la.col("x"), pool_type="sum")}
+    return out
 
 
 def test_every_public_function_has_a_valid_call(calls):
