@@ -20,6 +20,7 @@ import re
 import pytest
 
 import lodarrow
+from test_docs import anchors
 
 numpydoc_validate = pytest.importorskip("numpydoc.validate")
 
@@ -124,14 +125,6 @@ def test_no_citation_of_unpublished_files():
     assert not hits, "cite docs/*.md instead of:\n" + "\n".join(hits)
 
 
-def _anchors(path):
-    """The anchors GitHub gives the headings of a markdown file."""
-    found = set()
-    for line in path.read_text().splitlines():
-        match = re.match(r"#{1,6} (.+)", line)
-        if match:
-            found.add(re.sub(r"[^\w\- ]", "", match.group(1).strip().lower()).replace(" ", "-"))
-    return found
 
 
 _DOC_CITATION = re.compile(r"docs/([\w.-]+\.md)(?:#([\w-]+))?")
@@ -146,6 +139,6 @@ def test_doc_citations_resolve():
         for lineno, line in enumerate(path.read_text().splitlines(), 1):
             for doc, anchor in _DOC_CITATION.findall(line):
                 target = ROOT / "docs" / doc
-                if not target.exists() or anchor and anchor not in _anchors(target):
+                if not target.exists() or anchor and anchor not in anchors(target):
                     broken.append(f"{path.relative_to(ROOT)}:{lineno}: docs/{doc}#{anchor}")
     assert not broken, "citations of missing documents or anchors:\n" + "\n".join(broken)
