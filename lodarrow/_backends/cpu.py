@@ -10,7 +10,8 @@ import os
 
 import numpy as np
 
-from lodarrow._ext import seq_conv, seq_gather, seq_layout, seq_pool, seq_scatter, seq_softmax, seq_topk
+from lodarrow._ext import (seq_conv, seq_gather, seq_layout, seq_pool, seq_scatter, seq_softmax,
+                           seq_topk)
 
 __all__ = ["CPU", "CPUBackend", "KERNELS", "num_threads", "threads_for", "chunk_bounds",
            "plan_threads", "flat_bytes", "PARALLEL_MIN_WORK"]
@@ -119,6 +120,17 @@ def plan_threads(offsets, work, by_rows=True):
 def _bounds(offsets, threads):
     """Row-balanced chunks for ``threads`` > 1, None (one chunk) for a single thread."""
     return chunk_bounds(offsets, threads * 4) if threads > 1 else None
+
+
+def conv_source_rows(r0, r1, n, cs, cl):
+    """``(base, stop)``: the rows of an ``n``-row input that the contexts of output rows
+    ``[r0, r1)`` can reach (context start ``cs``, length ``cl``), clipped to the input.
+
+    ``sequence_conv`` converts only these rows to the compute dtype, block by block, on either
+    backend.
+    """
+    base = min(max(0, r0 + cs), n)
+    return base, max(base, min(n, r1 + cs + cl - 1))
 
 
 def flat_bytes(a):
@@ -414,8 +426,8 @@ def conv(out, data, offsets, w, pad_rows, b, cs, cl, up, chunk_elements):
             src, base = data, 0
         else:
             # Convert only the rows this block's contexts can reach.
-            base = min(max(0, r0 + cs), n)
-            src = data[base:max(base, min(n, r1 + cs + cl - 1))].astype(compute)
+            base, stop = conv_source_rows(r0, r1, n, cs, cl)
+            src = data[base:stop].astype(compute)
         # One thread: the product right after runs on BLAS's own threads, and OpenMP
         # workers still spinning from a parallel gather would fight them (10x slower).
         seq_conv.conv_gather(ctx, src, base, offsets, r0, cs, cl, padding, up, use_pad, 1)

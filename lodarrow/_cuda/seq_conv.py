@@ -3,6 +3,7 @@
 
 import numpy as np
 
+from lodarrow._backends.cpu import conv_source_rows
 from lodarrow._cuda import ctype_of, cupy, launch_1d, module
 
 __all__ = ["KERNELS", "cupy", "conv"]
@@ -39,8 +40,8 @@ def conv(out, data, offsets, w, pad, b, cs, cl, up, chunk_elements):
         if data.dtype == compute:
             src, base = data, 0
         else:
-            base = min(max(0, r0 + cs), n)
-            src = data[base:max(base, min(n, r1 + cs + cl - 1))].astype(compute)
+            base, stop = conv_source_rows(r0, r1, n, cs, cl)
+            src = data[base:stop].astype(compute)
             if src.shape[0] == 0:
                 src = cp.empty((1, d), dtype=compute)
         launch_1d(kernel, ctx.size, (ctx, src, i64(base), offsets, i64(n_seq), i64(r0),
