@@ -185,19 +185,14 @@ def slice_plan(seq_off, offset, length, src_start, out_off):
 
 
 # --------------------------------------------------------------------------- seq_scatter
-def first_bad_id(ids, width):
-    """The first position of an id outside ``[0, width)``, or -1."""
-    return seq_scatter.first_bad_id(ids, width)
-
-
 def scatter(out, src, ids, updates, offsets):
-    """``out`` = ``src`` with ``out[i, ids[p]] += updates[p]`` for index sequence ``i``."""
-    n_seq = offsets.shape[0] - 1
-    if src is not out and n_seq < out.shape[0]:
-        out[n_seq:] = src[n_seq:]  # rows without an index sequence; the kernel does the rest
-    threads = threads_for(ids.shape[0] + out.size)
-    seq_scatter.sequence_scatter(out, src, ids, updates, offsets, _bounds(offsets, threads),
-                                 threads)
+    """``out`` = ``src`` with ``out[i, ids[p]] += updates[p]`` for index sequence ``i``.
+
+    Returns the first position of an id outside ``[0, width)`` (checked in the kernel's
+    pass; ``out`` is then unfinished), or -1.
+    """
+    return seq_scatter.sequence_scatter(out, src, ids, updates, offsets,
+                                        threads_for(ids.shape[0] + out.size))
 
 
 # --------------------------------------------------------------------------- seq_layout
@@ -449,7 +444,6 @@ KERNELS = {
     "gather_blocks": gather_blocks,
     "concat": concat,
     "scatter": scatter,
-    "first_bad_id": first_bad_id,
     "pad": pad,
     "unpad": unpad,
     "reverse": reverse,

@@ -76,17 +76,11 @@ def expand_blocks(out, src, src_off, rep_off, out_lod):
     seq_gather.expand_blocks(out, src, src_off, rep_off, out_lod)
 
 
-def first_bad_id(ids, width):
-    """The first position of an id outside ``[0, width)``, or -1 (one reduction, one sync)."""
-    bad = (ids < 0) | (ids >= width)
-    return int(bad.argmax()) if bool(bad.any()) else -1
-
-
 def scatter(out, src, ids, updates, offsets):
-    """One GPU thread per index sequence."""
+    """One GPU thread per index sequence; returns the first bad id's position, or -1."""
     if src is not out:
         out[...] = src
-    seq_scatter.scatter(out, ids, updates, offsets)
+    return seq_scatter.scatter(out, ids, updates, offsets)
 
 
 # --------------------------------------------------------------------------- layout
@@ -151,7 +145,6 @@ KERNELS = {
     "gather_blocks": gather_blocks,
     "concat": concat,
     "scatter": scatter,
-    "first_bad_id": first_bad_id,
     "pad": pad,
     "unpad": unpad,
     "reverse": reverse,

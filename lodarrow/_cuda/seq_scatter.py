@@ -3,7 +3,7 @@
 
 import numpy as np
 
-from lodarrow._cuda import ctype_of, launch_1d, module
+from lodarrow._cuda import ctype_of, cupy, launch_1d, module
 
 __all__ = ["KERNELS", "scatter"]
 
@@ -16,10 +16,19 @@ KERNELS = tuple(f"lodarrow_seq_scatter<{ctype_of(dt)}>" for dt in _DTYPES)
 
 
 def scatter(out, ids, updates, offsets):
-    """``out[i, ids[p]] += updates[p]`` for the positions ``p`` of index sequence ``i``."""
+    """``out[i, ids[p]] += updates[p]`` for the positions ``p`` of index sequence ``i``.
+
+    Returns the first position whose id is outside ``[0, width)`` (found by the kernel as it
+    goes; ``out`` is then unfinished), or -1.  Reading it back is the one sync.
+    """
     n = offsets.shape[0] - 1
-    if n <= 0 or ids.shape[0] == 0:
-        return
+    m = ids.shape[0]
+    if n <= 0 or m == 0:
+        return -1
     kernel = module(_GROUP, KERNELS).get_function(
         f"lodarrow_seq_scatter<{ctype_of(out.dtype)}>")
-    launch_1d(kernel, n, (out, ids, updates, offsets, np.int64(n), np.int64(out.shape[1])))
+    bad = cupy().zeros(1, dtype=np.uint64)
+    launch_1d(kernel, n, (out, ids, updates, offsets, np.int64(n), np.int64(out.shape[1]),
+                          np.int64(m), bad))
+    found = int(bad.get()[0])
+    return m - found if found else -1

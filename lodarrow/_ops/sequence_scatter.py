@@ -100,14 +100,17 @@ def sequence_scatter(input, index, updates, name=None):
                 f"sequence_scatter: index has {off.shape[0] - 1} sequences but input has only "
                 f"{n_rows} rows; sequence i updates row i")
         width = math.prod(data.shape[1:])
-        _check_ids(be, ids, off, width)
         out = be.empty((n_rows, width), work)
         src = data.reshape(n_rows, width)
         if work != dtype or not src.flags.c_contiguous:
             out[...] = src  # convert or gather once; the kernel then updates in place
             src = out
         upd = be.xp.ascontiguousarray(upd.reshape(-1), dtype=work)
-        be.kernel("scatter")(out, src, ids, upd, be.offsets(index, 0))
+        # The kernel checks the ids as it uses them (one pass, not two): raise before
+        # returning anything.
+        bad = be.kernel("scatter")(out, src, ids, upd, be.offsets(index, 0))
+        if bad >= 0:
+            _raise_bad_id(ids, off, width, bad)
         if work != dtype:
             out = out.astype(dtype)
     return inp._derive(out.reshape(data.shape), ())
@@ -132,13 +135,9 @@ def _check_updates(updates, m, index, dtype):
     return upd
 
 
-def _check_ids(be, ids, off, width):
-    """Every id in ``[0, width)``; the error names the first bad position and its sequence."""
-    if not ids.shape[0]:
-        return
-    pos = be.kernel("first_bad_id")(ids, width)
-    if pos >= 0:
-        seq = int(np.searchsorted(off, pos, side="right")) - 1
-        raise IndexError(f"sequence_scatter: index[{pos}] = {int(ids[pos])} (in sequence "
-                         f"{seq}) is out of range for input rows of width {width}; ids must "
-                         f"be in [0, {width})")
+def _raise_bad_id(ids, off, width, pos):
+    """Raise for the first id outside ``[0, width)``, at ``pos``, naming its sequence."""
+    seq = int(np.searchsorted(off, pos, side="right")) - 1
+    raise IndexError(f"sequence_scatter: index[{pos}] = {int(ids[pos])} (in sequence "
+                     f"{seq}) is out of range for input rows of width {width}; ids must "
+                     f"be in [0, {width})")
