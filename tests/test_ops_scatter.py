@@ -192,6 +192,24 @@ def test_threaded_chunks(backend, threads, layout):
     assert_result(out, data, [], backend)  # exact: same additions in the same order
 
 
+@threaded
+@pytest.mark.parametrize("extra_rows", [1, 5000])
+def test_threaded_duplicates_and_rows_without_sequences(backend, threads, extra_rows):
+    # Width 3: almost every id repeats within its row, and values of mixed magnitude make
+    # the float32 sums depend on the order of the additions (the reference's is in order).
+    # The rows past the last sequence are copied (in shares across threads when many).
+    rng = np.random.default_rng(5)
+    lengths = threaded_lengths(rng, parallel_min_work() * 5 // 4, "many")
+    n, m = lengths.size, int(lengths.sum())
+    x = rng.standard_normal((n + extra_rows, 3)).astype(np.float32)
+    index = la.LoDTensor(rng.integers(0, 3, size=m), lengths=[lengths])
+    upd = (rng.standard_normal(m) * 10.0 ** rng.integers(-4, 5, size=m)).astype(np.float32)
+    out = la.sequence_scatter(on_backend(x, backend), on_backend(index, backend),
+                              on_backend(upd, backend))
+    data, _ = scatter(x, index.numpy(), upd, index.lod())
+    assert_result(out, data, [], backend)  # exact: same additions in the same order
+
+
 # ---------------------------------------------------------------- errors
 @pytest.mark.parametrize("bad, pos, seq", [(-1, 4, 1), (6, 4, 1), (100, 11, 2)])
 def test_id_out_of_range(bad, pos, seq):
@@ -202,6 +220,76 @@ def test_id_out_of_range(bad, pos, seq):
     with pytest.raises(IndexError, match=rf"index\[{pos}\] = {bad} \(in sequence {seq}\) is out "
                                          rf"of range for input rows of width 6"):
         la.sequence_scatter(x, index, updates)
+
+
+def _bad_id_message(pos, value, seq, width):
+    return (rf"^sequence_scatter: index\[{pos}\] = {value} \(in sequence {seq}\) is out of "
+            rf"range for input rows of width {width}; ids must be in \[0, {width}\)$")
+
+
+@pytest.mark.parametrize("bad", [-1, -(2 ** 63), 6, 2 ** 63 - 1])
+@pytest.mark.parametrize("pos, seq", [(0, 0), (6, 1), (11, 2)])
+def test_id_out_of_range_first_middle_last(backend, bad, pos, seq):
+    # The kernel checks the ids as it goes: the error names the position whatever it is,
+    # nothing is returned and the inputs are untouched.
+    x, index, updates = seed_inputs()
+    ids = index.numpy().copy()
+    ids[pos] = bad
+    index = la.LoDTensor(ids, lod=index.lod())
+    with pytest.raises(IndexError, match=_bad_id_message(pos, bad, seq, 6)):
+        la.sequence_scatter(on_backend(x, backend), on_backend(index, backend),
+                            on_backend(updates, backend))
+    np.testing.assert_array_equal(x, np.ones((3, 6)))
+
+
+@pytest.mark.parametrize("dtype, id_dtype", [("float16", "int64"), ("int8", "uint8"),
+                                             ("float64", "int32")])
+def test_id_out_of_range_any_dtype(backend, dtype, id_dtype):
+    # float16 works in a float32 copy and small id dtypes are widened first: same error.
+    x = np.zeros((2, 4), dtype)
+    index = la.LoDTensor(np.array([3, 0, 200 if id_dtype == "uint8" else -5], id_dtype),
+                         lengths=[[0, 3]])
+    value = 200 if id_dtype == "uint8" else -5
+    with pytest.raises(IndexError, match=_bad_id_message(2, value, 1, 4)):
+        la.sequence_scatter(on_backend(x, backend), on_backend(index, backend),
+                            on_backend(np.ones(3, dtype), backend))
+
+
+def test_id_out_of_range_after_empty_sequences_and_width_0(backend):
+    x = np.zeros((4, 2), np.float32)
+    index = la.LoDTensor(np.array([1, 2]), lengths=[[0, 0, 1, 1]])
+    with pytest.raises(IndexError, match=_bad_id_message(1, 2, 3, 2)):
+        la.sequence_scatter(on_backend(x, backend), on_backend(index, backend),
+                            on_backend(np.ones(2, np.float32), backend))
+    # Rows of width 0 hold no id at all: the first one is out of range.
+    x = np.zeros((2, 0), np.float32)
+    index = la.LoDTensor(np.array([0, 0]), lengths=[[0, 2]])
+    with pytest.raises(IndexError, match=_bad_id_message(0, 0, 1, 0)):
+        la.sequence_scatter(on_backend(x, backend), on_backend(index, backend),
+                            on_backend(np.ones(2, np.float32), backend))
+
+
+@threaded
+@pytest.mark.parametrize("where", ["first", "middle", "last", "two"])
+def test_threaded_id_out_of_range(backend, threads, where):
+    # Chunks run in any order and each stops at its own first bad id: the error must name the
+    # first one in position order, also when a later chunk holds another (``"two"``).
+    rng = np.random.default_rng(9)
+    lengths = threaded_lengths(rng, parallel_min_work() * 5 // 4, "many")
+    n, width, m = lengths.size, 8, int(lengths.sum())
+    ids = rng.integers(0, width, size=m)
+    pos = {"first": 0, "middle": m // 2 + 7, "last": m - 1, "two": m * 3 // 5}[where]
+    ids[pos] = width if where != "middle" else -3
+    if where == "two":
+        ids[m - 2] = -1
+    seq = int(np.searchsorted(np.cumsum(lengths), pos, side="right"))
+    x = rng.standard_normal((n, width))
+    before = x.copy()
+    index = la.LoDTensor(ids, lengths=[lengths])
+    with pytest.raises(IndexError, match=_bad_id_message(pos, ids[pos], seq, width)):
+        la.sequence_scatter(on_backend(x, backend), on_backend(index, backend),
+                            on_backend(rng.standard_normal(m), backend))
+    np.testing.assert_array_equal(x, before)
 
 
 def test_more_sequences_than_rows():
