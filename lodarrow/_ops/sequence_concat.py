@@ -8,12 +8,13 @@ import numpy as np
 from lodarrow._backends import backend_of, row_bytes
 from lodarrow._errors import LoDError
 from lodarrow._ops._common import as_lod_tensor
+from lodarrow._ops._out import into, landed
 from lodarrow._tensor import _freeze
 
 __all__ = ["sequence_concat"]
 
 
-def sequence_concat(input, name=None):
+def sequence_concat(input, name=None, *, out=None):
     """Concatenate several LoDTensors sequence by sequence.
 
     Output sequence ``i`` is input 0's sequence ``i``, then input 1's sequence ``i``, and so
@@ -27,6 +28,10 @@ def sequence_concat(input, name=None):
         several levels whose outer levels are identical across the inputs (they are kept).
     name : str, optional
         Accepted for Paddle compatibility and ignored.
+    out : numpy.ndarray or cupy.ndarray, optional
+        Keyword-only: a preallocated array that receives the result's data (exactly its shape
+        and dtype, on the input's device, C-contiguous, writable)
+        (docs/operators.md#out-writing-into-a-preallocated-array).
 
     Returns
     -------
@@ -91,11 +96,16 @@ def sequence_concat(input, name=None):
     for t in ts[1:]:
         out_off += t.offsets[-1]
     last = levels - 1
+    shape = (int(out_off[-1]),) + fshape
     with be.device(first.data):
-        out = be.empty((int(out_off[-1]),) + fshape, dtype)
-        result = first._derive(out, first.offsets[:-1] + _freeze([out_off]))
-        be.kernel("concat")(row_bytes(out), [row_bytes(t.data) for t in ts],
+        res = (be.empty(shape, dtype) if out is None
+               else into(out, "sequence_concat", shape, dtype, be, first.data,
+                         [t.data for t in ts]))
+        result = first._derive(res, first.offsets[:-1] + _freeze([out_off]))
+        be.kernel("concat")(row_bytes(res), [row_bytes(t.data) for t in ts],
                             [be.offsets(t, last) for t in ts], be.offsets(result, last))
+    if out is not None and res is not out:
+        result = first._derive(landed(res, out), result.offsets)
     return result
 
 

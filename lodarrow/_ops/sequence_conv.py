@@ -8,6 +8,7 @@ import numpy as np
 from lodarrow._backends import backend_of, is_cupy_array
 from lodarrow._errors import LoDError
 from lodarrow._ops._common import as_lod_tensor, require
+from lodarrow._ops._out import into, landed
 from lodarrow._tensor import LoDTensor
 from lodarrow._validation import as_int
 
@@ -22,7 +23,7 @@ _F64 = np.dtype(np.float64)
 
 
 def sequence_conv(input, filter, context_start=None, context_length=None, context_stride=1,
-                  padding_data=None, bias=None, name=None):
+                  padding_data=None, bias=None, name=None, *, out=None):
     """Convolve every sequence of the last LoD level with ``filter`` along its rows.
 
     Row ``t`` of a sequence spanning rows ``[a, b)`` gets the context vector of
@@ -56,6 +57,10 @@ def sequence_conv(input, filter, context_start=None, context_length=None, contex
         Shape ``(F,)`` or ``(1, F)``, added to every output row.
     name : str, optional
         Ignored (Paddle compatibility).
+    out : numpy.ndarray or cupy.ndarray, optional
+        Keyword-only: a preallocated array that receives the result's data (exactly its shape
+        and dtype, on the input's device, C-contiguous, writable)
+        (docs/operators.md#out-writing-into-a-preallocated-array).
 
     Returns
     -------
@@ -153,10 +158,14 @@ def sequence_conv(input, filter, context_start=None, context_length=None, contex
         w = xp.ascontiguousarray(w, dtype=compute)
         pad = None if pad is None else xp.ascontiguousarray(pad, dtype=compute)
         b = None if b is None else xp.asarray(b, dtype=compute).reshape(1, f_out)
-        out = be.empty((n, f_out), out_dtype)
-        be.kernel("conv")(out, data.reshape(n, d), be.offsets(x, -1), w, pad, b, cs, cl, up,
+        res = (be.empty((n, f_out), out_dtype) if out is None
+               else into(out, "sequence_conv", (n, f_out), out_dtype, be, data,
+                         (data, w, pad, b)))
+        be.kernel("conv")(res, data.reshape(n, d), be.offsets(x, -1), w, pad, b, cs, cl, up,
                           CHUNK_ELEMENTS)
-    return x._derive(out)
+    if out is not None:
+        res = landed(res, out)
+    return x._derive(res)
 
 
 def _plain(obj, name):

@@ -6,12 +6,13 @@ Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequ
 from lodarrow._backends import backend_of_array
 from lodarrow._ops._common import (ANY_LEVELS, as_lod_tensor, check_growth, pad_array,
                                    require_lod_levels)
+from lodarrow._ops._out import into, landed
 from lodarrow._validation import as_int
 
 __all__ = ["sequence_enumerate"]
 
 
-def sequence_enumerate(input, win_size, pad_value=0, name=None):
+def sequence_enumerate(input, win_size, pad_value=0, name=None, *, out=None):
     """Enumerate all windows of ``win_size`` consecutive values inside each sequence.
 
     For row ``t`` of a last-level sequence ending at row ``end``:
@@ -32,6 +33,10 @@ def sequence_enumerate(input, win_size, pad_value=0, name=None):
         shape ``()``/``(1,)`` array whose dtype casts safely (docs/operators.md#exact-pad-values).
     name : str, optional
         Ignored (Paddle compatibility).
+    out : numpy.ndarray or cupy.ndarray, optional
+        Keyword-only: a preallocated array that receives the result's data (exactly its shape
+        and dtype, on the input's device, C-contiguous, writable)
+        (docs/operators.md#out-writing-into-a-preallocated-array).
 
     Returns
     -------
@@ -79,6 +84,10 @@ def sequence_enumerate(input, win_size, pad_value=0, name=None):
                  n_rows * data.itemsize)
     with be.device(data):
         pad = pad_array(pad_value, data.dtype, (), be.xp)
-        out = be.empty((n_rows, win), data.dtype)
-        be.kernel("enumerate_windows")(out, data, pad, be.offsets(x, -1))
-    return x._derive(out)
+        res = (be.empty((n_rows, win), data.dtype) if out is None
+               else into(out, "sequence_enumerate", (n_rows, win), data.dtype, be, data,
+                         (data, pad)))
+        be.kernel("enumerate_windows")(res, data, pad, be.offsets(x, -1))
+    if out is not None:
+        res = landed(res, out)
+    return x._derive(res)

@@ -10,11 +10,12 @@ import numpy as np
 
 from lodarrow._backends import backend_of_array, is_cupy_array
 from lodarrow._ops._common import ANY_LEVELS, as_lod_tensor, require_lod_levels
+from lodarrow._ops._out import check, check_shape, into, landed
 
 __all__ = ["sequence_erase"]
 
 
-def sequence_erase(input, tokens, name=None):
+def sequence_erase(input, tokens, name=None, *, out=None):
     """Remove the rows of ``input`` whose value is in ``tokens``, keeping the order.
 
     Parameters
@@ -28,6 +29,10 @@ def sequence_erase(input, tokens, name=None):
         erases nothing, NaN never matches, ``-0.0`` matches ``0.0``.  Empty: a copy.
     name : str, optional
         Ignored (Paddle compatibility).
+    out : numpy.ndarray or cupy.ndarray, optional
+        Keyword-only: a preallocated array that receives the kept rows (exactly the result's
+        shape and dtype, on the input's device, C-contiguous, writable); the rows are copied
+        into it once counted (docs/operators.md#out-writing-into-a-preallocated-array).
 
     Returns
     -------
@@ -69,14 +74,24 @@ def sequence_erase(input, tokens, name=None):
     # float16 is compared in float32 (exact: every float16 is a float32).
     cmp_dtype = np.dtype(np.float32) if data.dtype == np.float16 else data.dtype
     toks = _tokens_for(tokens, data.dtype, cmp_dtype)
+    if out is not None:  # everything but the row count, which only the kernel knows
+        check(out, "sequence_erase", None, data.dtype, data)
     with be.device(data):
         if not toks.size or not data.shape[0]:
-            return x._derive(data.copy())
+            if out is None:
+                return x._derive(data.copy())
+            res = into(out, "sequence_erase", data.shape, data.dtype, be, data, (data,))
+            res[...] = data
+            return x._derive(landed(res, out))
         values = be.xp.ascontiguousarray(data).reshape(-1)
         cmp = values if cmp_dtype == values.dtype else values.astype(cmp_dtype)
         kept, new_offsets = be.kernel("erase")(values, cmp, toks, be.offsets(x, -1))
     new_offsets.flags.writeable = False
-    return x._derive(kept.reshape((-1, *data.shape[1:])), (*x.offsets[:-1], new_offsets))
+    kept = kept.reshape((-1, *data.shape[1:]))
+    if out is not None:  # the kernel wrote its own buffer: data is read, out is free to take it
+        check_shape(out, "sequence_erase", kept.shape)
+        kept = landed(kept, out)
+    return x._derive(kept, (*x.offsets[:-1], new_offsets))
 
 
 def _tokens_for(tokens, dtype, cmp_dtype):

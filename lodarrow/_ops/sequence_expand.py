@@ -8,13 +8,14 @@ import numpy as np
 from lodarrow._backends import backend_of, row_bytes
 from lodarrow._errors import LoDError
 from lodarrow._ops._common import as_lod_tensor, require_lod_levels
+from lodarrow._ops._out import into, landed
 from lodarrow._tensor import _freeze
 from lodarrow._validation import as_int
 
 __all__ = ["sequence_expand"]
 
 
-def sequence_expand(x, y, ref_level=-1, name=None):
+def sequence_expand(x, y, ref_level=-1, name=None, *, out=None):
     """Repeat each row (or sequence) of ``x`` as many times as ``y``'s level ``ref_level`` says.
 
     Let ``r[i]`` be the lengths of ``y``'s level ``ref_level`` (``n`` sequences).
@@ -35,6 +36,10 @@ def sequence_expand(x, y, ref_level=-1, name=None):
         The level of ``y`` to follow, in ``[0, y.lod_level)``; -1 means the last.
     name : str, optional
         Accepted for Paddle compatibility and ignored.
+    out : numpy.ndarray or cupy.ndarray, optional
+        Keyword-only: a preallocated array that receives the result's data (exactly its shape
+        and dtype, on the input's device, C-contiguous, writable)
+        (docs/operators.md#out-writing-into-a-preallocated-array).
 
     Returns
     -------
@@ -94,10 +99,14 @@ def sequence_expand(x, y, ref_level=-1, name=None):
         if data.shape[0] != n:
             raise LoDError(f"sequence_expand: x has no LoD, so it needs one row per sequence "
                            f"of y's level {ref_level} ({n}), got {data.shape[0]} rows")
+        shape = (int(ref[-1]),) + data.shape[1:]
         with be.device(data):
-            out = be.empty((int(ref[-1]),) + data.shape[1:], data.dtype)
-            be.kernel("expand_rows")(row_bytes(out), row_bytes(data), be.offsets(y, ref_level))
-        return x._derive(out, ())
+            res = (be.empty(shape, data.dtype) if out is None
+                   else into(out, "sequence_expand", shape, data.dtype, be, data, (data,)))
+            be.kernel("expand_rows")(row_bytes(res), row_bytes(data), be.offsets(y, ref_level))
+        if out is not None:
+            res = landed(res, out)
+        return x._derive(res, ())
     # Sequence i of x repeated whole len(y seq i) times.
     x_off = x.offsets[0]
     if x_off.shape[0] - 1 != n:
@@ -105,9 +114,13 @@ def sequence_expand(x, y, ref_level=-1, name=None):
                        f"{ref_level} has {n}; they must match")
     out_lod = np.empty(int(ref[-1]) + 1, dtype=np.int64)
     be.kernel("expand_lod")(x_off, ref, out_lod)
+    shape = (int(out_lod[-1]),) + data.shape[1:]
     with be.device(data):
-        out = be.empty((int(out_lod[-1]),) + data.shape[1:], data.dtype)
-        result = x._derive(out, _freeze([out_lod]))
-        be.kernel("expand_blocks")(row_bytes(out), row_bytes(data), be.offsets(x, 0),
+        res = (be.empty(shape, data.dtype) if out is None
+               else into(out, "sequence_expand", shape, data.dtype, be, data, (data,)))
+        result = x._derive(res, _freeze([out_lod]))
+        be.kernel("expand_blocks")(row_bytes(res), row_bytes(data), be.offsets(x, 0),
                                    be.offsets(y, ref_level), be.offsets(result, 0))
+    if out is not None and res is not out:
+        result = x._derive(landed(res, out), result.offsets)
     return result

@@ -6,11 +6,12 @@ Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequ
 from lodarrow._backends import backend_of, row_bytes
 from lodarrow._errors import LoDError
 from lodarrow._ops._common import as_lod_tensor, require_lod_levels
+from lodarrow._ops._out import into, landed
 
 __all__ = ["sequence_expand_as"]
 
 
-def sequence_expand_as(x, y, name=None):
+def sequence_expand_as(x, y, name=None, *, out=None):
     """Repeat row ``i`` of ``x`` ``len(y seq i)`` times; the output takes ``y``'s LoD.
 
     Parameters
@@ -22,6 +23,10 @@ def sequence_expand_as(x, y, name=None):
         Exactly one LoD level with ``n`` sequences; its data is not read.
     name : str, optional
         Accepted for Paddle compatibility and ignored.
+    out : numpy.ndarray or cupy.ndarray, optional
+        Keyword-only: a preallocated array that receives the result's data (exactly its shape
+        and dtype, on the input's device, C-contiguous, writable)
+        (docs/operators.md#out-writing-into-a-preallocated-array).
 
     Returns
     -------
@@ -56,7 +61,11 @@ def sequence_expand_as(x, y, name=None):
     if data.shape[0] != n:
         raise LoDError(f"sequence_expand_as: x needs one row per sequence of y ({n}), "
                        f"got {data.shape[0]} rows")
+    shape = (int(ref[-1]),) + data.shape[1:]
     with be.device(data):
-        out = be.empty((int(ref[-1]),) + data.shape[1:], data.dtype)
-        be.kernel("expand_rows")(row_bytes(out), row_bytes(data), be.offsets(y, 0))
-    return x._derive(out, y.offsets)
+        res = (be.empty(shape, data.dtype) if out is None
+               else into(out, "sequence_expand_as", shape, data.dtype, be, data, (data,)))
+        be.kernel("expand_rows")(row_bytes(res), row_bytes(data), be.offsets(y, 0))
+    if out is not None:
+        res = landed(res, out)
+    return x._derive(res, y.offsets)

@@ -9,6 +9,7 @@ import numpy as np
 
 from lodarrow._backends import backend_of_array, is_cupy_array
 from lodarrow._ops._common import as_lod_tensor, check_growth, require
+from lodarrow._ops._out import into, landed
 from lodarrow._tensor import LoDTensor
 from lodarrow._validation import as_int, check_dtype
 
@@ -17,7 +18,7 @@ __all__ = ["sequence_mask"]
 _OUT_DTYPES = {}  # the dtype argument -> its checked np.dtype
 
 
-def sequence_mask(x, maxlen=None, dtype="int64", name=None):
+def sequence_mask(x, maxlen=None, dtype="int64", name=None, *, out=None):
     """Build the mask ``out[..., j] = j < x[...]`` for ``j`` in ``[0, M)``.
 
     Parameters
@@ -35,6 +36,10 @@ def sequence_mask(x, maxlen=None, dtype="int64", name=None):
         float64.
     name : str, optional
         Ignored (Paddle compatibility).
+    out : numpy.ndarray or cupy.ndarray, optional
+        Keyword-only: a preallocated array that receives the result's data (exactly its shape
+        and dtype, on the input's device, C-contiguous, writable)
+        (docs/operators.md#out-writing-into-a-preallocated-array).
 
     Returns
     -------
@@ -73,10 +78,14 @@ def sequence_mask(x, maxlen=None, dtype="int64", name=None):
         check_growth("sequence_mask", "maxlen", width, lambda: _data_max(lengths, strict=False),
                      lengths.size * out_dtype.itemsize)
     with be.device(lengths):
-        out = be.empty((*lengths.shape, width), out_dtype)
-        if out.size:
-            be.kernel("mask")(out, _kernel_lengths(lengths, be.xp), width)
-    return LoDTensor._from_trusted(out, (), place)
+        shape = (*lengths.shape, width)
+        res = (be.empty(shape, out_dtype) if out is None
+               else into(out, "sequence_mask", shape, out_dtype, be, lengths, (lengths,)))
+        if res.size:
+            be.kernel("mask")(res, _kernel_lengths(lengths, be.xp), width)
+    if out is not None:
+        res = landed(res, out)
+    return LoDTensor._from_trusted(res, (), place)
 
 
 def _lengths_of(x):

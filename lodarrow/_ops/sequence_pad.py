@@ -10,12 +10,13 @@ import numpy as np
 from lodarrow._backends import backend_of_array
 from lodarrow._ops._common import (ANY_LEVELS, as_lod_tensor, check_growth, pad_array,
                                    require_lod_levels)
+from lodarrow._ops._out import into, landed, split
 from lodarrow._validation import as_int
 
 __all__ = ["sequence_pad"]
 
 
-def sequence_pad(x, pad_value, maxlen=None, name=None):
+def sequence_pad(x, pad_value, maxlen=None, name=None, *, out=None):
     """Pad every last-level sequence of ``x`` to the same length.
 
     Sequence ``i`` (rows ``[off[i], off[i + 1])`` of the last LoD level) becomes
@@ -37,6 +38,10 @@ def sequence_pad(x, pad_value, maxlen=None, name=None):
         ``max(1 GiB, 16 x`` the output at ``maxlen=None)``.
     name : str, optional
         Ignored (Paddle compatibility).
+    out : tuple of (numpy.ndarray, cupy.ndarray or None), optional
+        Keyword-only: ``(out, length)``, a preallocated array for each result's data or None
+        to allocate it; each of exactly that result's shape and dtype, on the input's device,
+        C-contiguous, writable (docs/operators.md#out-writing-into-a-preallocated-array).
 
     Returns
     -------
@@ -98,7 +103,19 @@ def sequence_pad(x, pad_value, maxlen=None, name=None):
     outer = lod[:-1]
     with be.device(data):
         pad = pad_array(pad_value, data.dtype, fshape, be.xp)
-        out = be.empty((n, padded, *fshape), data.dtype)
-        be.kernel("pad")(out, data, pad, be.offsets(x, -1), padded)
+        shape = (n, padded, *fshape)
+        if out is None:
+            res = be.empty(shape, data.dtype)
+        else:
+            out = split(out, 2, "sequence_pad")
+            res = into(out[0], "sequence_pad", shape, data.dtype, be, data, (data, pad), "out[0]")
+            if out[1] is not None:
+                into(out[1], "sequence_pad", (n,), lengths.dtype, be, data, (), "out[1]")
+        be.kernel("pad")(res, data, pad, be.offsets(x, -1), padded)
         length = be.asarray(lengths)
-    return x._derive(out, outer), x._derive(length, outer)
+    if out is not None:
+        res = landed(res, out[0])
+        if out[1] is not None:
+            out[1][...] = length  # after the kernel: out[1] may overlap data or pad
+            length = out[1]
+    return x._derive(res, outer), x._derive(length, outer)

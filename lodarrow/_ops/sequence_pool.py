@@ -9,6 +9,7 @@ import numpy as np
 from lodarrow._backends import backend_of, backend_of_array
 from lodarrow._errors import LoDError
 from lodarrow._ops._common import as_lod_tensor, pad_array
+from lodarrow._ops._out import into, landed, split
 from lodarrow._validation import as_flag
 
 __all__ = ["sequence_pool", "sequence_first_step", "sequence_last_step"]
@@ -20,7 +21,7 @@ _I64 = np.dtype(np.int64)
 
 
 def sequence_pool(input, pool_type, is_test=False, pad_value=0.0, return_index=False,
-                  name=None):
+                  name=None, *, out=None):
     """Pool every sequence of the last LoD level into one row.
 
     For a sequence of ``L`` rows: ``"sum"`` adds them, ``"average"`` divides the sum by
@@ -56,6 +57,11 @@ def sequence_pool(input, pool_type, is_test=False, pad_value=0.0, return_index=F
         -1 for an empty sequence.
     name : str, optional
         Ignored (Paddle compatibility).
+    out : numpy.ndarray, cupy.ndarray or tuple, optional
+        Keyword-only: a preallocated array that receives the result's data (exactly its shape
+        and dtype, on the input's device, C-contiguous, writable); with ``return_index=True``
+        a tuple ``(out, index)`` of such arrays or None
+        (docs/operators.md#out-writing-into-a-preallocated-array).
 
     Returns
     -------
@@ -131,15 +137,30 @@ def sequence_pool(input, pool_type, is_test=False, pad_value=0.0, return_index=F
     lod = offsets[:-1]
     shape = (offsets[-1].shape[0] - 1,) + data.shape[1:]
     with be.device(data):
-        out = be.empty(shape, out_dtype)
-        index = be.empty(shape, _I64) if return_index else None
-        be.kernel("pool")(out, index, data, be.offsets(x, -1), pad, pool)
+        if out is None:
+            res = be.empty(shape, out_dtype)
+            index = be.empty(shape, _I64) if return_index else None
+        elif return_index:
+            out = split(out, 2, "sequence_pool", " with return_index=True")
+            res = into(out[0], "sequence_pool", shape, out_dtype, be, data, (data, pad),
+                       "out[0]")
+            index = into(out[1], "sequence_pool", shape, _I64, be, data, (data, pad, out[0]),
+                         "out[1]")
+        else:
+            res = into(out, "sequence_pool", shape, out_dtype, be, data, (data, pad))
+            index = None
+        be.kernel("pool")(res, index, data, be.offsets(x, -1), pad, pool)
+    if out is not None:
+        if return_index:
+            res, index = landed(res, out[0]), landed(index, out[1])
+        else:
+            res = landed(res, out)
     if return_index:
-        return x._derive(out, lod), x._derive(index, lod)
-    return x._derive(out, lod)
+        return x._derive(res, lod), x._derive(index, lod)
+    return x._derive(res, lod)
 
 
-def sequence_first_step(input, name=None):
+def sequence_first_step(input, name=None, *, out=None):
     """The first row of every sequence of the last LoD level (``pad`` 0 for an empty one).
 
     Exactly ``sequence_pool(input, "first")``: see :func:`sequence_pool` for dtypes, shapes
@@ -151,6 +172,9 @@ def sequence_first_step(input, name=None):
         Data with at least one LoD level; any dtype.
     name : str, optional
         Ignored (Paddle compatibility).
+    out : numpy.ndarray or cupy.ndarray, optional
+        Keyword-only: a preallocated array that receives the result's data
+        (docs/operators.md#out-writing-into-a-preallocated-array).
 
     Returns
     -------
@@ -170,10 +194,10 @@ def sequence_first_step(input, name=None):
     >>> la.sequence_first_step(x).numpy().ravel().tolist()
     [1.0, 2.0, 5.0]
     """
-    return sequence_pool(input, "first")
+    return sequence_pool(input, "first", out=out)
 
 
-def sequence_last_step(input, name=None):
+def sequence_last_step(input, name=None, *, out=None):
     """The last row of every sequence of the last LoD level (``pad`` 0 for an empty one).
 
     Exactly ``sequence_pool(input, "last")``: see :func:`sequence_pool`.
@@ -184,6 +208,9 @@ def sequence_last_step(input, name=None):
         Data with at least one LoD level; any dtype.
     name : str, optional
         Ignored (Paddle compatibility).
+    out : numpy.ndarray or cupy.ndarray, optional
+        Keyword-only: a preallocated array that receives the result's data
+        (docs/operators.md#out-writing-into-a-preallocated-array).
 
     Returns
     -------
@@ -203,7 +230,7 @@ def sequence_last_step(input, name=None):
     >>> la.sequence_last_step(x).numpy().ravel().tolist()
     [3.0, 6.0, 1.0]
     """
-    return sequence_pool(input, "last")
+    return sequence_pool(input, "last", out=out)
 
 
 def _pool_type(pool_type):

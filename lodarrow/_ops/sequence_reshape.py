@@ -7,12 +7,13 @@ import numpy as np
 
 from lodarrow._backends import backend_of_array
 from lodarrow._ops._common import ANY_LEVELS, as_lod_tensor, check_growth, require_lod_levels
+from lodarrow._ops._out import into, landed
 from lodarrow._validation import as_int
 
 __all__ = ["sequence_reshape"]
 
 
-def sequence_reshape(input, new_dim, name=None):
+def sequence_reshape(input, new_dim, name=None, *, out=None):
     """Reshape the data of ``input`` to rows of ``new_dim`` values, sequence by sequence.
 
     The values are read row-major: a sequence of ``L`` rows of width ``D`` becomes
@@ -28,6 +29,10 @@ def sequence_reshape(input, new_dim, name=None):
         The new row width, >= 1.  Every sequence's ``L * D`` must be divisible by it.
     name : str, optional
         Ignored (Paddle compatibility).
+    out : numpy.ndarray or cupy.ndarray, optional
+        Keyword-only: a preallocated array that receives the result's data (exactly its shape
+        and dtype, on the input's device, C-contiguous, writable)
+        (docs/operators.md#out-writing-into-a-preallocated-array).
 
     Returns
     -------
@@ -95,10 +100,14 @@ def sequence_reshape(input, new_dim, name=None):
         offsets = scaled // new_dim
     if offsets is not last:
         offsets.flags.writeable = False
+    shape = (int(offsets[-1]), new_dim)
     with be.device(data):
-        out = be.empty((int(offsets[-1]), new_dim), data.dtype)
-        _copy(out, data)
-    return x._derive(out, (*x.offsets[:-1], offsets))
+        res = (be.empty(shape, data.dtype) if out is None
+               else into(out, "sequence_reshape", shape, data.dtype, be, data, (data,)))
+        _copy(res, data)
+    if out is not None:
+        res = landed(res, out)
+    return x._derive(res, (*x.offsets[:-1], offsets))
 
 
 def _copy(out, data):

@@ -5,11 +5,12 @@ Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequ
 
 from lodarrow._backends import backend_of_array
 from lodarrow._ops._common import ANY_LEVELS, as_lod_tensor, require_lod_levels
+from lodarrow._ops._out import into, landed
 
 __all__ = ["sequence_reverse"]
 
 
-def sequence_reverse(x, name=None):
+def sequence_reverse(x, name=None, *, out=None):
     """Reverse the order of the rows inside every last-level sequence of ``x``.
 
     Parameters
@@ -20,6 +21,10 @@ def sequence_reverse(x, name=None):
         (docs/operators.md#multi-level-input).
     name : str, optional
         Ignored (Paddle compatibility).
+    out : numpy.ndarray or cupy.ndarray, optional
+        Keyword-only: a preallocated array that receives the result's data (exactly its shape
+        and dtype, on the input's device, C-contiguous, writable)
+        (docs/operators.md#out-writing-into-a-preallocated-array).
 
     Returns
     -------
@@ -48,6 +53,9 @@ def sequence_reverse(x, name=None):
     data = x.data
     be = backend_of_array(data)
     with be.device(data):
-        out = be.empty(data.shape, data.dtype)
-        be.kernel("reverse")(out, data, be.offsets(x, -1))
-    return x._derive(out)
+        res = (be.empty(data.shape, data.dtype) if out is None
+               else into(out, "sequence_reverse", data.shape, data.dtype, be, data, (data,)))
+        be.kernel("reverse")(res, data, be.offsets(x, -1))
+    if out is not None:
+        res = landed(res, out)
+    return x._derive(res)

@@ -9,6 +9,7 @@ import numpy as np
 
 from lodarrow._backends import backend_of
 from lodarrow._ops._common import as_lod_tensor, require_lod_levels
+from lodarrow._ops._out import check, into, overlaps, same_buffer
 from lodarrow._validation import as_index_array
 
 __all__ = ["sequence_scatter"]
@@ -19,7 +20,7 @@ class _TooManySequencesError(IndexError, ValueError):
     also a ``ValueError`` (mismatched inputs)."""
 
 
-def sequence_scatter(input, index, updates, name=None):
+def sequence_scatter(input, index, updates, name=None, *, out=None):
     """Add each index sequence's updates into its row: ``out[i, index[p]] += updates[p]``.
 
     The output starts as a copy of ``input`` (viewed as ``N`` rows of width
@@ -41,6 +42,11 @@ def sequence_scatter(input, index, updates, name=None):
         int32; not float64 into float32).  If it has a LoD, it must equal ``index``'s.
     name : str, optional
         Accepted for Paddle compatibility and ignored.
+    out : numpy.ndarray or cupy.ndarray, optional
+        Keyword-only: a preallocated array that receives the result's data (exactly
+        ``input``'s shape and dtype, on its device, C-contiguous, writable).  ``out=`` the
+        C-contiguous data of ``input`` itself scatters in place, without a copy
+        (docs/operators.md#out-writing-into-a-preallocated-array).
 
     Returns
     -------
@@ -90,6 +96,8 @@ def sequence_scatter(input, index, updates, name=None):
     require_lod_levels(index, "index", "sequence_scatter", 1)
     # float16 is accumulated in float32 (no portable C half type); the rest as they are.
     work = np.dtype(np.float32) if dtype == np.float16 else dtype
+    if out is not None:
+        check(out, "sequence_scatter", data.shape, dtype, data)
     with be.device(data):
         ids = as_index_array(index.data, "sequence_scatter: index", xp=be.xp)
         upd = _check_updates(updates, ids.shape[0], index, dtype)
@@ -100,20 +108,30 @@ def sequence_scatter(input, index, updates, name=None):
                 f"sequence_scatter: index has {off.shape[0] - 1} sequences but input has only "
                 f"{n_rows} rows; sequence i updates row i")
         width = math.prod(data.shape[1:])
-        out = be.empty((n_rows, width), work)
         src = data.reshape(n_rows, width)
-        if work != dtype or not src.flags.c_contiguous:
-            out[...] = src  # convert or gather once; the kernel then updates in place
-            src = out
         upd = be.xp.ascontiguousarray(upd.reshape(-1), dtype=work)
+        if out is None or work != dtype:  # float16: out receives the rounded result below
+            buf = be.empty((n_rows, width), work)
+        elif same_buffer(out, data) and not overlaps(out, (ids, upd)):
+            buf = out  # in place: the kernel updates src's rows where they are
+            src = out.reshape(n_rows, width)
+        else:
+            buf = into(out, "sequence_scatter", data.shape, dtype, be, data, (data, ids, upd))
+        res = buf.reshape(n_rows, width)
+        if work != dtype or not src.flags.c_contiguous:
+            res[...] = src  # convert or gather once; the kernel then updates in place
+            src = res
         # The kernel checks the ids as it uses them (one pass, not two): raise before
-        # returning anything.
-        bad = be.kernel("scatter")(out, src, ids, upd, be.offsets(index, 0))
+        # returning anything (a given ``out`` is then left part-written, as documented).
+        bad = be.kernel("scatter")(res, src, ids, upd, be.offsets(index, 0))
         if bad >= 0:
             _raise_bad_id(ids, off, width, bad)
-        if work != dtype:
-            out = out.astype(dtype)
-    return inp._derive(out.reshape(data.shape), ())
+        if out is None:
+            buf = (buf if work == dtype else buf.astype(dtype)).reshape(data.shape)
+        elif buf is not out:
+            out[...] = buf.reshape(out.shape)  # float16 rounds here as astype does
+            buf = out
+    return inp._derive(buf, ())
 
 
 def _check_updates(updates, m, index, dtype):

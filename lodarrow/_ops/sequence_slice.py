@@ -7,6 +7,7 @@ import numpy as np
 
 from lodarrow._backends import backend_of, is_cupy_array, row_bytes
 from lodarrow._ops._common import as_lod_tensor, require_lod_levels
+from lodarrow._ops._out import into, landed
 from lodarrow._tensor import LoDTensor, _freeze
 from lodarrow._validation import as_index_array
 
@@ -18,7 +19,7 @@ class _NegativeSliceError(ValueError, IndexError):
     ``IndexError`` (Paddle reports slice bounds as out of range)."""
 
 
-def sequence_slice(input, offset, length, name=None):
+def sequence_slice(input, offset, length, name=None, *, out=None):
     """Keep rows ``[offset[i], offset[i] + length[i])`` of every last-level sequence ``i``.
 
     Parameters
@@ -32,6 +33,10 @@ def sequence_slice(input, offset, length, name=None):
         (also at ``offset == len(seq i)``) give empty sequences.
     name : str, optional
         Accepted for Paddle compatibility and ignored.
+    out : numpy.ndarray or cupy.ndarray, optional
+        Keyword-only: a preallocated array that receives the result's data (exactly its shape
+        and dtype, on the input's device, C-contiguous, writable)
+        (docs/operators.md#out-writing-into-a-preallocated-array).
 
     Returns
     -------
@@ -73,11 +78,15 @@ def sequence_slice(input, offset, length, name=None):
         _raise_bad_slice(bad, last, off, lens)
     data = x.data
     level = x.lod_level - 1
+    shape = (int(out_off[-1]),) + data.shape[1:]
     with be.device(data):
-        out = be.empty((int(out_off[-1]),) + data.shape[1:], data.dtype)
-        result = x._derive(out, x.offsets[:-1] + _freeze([out_off]))
-        be.kernel("gather_blocks")(row_bytes(out), row_bytes(data), src_start,
+        res = (be.empty(shape, data.dtype) if out is None
+               else into(out, "sequence_slice", shape, data.dtype, be, data, (data,)))
+        result = x._derive(res, x.offsets[:-1] + _freeze([out_off]))
+        be.kernel("gather_blocks")(row_bytes(res), row_bytes(data), src_start,
                                    be.offsets(result, level))
+    if out is not None and res is not out:
+        result = x._derive(landed(res, out), result.offsets)
     return result
 
 

@@ -8,6 +8,7 @@ import numpy as np
 from lodarrow._backends import backend_of_array
 from lodarrow._errors import LoDError
 from lodarrow._ops._common import as_lod_tensor
+from lodarrow._ops._out import into, landed
 from lodarrow._validation import as_flag
 
 __all__ = ["sequence_softmax"]
@@ -15,7 +16,7 @@ __all__ = ["sequence_softmax"]
 _F64 = np.dtype(np.float64)
 
 
-def sequence_softmax(input, use_cudnn=False, name=None):
+def sequence_softmax(input, use_cudnn=False, name=None, *, out=None):
     """Softmax over the values of every sequence of the last LoD level.
 
     ``out[j] = exp(x[j] - m) / sum_k exp(x[k] - m)`` over a sequence, with ``m`` its maximum:
@@ -32,6 +33,10 @@ def sequence_softmax(input, use_cudnn=False, name=None):
         Accepted for Paddle compatibility and ignored.
     name : str, optional
         Ignored (Paddle compatibility).
+    out : numpy.ndarray or cupy.ndarray, optional
+        Keyword-only: a preallocated array that receives the result's data (exactly its shape
+        and dtype, on the input's device, C-contiguous, writable)
+        (docs/operators.md#out-writing-into-a-preallocated-array).
 
     Returns
     -------
@@ -72,6 +77,9 @@ def sequence_softmax(input, use_cudnn=False, name=None):
     out_dtype = _F64 if kind in "iu" else data.dtype
     be = backend_of_array(data)
     with be.device(data):
-        out = be.empty(shape, out_dtype)
-        be.kernel("softmax")(out, data, be.offsets(x, -1))
-    return x._derive(out)
+        res = (be.empty(shape, out_dtype) if out is None
+               else into(out, "sequence_softmax", shape, out_dtype, be, data, (data,)))
+        be.kernel("softmax")(res, data, be.offsets(x, -1))
+    if out is not None:
+        res = landed(res, out)
+    return x._derive(res)

@@ -10,6 +10,7 @@ import numpy as np
 
 from lodarrow._backends import backend_of
 from lodarrow._ops._common import as_lod_tensor, require_lod_levels
+from lodarrow._ops._out import into, landed
 from lodarrow._validation import as_int
 
 __all__ = ["sequence_topk_avg_pooling", "TOPK_FREE_LIMIT"]
@@ -26,7 +27,7 @@ _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 
 
-def sequence_topk_avg_pooling(input, row, col, topks, channel_num, name=None):
+def sequence_topk_avg_pooling(input, row, col, topks, channel_num, name=None, *, out=None):
     """Average of the top-k values of every row of every channel of each sequence.
 
     Sequence ``i`` of ``input`` holds ``channel_num * R_i * C_i`` values, a
@@ -49,6 +50,10 @@ def sequence_topk_avg_pooling(input, row, col, topks, channel_num, name=None):
         Channels per sequence, ``>= 1``.
     name : str, optional
         Ignored (Paddle compatibility).
+    out : numpy.ndarray or cupy.ndarray, optional
+        Keyword-only: a preallocated array that receives the result's data (exactly its shape
+        and dtype, on the input's device, C-contiguous, writable)
+        (docs/operators.md#out-writing-into-a-preallocated-array).
 
     Returns
     -------
@@ -128,10 +133,14 @@ def sequence_topk_avg_pooling(input, row, col, topks, channel_num, name=None):
     compute = _F64 if kind != "f" else _F32 if data.dtype.itemsize == 2 else data.dtype
     with be.device(data):
         flat = be.xp.ascontiguousarray(data.reshape(-1), dtype=compute)
-        out = be.empty((int(row_off[-1]), channels * ks.shape[0]), out_dtype)
-        be.kernel("topk_avg_pool")(out, flat, be.offsets(x, 0), be.offsets(r, 0),
+        shape = (int(row_off[-1]), channels * ks.shape[0])
+        res = (be.empty(shape, out_dtype) if out is None
+               else into(out, _OP, shape, out_dtype, be, data, (data, flat)))
+        be.kernel("topk_avg_pool")(res, flat, be.offsets(x, 0), be.offsets(r, 0),
                                    be.offsets(c, 0), ks, channels, longest)
-    return x._derive(out, r.offsets)
+    if out is not None:
+        res = landed(res, out)
+    return x._derive(res, r.offsets)
 
 
 def _topks(topks):

@@ -7,13 +7,14 @@ import numpy as np
 
 from lodarrow._backends import backend_of, is_cupy_array
 from lodarrow._ops._common import as_lod_tensor
+from lodarrow._ops._out import into, landed
 from lodarrow._tensor import LoDTensor
 from lodarrow._validation import as_index_array
 
 __all__ = ["sequence_unpad"]
 
 
-def sequence_unpad(x, length, name=None):
+def sequence_unpad(x, length, name=None, *, out=None):
     """Remove the padding of ``x``: row ``i`` keeps its first ``length[i]`` steps.
 
     The inverse of :func:`sequence_pad`.
@@ -29,6 +30,10 @@ def sequence_unpad(x, length, name=None):
         When ``x`` has no LoD and ``length`` has one, that LoD is used as the outer levels.
     name : str, optional
         Ignored (Paddle compatibility).
+    out : numpy.ndarray or cupy.ndarray, optional
+        Keyword-only: a preallocated array that receives the result's data (exactly its shape
+        and dtype, on the input's device, C-contiguous, writable)
+        (docs/operators.md#out-writing-into-a-preallocated-array).
 
     Returns
     -------
@@ -91,10 +96,14 @@ def sequence_unpad(x, length, name=None):
     np.cumsum(lens, out=offsets[1:])
     offsets.flags.writeable = False
     fshape = tuple(data.shape[2:]) if data.ndim > 2 else (1,)
+    shape = (int(offsets[-1]), *fshape)
     with be.device(data):
-        out = be.empty((int(offsets[-1]), *fshape), data.dtype)
-        result = x._derive(out, (*outer, offsets))
-        be.kernel("unpad")(out, data, be.offsets(result, -1))
+        res = (be.empty(shape, data.dtype) if out is None
+               else into(out, "sequence_unpad", shape, data.dtype, be, data, (data,)))
+        result = x._derive(res, (*outer, offsets))
+        be.kernel("unpad")(res, data, be.offsets(result, -1))
+    if out is not None and res is not out:
+        result = x._derive(landed(res, out), result.offsets)
     return result
 
 
