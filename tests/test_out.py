@@ -455,6 +455,23 @@ def test_scatter_into_its_own_input(dtype, as_tensor, backend):
     _same(got, want, backend)
 
 
+def test_scatter_into_its_own_input_copies_nothing(monkeypatch):
+    from lodarrow._backends import cpu
+
+    x = np.zeros((3, 4))
+    kernel = cpu.KERNELS["scatter"]
+
+    def spy(out, src, *args):
+        assert src is out and np.shares_memory(out, x)  # no temporary, no copy of the rows
+        kernel(out, src, *args)
+
+    monkeypatch.setitem(cpu.KERNELS, "scatter", spy)
+    ids = la.LoDTensor(np.array([[0], [3], [1]]), lod=[[0, 2, 3]])
+    upd = la.LoDTensor(np.array([[1.5], [2.5], [4.0]]), lod=[[0, 2, 3]])
+    assert la.sequence_scatter(x, ids, upd, out=x).data is x
+    np.testing.assert_array_equal(x, [[1.5, 0, 0, 2.5], [0, 4.0, 0, 0], [0, 0, 0, 0]])
+
+
 def test_scatter_into_its_updates():
     x = np.zeros((2, 3))
     flat = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])

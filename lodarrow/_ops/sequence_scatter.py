@@ -110,15 +110,18 @@ def sequence_scatter(input, index, updates, name=None, *, out=None):
         width = math.prod(data.shape[1:])
         src = data.reshape(n_rows, width)
         upd = be.xp.ascontiguousarray(upd.reshape(-1), dtype=work)
+        in_place = (out is not None and work == dtype and same_buffer(out, data)
+                    and not overlaps(out, (ids, upd)))
         if out is None or work != dtype:  # float16: out receives the rounded result below
             buf = be.empty((n_rows, width), work)
-        elif same_buffer(out, data) and not overlaps(out, (ids, upd)):
-            buf = out  # in place: the kernel updates src's rows where they are
-            src = out.reshape(n_rows, width)
+        elif in_place:
+            buf = out
         else:
             buf = into(out, "sequence_scatter", data.shape, dtype, be, data, (data, ids, upd))
         res = buf.reshape(n_rows, width)
-        if work != dtype or not src.flags.c_contiguous:
+        if in_place:
+            src = res  # the kernel then only adds the updates
+        elif work != dtype or not src.flags.c_contiguous:
             res[...] = src  # convert or gather once; the kernel then updates in place
             src = res
         # The kernel checks the ids as it uses them (one pass, not two): raise before
