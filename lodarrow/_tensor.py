@@ -12,7 +12,7 @@ from lodarrow._validation import (
     _levels,
     as_flag,
     as_int,
-    as_offsets,
+    as_lod,
     check_dtype,
     check_lod,
     lengths_to_offsets,
@@ -187,14 +187,11 @@ class LoDTensor:
         if lod is not None and lengths is not None:
             raise TypeError("LoDTensor: give lod or lengths, not both")
         if lengths is not None:
-            levels = lengths_to_offsets(lengths, "lengths")
-            name = "lengths"
+            levels = _checked_lengths(lengths, self._data.shape[0], "lengths")
         elif lod is not None:
-            levels = [as_offsets(level, "lod", k) for k, level in enumerate(_levels(lod, "lod"))]
-            name = "lod"
+            levels = as_lod(lod, self._data.shape[0], "lod")
         else:
-            levels, name = [], "lod"
-        check_lod(levels, self._data.shape[0], name)
+            levels = ()
         self._offsets = _freeze(levels)
 
     @classmethod
@@ -235,9 +232,7 @@ class LoDTensor:
 
     def set_lod(self, lod):
         """Set the LoD from offsets, e.g. ``[[0, 2, 5]]``; raises ``LoDError`` if invalid."""
-        levels = [as_offsets(level, "lod", k) for k, level in enumerate(_levels(lod, "lod"))]
-        check_lod(levels, self._rows(), "lod")
-        self._offsets = _freeze(levels)
+        self._offsets = _freeze(as_lod(lod, self._rows(), "lod"))
         self._device_offsets = {}
         self._unchecked = False
 
@@ -246,9 +241,7 @@ class LoDTensor:
         self._set_lengths(recursive_sequence_lengths, "recursive_sequence_lengths")
 
     def _set_lengths(self, lengths, name):
-        levels = lengths_to_offsets(lengths, name)
-        check_lod(levels, self._rows(), name)
-        self._offsets = _freeze(levels)
+        self._offsets = _freeze(_checked_lengths(lengths, self._rows(), name))
         self._device_offsets = {}
         self._unchecked = False
 
@@ -766,6 +759,17 @@ def _abbreviate(items, limit):
 
 def _abbreviate_lod(lod, limit):
     return "[" + ", ".join("[" + ", ".join(_abbreviate(level, limit)) + "]" for level in lod) + "]"
+
+
+def _checked_lengths(lengths, n_rows, name):
+    """The offsets of recursive sequence ``lengths``, checked as a LoD for ``n_rows`` rows.
+
+    Offsets summed from valid lengths start at 0 and never decrease: only how the levels fit
+    each other and the rows is left to check.
+    """
+    levels = lengths_to_offsets(lengths, name)
+    check_lod(levels, n_rows, name, [-1] * len(levels))
+    return levels
 
 
 def _freeze(levels):

@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 
+from lodarrow._backends.cpu import threads_for
 from lodarrow._errors import LoDError, _NegativeLoDError
 from lodarrow._ext import lod_utils
 
@@ -17,6 +18,8 @@ __all__ = [
     "check_dtype",
     "as_index_array",
     "as_offsets",
+    "as_lod",
+    "first_bad_offset",
     "lengths_to_offsets",
     "offsets_to_lengths",
     "check_lod",
@@ -142,15 +145,52 @@ def as_index_array(obj, name, *, ndim=1, xp=np):
 
 def as_offsets(obj, name="lod", level=0):
     """Return one LoD level as a host int64 array (1-D); type, sign and range checked."""
+    arr = _int_level(_on_host(obj), name, level)
+    _check_negative(arr, name, level)
+    return arr
+
+
+def as_lod(lod, n_rows, name="lod"):
+    """Every level of ``lod`` as host int64 offsets, checked as a LoD for ``n_rows`` rows.
+
+    The same checks, in the same order, as :func:`as_offsets` on each level and then
+    :func:`check_lod`, with one scan per level: a level that starts at 0 and never decreases
+    holds no negative value, so the sign is only looked at (for its own message) when the
+    scan finds a problem.
+    """
+    levels, bad = [], []
+    for k, level in enumerate(_levels(lod, name)):
+        arr = _int_level(_on_host(level), name, k)
+        first = first_bad_offset(arr)
+        if first >= 0:
+            _check_negative(arr, name, k)
+        levels.append(arr)
+        bad.append(first)
+    check_lod(levels, n_rows, name, bad)
+    return levels
+
+
+def _on_host(obj):
     if hasattr(obj, "__cuda_array_interface__") and not isinstance(obj, np.ndarray):
-        obj = obj.get()  # offsets live on the host
-    arr = _int_level(obj, name, level)
+        return obj.get()  # offsets live on the host
+    return obj
+
+
+def _check_negative(arr, name, level):
     if arr.size and arr.min() < 0:
         pos = int(np.argmax(arr < 0))
         raise _NegativeLoDError(
             f"invalid LoD: {name}[{level}] has a negative value {int(arr[pos])} at position {pos}"
         )
-    return arr
+
+
+def first_bad_offset(off):
+    """The first position of int64 ``off`` that breaks "starts at 0, non-decreasing", or -1.
+
+    Position 0 also stands for an empty array.  One vectorised scan, on both cores when the
+    array is large (``PARALLEL_MIN_WORK``).
+    """
+    return lod_utils.first_bad_offset(off, threads_for(off.shape[0]))
 
 
 def _levels(lod, name):
@@ -172,21 +212,21 @@ def lengths_to_offsets(lengths, name="recursive_seq_lens"):
     """Convert lengths (a list of levels) to a list of int64 offset arrays.
 
     Raises ``LoDError`` (also a ``TypeError``) for a negative length, naming level and position.
+    The offsets start at 0 and never decrease (the running sums of non-negative lengths that
+    fit int64), so :func:`check_lod` need not scan them again.
     """
     out = []
     for k, level in enumerate(_levels(lengths, name)):
         arr = _int_level(level, name, k)
         offsets = np.empty(arr.shape[0] + 1, dtype=np.int64)
-        bad = lod_utils.lengths_to_offsets(arr, offsets)
+        bad, overflow = lod_utils.lengths_to_offsets(arr, offsets)
         if bad >= 0:
             raise _NegativeLoDError(
                 f"invalid LoD: {name}[{k}] has a negative length {int(arr[bad])} at position {bad}"
             )
-        # Non-negative lengths wrap only past INT64_MAX, and a wrapped running sum is negative.
-        if offsets.shape[0] > 1 and offsets[1:].min() < 0:
-            pos = int(np.argmax(offsets[1:] < 0))
+        if overflow >= 0:
             raise LoDError(f"invalid LoD: {name}[{k}] sums past int64 (overflow): the lengths "
-                           f"up to position {pos} add up to more than {_INT64_MAX}")
+                           f"up to position {overflow} add up to more than {_INT64_MAX}")
         out.append(offsets)
     return out
 
@@ -204,16 +244,17 @@ def offsets_to_lengths(offsets):
     return out
 
 
-def lod_problem(levels, n_rows, name="lod"):
+def lod_problem(levels, n_rows, name="lod", first_bad=None):
     """Return a message describing the first violation of the LoD rules, or None.
 
     ``levels`` are int64 arrays (see ``as_offsets``); ``n_rows`` is ``data.shape[0]`` or None
-    when the data is not known yet (the last-level check is then skipped).
+    when the data is not known yet (the last-level check is then skipped).  ``first_bad``,
+    when given, holds :func:`first_bad_offset` of every level, already computed.
     """
     for k, off in enumerate(levels):
         if off.shape[0] == 0:
             return f"invalid LoD: {name}[{k}] is empty; a level holds at least the offset 0"
-        bad = lod_utils.first_bad_offset(off)
+        bad = first_bad_offset(off) if first_bad is None else first_bad[k]
         if bad == 0:
             return (f"invalid LoD: {name}[{k}] must start at 0, found {int(off[0])} at position 0")
         if bad > 0:
@@ -232,9 +273,9 @@ def lod_problem(levels, n_rows, name="lod"):
     return None
 
 
-def check_lod(levels, n_rows, name="lod"):
+def check_lod(levels, n_rows, name="lod", first_bad=None):
     """Raise ``LoDError`` if ``levels`` is not a valid LoD for ``n_rows`` rows."""
-    msg = lod_problem(levels, n_rows, name)
+    msg = lod_problem(levels, n_rows, name, first_bad)
     if msg is not None:
         raise LoDError(msg)
 
