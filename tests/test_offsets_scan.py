@@ -1,0 +1,184 @@
+"""The offsets scan (``lod_utils.first_bad_offset``): blocks, threads, and the errors built on it.
+
+The scan tests blocks of ``BLOCK`` offsets branch-free and splits large arrays into one part
+per thread, so the bad positions that matter are the block and part boundaries.  Every case
+is checked against a NumPy reference, for the AVX2 scan (where the CPU has it), the portable
+one, and one to four threads.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import lodarrow as la
+from lodarrow._backends.cpu import PARALLEL_MIN_WORK
+from lodarrow._ext import lod_utils
+from lodarrow._validation import first_bad_offset, lengths_to_offsets
+
+BLOCK = 4096  # LA_SCAN_BLOCK in _ext/include/lod_utils.h: block b tests [1 + b*BLOCK, ...)
+I64 = np.iinfo(np.int64)
+SCANS = [lod_utils.first_bad_offset, lod_utils.first_bad_offset_portable]
+THREADS = [1, 2, 3, 4]
+
+
+def reference(off):
+    """First position breaking "starts at 0, non-decreasing" (0 for empty), or -1."""
+    if off.shape[0] == 0 or off[0] != 0:
+        return 0
+    down = np.flatnonzero(off[1:] < off[:-1])  # not np.diff(off) < 0: the diff wraps at the ends
+    return int(down[0]) + 1 if down.size else -1
+
+
+def increasing(n, seed=0):
+    rng = np.random.default_rng(seed)
+    off = np.zeros(n, dtype=np.int64)
+    if n > 1:
+        off[1:] = np.cumsum(rng.integers(0, 5, n - 1))
+    return off
+
+
+def break_at(off, positions):
+    """``off`` with ``off[p] < off[p - 1]`` at every ``p`` (and nowhere else new)."""
+    off = off.copy()
+    for p in sorted(positions, reverse=True):
+        off[p:] += 10  # keep what follows p above it ...
+        off[p] = off[p - 1] - 1  # ... and drop p below its predecessor
+    return off
+
+
+def check_all(off):
+    expected = reference(off)
+    for scan in SCANS:
+        for threads in THREADS:
+            assert scan(off, threads) == expected, (scan.__name__, threads, expected)
+    assert first_bad_offset(off) == expected
+
+
+SIZES = [2, 3, BLOCK - 1, BLOCK, BLOCK + 1, BLOCK + 2, 2 * BLOCK + 1, 2 * BLOCK + 2,
+         3 * BLOCK + 7, PARALLEL_MIN_WORK - 1, PARALLEL_MIN_WORK, PARALLEL_MIN_WORK + 1,
+         2 * PARALLEL_MIN_WORK + 3]
+
+
+@pytest.mark.parametrize("n", [0, 1, *SIZES])
+def test_valid_offsets_pass(n):
+    check_all(increasing(n))
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_every_boundary_position(n):
+    """Bad at 1, at each block's first/last offset, at the halves and thirds, at the end."""
+    candidates = {1, 2, n - 1, n // 2, n // 2 + 1, n // 3, 2 * n // 3 + 1}
+    for b in range(1, n, BLOCK):
+        candidates |= {b - 1, b, b + 1, b + BLOCK - 1}
+    base = increasing(n, seed=n)
+    for p in sorted(c for c in candidates if 1 <= c < n):
+        check_all(break_at(base, [p]))
+
+
+@pytest.mark.parametrize("n", [BLOCK + 2, 3 * BLOCK + 7, 2 * PARALLEL_MIN_WORK + 3])
+def test_several_bad_blocks_report_the_first(n):
+    base = increasing(n, seed=1)
+    for positions in ([n - 1, 1], [n // 2 + 5, n - 2], [BLOCK + 1, BLOCK, n - 1],
+                      [3, 4, 5, n // 4, n // 2, 3 * n // 4]):
+        off = break_at(base, positions)
+        assert reference(off) == min(positions)
+        check_all(off)
+
+
+@pytest.mark.parametrize("n", [1, BLOCK + 2, PARALLEL_MIN_WORK + 1])
+def test_start_other_than_zero_is_position_0(n):
+    for first in (1, -1, I64.min, I64.max):
+        off = increasing(n)
+        off[0] = first
+        check_all(off)  # 0 however the rest looks
+
+
+def test_extreme_values_compare_exactly():
+    """The portable scan spells ``<`` as integer arithmetic: it must not wrap at the ends."""
+    for seq, expected in (([0, I64.max, I64.min], 2), ([0, I64.max, I64.max], -1),
+                          ([0, -1, I64.max], 1), ([0, I64.min, I64.max], 1),
+                          ([0, 1, I64.max, I64.max - 1], 3), ([0, 0, 0], -1)):
+        for pad in (0, BLOCK, PARALLEL_MIN_WORK):  # the pair inside a later block / part
+            off = np.array([0] * pad + seq, dtype=np.int64)
+            assert reference(off) == (expected + pad if expected > 0 else expected)
+            check_all(off)
+
+
+@given(hnp.arrays(np.int64, st.integers(0, 3 * BLOCK), elements=st.integers(I64.min, I64.max)),
+       st.booleans())
+def test_matches_reference_on_any_int64(off, sort):
+    if sort:  # mostly non-decreasing, to reach deep into the array
+        off = np.sort(off)
+        if off.size:
+            off[0] = 0
+            off[1:] = np.maximum(off[1:], 0) if off.size > 1 else off[1:]
+    check_all(off)
+
+
+@given(st.integers(1, 3 * BLOCK), st.lists(st.integers(1, 3 * BLOCK), max_size=4),
+       st.integers(0, 2**32))
+def test_matches_reference_with_drops(n, drops, seed):
+    base = increasing(n, seed)
+    off = break_at(base, {p for p in drops if p < n})
+    check_all(off)
+
+
+# ------------------------------------------------------------------ the errors built on it
+@pytest.mark.parametrize("p", [2, BLOCK, BLOCK + 1, PARALLEL_MIN_WORK + 17])
+def test_constructor_names_level_and_position(p):
+    n_seq = 2 * PARALLEL_MIN_WORK
+    # Strictly increasing, so the dropped offset stays >= 0 (a negative one has its own error).
+    off = break_at(increasing(n_seq + 1, seed=p) + np.arange(n_seq + 1), [p])
+    data = np.zeros(int(off[-1]))
+    msg = (rf"invalid LoD: lod\[0\] must be non-decreasing; first violation at position {p} "
+           rf"\({off[p - 1]} > {off[p]}\)")
+    with pytest.raises(la.LoDError, match=msg):
+        la.LoDTensor(data, lod=[off])
+    outer = np.array([0, n_seq], dtype=np.int64)
+    with pytest.raises(la.LoDError, match=msg.replace(r"lod\[0\]", r"lod\[1\]")):
+        la.LoDTensor(data, lod=[outer, off])
+    t = la.LoDTensor(data[:0])
+    with pytest.raises(la.LoDError, match=msg):
+        t.set_lod([off])
+
+
+def test_negative_value_is_still_named_as_such():
+    """A negative offset is reported as one (before any other problem of a later level)."""
+    off = increasing(PARALLEL_MIN_WORK + 5)
+    off[PARALLEL_MIN_WORK] = -3
+    with pytest.raises(la.LoDError, match=rf"lod\[0\] has a negative value -3 at position "
+                                          rf"{PARALLEL_MIN_WORK}"):
+        la.LoDTensor(np.zeros(int(off[-1])), lod=[off])
+    with pytest.raises(la.LoDError, match=r"lod\[1\] has a negative value -3"):
+        la.LoDTensor(np.zeros(int(off[-1])), lod=[[0, 5, 1], off])
+
+
+def test_valid_lod_does_not_look_at_signs():
+    t = la.LoDTensor(np.zeros(7), lod=[[0, 2, 2], [0, 3, 7]])
+    assert t.lod() == [[0, 2, 2], [0, 3, 7]]
+
+
+def test_lengths_negative_comes_before_overflow():
+    big = I64.max // 2 + 1
+    with pytest.raises(la.LoDError, match=r"lengths\[0\] has a negative length -1 at position 3"):
+        lengths_to_offsets([[big, big, 1, -1]], "lengths")
+    with pytest.raises(la.LoDError, match=r"lengths\[0\] sums past int64 \(overflow\): the "
+                                          r"lengths up to position 1 add up"):
+        lengths_to_offsets([[big, big, 1]], "lengths")
+    (off,) = lengths_to_offsets([[big - 1, big]], "lengths")
+    assert off.tolist() == [0, big - 1, I64.max]
+
+
+@given(st.lists(st.integers(0, 2**62), max_size=20))
+def test_lengths_kernel_matches_cumsum(lengths):
+    arr = np.array(lengths, dtype=np.int64)
+    out = np.empty(arr.shape[0] + 1, dtype=np.int64)
+    bad, overflow = lod_utils.lengths_to_offsets(arr, out)
+    sums = np.cumsum([0] + [int(x) for x in lengths], dtype=object)
+    over = [i for i, s in enumerate(sums[1:]) if s > I64.max]
+    assert bad == -1
+    assert overflow == (over[0] if over else -1)
+    if not over:
+        assert out.tolist() == [int(s) for s in sums]
