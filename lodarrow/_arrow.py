@@ -249,7 +249,7 @@ def from_arrow(obj, nulls="error", *, lod_level=None, feature_shape=None):
     ([[0, 2, 3]], (3, 2))
     """
     check_choice(nulls, "from_arrow: nulls", _NULLS)
-    if hasattr(obj, "__arrow_c_device_array__") and not isinstance(obj, _PYARROW_CONTAINERS):
+    if not isinstance(obj, _PYARROW_CONTAINERS) and hasattr(obj, "__arrow_c_device_array__"):
         if isinstance(obj, LoDTensor) and not is_cupy_array(obj._data):
             obj = to_arrow(obj)
         else:

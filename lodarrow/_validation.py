@@ -69,6 +69,8 @@ def check_choice(value, name, choices):
 
     A non-string is a ``TypeError``, an unknown string a ``ValueError``; both list the choices.
     """
+    if value.__class__ is str and value in choices:  # the common case: no message to build
+        return value
     shown = " or ".join(repr(c) for c in choices)
     if not isinstance(value, str):
         raise TypeError(f"{name} must be {shown}, got {type(value).__name__}")
