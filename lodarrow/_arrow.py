@@ -39,7 +39,7 @@ from lodarrow import _arrow_decode as _dec
 from lodarrow._arrow_layout import arrow_type, layer_types, plan
 from lodarrow._backends import is_cupy_array
 from lodarrow._place import CPUPlace
-from lodarrow._tensor import LoDTensor, _freeze
+from lodarrow._tensor import LoDTensor
 from lodarrow._validation import check_choice
 
 __all__ = ["from_arrow", "to_arrow", "export_c_array"]
@@ -272,7 +272,7 @@ def from_arrow(obj, nulls="error", *, lod_level=None, feature_shape=None):
         data, levels = _dec.decode(_dec.HOST, chunks, chunks.buffers(), p, nulls, widths)
         if None in widths:
             raise _dec.missing_width(chunks.type, p, widths)
-    return LoDTensor._from_trusted(data, _freeze(levels), _CPU, unchecked=True)
+    return LoDTensor._from_trusted(data, _frozen(levels), _CPU, unchecked=True)
 
 
 def _from_chunks(chunks, p, nulls):
@@ -288,15 +288,23 @@ def _from_chunks(chunks, p, nulls):
     widths = tuple(widths)
     if not parts:
         data = np.empty((0,) + widths, dtype=p.dtype)
-        return LoDTensor._from_trusted(data, _freeze([np.zeros(1, dtype=np.int64)
+        return LoDTensor._from_trusted(data, _frozen([np.zeros(1, dtype=np.int64)
                                                       for _ in p.levels]), _CPU, unchecked=True)
     # A chunk that could not tell a width has no values: give it the widths of the others.
     parts = [(d.reshape((d.shape[0],) + widths), lv) for d, lv in parts]
     data, levels = _dec.join(parts, len(p.levels))
-    return LoDTensor._from_trusted(data, _freeze(levels), _CPU, unchecked=True)
+    return LoDTensor._from_trusted(data, _frozen(levels), _CPU, unchecked=True)
 
 
 _PYARROW_CONTAINERS = (pa.Array, pa.ChunkedArray, pa.Table, pa.RecordBatch)
+
+
+def _frozen(levels):
+    """The decoded levels, made read-only in place: the decoder made every one of them (a new
+    view of an Arrow buffer, or a copy), so unlike ``_tensor._freeze`` no view is needed."""
+    for level in levels:
+        level.setflags(False)  # write=False
+    return tuple(levels)
 
 
 def _as_chunks(obj, lod_level, feature_shape):

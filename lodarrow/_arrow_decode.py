@@ -226,8 +226,9 @@ def decode(mem, arr, bufs, plan, nulls, widths, chunk=None, chunk_start=0):
             # The common case, inlined (see _list_level): one slice of the offsets.
             o = node.offset
             a, b = sel
-            off = host(view(bufs[pos[depth] + 1], OFFSET_DTYPE[kind], o + b + 1,
-                            "offsets")[o + a:])
+            off = host(view(bufs[pos[depth] + 1], OFFSET_DTYPE[kind], o + b + 1, "offsets"))
+            if o + a:
+                off = off[o + a:]
             lo, hi = int(off[0]), int(off[-1])
             if lo < 0 or hi < lo:
                 raise ValueError(f"from_arrow: invalid Arrow array: offsets at level "
@@ -329,8 +330,10 @@ def _leaf_values(mem, node, bufs, at, sel, plan, levels, chunk, chunk_start, per
         a, b = sel
         o = node.offset
         _check_range(b, len(node), None, "a row")
-        view = HOST.view(bufs[at + 1], plan.dtype, o + b, "values")[o + a:]
-        view.flags.writeable = False  # Arrow memory is immutable (as pyarrow's to_numpy)
+        view = HOST.view(bufs[at + 1], plan.dtype, o + b, "values")
+        if o + a:
+            view = view[o + a:]
+        view.setflags(False)  # write=False: Arrow memory is immutable (as pyarrow's to_numpy)
         return view
     return _select(mem, node, bufs[at + 1], plan.dtype, sel)
 
@@ -346,7 +349,7 @@ def _select(mem, node, vbuf, dtype, sel):
             return mem.bits(vbuf, o + a, o + b, "values")
         view = mem.view(vbuf, dtype, o + b, "values")[o + a:]
         if mem.xp is np:
-            view.flags.writeable = False  # Arrow memory is immutable (as pyarrow's to_numpy)
+            view.setflags(False)  # write=False: Arrow memory is immutable (as pyarrow's to_numpy)
         return view
     if sel.size == 0:
         return mem.xp.empty(0, dtype=dtype)

@@ -777,7 +777,7 @@ def _freeze(levels):
     out = []
     for level in levels:
         view = level.view()
-        view.flags.writeable = False
+        view.setflags(False)  # write=False; cheaper than ``view.flags.writeable = False``
         out.append(view)
     return tuple(out)
 
