@@ -112,14 +112,15 @@ def to_arrow(t, large_offsets=True):
     features = data.shape[1:]
 
     types = layer_types(data.dtype, features, len(t._offsets), large)
-    if data.dtype == np.bool_:
+    if data.dtype.kind == "b":
         values = pa.py_buffer(np.packbits(data.reshape(-1), bitorder="little"))
     else:
         values = pa.py_buffer(data)  # keeps ``data`` alive as the buffer's base
     arr = pa.Array.from_buffers(types[0], data.size, [None, values], null_count=0)
-    for j in range(len(features) - 1, -1, -1):  # FixedSizeList j has N * prod(shape[:j]) rows
-        arr = pa.Array.from_buffers(types[len(features) - j], n * _product(features[:j]), [None],
-                                    null_count=0, children=[arr])
+    if features:
+        for j in range(len(features) - 1, -1, -1):  # FixedSizeList j: N * prod(shape[:j]) rows
+            arr = pa.Array.from_buffers(types[len(features) - j], n * _product(features[:j]),
+                                        [None], null_count=0, children=[arr])
     offsets = t._offsets
     for k in range(len(offsets) - 1, -1, -1):
         off = offsets[k]
