@@ -36,7 +36,7 @@ class _HostMemory:
             have = 0 if buf is None else buf.size
             raise ValueError(f"from_arrow: invalid Arrow array: the {what} buffer holds {have} "
                              f"bytes, {stop * dtype.itemsize} are needed")
-        return np.frombuffer(buf, dtype=dtype, count=stop)
+        return np.frombuffer(buf, dtype, stop)  # positional: keywords cost more to parse
 
     @staticmethod
     def bits(buf, start, stop, what):
