@@ -167,6 +167,57 @@ def test_files_are_plain_nested_lists_for_other_readers(workdir):
     assert [list(r) for r in rows] == [list(v) for v in zip(*expected.values())]
 
 
+def _column_chunks(path):
+    """``{path_in_schema: (uses a dictionary, has statistics)}`` of the first row group."""
+    rg = pq.ParquetFile(path).metadata.row_group(0)
+    return {rg.column(i).path_in_schema: ("RLE_DICTIONARY" in rg.column(i).encodings
+                                          or "PLAIN_DICTIONARY" in rg.column(i).encodings,
+                                          rg.column(i).is_stats_set)
+            for i in range(rg.num_columns)}
+
+
+@pytest.mark.parametrize("store_schema", [True, False])
+@pytest.mark.parametrize("compliant", [True, False])
+def test_write_parquet_default_encodings(store_schema, compliant, workdir):
+    """Float LoDTensor values: plain pages, no statistics; integer LoDTensor values keep the
+    dictionary; other columns (nested ones included) keep pyarrow's defaults."""
+    x, y, _ = _example()
+    ids = la.LoDTensor(np.array([5, 5, 5, 7, 7, 5], dtype=np.int64), lengths=[[2, 4, 0]])
+    struct = pa.array([{"a": 1, "b": [1.5]}, {"a": None, "b": []}, None])
+    path = _tmp(workdir)
+    la.write_parquet({"x": x, "y": y, "ids": ids, "n": np.array([1, 2, 3], np.uint32),
+                      "s": struct, "title": ["a", None, "c"]}, path,
+                     store_schema=store_schema, use_compliant_nested_type=compliant)
+    item = ".list.element" if compliant else ".list.item"
+    assert _column_chunks(path) == {
+        "x" + item * 3: (False, False), "y": (True, False), "ids" + item: (True, False),
+        "n": (True, True), "s.a": (True, True), "s.b" + item: (True, True),
+        "title": (True, True)}
+    back = la.read_parquet(path, ["x", "y", "ids"])
+    assert back["x"].equals(x) and back["y"].equals(y) and back["ids"].equals(ids)
+    table = pq.read_table(path, columns=["s", "title"])
+    assert table.column("s").to_pylist() == struct.to_pylist()
+    assert table.column("title").to_pylist() == ["a", None, "c"]
+    assert pl.read_parquet(path)["x"].to_list() == x.to_list()
+    assert duckdb.sql(f"select ids from read_parquet('{path}')").fetchall() == \
+        [(v,) for v in ids.to_list()]
+
+
+def test_write_parquet_options_replace_the_defaults(workdir):
+    x, y, _ = _example()
+    path = _tmp(workdir)
+    la.write_parquet({"x": x, "y": y}, path, use_dictionary=True, write_statistics=True,
+                     compression="zstd")
+    assert _column_chunks(path) == {"x.list.element.list.element.list.element": (True, True),
+                                    "y": (True, True)}
+    assert pq.ParquetFile(path).metadata.row_group(0).column(0).compression == "ZSTD"
+    path = _tmp(workdir)
+    la.write_parquet({"x": x, "y": y}, path, use_dictionary=["y"])
+    assert _column_chunks(path) == {"x.list.element.list.element.list.element": (False, False),
+                                    "y": (True, False)}
+    assert la.read_parquet(path, "x").equals(x)
+
+
 def test_read_parquet_written_by_pyarrow_and_polars(workdir):
     path = _tmp(workdir)
     pq.write_table(pa.table({"a": [[1.5, 2.5], [], [3.5]], "b": [1, 2, 3]}), path)
