@@ -1191,3 +1191,90 @@ def pyarrow_read_parquet(w, variant):
 
     path = variant
     return (lambda: pq.read_table(path)), lambda t: _arrow_parts(t.column(0))
+
+
+@peer("write_parquet", "polars", "write_parquet(compression='snappy', statistics=False)")
+def polars_write_parquet(w, variant):
+    """lodarrow's settings (snappy, no statistics; polars never dictionary-encodes floats);
+    polars' own default is zstd, which costs more than it saves on random float32 values."""
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    frame = pl.DataFrame({"data": w.polars})
+    path = variant
+
+    def run():
+        frame.write_parquet(path, compression="snappy", statistics=False)
+        return path
+    return run, lambda p: _arrow_parts(pq.read_table(p).column(0))
+
+
+@peer("read_parquet", "polars", "pl.read_parquet")
+def polars_read_parquet(w, variant):
+    import polars as pl
+
+    path = variant
+    return (lambda: pl.read_parquet(path)), lambda df: _arrow_parts(df["data"].to_arrow())
+
+
+# ====================================================================== LoDTensor from offsets
+# lodarrow checks the offsets (start 0, non-decreasing, last = number of rows) when it builds
+# a tensor from offsets and values; each peer builds its own form from the same two arrays
+# and, where the library can, checks them the same way inside the timed call.
+def _offsets_values(r):
+    off, x = r
+    return np.asarray(off, dtype=np.int64), numpy_view(x).reshape(-1)
+
+
+@peer("from_offsets", "numpy", "checks only: off[0] == 0, diff >= 0, off[-1] == len")
+def numpy_from_offsets(w, variant):
+    _only_d1(w)
+    x, off = w.data, w.offsets[-1]
+
+    def run():
+        if off[0] != 0 or off[-1] != len(x) or not (np.diff(off) >= 0).all():
+            raise ValueError("bad offsets")
+        return off, x
+    return run, _offsets_values
+
+
+@peer("from_offsets", "polars", "pl.from_arrow(LargeListArray.from_arrays)")
+def polars_from_offsets(w, variant):
+    import polars as pl
+    import pyarrow as pa
+
+    _only_d1(w)
+    x, off = w.data, w.offsets[-1]
+    return (lambda: pl.from_arrow(pa.LargeListArray.from_arrays(pa.array(off), pa.array(x)))), \
+        lambda s: _arrow_parts(s.to_arrow())
+
+
+@peer("from_offsets", "awkward", "ListOffsetArray + ak.validity_error")
+def awkward_from_offsets(w, variant):
+    import awkward as ak
+
+    _only_d1(w)
+    x, off = w.data, w.offsets[-1]
+
+    def run():
+        a = ak.Array(ak.contents.ListOffsetArray(ak.index.Index64(off),
+                                                 ak.contents.NumpyArray(x)))
+        problem = ak.validity_error(a)  # ak.Array itself checks nothing
+        if problem:
+            raise ValueError(problem)
+        return a
+    return run, lambda a: (_awkward_offsets(a), _awkward_flat(a))
+
+
+@peer("from_offsets", "pyarrow", "LargeListArray.from_arrays + validate(full=True)")
+def pyarrow_from_offsets(w, variant):
+    import pyarrow as pa
+
+    _only_d1(w)
+    x, off = w.data, w.offsets[-1]
+
+    def run():
+        arr = pa.LargeListArray.from_arrays(pa.array(off), pa.array(x))
+        arr.validate(full=True)  # from_arrays alone does not check the offsets' order
+        return arr
+    return run, _arrow_parts
