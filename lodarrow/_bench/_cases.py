@@ -30,6 +30,7 @@ class Case:
     peer_op: str | None = None  # registry key when it differs from ``op``
     rtol: float = 1e-4
     atol: float = 1e-4
+    note: str | None = None  # shown in lodarrow's row (what bounds it, where it must lose)
 
     @property
     def title(self):
@@ -87,6 +88,10 @@ _BYTES = {
 }
 
 
+_WRITE_NOTE = ("pyarrow's writer: one thread per column, so one here (polars encodes "
+               "row groups on every core); see benchmarks/README.md")
+
+
 def all_cases():
     """Every case, grouped by workload (so each workload is built once and freed after)."""
     cases = []
@@ -102,7 +107,7 @@ def all_cases():
         add(Case("to_arrow", None, name, rows))
         add(Case("from_arrow", None, name, rows))
         if name != "2-level":
-            add(Case("write_parquet", None, name, rows))
+            add(Case("write_parquet", None, name, rows, note=_WRITE_NOTE))
             add(Case("read_parquet", None, name, rows))
         if name == "D=1":
             add(Case("from_offsets", None, name, rows))

@@ -388,7 +388,8 @@ def _run_case(case, w, active, options, tmp, bar, task, bw):
         bar.advance(task, 1 + len(peers))
         return [dict(base, impl="lodarrow", library="lodarrow", status="error",
                      note=f"lodarrow raised {exc.__class__.__name__}: {exc}"[:300])]
-    rows.append(dict(base, impl="lodarrow", library="lodarrow", **frag))
+    rows.append(dict(base, impl="lodarrow", library="lodarrow", **frag,
+                     **({"how": case.note} if case.note else {})))
     bar.advance(task)
     for library, label, factory in peers:
         bar.update(task, description=f"{case.title} [{w.label}]: {library}")
