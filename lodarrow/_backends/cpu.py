@@ -7,6 +7,7 @@ module and ``cuda.py`` are the only ones that name ``lodarrow._ext`` functions.
 """
 
 import os
+from math import prod
 
 import numpy as np
 
@@ -14,11 +15,58 @@ from lodarrow._ext import (seq_conv, seq_gather, seq_layout, seq_pool, seq_scatt
                            seq_topk)
 
 __all__ = ["CPU", "CPUBackend", "KERNELS", "num_threads", "threads_for", "chunk_bounds",
-           "plan_threads", "flat_bytes", "PARALLEL_MIN_WORK"]
+           "plan_threads", "flat_bytes", "PARALLEL_MIN_WORK", "empty", "POOL_MIN_BYTES"]
 
 #: Below this many elements of work a kernel runs on one thread: OpenMP's start-up would
 #: cost more than it saves on calls that take a few microseconds.
 PARALLEL_MIN_WORK = 1 << 16
+
+
+# --------------------------------------------------------------------------- allocation
+#: Outputs of at least this many bytes come from Arrow's memory pool.  The pool keeps freed
+#: pages mapped, so a large output does not fault in (and the kernel zero) every page again,
+#: as a fresh ``numpy.empty`` (an ``mmap`` above glibc's threshold) does: filling a fresh
+#: 61 MB array takes ~2.5x as long as filling a reused one.  Below it ``numpy.empty`` is
+#: cheaper (a pool call costs ~1 us) and glibc reuses freed memory anyway.
+POOL_MIN_BYTES = 1 << 20
+
+#: ``LODARROW_ARROW_POOL=0`` (read at import): every output from ``numpy.empty``.
+USE_ARROW_POOL = os.environ.get("LODARROW_ARROW_POOL", "1").strip().lower() not in (
+    "0", "false", "no", "off")
+
+_np_empty = np.empty
+_allocate_buffer = None  # pyarrow.allocate_buffer, imported on the first large output
+_MAX_POOL_BYTES = 1 << 62  # beyond: numpy.empty, which raises its own error
+
+
+def empty(shape, dtype):
+    """An uninitialised C-contiguous host array, from Arrow's pool at ``POOL_MIN_BYTES``.
+
+    ``shape`` is a tuple of ints, ``dtype`` a ``numpy.dtype`` (or anything ``numpy.dtype``
+    takes).  A pool array is writable, 64-byte aligned, and keeps its ``pyarrow.Buffer``
+    alive through ``.base``; it is an ordinary ndarray otherwise (``to_arrow`` wraps it
+    zero-copy, pickling copies it).  Errors (negative or absurd sizes, out of memory) are
+    ``numpy.empty``'s.  See docs/performance.md#memory.
+    """
+    if not isinstance(dtype, np.dtype):
+        dtype = np.dtype(dtype)
+    if prod(shape) * dtype.itemsize < POOL_MIN_BYTES:
+        return _np_empty(shape, dtype)
+    return _pool_empty(shape, dtype)
+
+
+def _pool_empty(shape, dtype):
+    global _allocate_buffer
+    nbytes = prod(shape) * dtype.itemsize
+    if dtype.hasobject or nbytes > _MAX_POOL_BYTES:
+        return _np_empty(shape, dtype)
+    if _allocate_buffer is None:
+        from pyarrow import allocate_buffer as _allocate_buffer
+    try:
+        buf = _allocate_buffer(nbytes)
+    except MemoryError:  # pyarrow.ArrowMemoryError: let numpy say it, as without the pool
+        return _np_empty(shape, dtype)
+    return np.frombuffer(buf, dtype).reshape(shape)
 
 
 class _NoDevice:
@@ -38,14 +86,14 @@ class _NoDevice:
 class CPUBackend:
     """Host memory: ``numpy`` arrays and the Cython kernels.
 
-    ``empty(shape, dtype)`` is ``numpy.empty``; ``kernel(name)`` looks ``name`` up in
-    ``KERNELS`` (a ``KeyError`` names a kernel that does not exist).  Both are the bare
-    C functions: these run on every operator call.
+    ``empty(shape, dtype)`` is :func:`empty` (``numpy.empty`` with ``LODARROW_ARROW_POOL=0``);
+    ``kernel(name)`` looks ``name`` up in ``KERNELS`` (a ``KeyError`` names a kernel that
+    does not exist), the bare C function: these run on every operator call.
     """
 
     name = "cpu"
     xp = np
-    empty = staticmethod(np.empty)
+    empty = staticmethod(empty if USE_ARROW_POOL else np.empty)
     _HOST = _NoDevice()
 
     def __init__(self, kernels):
