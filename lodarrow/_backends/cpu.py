@@ -46,7 +46,7 @@ def empty(shape, dtype):
     takes).  A pool array is writable, 64-byte aligned, and keeps its ``pyarrow.Buffer``
     alive through ``.base``; it is an ordinary ndarray otherwise (``to_arrow`` wraps it
     zero-copy, pickling copies it).  Errors (negative or absurd sizes, out of memory) are
-    ``numpy.empty``'s.  See docs/performance.md#memory.
+    ``numpy.empty``'s.  See docs/ARCHITECTURE.md#rules.
     """
     if not isinstance(dtype, np.dtype):
         dtype = np.dtype(dtype)
