@@ -303,7 +303,9 @@ class LoDTensor:
     @property
     def offsets(self):
         """The LoD levels as a tuple of read-only int64 arrays (no copy)."""
-        return self._structure("offsets")
+        if self._unchecked:  # _structure's own test, inlined: this runs on every operator call
+            return self._structure("offsets")
+        return self._offsets
 
     @property
     def lengths(self):
@@ -521,13 +523,21 @@ class LoDTensor:
         """An operator's result on this tensor's place: ``data`` (trusted) under ``offsets``.
 
         Without ``offsets`` the result keeps this tensor's LoD and shares its device copies of
-        the offsets, so they are not copied to the GPU again.
+        the offsets, so they are not copied to the GPU again.  The slots are those
+        :meth:`_from_trusted` sets, set here directly: this runs on every operator call.
         """
+        out = object.__new__(LoDTensor)
+        out._unchecked = False
+        out._lod_problem = None
+        out._data = data
+        out._place = self._place
         if offsets is None:
-            out = LoDTensor._from_trusted(data, self._offsets, self._place)
+            out._offsets = self._offsets
             out._device_offsets = self._device_offsets  # same levels: share the cache
-            return out
-        return LoDTensor._from_trusted(data, offsets, self._place)
+        else:
+            out._offsets = tuple(offsets)
+            out._device_offsets = {}
+        return out
 
     # ------------------------------------------------------------------ NumPy
     def numpy(self):
@@ -671,13 +681,15 @@ class LoDTensor:
 
     def _check_valid(self, name):
         """Raise unless this tensor can enter an operator as argument ``name``."""
-        if self._data is None:
+        data = self._data
+        if data is None:
             raise ValueError(f"{name} is an empty LoDTensor (no data has been set)")
-        self._structure(None, f"{name}.lod")
+        if self._unchecked:  # _structure's own test, inlined: this runs on every operator call
+            self._structure(None, f"{name}.lod")
         off = self._offsets
-        if off and int(off[-1][-1]) != self._data.shape[0]:
+        if off and off[-1].item(-1) != data.shape[0]:
             raise LoDError(f"invalid LoD: {name}'s last level ends at {int(off[-1][-1])} but "
-                           f"its data has {self._data.shape[0]} rows (set() changed the data?)")
+                           f"its data has {data.shape[0]} rows (set() changed the data?)")
 
     _NAME = "\0"  # stands for the argument's name in a cached message
 
