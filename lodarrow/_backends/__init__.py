@@ -89,6 +89,8 @@ def cuda_backend():
 
 def backend_of_array(data):
     """The backend of one array (there is nothing to mix up)."""
+    if type(data) is np.ndarray:  # the usual answer, without a call to is_cupy_array
+        return CPU
     return cuda_backend() if is_cupy_array(data) else CPU
 
 
@@ -127,11 +129,13 @@ def row_bytes(data):
     """
     if not data.flags.c_contiguous:
         data = data.copy(order="C")
-    n = data.shape[0]
+    shape = data.shape
+    n = shape[0]
     width = data.dtype.itemsize
-    for s in data.shape[1:]:
+    for s in shape[1:]:
         width *= s
     if n and width:
-        return data.view(np.uint8).reshape(n, width)
+        rows = data.view(np.uint8)  # 2-D data: already (n, width), no reshape needed
+        return rows if len(shape) == 2 else rows.reshape(n, width)
     xp = sys.modules["cupy"] if is_cupy_array(data) else np
     return xp.empty((n, width), dtype=np.uint8)  # nothing to view: no rows or no bytes per row

@@ -6,6 +6,8 @@ host's plumbing: thread counts, chunk bounds balanced by rows, byte views of the
 module and ``cuda.py`` are the only ones that name ``lodarrow._ext`` functions.
 """
 
+import functools
+import itertools
 import os
 from math import prod
 
@@ -23,7 +25,8 @@ PARALLEL_MIN_WORK = 1 << 16
 
 
 # --------------------------------------------------------------------------- allocation
-#: Outputs of at least this many bytes come from Arrow's memory pool.  The pool keeps freed
+#: Outputs of at least this many bytes (and ``POOL_MIN_BYTES // 8`` elements, a check
+#: cheaper than the dtype's size) come from Arrow's memory pool.  The pool keeps freed
 #: pages mapped, so a large output does not fault in (and the kernel zero) every page again,
 #: as a fresh ``numpy.empty`` (an ``mmap`` above glibc's threshold) does: filling a fresh
 #: 61 MB array takes ~2.5x as long as filling a reused one.  Below it ``numpy.empty`` is
@@ -39,6 +42,9 @@ _allocate_buffer = None  # pyarrow.allocate_buffer, imported on the first large 
 _MAX_POOL_BYTES = 1 << 62  # beyond: numpy.empty, which raises its own error
 
 
+_POOL_MIN_ITEMS = POOL_MIN_BYTES >> 3  # fewer: under 1 MiB in any dtype of <= 8 bytes
+
+
 def empty(shape, dtype):
     """An uninitialised C-contiguous host array, from Arrow's pool at ``POOL_MIN_BYTES``.
 
@@ -48,17 +54,16 @@ def empty(shape, dtype):
     zero-copy, pickling copies it).  Errors (negative or absurd sizes, out of memory) are
     ``numpy.empty``'s.  See docs/ARCHITECTURE.md#rules.
     """
-    if not isinstance(dtype, np.dtype):
-        dtype = np.dtype(dtype)
-    if prod(shape) * dtype.itemsize < POOL_MIN_BYTES:
+    if prod(shape) < _POOL_MIN_ITEMS:  # on every operator call: kept to one C call
         return _np_empty(shape, dtype)
     return _pool_empty(shape, dtype)
 
 
 def _pool_empty(shape, dtype):
     global _allocate_buffer
+    dtype = np.dtype(dtype)
     nbytes = prod(shape) * dtype.itemsize
-    if dtype.hasobject or nbytes > _MAX_POOL_BYTES:
+    if nbytes < POOL_MIN_BYTES or dtype.hasobject or nbytes > _MAX_POOL_BYTES:
         return _np_empty(shape, dtype)
     if _allocate_buffer is None:
         from pyarrow import allocate_buffer as _allocate_buffer
@@ -95,13 +100,13 @@ class CPUBackend:
     xp = np
     empty = staticmethod(empty if USE_ARROW_POOL else np.empty)
     _HOST = _NoDevice()
+    #: ``device(data)``: a no-op context, host memory needs no current device.  It is
+    #: ``next(repeat(_HOST), data)``, which returns ``_HOST`` in C: no Python frame and no
+    #: bound method per operator call.
+    device = staticmethod(functools.partial(next, itertools.repeat(_HOST)))
 
     def __init__(self, kernels):
         self.kernel = kernels.__getitem__
-
-    def device(self, data):
-        """A no-op context: host memory needs no current device."""
-        return self._HOST
 
     def asarray(self, a):
         """``a`` as a host array (no copy if it is one)."""
@@ -132,6 +137,24 @@ def threads_for(work):
     return 1 if work < PARALLEL_MIN_WORK else num_threads()
 
 
+#: Cython type names of the fused specialisations, by NumPy dtype.
+_C_TYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.uint8): "uint8_t",
+            np.dtype(np.int16): "int16_t", np.dtype(np.uint16): "uint16_t",
+            np.dtype(np.int32): "int32_t", np.dtype(np.int64): "int64_t",
+            np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+
+
+def _by_dtype(fused):
+    """dtype -> the specialisation of a Cython function fused on one element type.
+
+    Calling the specialisation skips Cython's dispatcher, which inspects the buffers of
+    every call (about 1 us, a fifth of a small operator call).  A dtype not listed goes to
+    ``fused`` itself (``.get(dtype, fused)``), so behaviour and errors stay Cython's.
+    """
+    sigs = fused.__signatures__
+    return {dt: sigs[name] for dt, name in _C_TYPES.items() if name in sigs}
+
+
 def chunk_bounds(offsets, n_chunks):
     """Split the sequences of ``offsets`` into ``n_chunks`` runs of about equal row count.
 
@@ -155,14 +178,30 @@ def plan_threads(offsets, work, by_rows=True):
     One chunk of all sequences when single-threaded; else ``4 * n_threads`` chunks balanced
     by rows (``by_rows``), or by sequence count where every sequence costs the same.
     """
-    n_threads = threads_for(work)
+    n_threads = 1 if work < PARALLEL_MIN_WORK else num_threads()
     n_seq = offsets.shape[0] - 1
     if n_threads == 1 or n_seq < 2:
-        return 1, np.array([0, n_seq], dtype=np.int64)
+        return 1, _one_chunk(n_seq)
     if not by_rows:
         n_chunks = min(n_threads * 4, n_seq)
         return n_threads, np.arange(n_chunks + 1, dtype=np.int64) * n_seq // n_chunks
     return n_threads, chunk_bounds(offsets, n_threads * 4)
+
+
+_ONE_CHUNK = {}  # n_seq -> read-only [0, n_seq]: building it costs ~0.4 us per call
+_ONE_CHUNK_SIZE = 256
+
+
+def _one_chunk(n_seq):
+    """The bounds ``[0, n_seq]`` of a single chunk (read-only; the kernels only read it)."""
+    bounds = _ONE_CHUNK.get(n_seq)
+    if bounds is None:
+        bounds = np.array([0, n_seq], dtype=np.int64)
+        bounds.flags.writeable = False
+        if len(_ONE_CHUNK) >= _ONE_CHUNK_SIZE:
+            _ONE_CHUNK.clear()
+        _ONE_CHUNK[n_seq] = bounds
+    return bounds
 
 
 def _bounds(offsets, threads):
@@ -183,7 +222,8 @@ def conv_source_rows(r0, r1, n, cs, cl):
 
 def flat_bytes(a):
     """``a`` as a flat uint8 view (a C-contiguous copy first if it is strided)."""
-    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    a = np.ascontiguousarray(a)  # at least 1-D
+    return (a if a.ndim == 1 else a.reshape(-1)).view(np.uint8)
 
 
 # --------------------------------------------------------------------------- seq_gather
@@ -201,7 +241,7 @@ def expand_blocks(out, src, src_off, rep_off, out_lod):
         return
     threads = threads_for(out.size)
     # Balance chunks by output rows: block i writes out_lod[rep_off[i]] .. out_lod[rep_off[i+1]].
-    bounds = _bounds(out_lod[rep_off], threads)
+    bounds = _bounds(out_lod[rep_off], threads) if threads > 1 else None
     seq_gather.expand_blocks(out, src, src_off, rep_off, out_lod, bounds, threads)
 
 
@@ -356,22 +396,36 @@ def mask(out, lengths, maxlen):
 _SUM_MODES = {"sum": 0, "average": 1, "sqrt": 2}
 
 
+_POOL_SUM_FLOAT = _by_dtype(seq_pool.pool_sum_float)
+_POOL_SUM_INT = _by_dtype(seq_pool.pool_sum_int)
+_POOL_MEAN_INT = _by_dtype(seq_pool.pool_mean_int)
+_POOL_EXTREME = _by_dtype(seq_pool.pool_extreme)
+_POOL_ARG_EXTREME = _by_dtype(seq_pool.pool_arg_extreme)
+
+
 def pool(out, index, data, offsets, pad_row, pool_type):
     """``out`` (and ``index``, the rows of max / min) from ``data`` pooled over ``offsets``."""
     n_seq = offsets.shape[0] - 1
-    if out.size == 0:
+    size = out.size
+    if size == 0:
         return
-    d = out.size // n_seq
+    d = size // n_seq
     n = data.shape[0]
-    x = np.ascontiguousarray(data).reshape(n, d)
-    o = out.reshape(n_seq, d)
-    p = pad_row.reshape(d)
+    # ``(n, d)``, ``(n_seq, d)`` and ``(d,)`` views; a reshape is skipped where the array has
+    # that shape already (2-D data: its feature dimension is ``d``), as it costs ~0.3 us.
+    x = np.ascontiguousarray(data)
+    if x.ndim != 2:
+        x = x.reshape(n, d)
+    o = out if out.ndim == 2 else out.reshape(n_seq, d)
+    p = pad_row if pad_row.ndim == 1 else pad_row.reshape(d)
     offsets = np.ascontiguousarray(offsets)
-    nt = threads_for(n * d + n_seq)
+    work = n * d + n_seq
+    nt = 1 if work < PARALLEL_MIN_WORK else num_threads()
     bounds = chunk_bounds(offsets, nt * 4) if nt > 1 else None
-    kind = x.dtype.kind
+    dtype = x.dtype
+    kind = dtype.kind
     # float16 runs on its bits (uint16) in the _half kernels, bool on uint8.
-    half = kind == "f" and x.dtype.itemsize == 2
+    half = kind == "f" and dtype.itemsize == 2
     if pool_type in ("first", "last"):
         # Rows as bytes: one copy kernel for every dtype.
         seq_pool.pool_pick(o.view(np.uint8), x.view(np.uint8), offsets, p.view(np.uint8),
@@ -382,11 +436,13 @@ def pool(out, index, data, offsets, pad_row, pool_type):
             seq_pool.pool_sum_half(o.view(np.uint16), x.view(np.uint16), offsets,
                                    p.view(np.uint16), mode, bounds, nt)
         elif kind == "f":
-            seq_pool.pool_sum_float(o, x, offsets, p, mode, bounds, nt)
+            _POOL_SUM_FLOAT.get(dtype, seq_pool.pool_sum_float)(o, x, offsets, p, mode, bounds,
+                                                                 nt)
         elif mode == 0:
-            seq_pool.pool_sum_int(o, x, offsets, p, bounds, nt)
+            _POOL_SUM_INT.get(dtype, seq_pool.pool_sum_int)(o, x, offsets, p, bounds, nt)
         else:
-            seq_pool.pool_mean_int(o, x, offsets, p, mode, bounds, nt)
+            _POOL_MEAN_INT.get(dtype, seq_pool.pool_mean_int)(o, x, offsets, p, mode, bounds,
+                                                               nt)
     else:
         is_min = pool_type == "min"
         i2 = None if index is None else index.reshape(n_seq, d)
@@ -396,10 +452,13 @@ def pool(out, index, data, offsets, pad_row, pool_type):
             return
         if kind == "b":
             o, x, p = o.view(np.uint8), x.view(np.uint8), p.view(np.uint8)
+            dtype = x.dtype
         if i2 is None:
-            seq_pool.pool_extreme(o, x, offsets, p, is_min, bounds, nt)
+            _POOL_EXTREME.get(dtype, seq_pool.pool_extreme)(o, x, offsets, p, is_min, bounds,
+                                                             nt)
         else:
-            seq_pool.pool_arg_extreme(o, i2, x, offsets, p, is_min, bounds, nt)
+            _POOL_ARG_EXTREME.get(dtype, seq_pool.pool_arg_extreme)(o, i2, x, offsets, p,
+                                                                     is_min, bounds, nt)
 
 
 def topk_avg_pool(out, data, in_off, row_off, col_off, ks, channels, longest):
@@ -420,24 +479,31 @@ def topk_avg_pool(out, data, in_off, row_off, col_off, ks, channels, longest):
 
 
 # --------------------------------------------------------------------------- seq_softmax
+_SOFTMAX_FLOAT = _by_dtype(seq_softmax.softmax_float)
+_SOFTMAX_INT = _by_dtype(seq_softmax.softmax_int)
+
+
 def softmax(out, data, offsets):
     """Softmax over the values of every sequence of ``offsets``."""
     n = data.shape[0]
     if n == 0:
         return
-    flat = np.ascontiguousarray(data).reshape(n)
-    o = out.reshape(n)
+    flat = np.ascontiguousarray(data)
+    if flat.ndim != 1:
+        flat = flat.reshape(n)
+    o = out if out.ndim == 1 else out.reshape(n)
     offsets = np.ascontiguousarray(offsets)
     # exp is ~10x the cost of a read: go parallel earlier than the memory-bound kernels.
-    nt = threads_for(16 * n)
+    nt = 1 if 16 * n < PARALLEL_MIN_WORK else num_threads()
     bounds = chunk_bounds(offsets, nt * 4) if nt > 1 else None
-    kind = flat.dtype.kind
-    if kind == "f" and flat.dtype.itemsize == 2:
+    dtype = flat.dtype
+    kind = dtype.kind
+    if kind == "f" and dtype.itemsize == 2:
         seq_softmax.softmax_half(o.view(np.uint16), flat.view(np.uint16), offsets, bounds, nt)
     elif kind == "f":
-        seq_softmax.softmax_float(o, flat, offsets, bounds, nt)
+        _SOFTMAX_FLOAT.get(dtype, seq_softmax.softmax_float)(o, flat, offsets, bounds, nt)
     else:
-        seq_softmax.softmax_int(o, flat, offsets, bounds, nt)
+        _SOFTMAX_INT.get(dtype, seq_softmax.softmax_int)(o, flat, offsets, bounds, nt)
 
 
 # --------------------------------------------------------------------------- seq_conv
