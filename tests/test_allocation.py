@@ -42,8 +42,9 @@ def test_empty_shape_dtype_flags(shape, dtype):
     assert (a == 1).all()
 
 
-def test_empty_takes_dtype_likes():
+def test_empty_takes_dtype_likes_and_int_shapes():
     assert empty((3,), "float32").dtype == np.float32
+    assert empty(5, np.dtype(np.int8)).shape == (5,)
     a = empty((POOL_MIN_BYTES,), np.int8)
     assert a.dtype == np.int8 and _from_pool(a)
 

@@ -48,13 +48,17 @@ _POOL_MIN_ITEMS = POOL_MIN_BYTES >> 3  # fewer: under 1 MiB in any dtype of <= 8
 def empty(shape, dtype):
     """An uninitialised C-contiguous host array, from Arrow's pool at ``POOL_MIN_BYTES``.
 
-    ``shape`` is a tuple of ints, ``dtype`` a ``numpy.dtype`` (or anything ``numpy.dtype``
-    takes).  A pool array is writable, 64-byte aligned, and keeps its ``pyarrow.Buffer``
-    alive through ``.base``; it is an ordinary ndarray otherwise (``to_arrow`` wraps it
-    zero-copy, pickling copies it).  Errors (negative or absurd sizes, out of memory) are
+    ``shape`` is a tuple of ints (an int shape is never pooled), ``dtype`` a ``numpy.dtype``
+    (or anything ``numpy.dtype`` takes).  A pool array is writable, 64-byte aligned, and
+    keeps its ``pyarrow.Buffer`` alive through ``.base``; it is an ordinary ndarray otherwise
+    (``to_arrow`` wraps it zero-copy, pickling copies it).  Errors (negative or absurd sizes, out of memory) are
     ``numpy.empty``'s.  See docs/ARCHITECTURE.md#rules.
     """
-    if prod(shape) < _POOL_MIN_ITEMS:  # on every operator call: kept to one C call
+    try:
+        small = prod(shape) < _POOL_MIN_ITEMS  # on every operator call: kept to one C call
+    except TypeError:  # an int shape, which numpy.empty takes too
+        small = True
+    if small:
         return _np_empty(shape, dtype)
     return _pool_empty(shape, dtype)
 
