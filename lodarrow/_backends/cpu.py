@@ -112,9 +112,8 @@ class CPUBackend:
     def __init__(self, kernels):
         self.kernel = kernels.__getitem__
 
-    def asarray(self, a):
-        """``a`` as a host array (no copy if it is one)."""
-        return np.asarray(a)
+    #: ``asarray(a)``: ``a`` as a host array (no copy if it is one), ``numpy.asarray`` itself.
+    asarray = staticmethod(np.asarray)
 
     def offsets(self, t, level):
         """Level ``level`` of LoDTensor ``t``: the host offsets themselves."""

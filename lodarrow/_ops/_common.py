@@ -70,6 +70,8 @@ def require(obj, name, op):
 
 def require_lod_levels(t, name, op, allowed):
     """Raise ``LoDError`` unless ``t.lod_level`` is in ``allowed`` (an int, range or tuple)."""
+    if type(allowed) is range and t.lod_level in allowed:  # ANY_LEVELS: the usual call
+        return
     if isinstance(allowed, int):
         allowed = (allowed,)
     if t.lod_level not in allowed:
