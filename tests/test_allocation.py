@@ -123,6 +123,7 @@ def _operator_calls():
         lambda: la.sequence_pad(f, np.float32(1.5), maxlen=150),
         lambda: la.sequence_unpad(padded, length),
         lambda: la.sequence_expand(f, y),
+        lambda: la.sequence_expand(la.LoDTensor(f.data[:4]), y),
         lambda: la.sequence_expand_as(la.LoDTensor(f.data[:4]), y),
         lambda: la.sequence_concat([f, f]),
         lambda: la.sequence_enumerate(ids, 4, pad_value=0),
