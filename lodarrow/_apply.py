@@ -328,20 +328,120 @@ def _validity(data):
 
 
 def _check_inner_nulls(data, name, fn):
-    """Raise ``ValueError`` naming the row and level of the first null below the top level."""
-    import pyarrow.compute as pc
+    """Raise ``ValueError`` naming the row and level of the first null below the top level.
 
+    Arrow keeps every array's null count, so this is O(levels) unless a child array holds
+    nulls; then only the entries under rows that are not null are looked at (vectorised).
+    """
+    chunks = data.chunks if isinstance(data, pa.ChunkedArray) else (data,)
+    if all(_children_without_nulls(c) for c in chunks):
+        return
     node = data.combine_chunks() if isinstance(data, pa.ChunkedArray) else data
     if isinstance(node.type, pa.BaseExtensionType):
         node = node.storage
     if pa.types.is_dictionary(node.type):
         return
+    if not _scan_inner_nulls(node, name, fn):
+        _scan_inner_nulls_flattened(node, name, fn)
+
+
+def _is_list_type(t):
+    return (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+            or _is_view(t))
+
+
+def _children_without_nulls(arr):
+    """Whether no array below the top level of ``arr`` holds a null (Arrow's null counts:
+    O(levels)); a dictionary leaf counts as without nulls, as the scans below read it."""
+    if isinstance(arr.type, pa.BaseExtensionType):
+        arr = arr.storage
+    while _is_list_type(arr.type):
+        arr = arr.values
+        if pa.types.is_dictionary(arr.type):
+            return True
+        if arr.null_count:
+            return False
+    return True
+
+
+def _scan_inner_nulls(node, name, fn):
+    """The exact check for ``List`` / ``LargeList`` / ``FixedSizeList`` levels, by masks of
+    the entries under non-null rows (in entry order, which is row order here); False when a
+    level is of another kind (a list view), for :func:`_scan_inner_nulls_flattened`."""
+    levels = []  # per level passed: (list size, node offset) or (offsets, first entry)
+    keep = _validity(node) if node.null_count else np.ones(len(node), dtype=np.bool_)
+    lo = 0  # ``keep`` marks entries [lo, lo + len(keep)) of ``node`` (logical positions)
+    depth = 0
+    while True:
+        t = node.type
+        m = keep.shape[0]
+        if pa.types.is_fixed_size_list(t):
+            size = t.list_size
+            levels.append((size, node.offset))
+            keep = np.repeat(keep, size)
+            lo = (node.offset + lo) * size
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            buf = node.buffers()[1]
+            start = node.offset + lo
+            dtype = np.dtype(np.int32 if pa.types.is_list(t) else np.int64)
+            if buf is None or buf.size < (start + m + 1) * dtype.itemsize:
+                return False  # malformed: left to the reading path's own checks
+            off = np.frombuffer(buf, dtype=dtype, count=start + m + 1)[start:]
+            lengths = np.diff(off)
+            if (lengths < 0).any() or off[0] < 0 or off[-1] > len(node.values):
+                return False
+            levels.append((off, lo))
+            keep = np.repeat(keep, lengths)
+            lo = int(off[0])
+        else:
+            return False
+        node = node.values
+        depth += 1
+        t = node.type
+        if pa.types.is_dictionary(t):
+            return True
+        if node.null_count:
+            bad = keep & ~_bits(node, lo, lo + keep.shape[0])
+            if bad.any():
+                row = _row_of(levels, lo + int(np.argmax(bad)))
+                what = ("a null fixed-size row" if pa.types.is_fixed_size_list(t) else
+                        "a null list" if _is_list_type(t) else "a null value")
+                _null_error(name, row, depth, what, fn)
+        if not _is_list_type(t):
+            return True
+
+
+def _bits(node, start, stop):
+    """The validity of entries ``[start, stop)`` of ``node`` (True: not null)."""
+    bitmap = node.buffers()[0]
+    if bitmap is None:
+        return np.ones(stop - start, dtype=np.bool_)
+    o = node.offset
+    first, last = (o + start) // 8, (o + stop + 7) // 8
+    raw = np.frombuffer(bitmap, dtype=np.uint8, count=last)[first:]
+    skip = o + start - 8 * first
+    return np.unpackbits(raw, bitorder="little")[skip: skip + stop - start].view(np.bool_)
+
+
+def _row_of(levels, pos):
+    """The top-level row holding entry ``pos`` of the deepest level passed."""
+    for off, lo in reversed(levels):
+        if isinstance(off, int):  # a fixed-size list of ``off`` at node offset ``lo``
+            pos = pos // off - lo
+        else:
+            pos = lo + int(np.searchsorted(off, pos, side="right")) - 1
+    return pos
+
+
+def _scan_inner_nulls_flattened(node, name, fn):
+    """The exact check for any list kinds: each level flattened in turn (pyarrow)."""
+    import pyarrow.compute as pc
+
     parents = np.arange(len(node), dtype=np.int64)
     depth = 0
     while True:
         t = node.type
-        if not (pa.types.is_list(t) or pa.types.is_large_list(t)
-                or pa.types.is_fixed_size_list(t) or _is_view(t)):
+        if not _is_list_type(t):
             return
         if depth > 0 and node.null_count:
             i = int(np.argmin(_validity(node)))
@@ -353,10 +453,7 @@ def _check_inner_nulls(data, name, fn):
         depth += 1
         if pa.types.is_dictionary(node.type):
             return
-        if node.null_count and not (pa.types.is_list(node.type)
-                                    or pa.types.is_large_list(node.type)
-                                    or pa.types.is_fixed_size_list(node.type)
-                                    or _is_view(node.type)):
+        if node.null_count and not _is_list_type(node.type):
             i = int(np.argmin(_validity(node)))
             _null_error(name, int(parents[i]), depth, "a null value", fn)
 

@@ -262,3 +262,92 @@ def test_null_values_inside_lists_or_in_plain_arguments_are_value_errors():
     t2 = pa.table({"x": pa.array([None, [2.0, None]])})
     with pytest.raises(ValueError, match=r"column 'x' has a null value inside row 1 at level 1"):
         la.apply(t2, la.sequence_reverse, x=la.col("x"), out="r")
+
+
+def _two_level(rows, null_rows, hidden):
+    """``list<list<float64>>`` of ``rows`` (Python lists, None inside allowed); the rows in
+    ``null_rows`` are null and, where ``hidden`` holds them, backed by those lists."""
+    inner, outer = [0], [0]
+    leaves, leaf_valid, inner_valid = [], [], []
+    for i, r in enumerate(rows):
+        cells = hidden.get(i, []) if i in null_rows else r
+        for c in cells:
+            inner_valid.append(c is not None)
+            for v in c or []:
+                leaves.append(0.0 if v is None else v)
+                leaf_valid.append(v is not None)
+            inner.append(len(leaves))
+        outer.append(len(inner) - 1)
+    values = pa.array(leaves, mask=~np.array(leaf_valid, dtype=bool), type=pa.float64())
+    lists = pa.ListArray.from_arrays(pa.array(inner, pa.int32()), values,
+                                     mask=pa.array(~np.array(inner_valid, dtype=bool)))
+    valid = np.array([i not in null_rows for i in range(len(rows))])
+    return pa.Array.from_buffers(pa.list_(pa.list_(pa.float64())), len(rows),
+                                 [pa.py_buffer(np.packbits(valid, bitorder="little")),
+                                  pa.py_buffer(np.array(outer, dtype=np.int32))],
+                                 null_count=int((~valid).sum()), children=[lists])
+
+
+@pytest.mark.parametrize("where", [0, 3, 7])
+@pytest.mark.parametrize("level", [1, 2])
+def test_an_inner_null_in_any_row_is_found_among_null_rows(where, level):
+    rows = [[[float(i), 1.0], [2.0]] for i in range(8)]
+    if level == 1:
+        rows[where] = [[1.0], None]
+        what = "a null list"
+    else:
+        rows[where] = [[1.0], [2.0, None, 3.0]]
+        what = "a null value"
+    nulls = {1, 5} - {where}
+    arr = _two_level(rows, nulls, hidden={1: [[9.0, 9.0]], 5: [[8.0]]})
+    table = pa.table({"x": arr})
+    with pytest.raises(ValueError, match=rf"column 'x' has {what} inside row {where} at level "
+                                         rf"{level}"):
+        la.apply(table, la.sequence_pool, input=la.col("x"), pool_type="sum", out="s")
+    # a slice that leaves the row out reads; one that keeps it counts rows from the slice
+    if where:
+        out = la.apply(table.slice(0, where), la.sequence_pool, input=la.col("x"),
+                       pool_type="sum", out="s")
+        assert out.column("s").to_pylist() == [
+            None if i in nulls else [float(i) + 1.0, 2.0] for i in range(where)]
+        with pytest.raises(ValueError, match=rf"inside row {where - 1} at level {level}"):
+            la.apply(table.slice(1), la.sequence_pool, input=la.col("x"), pool_type="sum",
+                     out="s")
+    # in the second chunk of a chunked column: rows count across the chunks
+    clean = _two_level([[[1.0]], [[2.0]]], set(), {})
+    chunked = pa.table({"x": pa.chunked_array([clean, arr])})
+    with pytest.raises(ValueError, match=rf"inside row {where + 2} at level {level}"):
+        la.apply(chunked, la.sequence_pool, input=la.col("x"), pool_type="sum", out="s")
+
+
+def test_inner_nulls_under_a_null_row_are_not_read():
+    rows = [[[1.0, 2.0]], None, [[3.0], []], None]
+    # the null rows are backed by lists holding a null list and a null value
+    arr = _two_level(rows, {1, 3}, hidden={1: [None, [4.0]], 3: [[5.0, None]]})
+    assert arr.values.null_count == 1 and arr.values.values.null_count == 1
+    for table in (pa.table({"x": arr}), pa.table({"x": arr}).slice(1),
+                  pa.table({"x": pa.chunked_array([arr.slice(0, 1), arr.slice(1)])})):
+        out = la.apply(table, la.sequence_pool, input=la.col("x"), pool_type="sum", out="s")
+        want = [[3.0], None, [3.0, 0.0], None]
+        assert out.column("s").to_pylist() == want[4 - table.num_rows:]
+    # a null list in a row that is not null, after the null rows' hidden ones
+    arr = _two_level([[[1.0]], None, [[2.0], None]], {1}, hidden={1: [None, [None]]})
+    with pytest.raises(ValueError, match=r"column 'x' has a null list inside row 2 at level 1"):
+        la.apply(pa.table({"x": arr}), la.sequence_pool, input=la.col("x"), pool_type="sum",
+                 out="s")
+
+
+def test_a_null_fixed_size_row_is_found_in_a_sliced_column():
+    values = pa.array(np.arange(12.0))
+    fixed = pa.FixedSizeListArray.from_arrays(values, 2,
+                                              mask=pa.array([False] * 4 + [True, False]))
+    arr = pa.ListArray.from_arrays(pa.array([0, 2, 3, 6], pa.int32()), fixed)
+    table = pa.table({"x": arr})
+    with pytest.raises(ValueError, match=r"column 'x' has a null fixed-size row inside row 2 "
+                                         r"at level 1"):
+        la.apply(table, la.sequence_pool, input=la.col("x"), pool_type="sum", out="s")
+    with pytest.raises(ValueError, match=r"has a null fixed-size row inside row 1 at level 1"):
+        la.apply(table.slice(1), la.sequence_pool, input=la.col("x"), pool_type="sum", out="s")
+    out = la.apply(table.slice(0, 2), la.sequence_pool, input=la.col("x"), pool_type="sum",
+                   out="s")
+    assert out.column("s").to_pylist() == [[2.0, 4.0], [4.0, 5.0]]
