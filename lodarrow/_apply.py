@@ -299,7 +299,13 @@ _TOP_BUFFERS = {"list": 2, "large_list": 2, "list_view": 3, "large_list_view": 3
 
 
 def _with_validity(data, valid):
-    """The list array ``data`` with ``valid`` as its top-level validity (a new bitmap only)."""
+    """The list array ``data`` with ``valid`` as its top-level validity (a new bitmap), and
+    without values behind its null lists (``List`` / ``LargeList``).
+
+    Null lists backed by values would make ``from_arrow(nulls="empty")`` gather every value
+    below through index arrays; Arrow's ``flatten`` copies the runs of non-null lists instead
+    (the same values, an order of magnitude sooner), and the null lists become empty.
+    """
     arr = data.combine_chunks() if isinstance(data, pa.ChunkedArray) else data
     if isinstance(arr.type, pa.BaseExtensionType):
         arr = arr.storage
@@ -307,11 +313,26 @@ def _with_validity(data, valid):
     kind = ("large_list_view" if _is_large_view(t) else "list_view" if _is_view(t) else
             "large_list" if pa.types.is_large_list(t) else "list" if pa.types.is_list(t)
             else "fixed_size_list")
-    bits = np.concatenate([np.ones(arr.offset, dtype=np.bool_), valid])
-    bitmap = pa.py_buffer(np.packbits(bits, bitorder="little"))
+    n_null = int(valid.shape[0] - np.count_nonzero(valid))
     bufs = arr.buffers()[:_TOP_BUFFERS[kind]]
-    return pa.Array.from_buffers(t, len(arr), [bitmap] + bufs[1:],
-                                 null_count=int(valid.shape[0] - np.count_nonzero(valid)),
+    bits = np.concatenate([np.ones(arr.offset, dtype=np.bool_), valid]) if arr.offset else valid
+    bitmap = pa.py_buffer(np.packbits(bits, bitorder="little"))
+    if kind in ("list", "large_list") and bufs[1] is not None:
+        dtype = np.dtype(np.int32 if kind == "list" else np.int64)
+        n, o = len(arr), arr.offset
+        if bufs[1].size >= (o + n + 1) * dtype.itemsize:
+            off = np.frombuffer(bufs[1], dtype=dtype, count=o + n + 1)[o:]
+            lengths = np.diff(off)
+            if n_null and lengths[~valid].any():  # values behind null lists: drop them
+                masked = pa.Array.from_buffers(t, n, [bitmap, bufs[1]], null_count=n_null,
+                                               offset=o, children=[arr.values])
+                lengths[~valid] = 0
+                new = np.zeros(n + 1, dtype=dtype)
+                np.cumsum(lengths, out=new[1:])
+                bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if o else bitmap
+                return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(new)],
+                                             null_count=n_null, children=[masked.flatten()])
+    return pa.Array.from_buffers(t, len(arr), [bitmap] + bufs[1:], null_count=n_null,
                                  offset=arr.offset, children=[arr.values])
 
 
