@@ -243,7 +243,10 @@ def _kinds(arrow_type):
     return hit
 
 
-def read_column(data, ref, from_objects, fn, valid):
+_NO_KW = {}
+
+
+def read_column(data, ref, from_objects, fn, valid, kinds=None):
     """Convert one column's Arrow data to a :class:`_Column` (docs/tables.md, Nulls).
 
     ``valid`` (None: no null rows in any list column of the call) marks the rows every
@@ -251,10 +254,11 @@ def read_column(data, ref, from_objects, fn, valid):
     null row of the whole call, so the other inputs' constraints (equal lengths, offsets
     inside the row ...) hold there too.
     """
-    is_list, narrow = _kinds(data.type)
+    is_list, narrow = _kinds(data.type) if kinds is None else kinds
     is_list = is_list and ref.lod_level != 0  # lod_level=0: every list level a feature dim
     narrow = narrow or from_objects
-    kw = ref.arrow_kwargs()
+    kw = ref.arrow_kwargs() if ref.lod_level is not None or ref.feature_shape is not None \
+        else _NO_KW
     if not is_list:
         if data.null_count:
             i = _first_null(data)
@@ -595,25 +599,6 @@ def _unique(refs):
     return out
 
 
-class _Lookup:
-    """The columns read, by reference (a short list: cheaper than hashing references)."""
-
-    __slots__ = ("refs", "columns")
-
-    def __init__(self, refs, columns):
-        self.refs = refs
-        self.columns = columns
-
-    def __getitem__(self, ref):
-        for r, c in zip(self.refs, self.columns):
-            if r is ref:
-                return c
-        for r, c in zip(self.refs, self.columns):
-            if r == ref:
-                return c
-        raise KeyError(ref)
-
-
 def device_place(device, fn):
     """``device`` as a Place (None stays None), or a TypeError naming ``device``."""
     if device is None:
@@ -638,49 +623,118 @@ def check_device(device, fn):
                         f"got {device!r}")
 
 
+class Call:
+    """An operator call on table columns with what its arguments alone decide worked out
+    once (the columns read, where each goes), so that a :class:`~lodarrow.udf` applied to
+    many batches pays for it once.  Holds no data."""
+
+    __slots__ = ("name", "fn_op", "args", "outs", "device", "fn", "refs", "slots",
+                 "plain_only", "items", "ref_states")
+
+    def __init__(self, name, fn_op, args, outs, device, fn):
+        self.name, self.fn_op, self.args, self.outs = name, fn_op, args, outs
+        self.items = self.ref_states = None  # see remember()
+        self.device, self.fn = device, fn
+        self.refs = refs = _unique(refs_in(args))
+        # (key, value, kind): 0 a literal, 1 a column (value: its index in refs), 2 a list
+        # or tuple holding columns
+        slots = []
+        for key, v in args.items():
+            if isinstance(v, ColumnRef):
+                slots.append((key, _index(refs, v), 1))
+            elif isinstance(v, (list, tuple)) and any(isinstance(x, ColumnRef) for x in v):
+                slots.append((key, v, 2))
+            else:
+                slots.append((key, v, 0))
+        self.slots = tuple(slots)
+        self.plain_only = _PLAIN_ONLY.get(name, ())
+
+    def __call__(self, table):
+        return _run(self, table)
+
+    def remember(self):
+        """Note the arguments' state, for :meth:`fits` (a udf keeps its call)."""
+        self.items = tuple(self.args.items())
+        self.ref_states = _ref_states(self.args)
+        return self
+
+    def fits(self, name, args, outs, device):
+        """Whether this call was made from these very arguments, unchanged since (the
+        values by identity, the column references by their state)."""
+        if name != self.name or outs != self.outs or device is not self.device \
+                or self.items is None or len(args) != len(self.items):
+            return False
+        for (key, v), (key0, v0) in zip(args.items(), self.items):
+            if v is not v0 or key != key0:
+                return False
+        return _ref_states(args) == self.ref_states
+
+
+def _ref_states(args):
+    """Every column reference among ``args`` with its name and options (a reference is
+    mutable, and a list of them can change in place)."""
+    return [(r, r.name, r.lod_level, r.feature_shape) for r in refs_in(args)]
+
+
+def _index(refs, ref):
+    for i, r in enumerate(refs):
+        if r is ref:
+            return i
+    for i, r in enumerate(refs):
+        if r == ref:
+            return i
+    raise KeyError(ref)  # pragma: no cover - refs holds every reference of the arguments
+
+
 def run(table, name, fn_op, args, outs, device, fn):
     """The body of :func:`apply` (shared with :class:`udf`)."""
+    return _run(Call(name, fn_op, args, outs, device, fn), table)
+
+
+def _run(c, table):
+    fn, name, args, refs = c.fn, c.name, c.args, c.refs
     adapter = adapt(table, fn)
     n_rows = adapter.n_rows
-    refs = _unique(refs_in(args))
     raw = []
     valid = None
     for ref in refs:
         data, from_objects = adapter.column(ref.name, fn)
         if type(data) is pa.ChunkedArray and data.num_chunks == 1:
             data = data.chunk(0)  # from_arrow's quickest path
-        raw.append((data, from_objects))
-        if data.null_count and _kinds(data.type)[0] and ref.lod_level != 0:
+        kinds = _kinds(data.type)
+        raw.append((data, from_objects, kinds))
+        if data.null_count and kinds[0] and ref.lod_level != 0:
             v = _validity(data)
             valid = v if valid is None else (valid & v)
     columns = []
     narrow = True
-    for ref, (data, from_objects) in zip(refs, raw):
-        c = read_column(data, ref, from_objects, fn, valid)
-        if c.is_list:
-            narrow = narrow and c.narrow
-        columns.append(c)
-    columns = _Lookup(refs, columns)
-    plain_only = _PLAIN_ONLY.get(name, ())
-    place = device_place(device, fn)
+    for ref, (data, from_objects, kinds) in zip(refs, raw):
+        col_ = read_column(data, ref, from_objects, fn, valid, kinds)
+        if col_.is_list:
+            narrow = narrow and col_.narrow
+        columns.append(col_)
+    place = device_place(c.device, fn)
     call = {}
-    for key, v in args.items():
-        if isinstance(v, ColumnRef):
-            c = columns[v]
-            if key in plain_only and c.is_list:
+    for key, v, kind in c.slots:
+        if kind == 1:
+            col_ = columns[v]
+            if col_.is_list and key in c.plain_only:
                 raise ValueError(f"{fn}: in table form {name}'s {key} must be a plain column "
-                                 f"(one value per row); column {v.name!r} is a list column")
-            t = c.tensor
+                                 f"(one value per row); column {refs[v].name!r} is a list "
+                                 f"column")
+            t = col_.tensor
             call[key] = t if place is None else t.to(place)
-        elif isinstance(v, (list, tuple)) and any(isinstance(x, ColumnRef) for x in v):
-            items = [columns[x].tensor if isinstance(x, ColumnRef) else x for x in v]
+        elif kind == 2:
+            items = [columns[_index(refs, x)].tensor if isinstance(x, ColumnRef) else x
+                     for x in v]
             if place is not None:
                 items = [x.to(place) if isinstance(x, LoDTensor) else x for x in items]
             call[key] = type(v)(items) if isinstance(v, tuple) else items
         else:
             call[key] = v
-    result = fn_op(**call)
+    result = c.fn_op(**call)
     results = result if isinstance(result, tuple) else (result,)
+    outs = c.outs
     if len(results) != len(outs):  # pragma: no cover - n_results mirrors the operators
         raise ValueError(f"{fn}: {name} returned {len(results)} results, out names "
                          f"{len(outs)}")
@@ -694,12 +748,12 @@ def run(table, name, fn_op, args, outs, device, fn):
                 and isinstance(call.get("x"), LoDTensor):
             t = _expand_broadcast(name, t, call["x"], call["y"], args.get("ref_level", -1), fn)
         elif name == "sequence_mask" and isinstance(args.get("x"), ColumnRef) \
-                and columns[args["x"]].is_list:
-            src = columns[args["x"]].tensor
+                and columns[_index(refs, args["x"])].is_list:
+            src = columns[_index(refs, args["x"])].tensor
             t = LoDTensor._from_trusted(t._data, src._offsets)
         elif name == "sequence_pool" and i == 1:
-            t = _relative_index(t, columns[args["input"]].tensor if isinstance(
-                args.get("input"), ColumnRef) else call["input"])
+            t = _relative_index(t, columns[_index(refs, args["input"])].tensor
+                                if isinstance(args.get("input"), ColumnRef) else call["input"])
         _aligned(t, n_rows, name, out, fn)
         new[out] = _to_column(t, narrow, valid)
     return adapter.finish(new)

@@ -101,19 +101,10 @@ class ArrowAdapter:
         """The table with the ``new`` columns (name -> pa.Array) replaced in place or appended."""
         table = self.table
         schema = self.schema
-        if isinstance(table, pa.RecordBatch):
-            arrays = list(table.columns)
-            fields = list(schema)
-            for name, arr in new.items():
-                i = schema.get_field_index(name)
-                if i >= 0:
-                    arrays[i] = arr
-                    fields[i] = pa.field(name, arr.type)
-                else:
-                    arrays.append(arr)
-                    fields.append(pa.field(name, arr.type))
-            return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields, schema.metadata))
-        for name, arr in new.items():  # out names are distinct: the input schema's indices hold
+        # out names are distinct: the input schema's indices hold; a Table's and a
+        # RecordBatch's set_column / append_column keep the schema's metadata and the other
+        # fields as they are
+        for name, arr in new.items():
             i = schema.get_field_index(name)
             if i >= 0:
                 table = table.set_column(i, name, arr)

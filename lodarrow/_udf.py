@@ -10,8 +10,8 @@ result has, by construction.
 import numpy as np
 import pyarrow as pa
 
-from lodarrow._apply import (ColumnRef, check_out, check_device, n_results, refs_in,
-                             resolve_op, run)
+from lodarrow._apply import (OPERATORS, Call, ColumnRef, check_out, check_device, n_results,
+                             refs_in, resolve_op)
 from lodarrow._tables import is_pandas_frame, variable_levels
 
 __all__ = ["udf", "pipeline"]
@@ -141,7 +141,7 @@ class udf(_Base):
     DataType(int64)
     """
 
-    __slots__ = ("op", "args", "out", "device")
+    __slots__ = ("op", "args", "out", "device", "_call")
 
     def __init__(self, op, *, out, device=None, **args):
         name, _ = resolve_op(op, "udf")
@@ -162,18 +162,23 @@ class udf(_Base):
         self.args = dict(args)
         self.out = outs
         self.device = device
+        self._call = None
 
     def __call__(self, batch):
         """Apply to one table or batch (any kind :func:`lodarrow.apply` takes)."""
-        from lodarrow._apply import OPERATORS
-
-        return run(batch, self.op, OPERATORS[self.op], self.args, self.out, self.device, "udf")
+        c = self._call
+        if c is None or not c.fits(self.op, self.args, self.out, self.device):
+            # worked out once per udf (and again only if its attributes were changed)
+            c = self._call = Call(self.op, OPERATORS[self.op], self.args, self.out,
+                                  self.device, "udf").remember()
+        return c(batch)
 
     def __getstate__(self):
         return (self.op, self.args, self.out, self.device)
 
     def __setstate__(self, state):
         self.op, self.args, self.out, self.device = state
+        self._call = None
 
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in self.args.items())

@@ -155,6 +155,60 @@ def test_pipeline_applies_in_order_and_composes_schemas():
     assert pickle.loads(pickle.dumps(g)) == g
 
 
+def _pool(column, pool_type="sum"):
+    """sequence_pool of a list<double> column, row by row (NumPy, nulls stay None)."""
+    reduce = {"sum": np.sum, "max": np.max}[pool_type]
+    return [None if r is None else float(reduce(r)) if r else 0.0 for r in column.to_pylist()]
+
+
+def test_a_udf_over_batches_of_different_schemas_reads_each_batch_s_own():
+    f = la.udf(la.sequence_pool, input=la.col("x"), pool_type="sum", out="s")
+    rows = [[1.0, 2.0], [], [3.0]]
+    x = pa.array(rows)
+    batches = [
+        pa.table({"x": x}),
+        pa.table({"id": pa.array([7, 8, 9]), "x": pa.array(rows, pa.large_list(pa.float64()))}),
+        pa.record_batch({"x": pa.array([[5.0], None, [1.0, 1.0]]), "s": pa.array([0, 0, 0])}),
+        pa.table({"x": pa.array([[[1.0, 2.0]], [[3.0, 4.0]], []],
+                                pa.list_(pa.list_(pa.float64(), 2)))}),
+        pa.table({"x": x}),
+    ]
+    for _ in range(2):
+        for b in batches:
+            out = f(b)
+            assert out.schema == f.output_schema(b.schema)
+            if b.schema.field("x").type.value_type == pa.float64():
+                assert out.column("s").to_pylist() == _pool(b.column("x"))
+            else:
+                assert out.column("s").to_pylist() == [[1.0, 2.0], [3.0, 4.0], [0.0, 0.0]]
+    # the replaced column "s" of the record batch is replaced in place
+    assert f(batches[2]).schema.names == ["x", "s"]
+
+
+def test_a_udf_s_kept_call_follows_changed_arguments():
+    table = pa.table({"x": pa.array([[1.0, 5.0], [2.0]]), "y": pa.array([[4.0], [3.0, 1.0]])})
+    f = la.udf(la.sequence_pool, input=la.col("x"), pool_type="sum", out="s")
+    assert f(table).column("s").to_pylist() == [6.0, 2.0]
+    f.args["input"].name = "y"  # a reference changed in place
+    assert f(table).column("s").to_pylist() == [4.0, 4.0]
+    f.args["pool_type"] = "max"  # an argument replaced
+    assert f(table).column("s").to_pylist() == [4.0, 3.0]
+    f.args = {"input": la.col("x"), "pool_type": "sum"}  # the arguments replaced
+    assert f(table).column("s").to_pylist() == [6.0, 2.0]
+    f.out = ("t",)
+    assert f(table).column_names == ["x", "y", "t"]
+    # two references to one column, one of them renamed: each reads its own column now
+    g = la.udf(la.sequence_concat, input=[la.col("x"), la.col("x")], out="c")
+    assert g(table).column("c").to_pylist() == [[1.0, 5.0, 1.0, 5.0], [2.0, 2.0]]
+    g.args["input"][1] = la.col("y")  # the list changed in place
+    assert g(table).column("c").to_pylist() == [[1.0, 5.0, 4.0], [2.0, 3.0, 1.0]]
+    g.args["input"][0].name = "y"
+    assert g(table).column("c").to_pylist() == [[4.0, 4.0], [3.0, 1.0, 3.0, 1.0]]
+    # a pickled copy works out its own call
+    h = pickle.loads(pickle.dumps(f))
+    assert h(table).equals(f(table))
+
+
 # ---------------------------------------------------------------------------- offset width
 @pytest.mark.parametrize("make, large", [
     (lambda v: pa.array(v, type=pa.list_(pa.float64())), False),
