@@ -324,3 +324,18 @@ def test_import_does_not_pull_optional_modules():
             "sys.exit(1 if bad else 0)")
     proc = run_python(["-c", code])
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("offsets", [None, [np.array([0, 1, 3], dtype=np.int64)]])
+def test_derive_sets_every_slot_from_trusted_sets(offsets):
+    """``_derive`` repeats ``_from_trusted``'s slot set-up for speed: a slot added to one and
+    not the other would leave operator results half-built."""
+    slots = [s for s in la.LoDTensor.__slots__ if s != "__weakref__"]
+    t = la.LoDTensor(np.arange(3.0), lod=[[0, 1, 3]])
+    derived = t._derive(np.zeros(3), offsets)
+    trusted = la.LoDTensor._from_trusted(np.zeros(3), [np.array([0, 1, 3], dtype=np.int64)])
+    for slot in slots:
+        assert hasattr(trusted, slot), slot
+        assert hasattr(derived, slot), slot
+        assert type(getattr(derived, slot)) is type(getattr(trusted, slot)), slot
+    assert derived.lod() == trusted.lod() == [[0, 1, 3]]
