@@ -59,6 +59,8 @@ def as_int(value, name):
 
 def as_flag(value, name):
     """``value`` as a bool: True, False (or NumPy's bools); anything else is a ``TypeError``."""
+    if value is False or value is True:  # the common case, two pointer compares
+        return value
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     raise TypeError(f"{name} must be True or False, got {type(value).__name__}")

@@ -16,6 +16,8 @@ __all__ = ["sequence_pool", "sequence_first_step", "sequence_last_step"]
 
 POOL_TYPES = ("sum", "average", "sqrt", "max", "min", "first", "last")
 _SUM_TYPES = ("sum", "average", "sqrt")
+#: The lower-case names, looked up before ``_pool_type`` (which lower-cases and checks).
+_POOL_NAMES = {p: p for p in POOL_TYPES}
 _F64 = np.dtype(np.float64)
 _I64 = np.dtype(np.int64)
 
@@ -114,8 +116,13 @@ def sequence_pool(input, pool_type, is_test=False, pad_value=0.0, return_index=F
     ([1.0, 5.0, 4.0, 0.0, 12.0], [[0, 2, 2, 5]])
     """
     x = as_lod_tensor(input, "input")
-    pool = _pool_type(pool_type)
-    as_flag(is_test, "sequence_pool: is_test"), as_flag(return_index, "sequence_pool: return_index")
+    pool = _POOL_NAMES.get(pool_type) if type(pool_type) is str else None
+    if pool is None:
+        pool = _pool_type(pool_type)  # other case, or not a string: its errors
+    if is_test is not True and is_test is not False:  # a bool needs no call
+        as_flag(is_test, "sequence_pool: is_test")
+    if return_index is not True and return_index is not False:
+        as_flag(return_index, "sequence_pool: return_index")
     offsets = x.offsets
     if not offsets:
         raise LoDError("sequence_pool: input must have at least 1 LoD level, got 0 "
