@@ -435,6 +435,9 @@ def pool(out, index, data, offsets, pad_row, pool_type):
                            pool_type == "last", bounds, nt)
     elif pool_type in _SUM_MODES:
         mode = _SUM_MODES[pool_type]
+        if nt == 1 and kind == "f" and not half and seq_pool.pool_float_serial(o, x, offsets,
+                                                                            p, mode):
+            return  # one thread: the same kernel without memoryviews (~1.5k instr each)
         if half:
             seq_pool.pool_sum_half(o.view(np.uint16), x.view(np.uint16), offsets,
                                    p.view(np.uint16), mode, bounds, nt)
@@ -448,6 +451,9 @@ def pool(out, index, data, offsets, pad_row, pool_type):
                                                                nt)
     else:
         is_min = pool_type == "min"
+        if (index is None and nt == 1 and kind == "f" and not half
+                and seq_pool.pool_float_serial(o, x, offsets, p, 4 if is_min else 3)):
+            return
         i2 = None if index is None else index.reshape(n_seq, d)
         if half:
             seq_pool.pool_extreme_half(o.view(np.uint16), i2, x.view(np.uint16), offsets,
