@@ -382,3 +382,132 @@ def test_half_conversion_helpers_are_exact():
     with np.errstate(over="ignore"):
         want_bits = values.astype(np.float16).view(np.uint16)
     np.testing.assert_array_equal(encoded, want_bits)
+
+
+# ----------------------------------------------------------------------------- one-thread path
+SERIAL_OPS = {"sum": 0, "average": 1, "sqrt": 2, "max": 3, "min": 4}
+
+
+def _serial_inputs(dtype, n_rows, d, rng):
+    """About ``n_rows`` rows of ``d`` features with NaN and inf; empty sequences first, last
+    and in a run; a pad row."""
+    lengths = rng.integers(0, 12, size=max(n_rows // 5, 4))
+    lengths[[0, -1, 1, 2]] = 0
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    data = rng.standard_normal((int(offsets[-1]), d)).astype(dtype)
+    if data.size > 2:
+        data.flat[1], data.flat[-2] = np.nan, np.inf
+    pad = np.arange(1, d + 1, dtype=dtype) / 3
+    return data, offsets, pad
+
+
+def _memoryview_kernel(out, data, offsets, pad, op):
+    from lodarrow._ext import seq_pool
+    if op < 3:
+        seq_pool.pool_sum_float(out, data, offsets, pad, op)
+    else:
+        seq_pool.pool_extreme(out, data, offsets, pad, op == 4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d", [1, 3, 16, 17])
+@pytest.mark.parametrize("pool", list(SERIAL_OPS))
+def test_serial_entry_is_bit_identical_to_the_memoryview_kernels(dtype, d, pool):
+    """pool_float_serial runs the same inner routines as pool_sum_float / pool_extreme."""
+    from lodarrow._ext import seq_pool
+    rng = np.random.default_rng(d)
+    for n_rows in (0, 1, 9, 200):
+        data, offsets, pad = _serial_inputs(dtype, n_rows, d, rng)
+        want = np.full((offsets.shape[0] - 1, d), -7, dtype=dtype)
+        got = want.copy()
+        _memoryview_kernel(want, data, offsets, pad, SERIAL_OPS[pool])
+        assert seq_pool.pool_float_serial(got, data, offsets, pad, SERIAL_OPS[pool]) is True
+        np.testing.assert_array_equal(got.view(f"u{got.itemsize}"),
+                                      want.view(f"u{want.itemsize}"))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("pool", list(SERIAL_OPS))
+@pytest.mark.parametrize("side", [-1, 1])
+def test_sequence_pool_at_the_threading_threshold(monkeypatch, dtype, pool, side):
+    """Just below the threshold sequence_pool takes the one-thread entry, just above the
+    threaded kernels; both give the memoryview kernel's bits."""
+    from lodarrow._ext import seq_pool
+    calls = []
+    real = seq_pool.pool_float_serial
+
+    def spy(*args):
+        calls.append(args[-1])
+        return real(*args)
+
+    monkeypatch.setattr(seq_pool, "pool_float_serial", spy)
+    rng = np.random.default_rng(5)
+    # work = rows * D + sequences, which runs on one thread below the threshold
+    n_seq = 1000
+    n_rows = parallel_min_work() - n_seq - (1 if side < 0 else 0)
+    lengths = rng.multinomial(n_rows, np.full(n_seq, 1 / n_seq))
+    lengths[[0, 1, -1]] = 0
+    lengths[2] += n_rows - lengths.sum()
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    data = rng.standard_normal((n_rows, 1)).astype(dtype)
+    data[7, 0] = np.nan
+    pad = np.array([0.25], dtype=dtype)
+    assert (data.size + n_seq < parallel_min_work()) == (side < 0)
+    x = la.LoDTensor(data, lod=[offsets.tolist()])
+    got = la.sequence_pool(x, pool, pad_value=dtype(pad[0])).numpy()
+    want = np.empty_like(got)
+    _memoryview_kernel(want, data, offsets, pad, SERIAL_OPS[pool])
+    np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
+    if side < 0:
+        assert calls == [SERIAL_OPS[pool]]
+
+
+def test_serial_entry_declines_what_the_memoryview_kernels_would_not_take():
+    """Every argument the raw-pointer entry cannot trust gives False and leaves out as it
+    was (the backend then calls the memoryview kernels, whose errors stay)."""
+    from lodarrow._ext import seq_pool
+    f4 = np.float32
+    data = np.arange(12, dtype=f4).reshape(6, 2)
+    offsets = np.array([0, 2, 6], dtype=np.int64)
+    pad = np.zeros(2, f4)
+    out = np.full((2, 2), 5, f4)
+    assert seq_pool.pool_float_serial(out, data, offsets, pad, 0) is True
+    readonly = np.full((2, 2), 5, f4)
+    readonly.flags.writeable = False
+    raw = np.zeros(2 * 2 * 4 + 1, np.uint8)
+    misaligned = raw[1:].view(f4).reshape(2, 2)
+    bad = [
+        (np.full((2, 2), 5, np.float16), data.astype(np.float16), offsets,
+         pad.astype(np.float16), 0),
+        (np.full((2, 2), 5, np.int32), data.astype(np.int32), offsets, pad.astype(np.int32), 0),
+        (np.full((2, 2), 5, f4), data.astype(np.float64), offsets, pad, 0),
+        (np.full((2, 2), 5, f4), data, offsets, pad.astype(np.float64), 0),
+        (np.full((2, 2), 5, f4), data, offsets.astype(np.int32), pad, 0),
+        (np.full((2, 2), 5, f4), data, offsets.astype(np.uint64), pad, 0),
+        (np.full((2, 2), 5, f4), np.asfortranarray(data), offsets, pad, 0),
+        (np.full((2, 4), 5, f4)[:, ::2], data, offsets, pad, 0),
+        (np.full((2, 2), 5, f4), data, offsets[::-1], pad, 0),
+        (np.full(4, 5, f4), data, offsets, pad, 0),
+        (np.full((2, 2), 5, f4), data.ravel(), offsets, pad, 0),
+        (np.full((2, 2), 5, f4), data, offsets.reshape(1, 3), pad, 0),
+        (np.full((2, 2), 5, f4), data, offsets, pad.reshape(1, 2), 0),
+        (np.full((3, 2), 5, f4), data, offsets, pad, 0),
+        (np.full((2, 3), 5, f4), data, offsets, np.zeros(3, f4), 0),
+        (np.full((2, 2), 5, f4), data, offsets, np.zeros(3, f4), 0),
+        (np.full((2, 2), 5, f4), data, np.zeros(0, np.int64), pad, 0),
+        (readonly, data, offsets, pad, 0),
+        (misaligned, data, offsets, pad, 0),
+        (np.full((2, 2), 5, f4), data, offsets, pad, -1),
+        (np.full((2, 2), 5, f4), data, offsets, pad, 5),
+    ]
+    for args in bad:
+        before = args[0].copy()
+        assert seq_pool.pool_float_serial(*args) is False
+        np.testing.assert_array_equal(args[0], before)
+    for i in range(4):
+        args = [out, data, offsets, pad]
+        args[i] = None
+        with pytest.raises(TypeError):
+            seq_pool.pool_float_serial(*args, 0)
+    with pytest.raises(TypeError):
+        seq_pool.pool_float_serial(out, data.tolist(), offsets, pad, 0)
