@@ -615,37 +615,41 @@ def pool_pick(uint8_t[:, ::1] out, const uint8_t[:, ::1] rows, const offset_t[::
 
 
 # --------------------------------------------------------------------------- small-call path
-cdef inline bint _plain(cnp.ndarray a, int ndim, int type_num) noexcept:
-    """``a`` is a C-contiguous, aligned array of ``ndim`` dimensions and that element type."""
-    return (cnp.PyArray_NDIM(a) == ndim and cnp.PyArray_TYPE(a) == type_num
-            and cnp.PyArray_IS_C_CONTIGUOUS(a) and cnp.PyArray_ISALIGNED(a))
+cdef inline bint _plain(cnp.ndarray a, int type_num) noexcept:
+    """``a`` is a C-contiguous, aligned array of that element type."""
+    return (cnp.PyArray_TYPE(a) == type_num and cnp.PyArray_IS_C_CONTIGUOUS(a)
+            and cnp.PyArray_ISALIGNED(a))
 
 
 def pool_float_serial(cnp.ndarray out not None, cnp.ndarray data not None,
-                      cnp.ndarray offsets not None, cnp.ndarray pad not None, int op):
+                      cnp.ndarray offsets not None, cnp.ndarray pad not None, Py_ssize_t d,
+                      int op):
     """``pool_sum_float`` (``op`` 0-2: its ``mode``) or ``pool_extreme`` (3 max, 4 min) on
     the calling thread, for float32 / float64, without typed memoryviews.
 
     Acquiring a memoryview costs ~1.5k instructions per argument, a fifth of a small
     operator call; this entry reads the data pointers instead and runs the same inner C
-    routines (``_sum_float_range``, ``_extreme_range``).  It checks, in C, everything the
-    memoryviews would: dtypes, dimensions, C-contiguity, alignment, a writable ``out`` and
-    matching shapes.  Returns False, having done nothing, when an argument is not as those
-    kernels take it (the caller then calls them, whose errors it keeps); True when pooled.
+    routines (``_sum_float_range``, ``_extreme_range``).  ``out``, ``data`` and ``pad`` may
+    have any shape whose size is ``n_seq * d``, ``n_rows * d`` and ``d`` (no reshape to
+    2-D needed).  It checks, in C, what the memoryviews would: dtypes, C-contiguity,
+    alignment, a writable ``out``, 1-D int64 ``offsets`` and those sizes.  Returns False,
+    having done nothing, when an argument is not as those kernels take it (the caller then
+    calls them, whose errors it keeps); True when pooled.
     """
     cdef int t = cnp.PyArray_TYPE(out)
-    if (t != cnp.NPY_FLOAT and t != cnp.NPY_DOUBLE) or op < 0 or op > 4:
+    if (t != cnp.NPY_FLOAT and t != cnp.NPY_DOUBLE) or op < 0 or op > 4 or d <= 0:
         return False
-    if not (_plain(out, 2, t) and _plain(data, 2, t) and _plain(pad, 1, t)
-            and _plain(offsets, 1, cnp.NPY_INT64) and cnp.PyArray_ISWRITEABLE(out)):
+    if not (_plain(out, t) and _plain(data, t) and _plain(pad, t)
+            and _plain(offsets, cnp.NPY_INT64) and cnp.PyArray_NDIM(offsets) == 1
+            and cnp.PyArray_ISWRITEABLE(out)):
         return False
-    cdef cnp.npy_intp* od = cnp.PyArray_DIMS(out)
-    cdef cnp.npy_intp n = cnp.PyArray_DIMS(offsets)[0] - 1, d = od[1]
-    cdef offset_t n_rows = cnp.PyArray_DIMS(data)[0]
-    if (n < 0 or od[0] != n or cnp.PyArray_DIMS(data)[1] != d
-            or cnp.PyArray_DIMS(pad)[0] != d):
+    cdef cnp.npy_intp n = cnp.PyArray_DIMS(offsets)[0] - 1
+    cdef cnp.npy_intp size = cnp.PyArray_SIZE(data)
+    if (n < 0 or cnp.PyArray_SIZE(out) != n * d or cnp.PyArray_SIZE(pad) != d
+            or size % d != 0):
         return False
-    if n == 0 or d == 0:
+    cdef offset_t n_rows = size // d
+    if n == 0:
         return True
     cdef void* op_ = cnp.PyArray_DATA(out)
     cdef const void* xp = cnp.PyArray_DATA(data) if n_rows else NULL

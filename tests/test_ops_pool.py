@@ -421,7 +421,7 @@ def test_serial_entry_is_bit_identical_to_the_memoryview_kernels(dtype, d, pool)
         want = np.full((offsets.shape[0] - 1, d), -7, dtype=dtype)
         got = want.copy()
         _memoryview_kernel(want, data, offsets, pad, SERIAL_OPS[pool])
-        assert seq_pool.pool_float_serial(got, data, offsets, pad, SERIAL_OPS[pool]) is True
+        assert seq_pool.pool_float_serial(got, data, offsets, pad, d, SERIAL_OPS[pool]) is True
         np.testing.assert_array_equal(got.view(f"u{got.itemsize}"),
                                       want.view(f"u{want.itemsize}"))
 
@@ -464,50 +464,58 @@ def test_sequence_pool_at_the_threading_threshold(monkeypatch, dtype, pool, side
 
 def test_serial_entry_declines_what_the_memoryview_kernels_would_not_take():
     """Every argument the raw-pointer entry cannot trust gives False and leaves out as it
-    was (the backend then calls the memoryview kernels, whose errors stay)."""
+    was (the backend then calls the memoryview kernels, whose errors stay); any shape of the
+    right size is taken."""
     from lodarrow._ext import seq_pool
     f4 = np.float32
     data = np.arange(12, dtype=f4).reshape(6, 2)
     offsets = np.array([0, 2, 6], dtype=np.int64)
     pad = np.zeros(2, f4)
-    out = np.full((2, 2), 5, f4)
-    assert seq_pool.pool_float_serial(out, data, offsets, pad, 0) is True
+    want = np.array([[2, 4], [28, 32]], f4)
+    for o, x, p in [(np.full((2, 2), 5, f4), data, pad),
+                    (np.full(4, 5, f4), data.ravel(), pad.reshape(1, 2)),
+                    (np.full((2, 1, 2), 5, f4), data.reshape(6, 2, 1), pad.reshape(2, 1))]:
+        assert seq_pool.pool_float_serial(o, x, offsets, p, 2, 0) is True
+        np.testing.assert_array_equal(o.reshape(2, 2), want)
     readonly = np.full((2, 2), 5, f4)
     readonly.flags.writeable = False
     raw = np.zeros(2 * 2 * 4 + 1, np.uint8)
     misaligned = raw[1:].view(f4).reshape(2, 2)
+
+    def full(shape=(2, 2), dtype=f4):
+        return np.full(shape, 5, dtype)
+
     bad = [
-        (np.full((2, 2), 5, np.float16), data.astype(np.float16), offsets,
-         pad.astype(np.float16), 0),
-        (np.full((2, 2), 5, np.int32), data.astype(np.int32), offsets, pad.astype(np.int32), 0),
-        (np.full((2, 2), 5, f4), data.astype(np.float64), offsets, pad, 0),
-        (np.full((2, 2), 5, f4), data, offsets, pad.astype(np.float64), 0),
-        (np.full((2, 2), 5, f4), data, offsets.astype(np.int32), pad, 0),
-        (np.full((2, 2), 5, f4), data, offsets.astype(np.uint64), pad, 0),
-        (np.full((2, 2), 5, f4), np.asfortranarray(data), offsets, pad, 0),
-        (np.full((2, 4), 5, f4)[:, ::2], data, offsets, pad, 0),
-        (np.full((2, 2), 5, f4), data, offsets[::-1], pad, 0),
-        (np.full(4, 5, f4), data, offsets, pad, 0),
-        (np.full((2, 2), 5, f4), data.ravel(), offsets, pad, 0),
-        (np.full((2, 2), 5, f4), data, offsets.reshape(1, 3), pad, 0),
-        (np.full((2, 2), 5, f4), data, offsets, pad.reshape(1, 2), 0),
-        (np.full((3, 2), 5, f4), data, offsets, pad, 0),
-        (np.full((2, 3), 5, f4), data, offsets, np.zeros(3, f4), 0),
-        (np.full((2, 2), 5, f4), data, offsets, np.zeros(3, f4), 0),
-        (np.full((2, 2), 5, f4), data, np.zeros(0, np.int64), pad, 0),
-        (readonly, data, offsets, pad, 0),
-        (misaligned, data, offsets, pad, 0),
-        (np.full((2, 2), 5, f4), data, offsets, pad, -1),
-        (np.full((2, 2), 5, f4), data, offsets, pad, 5),
+        (full(dtype=np.float16), data.astype(np.float16), offsets, pad.astype(np.float16), 2, 0),
+        (full(dtype=np.int32), data.astype(np.int32), offsets, pad.astype(np.int32), 2, 0),
+        (full(), data.astype(np.float64), offsets, pad, 2, 0),
+        (full(), data, offsets, pad.astype(np.float64), 2, 0),
+        (full(), data, offsets.astype(np.int32), pad, 2, 0),
+        (full(), data, offsets.astype(np.uint64), pad, 2, 0),
+        (full(), np.asfortranarray(data), offsets, pad, 2, 0),
+        (full((2, 4))[:, ::2], data, offsets, pad, 2, 0),
+        (full(), data, offsets[::-1], pad, 2, 0),
+        (full(), data, offsets.reshape(1, 3), pad, 2, 0),
+        (full(), data, np.zeros(0, np.int64), pad, 2, 0),
+        (full((3, 2)), data, offsets, pad, 2, 0),
+        (full((2, 3)), data, offsets, np.zeros(3, f4), 2, 0),
+        (full(), data, offsets, np.zeros(3, f4), 2, 0),
+        (full(), data, offsets, pad, 3, 0),
+        (full(), data, offsets, pad, 0, 0),
+        (full(), data, offsets, pad, -2, 0),
+        (readonly, data, offsets, pad, 2, 0),
+        (misaligned, data, offsets, pad, 2, 0),
+        (full(), data, offsets, pad, 2, -1),
+        (full(), data, offsets, pad, 2, 5),
     ]
     for args in bad:
         before = args[0].copy()
         assert seq_pool.pool_float_serial(*args) is False
         np.testing.assert_array_equal(args[0], before)
     for i in range(4):
-        args = [out, data, offsets, pad]
+        args = [full(), data, offsets, pad]
         args[i] = None
         with pytest.raises(TypeError):
-            seq_pool.pool_float_serial(*args, 0)
+            seq_pool.pool_float_serial(*args, 2, 0)
     with pytest.raises(TypeError):
-        seq_pool.pool_float_serial(out, data.tolist(), offsets, pad, 0)
+        seq_pool.pool_float_serial(full(), data.tolist(), offsets, pad, 2, 0)

@@ -397,6 +397,8 @@ def mask(out, lengths, maxlen):
 
 # --------------------------------------------------------------------------- seq_pool
 _SUM_MODES = {"sum": 0, "average": 1, "sqrt": 2}
+_SERIAL_OPS = {**_SUM_MODES, "max": 3, "min": 4}  # pool_float_serial's op codes
+_SERIAL_DTYPES = frozenset(map(np.dtype, (np.float32, np.float64)))
 
 
 _POOL_SUM_FLOAT = _by_dtype(seq_pool.pool_sum_float)
@@ -414,6 +416,14 @@ def pool(out, index, data, offsets, pad_row, pool_type):
         return
     d = size // n_seq
     n = data.shape[0]
+    work = n * d + n_seq
+    nt = 1 if work < PARALLEL_MIN_WORK else num_threads()
+    # One thread, float32 / float64 sum family or max / min: the same kernels without typed
+    # memoryviews (~1.5k instructions each) nor reshapes; False for anything it cannot take.
+    if (nt == 1 and index is None and data.dtype in _SERIAL_DTYPES
+            and seq_pool.pool_float_serial(out, data, offsets, pad_row, d,
+                                           _SERIAL_OPS.get(pool_type, -1))):
+        return
     # ``(n, d)``, ``(n_seq, d)`` and ``(d,)`` views; a reshape is skipped where the array has
     # that shape already (2-D data: its feature dimension is ``d``), as it costs ~0.3 us.
     x = np.ascontiguousarray(data)
@@ -422,8 +432,6 @@ def pool(out, index, data, offsets, pad_row, pool_type):
     o = out if out.ndim == 2 else out.reshape(n_seq, d)
     p = pad_row if pad_row.ndim == 1 else pad_row.reshape(d)
     offsets = np.ascontiguousarray(offsets)
-    work = n * d + n_seq
-    nt = 1 if work < PARALLEL_MIN_WORK else num_threads()
     bounds = chunk_bounds(offsets, nt * 4) if nt > 1 else None
     dtype = x.dtype
     kind = dtype.kind
@@ -435,9 +443,6 @@ def pool(out, index, data, offsets, pad_row, pool_type):
                            pool_type == "last", bounds, nt)
     elif pool_type in _SUM_MODES:
         mode = _SUM_MODES[pool_type]
-        if nt == 1 and kind == "f" and not half and seq_pool.pool_float_serial(o, x, offsets,
-                                                                            p, mode):
-            return  # one thread: the same kernel without memoryviews (~1.5k instr each)
         if half:
             seq_pool.pool_sum_half(o.view(np.uint16), x.view(np.uint16), offsets,
                                    p.view(np.uint16), mode, bounds, nt)
@@ -451,9 +456,6 @@ def pool(out, index, data, offsets, pad_row, pool_type):
                                                                nt)
     else:
         is_min = pool_type == "min"
-        if (index is None and nt == 1 and kind == "f" and not half
-                and seq_pool.pool_float_serial(o, x, offsets, p, 4 if is_min else 3)):
-            return
         i2 = None if index is None else index.reshape(n_seq, d)
         if half:
             seq_pool.pool_extreme_half(o.view(np.uint16), i2, x.view(np.uint16), offsets,

@@ -34,6 +34,7 @@ def pool_pick(out: _U8, rows: _U8, offsets: _I64, pad: _U8, last: bool,
 def half_to_float(bits: _U16, out: npt.NDArray[np.float32]) -> None: ...
 def float_to_half(values: npt.NDArray[np.float32], out: _U16) -> None: ...
 # One thread, float32 / float64 only, no memoryviews: op 0-2 the sum family's mode, 3 max,
-# 4 min.  False (nothing done) when an argument is not as pool_sum_float / pool_extreme take it.
-def pool_float_serial(out: _Floating, data: _Floating, offsets: _I64, pad: _Floating,
+# 4 min; out / data / pad of any C-contiguous shape with n_seq * d, n_rows * d and d elements.
+# False (nothing done) when an argument is not as pool_sum_float / pool_extreme take it.
+def pool_float_serial(out: _Floating, data: _Floating, offsets: _I64, pad: _Floating, d: int,
                       op: int) -> bool: ...
