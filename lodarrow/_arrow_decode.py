@@ -209,6 +209,12 @@ def decode(mem, arr, bufs, plan, nulls, widths, chunk=None, chunk_start=0):
     values flat (``(rows * prod(widths),)``) when a width is still unknown.
     """
     pos = plan.buffer_pos
+    lod = plan.levels
+    if mem is HOST and len(lod) == 1 and not plan.features and plan.index_dtype is None \
+            and not plan.null_leaf and not arr.null_count:
+        lean = _lean_list(arr, bufs, pos, lod[0][0], plan.dtype)
+        if lean is not None:
+            return lean
     node = arr
     sel = (0, len(arr))  # a range or an index array, in the node's logical coordinates
     levels = []
@@ -286,6 +292,45 @@ def decode(mem, arr, bufs, plan, nulls, widths, chunk=None, chunk_start=0):
     if type(widths) is not tuple:  # an unknown width (no lists to read it from) leaves no
         widths = tuple(w or 0 for w in widths)  # values: 0 is its placeholder
     return data.reshape((rows,) + widths), levels
+
+
+def _lean_list(arr, bufs, pos, kind, dtype):
+    """:func:`decode`'s branch for the commonest column, one ``List`` / ``LargeList`` level of
+    numeric values with no nulls: the same result as the general path, in fewer steps.
+
+    None (the general path then runs, and raises its own errors) for anything else: a null
+    count that is not 0 (unknown counts too), bool values, a buffer too short, offsets
+    outside the child, no values to view.
+    """
+    if (kind is not LARGE_LIST and kind is not LIST) or dtype.kind == "b":
+        return None
+    odt = OFFSET_DTYPE[kind]
+    o = arr.offset
+    stop = o + len(arr) + 1
+    obuf = bufs[pos[0] + 1]
+    if obuf is None or obuf.size < stop * odt.itemsize:
+        return None
+    off = np.frombuffer(obuf, odt, stop)  # positional: keywords cost more to parse
+    if o:
+        off = off[o:]
+    lo, hi = int(off[0]), int(off[-1])
+    child = arr.values
+    if lo < 0 or hi < lo or hi > len(child) or child.null_count:
+        return None
+    o = child.offset
+    vbuf = bufs[pos[1] + 1]
+    stop = o + hi
+    if stop <= 0 or vbuf is None or vbuf.size < stop * dtype.itemsize:
+        return None
+    data = np.frombuffer(vbuf, dtype, stop)
+    if o + lo:
+        data = data[o + lo:]
+    data.setflags(False)  # write=False: Arrow memory is immutable (as pyarrow's to_numpy)
+    if kind is not LARGE_LIST or lo:
+        off = off.astype(np.int64)
+        if lo:
+            off -= lo
+    return data, [off]
 
 
 def _regular_width(offsets, widths, stated, j, depth, per_row, levels, n_levels, chunk,
