@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from lodarrow import _ops
-from lodarrow._arrow import from_arrow, to_arrow
+from lodarrow._arrow import from_arrow, trusted_to_arrow
 from lodarrow._place import Place
 from lodarrow._tables import adapt, list_levels
 from lodarrow._tensor import LoDTensor, _as_place
@@ -576,13 +576,14 @@ def _aligned(t, n_rows, name, out, fn):
 
 
 def _to_column(t, narrow, valid):
-    if t.lod_level and narrow:
+    # t is an operator's result (or built from one): valid, so to_arrow's checks are skipped
+    if t._offsets and narrow:
         try:
-            arr = to_arrow(t, large_offsets=False)
+            arr = trusted_to_arrow(t, False)
         except ValueError:  # offsets past int32: LargeList, as to_arrow's default
-            arr = to_arrow(t)
+            arr = trusted_to_arrow(t, True)
     else:
-        arr = to_arrow(t)
+        arr = trusted_to_arrow(t, True)
     if valid is not None:
         n_null = int(valid.shape[0] - np.count_nonzero(valid))
         if n_null:

@@ -103,11 +103,17 @@ def to_arrow(t, large_offsets=True):
     if not isinstance(t, LoDTensor):
         raise TypeError(f"to_arrow: t must be a LoDTensor, got {type(t).__name__}")
     t._check_valid("t")
+    return trusted_to_arrow(t, bool(large_offsets))
+
+
+def trusted_to_arrow(t, large):
+    """:func:`to_arrow` of a tensor known to be valid (an operator's result, built by
+    lodarrow): the checks that cannot fail are skipped.  ``large`` is a bool."""
     data = t._data
     if is_cupy_array(data):
         data = data.get()  # Arrow arrays live in host memory
-    data = np.ascontiguousarray(data)
-    large = bool(large_offsets)
+    if not data.flags.c_contiguous:
+        data = np.ascontiguousarray(data)
     n = data.shape[0]
     features = data.shape[1:]
 
