@@ -558,20 +558,11 @@ def resolve_source(source, fn="map_parquet"):
 
 
 def _positive_int(value, name, allow_none=False):
-    import operator
-
     if value is None and allow_none:
         return None
-    if isinstance(value, bool):
-        raise TypeError(f"map_parquet: {name} must be an integer, got bool")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"map_parquet: {name} must be an integer, "
-                        f"got {type(value).__name__}") from None
-    if value < 1:
-        raise ValueError(f"map_parquet: {name} must be >= 1, got {value}")
-    return value
+    from lodarrow._validation import as_positive_int
+
+    return as_positive_int(value, f"map_parquet: {name}")
 
 
 def _isatty(stream):

@@ -57,6 +57,17 @@ def as_int(value, name):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
 
 
+def as_positive_int(value, name):
+    """``value`` as an integer >= 1: a bool is a ``TypeError``, a smaller integer a
+    ``ValueError``; both name the argument."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an integer, got bool")
+    value = as_int(value, name)
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+    return value
+
+
 def as_flag(value, name):
     """``value`` as a bool: True, False (or NumPy's bools); anything else is a ``TypeError``."""
     if value is False or value is True:  # the common case, two pointer compares

@@ -125,7 +125,9 @@ def dataset_udf():
     )
 
 
-def _pyarrow_copy(src_files, dest, batch_rows):
+def _pyarrow_copy(src_files, dest, batch_rows, f=None):
+    """Read every file in batches with pyarrow and write each batch (through ``f`` if given)
+    to a file of the same name under ``dest``."""
     import pyarrow.parquet as pq
 
     os.makedirs(dest)
@@ -134,29 +136,16 @@ def _pyarrow_copy(src_files, dest, batch_rows):
             writer = None
             rows = batch_rows or _auto_batch_rows(pf.metadata)
             for batch in pf.iter_batches(batch_size=rows, use_threads=True):
-                if writer is None:
-                    writer = pq.ParquetWriter(os.path.join(dest, os.path.basename(path)),
-                                              batch.schema)
-                writer.write_batch(batch)
-            writer.close()
-
-
-def _hand_loop(src_files, dest, batch_rows):
-    import pyarrow.parquet as pq
-
-    f = dataset_udf()
-    os.makedirs(dest)
-    for path in src_files:
-        with pq.ParquetFile(path, pre_buffer=False, buffer_size=_READ_BUFFER) as pf:
-            writer = None
-            rows = batch_rows or _auto_batch_rows(pf.metadata)
-            for batch in pf.iter_batches(batch_size=rows, use_threads=True):
-                out = f(batch)
+                out = batch if f is None else f(batch)
                 if writer is None:
                     writer = pq.ParquetWriter(os.path.join(dest, os.path.basename(path)),
                                               out.schema)
                 writer.write_batch(out)
             writer.close()
+
+
+def _hand_loop(src_files, dest, batch_rows):
+    _pyarrow_copy(src_files, dest, batch_rows, dataset_udf())
 
 
 def _map_identity(src_files, dest, batch_rows):

@@ -4,14 +4,13 @@ Semantics, edge cases, errors and departures from Paddle:
 docs/operators.md#sequence_topk_avg_pooling.
 """
 
-import operator
 
 import numpy as np
 
 from lodarrow._backends import backend_of
 from lodarrow._ops._common import as_lod_tensor, require_lod_levels
 from lodarrow._ops._out import into, landed
-from lodarrow._validation import as_int
+from lodarrow._validation import as_int, as_positive_int
 
 __all__ = ["sequence_topk_avg_pooling", "TOPK_FREE_LIMIT"]
 
@@ -160,14 +159,6 @@ def _topks(topks):
         raise ValueError(f"{_OP}: topks must hold at least one k")
     ks = []
     for pos, k in enumerate(values):
-        if isinstance(k, (bool, np.bool_)):
-            raise TypeError(f"{_OP}: topks[{pos}] must be an integer, got bool")
-        try:
-            k = operator.index(k)
-        except TypeError:
-            raise TypeError(f"{_OP}: topks[{pos}] must be an integer, got "
-                            f"{type(k).__name__}") from None
-        if k < 1:
-            raise ValueError(f"{_OP}: topks[{pos}] must be >= 1, got {k}")
+        k = as_positive_int(k, f"{_OP}: topks[{pos}]")
         ks.append(min(k, 2**62))    # beyond the limit either way; keeps int64 happy
     return np.array(ks, dtype=np.int64)
