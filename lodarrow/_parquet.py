@@ -111,7 +111,9 @@ def write_parquet(t_or_dict, path, **kwargs):
     metadata = dict(table.schema.metadata or {})
     if tensors:
         layout = {name: {"dtype": str(t.dtype), "feature_shape": list(t.feature_shape),
-                         "lod_level": t.lod_level} for name, t in tensors.items()}
+                         "lod_level": t.lod_level,
+                         "large_offsets": not pa.types.is_list(table.schema.field(name).type)}
+                  for name, t in tensors.items()}
         metadata[_META_KEY] = json.dumps({"version": 1, "columns": layout}).encode()
     if kwargs.get("store_schema", True):
         pq.write_table(table.replace_schema_metadata(metadata or None), path, **kwargs)
@@ -188,7 +190,7 @@ def _mapping_table(mapping):
                 pass
         if isinstance(value, LoDTensor):
             tensors[name] = value
-            arr = to_arrow(value)
+            arr = to_arrow(value)  # the offset width the tensor was read with, else large
         else:
             arr = _as_arrow_column(value, name)
         if first is None:
@@ -499,8 +501,9 @@ def _restore_types(table, schema):
         spec = layout.get(name)
         if not isinstance(spec, dict):
             continue
-        try:
-            want = arrow_type(spec["dtype"], spec["feature_shape"], spec["lod_level"])
+        try:  # files written before "large_offsets" was recorded hold LargeList
+            want = arrow_type(spec["dtype"], spec["feature_shape"], spec["lod_level"],
+                              spec.get("large_offsets", True))
         except (KeyError, TypeError, ValueError):
             continue
         column = table.column(i)
