@@ -231,3 +231,12 @@ def check_new_level(level, rows, name, op):
         problem = problem.replace(f"{name}[0] (the last level)", name)
         problem = problem.replace(f"{name}[0]", name).replace("the data has", "x has")
         raise LoDError(f"{op}: {problem}")
+
+
+def composed_offsets(t, depth):
+    """The offsets of level ``depth``'s entries per top-level sequence of ``t`` (``depth``
+    levels composed); ``depth == t.lod_level`` gives data rows per top-level sequence."""
+    off = np.asarray(t.offsets[0])
+    for k in range(1, depth):
+        off = np.asarray(t.offsets[k])[off]
+    return off

@@ -9,6 +9,7 @@ from lodarrow._backends import backend_of
 from lodarrow._errors import LoDError
 from lodarrow._ops._common import (ArgumentError, as_lod_tensor, as_tensor_or_array,
                                    check_ends_at_rows, check_new_level, flat_offsets)
+from lodarrow._ops._contract import TableContract
 from lodarrow._tensor import LoDTensor, _freeze
 
 __all__ = ["lod_append"]
@@ -91,3 +92,6 @@ appended level must have 6 sequences (7 offsets), got 2 sequences
                            f"appended level must have {end} sequences ({end + 1} offsets), got "
                            f"{new.shape[0] - 1} sequences")
     return x._derive(x.data, x.offsets + _freeze([new]))
+
+#: The table form (docs/tables.md).
+TABLE = {"lod_append": TableContract(("x", "level"), udf_columns=("level",))}

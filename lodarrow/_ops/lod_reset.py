@@ -6,6 +6,7 @@ Semantics, edge cases, errors and departures from Paddle: docs/operators.md#lod_
 from lodarrow._backends import backend_of
 from lodarrow._ops._common import (ArgumentError, as_lod_tensor, as_tensor_or_array,
                                    check_ends_at_rows, check_new_level, flat_offsets)
+from lodarrow._ops._contract import TableContract
 from lodarrow._tensor import LoDTensor, _freeze
 
 __all__ = ["lod_reset"]
@@ -79,3 +80,6 @@ def lod_reset(x, y=None, target_lod=None, name=None):
                             "LoDTensor, or offsets as a tensor) or target_lod (offsets)")
     check_new_level(level, rows, "target_lod" if y is None else "y", "lod_reset")
     return x._derive(x.data, _freeze([level]))
+
+#: The table form (docs/tables.md).
+TABLE = {"lod_reset": TableContract(("x", "y"), udf_columns=("y",))}

@@ -8,6 +8,7 @@ import numpy as np
 from lodarrow._backends import backend_of, is_cupy_array
 from lodarrow._errors import LoDError
 from lodarrow._ops._common import as_lod_tensor, require
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
 from lodarrow._tensor import LoDTensor
 from lodarrow._validation import as_int
@@ -184,3 +185,6 @@ def _plain(obj, name):
         raise TypeError(f"sequence_conv: {name} must be a numeric array (integer or float), "
                         f"got dtype {obj.dtype}")
     return obj
+
+#: The table form (docs/tables.md).
+TABLE = {"sequence_conv": TableContract(("input",))}

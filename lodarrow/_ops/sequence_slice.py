@@ -7,6 +7,7 @@ import numpy as np
 
 from lodarrow._backends import backend_of, is_cupy_array, row_bytes
 from lodarrow._ops._common import as_lod_tensor, require_lod_levels
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
 from lodarrow._tensor import LoDTensor, _freeze
 from lodarrow._validation import as_index_array
@@ -114,3 +115,7 @@ def _host_indices(obj, name, n):
         raise ValueError(f"sequence_slice: {name} has {arr.shape[0]} entries but input has "
                          f"{n} sequences; give one per sequence")
     return arr
+
+#: The table form (docs/tables.md).
+TABLE = {"sequence_slice": TableContract(("input", "offset", "length"),
+                                     plain=("offset", "length"))}

@@ -9,6 +9,7 @@ import numpy as np
 
 from lodarrow._backends import backend_of
 from lodarrow._ops._common import as_lod_tensor, require_lod_levels
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
 from lodarrow._validation import as_int, as_positive_int
 
@@ -162,3 +163,6 @@ def _topks(topks):
         k = as_positive_int(k, f"{_OP}: topks[{pos}]")
         ks.append(min(k, 2**62))    # beyond the limit either way; keeps int64 happy
     return np.array(ks, dtype=np.int64)
+
+#: The table form (docs/tables.md).
+TABLE = {"sequence_topk_avg_pooling": TableContract(("input", "row", "col"))}

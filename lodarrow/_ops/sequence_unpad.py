@@ -7,6 +7,7 @@ import numpy as np
 
 from lodarrow._backends import backend_of, is_cupy_array
 from lodarrow._ops._common import as_lod_tensor
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
 from lodarrow._tensor import LoDTensor
 from lodarrow._validation import as_index_array
@@ -120,3 +121,6 @@ def _host_lengths(length):
     if is_cupy_array(length):
         length = length.get()
     return as_index_array(length, "length"), lod
+
+#: The table form (docs/tables.md).
+TABLE = {"sequence_unpad": TableContract(("x", "length"), plain=("x", "length"))}
