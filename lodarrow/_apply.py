@@ -23,8 +23,7 @@ import pyarrow as pa
 
 from lodarrow import _ops
 from lodarrow._arrow import from_arrow, trusted_to_arrow
-from lodarrow._arrow_nulls import check_inner_nulls, drop_rows, regular_width, spread_rows, \
-    validity
+from lodarrow._arrow_nulls import check_inner_nulls, drop_rows, spread_rows, validity
 from lodarrow._errors import RegularLevelWarning
 from lodarrow._place import Place
 from lodarrow._tables import adapt, list_levels, representable
@@ -324,18 +323,25 @@ def _same_error(exc, message):
         return ValueError(message)
 
 
-def _warn_if_regular(data, ref, fn):
-    """One :class:`~lodarrow.RegularLevelWarning` when the innermost list level of a column
-    read without ``lod_level`` is regular (most likely a lost feature dimension)."""
-    d = regular_width(data)
-    if d is not None:
-        k = len(list_levels(data.type)[0]) - 1  # the levels above the innermost
-        warnings.warn(
-            f"{fn}: every innermost list of column {ref.name!r} has {d} entries: if they are "
-            f"feature vectors that a writer turned into lists (pandas object columns, Spark "
-            f"and DuckDB do), read them as features with "
-            f"col({ref.name!r}, lod_level={k}, feature_shape=({d},)); an explicit lod_level "
-            f"silences this warning", RegularLevelWarning, stacklevel=5)
+def _warn_if_regular(t, ref, fn):
+    """One :class:`~lodarrow.RegularLevelWarning` when the innermost level of ``t`` (a column
+    read without ``lod_level`` whose innermost list level is a variable-size one) is regular:
+    every list of it ``d >= 2`` long, at least two lists -- most likely a lost feature
+    dimension.  Ragged data answers from its first two lists."""
+    off = t._offsets[-1]  # lengths only: a malformed level fails in the operator's checks
+    n = off.shape[0] - 1
+    if n < 2:
+        return
+    d = int(off[1] - off[0])
+    if d < 2 or off[2] - off[1] != d or off[n] - off[0] != d * n or (np.diff(off) != d).any():
+        return
+    k = t.lod_level - 1  # the levels above the innermost
+    warnings.warn(
+        f"{fn}: every innermost list of column {ref.name!r} has {d} entries: if they are "
+        f"feature vectors that a writer turned into lists (pandas object columns, Spark "
+        f"and DuckDB do), read them as features with "
+        f"col({ref.name!r}, lod_level={k}, feature_shape=({d},)); an explicit lod_level "
+        f"silences this warning", RegularLevelWarning, stacklevel=5)
 
 
 # ---------------------------------------------------------------------------- results
@@ -488,13 +494,12 @@ def _run(c, table, locate=True):
     is_list = []
     narrow = True
     for ref, (data, from_objects, kinds) in zip(refs, raw):
-        listed = kinds[0] and ref.lod_level != 0  # lod_level=0: every list level a feature
         if keep is not None:
             check_inner_nulls(data, ref.name, fn)  # O(levels) unless there are some
             data = drop_rows(data, keep)
-        if listed and kinds[3] and ref.lod_level is None and locate:
-            _warn_if_regular(data, ref, fn)
         t = _read(data, ref, fn)
+        if kinds[3] and ref.lod_level is None and locate:
+            _warn_if_regular(t, ref, fn)
         listed = t.lod_level > 0
         if listed:
             narrow = narrow and (kinds[1] or from_objects)

@@ -11,8 +11,6 @@ raises ``ValueError`` naming the column, the row and the level (:func:`check_inn
 import numpy as np
 import pyarrow as pa
 
-from lodarrow._arrow_layout import FIXED, type_chain
-
 __all__ = ["validity", "first_null", "check_inner_nulls", "drop_rows", "spread_rows"]
 
 
@@ -196,40 +194,3 @@ def _null_error(name, row, depth, what, fn):
     raise ValueError(f"{fn}: column {name!r} has {what} inside row {row} at level {depth} "
                      f"(level 0 is the row itself); only whole rows may be null (fill or drop "
                      f"the inner nulls first)")
-
-
-# ---------------------------------------------------------------------------- feature levels
-def regular_width(data):
-    """The width ``d`` of the innermost list level of ``data`` when that level is a
-    variable-size list whose lists all have ``d >= 2`` entries (at least two lists): most
-    likely a feature dimension that a writer turned into a list level; else None.
-
-    Ragged data answers from its first two lists; only a level that looks regular is read
-    whole.
-    """
-    kinds, _ = type_chain(data.type)
-    if not kinds or kinds[-1][0] == FIXED:
-        return None
-    import pyarrow.compute as pc
-
-    chunks = data.chunks if isinstance(data, pa.ChunkedArray) else (data,)
-    width = None
-    count = 0
-    for chunk in chunks:
-        if isinstance(chunk.type, pa.BaseExtensionType):
-            chunk = chunk.storage
-        for _ in range(len(kinds) - 1):
-            chunk = chunk.flatten()
-        if not len(chunk):
-            continue
-        head = pc.list_value_length(chunk.slice(0, 2)).to_numpy(zero_copy_only=False)
-        d = width if width is not None else head[0]
-        if d < 2 or (head != d).any():
-            return None
-        lengths = pc.list_value_length(chunk)
-        bounds = pc.min_max(lengths)
-        if lengths.null_count or bounds["min"].as_py() != d or bounds["max"].as_py() != d:
-            return None
-        width = int(d)
-        count += len(chunk)
-    return width if count >= 2 else None
