@@ -74,3 +74,9 @@ class _LengthMismatchError(LoDError, AssertionError):
 
     Paddle raises ``AssertionError`` here; this is also a ``LoDError``.
     """
+
+
+@_shown_as(TypeError)
+class ArgumentError(TypeError, ValueError):
+    """A missing or unusable argument: ``TypeError`` as Paddle's documentation says, and the
+    ``ValueError`` Paddle's Python layer raises.  Either ``except`` clause catches it."""

@@ -3,7 +3,6 @@ offsets arguments of ``lod_reset`` / ``lod_append``."""
 
 import numpy as np
 
-from lodarrow._errors import _shown_as
 from lodarrow._backends import is_cupy_array, row_bytes
 from lodarrow._backends.cpu import chunk_bounds, threads_for
 from lodarrow._errors import LoDError
@@ -20,7 +19,6 @@ __all__ = [
     "ANY_LEVELS",
     "check_growth",
     "pad_array",
-    "ArgumentError",
     "as_tensor_or_array",
     "check_ends_at_rows",
     "flat_offsets",
@@ -145,12 +143,6 @@ def pad_array(value, dtype, feature_shape, xp):
 # --------------------------------------------------------------------------- new LoD levels
 # Shared by lod_reset and lod_append.
 _SHOWN = 8  # offsets quoted in an error message before it abbreviates
-
-
-@_shown_as(TypeError)
-class ArgumentError(TypeError, ValueError):
-    """A missing or unusable argument: ``TypeError`` as the seed documents, and the
-    ``ValueError`` Paddle's Python layer raises."""
 
 
 def as_tensor_or_array(obj, name):

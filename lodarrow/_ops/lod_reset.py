@@ -4,7 +4,8 @@ Semantics, edge cases, errors and departures from Paddle: docs/operators.md#lod_
 """
 
 from lodarrow._backends import backend_of
-from lodarrow._ops._common import (ArgumentError, as_lod_tensor, as_tensor_or_array,
+from lodarrow._errors import ArgumentError
+from lodarrow._ops._common import (as_lod_tensor, as_tensor_or_array,
                                    check_ends_at_rows, check_new_level, flat_offsets)
 from lodarrow._ops._contract import TableContract
 from lodarrow._tensor import LoDTensor, _freeze
