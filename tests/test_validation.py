@@ -1,4 +1,4 @@
-"""Shared boundary helpers: index arrays, pad values (OPS.md departure 11), chunking."""
+"""Shared boundary helpers: index arrays, pad values (docs/operators.md#exact-pad-values), chunking."""
 
 import numpy as np
 import pytest
