@@ -15,7 +15,6 @@ Arrow null handling is the Arrow layer's (:mod:`lodarrow._arrow_nulls`).
 import difflib
 import inspect
 import operator as _operator
-import re
 import warnings
 
 import numpy as np
@@ -25,9 +24,9 @@ from lodarrow import _ops
 from lodarrow._arrow import from_arrow, trusted_to_arrow
 from lodarrow._arrow_nulls import check_inner_nulls, drop_rows, spread_rows, validity
 from lodarrow._errors import RegularLevelWarning
-from lodarrow._place import Place
+from lodarrow._place import Place, as_place, parse_place
 from lodarrow._tables import adapt, list_levels, representable
-from lodarrow._tensor import LoDTensor, _as_place
+from lodarrow._tensor import LoDTensor
 
 __all__ = ["col", "ColumnRef", "apply", "resolve_op", "n_results", "check_arguments", "run"]
 
@@ -383,23 +382,19 @@ def device_place(device, fn):
     if device is None:
         return None
     try:
-        return _as_place(device)
+        return as_place(device)
     except TypeError:
         raise TypeError(f"{fn}: device must be 'cpu', 'cuda', 'cuda:N' or a Place, "
                         f"got {device!r}") from None
 
 
-_DEVICE = re.compile(r"(cpu|(cuda|gpu)(:\d+)?|gpu_pinned|cuda_pinned|pinned)", re.IGNORECASE)
-
-
 def check_device(device, fn):
-    """A TypeError naming ``device`` unless it could name a place; nothing is allocated or
-    imported, so a udf for GPU workers can be made where there is no GPU."""
-    if device is None or isinstance(device, Place):
+    """A TypeError naming ``device`` unless it could name a place (the grammar of
+    :func:`lodarrow._place.parse_place`); nothing is allocated or imported, so a udf for GPU
+    workers can be made where there is no GPU."""
+    if device is None or isinstance(device, Place) or parse_place(device) is not None:
         return
-    if not isinstance(device, str) or not _DEVICE.fullmatch(device):
-        raise TypeError(f"{fn}: device must be 'cpu', 'cuda', 'cuda:N' or a Place, "
-                        f"got {device!r}")
+    raise TypeError(f"{fn}: device must be 'cpu', 'cuda', 'cuda:N' or a Place, got {device!r}")
 
 
 class Call:

@@ -8,7 +8,8 @@ import numpy as np
 from lodarrow._backends import get_cupy, is_cupy_array
 from lodarrow._elementwise import apply_function, apply_ufunc
 from lodarrow._errors import LoDError, _LengthMismatchError
-from lodarrow._place import CPUPlace, CUDAPinnedPlace, CUDAPlace, Place, _cuda_place_unchecked
+from lodarrow._place import (CPUPlace, CUDAPinnedPlace, CUDAPlace, Place, _cuda_place_unchecked,
+                             as_place)
 from lodarrow._validation import (
     _levels,
     as_flag,
@@ -33,22 +34,6 @@ def _arrow():
     from lodarrow import _arrow
 
     return _arrow
-
-
-def _as_place(place):
-    """Accept a Place, or "cpu" / "cuda" / "cuda:1" / "gpu:0" / "gpu_pinned"."""
-    if place is None or isinstance(place, Place):
-        return place
-    if isinstance(place, str):
-        kind, _, dev = place.lower().partition(":")
-        if kind == "cpu" and not dev:
-            return CPUPlace()
-        if kind in ("cuda", "gpu"):
-            return CUDAPlace(int(dev or 0))
-        if kind in ("gpu_pinned", "cuda_pinned", "pinned") and not dev:
-            return CUDAPinnedPlace()
-    raise TypeError(f"place must be CPUPlace(), CUDAPlace(i), CUDAPinnedPlace() or a string "
-                    f"such as 'cpu' or 'cuda:0', got {place!r}")
 
 
 def _host(data):
@@ -76,7 +61,7 @@ def _move(data, place):
 
 def _coerce_data(obj, place, copy, name="data"):
     """Return ``(data, place)``: a checked NumPy/CuPy array of rank >= 1 and its place."""
-    place = _as_place(place)
+    place = as_place(place)
     if obj is None:
         raise TypeError(f"{name} is required (an array), got None")
     if is_cupy_array(obj):
@@ -191,7 +176,7 @@ class LoDTensor:
                 raise ValueError("LoDTensor: a lod or lengths needs data")
             self._data = None
             self._offsets = ()
-            self._place = _as_place(place) or CPUPlace()
+            self._place = as_place(place) or CPUPlace()
             return
         self._data, self._place = _coerce_data(data, place, as_flag(copy, "LoDTensor: copy"))
         if lod is not None and lengths is not None:
@@ -489,7 +474,7 @@ class LoDTensor:
     # ------------------------------------------------------------------ places
     def to(self, place):
         """This tensor at ``place`` (a Place or "cpu" / "cuda:0"); ``self`` if already there."""
-        place = _as_place(place)
+        place = as_place(place)
         if place is None:
             raise TypeError("to: place is required")
         if self._data is None or place == self._place:
