@@ -6,7 +6,7 @@ import operator
 import numpy as np
 
 from lodarrow._backends import get_cupy, is_cupy_array
-from lodarrow._elementwise import apply_function, apply_ufunc
+from lodarrow._elementwise import ElementwiseMixin
 from lodarrow._errors import LoDError, _LengthMismatchError
 from lodarrow._place import (CPUPlace, CUDAPinnedPlace, CUDAPlace, Place, _cuda_place_unchecked,
                              as_place)
@@ -87,35 +87,7 @@ def _coerce_data(obj, place, copy, name="data"):
     return data, where
 
 
-def _defers(other):
-    """True for types that opted out of NumPy's ufuncs (``__array_ufunc__ = None``)."""
-    return getattr(type(other), "__array_ufunc__", False) is None
-
-
-def _operator(ufunc):
-    """The forward and reflected operator methods computing ``ufunc`` elementwise."""
-
-    def forward(self, other):
-        if _defers(other):
-            return NotImplemented
-        return apply_ufunc(ufunc, "__call__", (self, other), {})
-
-    def reflected(self, other):
-        if _defers(other):
-            return NotImplemented
-        return apply_ufunc(ufunc, "__call__", (other, self), {})
-
-    return forward, reflected
-
-
-def _unary(ufunc):
-    def method(self):
-        return apply_ufunc(ufunc, "__call__", (self,), {})
-
-    return method
-
-
-class LoDTensor:
+class LoDTensor(ElementwiseMixin):
     """A dense array ``data`` of shape ``(N, *feature_shape)`` plus a LoD of nested offsets.
 
     Level ``k`` of the LoD is an int64 offset array that cuts the entries of level ``k + 1``
@@ -629,37 +601,6 @@ class LoDTensor:
 
     __hash__ = None
 
-    # ------------------------------------------------------------------ elementwise math
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        """Elementwise NumPy ufuncs keep the LoD (CuPy's on the GPU); see ``_elementwise``."""
-        return apply_ufunc(ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func, types, args, kwargs):
-        """NumPy functions see the rows, but reductions over them raise ``TypeError``."""
-        return apply_function(func, args, kwargs)
-
-    __add__, __radd__ = _operator(np.add)
-    __sub__, __rsub__ = _operator(np.subtract)
-    __mul__, __rmul__ = _operator(np.multiply)
-    __truediv__, __rtruediv__ = _operator(np.true_divide)
-    __floordiv__, __rfloordiv__ = _operator(np.floor_divide)
-    __mod__, __rmod__ = _operator(np.remainder)
-    __divmod__, __rdivmod__ = _operator(np.divmod)
-    __pow__, __rpow__ = _operator(np.power)
-    __and__, __rand__ = _operator(np.bitwise_and)
-    __or__, __ror__ = _operator(np.bitwise_or)
-    __xor__, __rxor__ = _operator(np.bitwise_xor)
-    __lshift__, __rlshift__ = _operator(np.left_shift)
-    __rshift__, __rrshift__ = _operator(np.right_shift)
-    __lt__, _ = _operator(np.less)
-    __le__, _ = _operator(np.less_equal)
-    __gt__, _ = _operator(np.greater)
-    __ge__, _ = _operator(np.greater_equal)
-    __neg__ = _unary(np.negative)
-    __pos__ = _unary(np.positive)
-    __abs__ = _unary(np.absolute)
-    __invert__ = _unary(np.invert)
-    del _
 
     def _rows(self):
         return None if self._data is None else self._data.shape[0]

@@ -11,6 +11,8 @@ from lodarrow._validation import as_index_array, coerce_pad_value, lod_problem
 
 __all__ = [
     "as_lod_tensor",
+    "composed_offsets",
+    "data_of",
     "require",
     "require_lod_levels",
     "row_bytes",
@@ -232,3 +234,8 @@ def composed_offsets(t, depth):
     for k in range(1, depth):
         off = np.asarray(t.offsets[k])[off]
     return off
+
+
+def data_of(obj):
+    """The array of a LoDTensor argument, anything else as it is (for ``backend_of``)."""
+    return obj.data if isinstance(obj, LoDTensor) else obj

@@ -66,7 +66,7 @@ def sequence_concat(input, name=None, *, out=None):
     if not input:
         raise ValueError("sequence_concat: input is empty; give at least one LoDTensor")
     ts = [as_lod_tensor(t, f"input[{k}]") for k, t in enumerate(input)]
-    be = backend_of("sequence_concat", **{f"input[{k}]": t for k, t in enumerate(ts)})
+    be = backend_of("sequence_concat", **{f"input[{k}]": t.data for k, t in enumerate(ts)})
     first = ts[0]
     levels = first.lod_level
     dtype, fshape = first.data.dtype, first.data.shape[1:]

@@ -108,7 +108,7 @@ def sequence_conv(input, filter, context_start=None, context_length=None, contex
     out_dtype = data.dtype if kind == "f" else _F64
 
     w = _plain(require(filter, "filter", "sequence_conv"), "filter")
-    be = backend_of("sequence_conv", input=x, filter=w,
+    be = backend_of("sequence_conv", input=x.data, filter=w,
                     padding_data=_plain(padding_data, "padding_data"), bias=_plain(bias, "bias"))
     if w.ndim != 2:
         raise ValueError(f"sequence_conv: filter must be 2-D [context_length * D, F], got "

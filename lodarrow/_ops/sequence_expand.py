@@ -81,7 +81,7 @@ def sequence_expand(x, y, ref_level=-1, name=None, *, out=None):
     """
     x = as_lod_tensor(x, "x")
     y = as_lod_tensor(y, "y")
-    be = backend_of("sequence_expand", x=x, y=y)
+    be = backend_of("sequence_expand", x=x.data, y=y.data)
     require_lod_levels(x, "x", "sequence_expand", (0, 1))
     levels = y.lod_level
     if not levels:

@@ -54,7 +54,7 @@ def sequence_expand_as(x, y, name=None, *, out=None):
     """
     x = as_lod_tensor(x, "x")
     y = as_lod_tensor(y, "y")
-    be = backend_of("sequence_expand_as", x=x, y=y)
+    be = backend_of("sequence_expand_as", x=x.data, y=y.data)
     require_lod_levels(y, "y", "sequence_expand_as", 1)
     ref = y.offsets[0]
     n = ref.shape[0] - 1

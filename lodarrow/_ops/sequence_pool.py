@@ -8,7 +8,7 @@ import numpy as np
 
 from lodarrow._backends import backend_of, backend_of_array
 from lodarrow._errors import LoDError
-from lodarrow._ops._common import as_lod_tensor, composed_offsets, pad_array
+from lodarrow._ops._common import as_lod_tensor, composed_offsets, data_of, pad_array
 from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed, split
 from lodarrow._tensor import LoDTensor
@@ -141,7 +141,7 @@ def sequence_pool(input, pool_type, is_test=False, pad_value=0.0, return_index=F
     if type(pad_value) in (float, int, bool):      # the common case, kept cheap
         be = backend_of_array(data)
     else:
-        be = backend_of("sequence_pool", input=x, pad_value=pad_value)
+        be = backend_of("sequence_pool", input=data, pad_value=data_of(pad_value))
     pad = pad_array(pad_value, out_dtype, data.shape[1:], np)
     lod = offsets[:-1]
     shape = (offsets[-1].shape[0] - 1,) + data.shape[1:]

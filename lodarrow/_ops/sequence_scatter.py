@@ -88,7 +88,7 @@ def sequence_scatter(input, index, updates, name=None, *, out=None):
     inp = as_lod_tensor(input, "input")
     index = as_lod_tensor(index, "index")
     updates = as_lod_tensor(updates, "updates")
-    be = backend_of("sequence_scatter", input=inp, index=index, updates=updates)
+    be = backend_of("sequence_scatter", input=inp.data, index=index.data, updates=updates.data)
     data = inp.data
     dtype = data.dtype
     if dtype.kind not in "iuf":

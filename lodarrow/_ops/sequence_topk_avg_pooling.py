@@ -99,7 +99,7 @@ def sequence_topk_avg_pooling(input, row, col, topks, channel_num, name=None, *,
     if kind == "b":
         raise TypeError(f"{_OP}: input of dtype bool cannot be averaged; cast it to a numeric "
                         f"dtype first")
-    be = backend_of(_OP, input=x, row=r, col=c)
+    be = backend_of(_OP, input=x.data, row=r.data, col=c.data)
     in_off, row_off, col_off = x.offsets[0], r.offsets[0], c.offsets[0]
     n_seq = in_off.shape[0] - 1
     for t_off, arg in ((row_off, "row"), (col_off, "col")):
