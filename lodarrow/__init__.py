@@ -9,7 +9,7 @@ and through CuPy on the GPU, chosen by where the data lives.
 ``import lodarrow`` imports neither pandas, CuPy nor ``pyarrow.parquet``.
 """
 
-from lodarrow._errors import BackendError, LoDError
+from lodarrow._errors import BackendError, LoDError, RegularLevelWarning
 
 try:
     from lodarrow._ext.lod_utils import openmp_enabled
@@ -41,6 +41,7 @@ __all__ = [
     "CUDAPlace",
     "LoDError",
     "LoDTensor",
+    "RegularLevelWarning",
     "apply",
     "col",
     "create_lod_tensor",

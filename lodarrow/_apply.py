@@ -6,35 +6,35 @@ FixedSizeList) a tensor with one data row per table row.  ``apply`` reads the co
 operator's ``col(...)`` arguments name (zero-copy where ``from_arrow`` is), calls the operator,
 and writes its row-aligned results back as columns of a table of the same kind; every other
 column is the caller's own object.
+
+This is a generic engine: what an operator's arguments and results mean in table form is the
+operator's own declaration (``TABLE`` in its module, :mod:`lodarrow._ops._contract`), and the
+Arrow null handling is the Arrow layer's (:mod:`lodarrow._arrow_nulls`).
 """
 
+import difflib
+import inspect
 import operator as _operator
-import re
+import warnings
 
 import numpy as np
 import pyarrow as pa
 
 from lodarrow import _ops
 from lodarrow._arrow import from_arrow, trusted_to_arrow
-from lodarrow._place import Place
-from lodarrow._tables import adapt, list_levels
-from lodarrow._tensor import LoDTensor, _as_place
+from lodarrow._arrow_nulls import check_inner_nulls, drop_rows, spread_rows, validity
+from lodarrow._errors import RegularLevelWarning
+from lodarrow._place import Place, as_place, parse_place
+from lodarrow._tables import adapt, list_levels, representable
+from lodarrow._tensor import LoDTensor
 
-__all__ = ["col", "ColumnRef", "apply", "resolve_op", "n_results", "run"]
+__all__ = ["col", "ColumnRef", "apply", "resolve_op", "n_results", "check_arguments", "run"]
 
 #: name -> operator function, for every public operator.
 OPERATORS = {name: getattr(_ops, name) for name in _ops.__all__}
 _BY_FUNCTION = {fn: name for name, fn in OPERATORS.items()}
-
-#: Arguments that must be plain columns in table form: the operator reads their *rows*, which
-#: are table rows only for a plain column (a list column's rows are its values).
-_PLAIN_ONLY = {
-    "sequence_expand_as": ("x",),
-    "sequence_scatter": ("input",),
-    "sequence_unpad": ("x", "length"),
-    "sequence_slice": ("offset", "length"),
-}
-
+#: name -> the operator's table form (its module's ``TABLE``).
+CONTRACTS = _ops.CONTRACTS
 
 class ColumnRef:
     """A reference to a table column, made by :func:`col` (picklable, holds no data)."""
@@ -166,11 +166,58 @@ def resolve_op(op, fn):
 
 def n_results(name, args):
     """How many results the operator returns for these arguments."""
-    if name == "sequence_pad":
-        return 2
-    if name == "sequence_pool" and args.get("return_index", False):
-        return 2
-    return 1
+    return CONTRACTS[name].n_results(args)
+
+
+# operator name -> (parameter names, required names); ``out`` is apply's own keyword
+_SIGNATURES = {}
+
+
+def _signature(name):
+    sig = _SIGNATURES.get(name)
+    if sig is None:
+        params = inspect.signature(OPERATORS[name]).parameters
+        names = tuple(p for p in params if p != "out")
+        required = tuple(p for p, v in params.items()
+                         if v.default is inspect.Parameter.empty and p != "out")
+        sig = _SIGNATURES[name] = (frozenset(names), names, required)
+    return sig
+
+
+def check_arguments(name, args, fn, literals=False):
+    """Check ``args`` against the operator's signature and table form, before any data.
+
+    A name the operator does not take is a ``TypeError`` naming it and the closest one; a
+    string where the operator takes a tensor is a
+    column name given without ``col`` (a ``TypeError`` suggesting ``la.col(...)``).  With
+    ``literals``, the arguments given as values go through the operator's own checks (what a
+    ``udf`` does where it is made, so no mistake surfaces first in a worker).
+    """
+    known, names, required = _signature(name)
+    for key in args:
+        if key not in known:
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TypeError(f"{fn}: {name} has no argument {key!r}{hint} (its arguments: "
+                            f"{', '.join(names)})")
+    contract = CONTRACTS[name]
+    for key in contract.tensors:
+        v = args.get(key)
+        bare = v if isinstance(v, str) else next(
+            (x for x in v if isinstance(x, str)), None) if isinstance(v, (list, tuple)) else None
+        if bare is not None:
+            raise TypeError(f"{fn}: {name}'s {key} takes a tensor or a column, got the string "
+                            f"{bare!r}; to read the column {bare!r} write la.col({bare!r})")
+    if literals and contract.check is not None:
+        contract.check({k: v for k, v in args.items()
+                        if not isinstance(v, ColumnRef) and not refs_in({k: v})})
+
+
+def check_required(name, args, fn):
+    """A ``TypeError`` naming the operator's required arguments missing from ``args``."""
+    missing = [r for r in _signature(name)[2] if r not in args]
+    if missing:
+        raise TypeError(f"{fn}: {name} needs the argument(s) {', '.join(map(repr, missing))}")
 
 
 def check_out(out, count, name, fn):
@@ -211,33 +258,23 @@ def refs_in(args):
 
 
 # ---------------------------------------------------------------------------- columns
-class _Column:
-    """A column read as a tensor: the tensor, whether it is a list column, its validity
-    (None: no null rows) and whether its offsets are 32-bit (List / ListView / objects)."""
-
-    __slots__ = ("tensor", "is_list", "valid", "narrow")
-
-    def __init__(self, tensor, is_list, valid, narrow):
-        self.tensor = tensor
-        self.is_list = is_list
-        self.valid = valid
-        self.narrow = narrow
-
-
-# Recently seen (type, kinds) pairs: comparing types with ``==`` (~0.1 us) is cheaper than
-# hashing one (~1.4 us), as in from_arrow's own plan cache.
+# Recently seen (type, kinds) pairs: comparing types with ``==`` is cheaper than hashing one,
+# as in from_arrow's own plan cache.
 _RECENT_KINDS = []
 
 
 def _kinds(arrow_type):
-    """``(is_list, narrow)`` of a column type: whether it has a variable-size list level,
-    and whether all of those are 32-bit (``List`` / ``ListView``)."""
+    """``(is_list, narrow, representable, inner_variable)`` of a column type: whether it has a
+    variable-size list level, whether all of those are 32-bit (``List`` / ``ListView``),
+    whether it can be a LoDTensor at all, and whether its innermost list level is a
+    variable-size one (what :func:`_warn_if_regular` looks at)."""
     for known, hit in _RECENT_KINDS:
         if known == arrow_type:
             return hit
     kinds, _ = list_levels(arrow_type)
     variable = [k for k in kinds if isinstance(k, str)]
-    hit = (bool(variable), all(k in ("list", "list_view") for k in variable))
+    hit = (bool(variable), all(k in ("list", "list_view") for k in variable),
+           representable(arrow_type), bool(kinds) and isinstance(kinds[-1], str))
     _RECENT_KINDS.insert(0, (arrow_type, hit))
     del _RECENT_KINDS[8:]
     return hit
@@ -246,45 +283,32 @@ def _kinds(arrow_type):
 _NO_KW = {}
 
 
-def read_column(data, ref, from_objects, fn, valid, kinds=None):
-    """Convert one column's Arrow data to a :class:`_Column` (docs/tables.md, Nulls).
+def _not_representable(data, name, fn):
+    t = data.type
+    kinds, leaf = list_levels(t)
+    if kinds:
+        return TypeError(f"{fn}: column {name!r}: a list column whose values of Arrow type "
+                         f"{leaf} are not numbers or bools (operators read list and plain "
+                         f"columns of numbers or bools)")
+    what = ("a string" if pa.types.is_string(t) or pa.types.is_large_string(t)
+            or pa.types.is_string_view(t) else "a struct" if pa.types.is_struct(t)
+            else "a binary" if pa.types.is_binary(t) or pa.types.is_large_binary(t)
+            else "a map" if pa.types.is_map(t) else "a dictionary"
+            if pa.types.is_dictionary(t) else "a temporal" if pa.types.is_temporal(t)
+            else "an unsupported")
+    return TypeError(f"{fn}: column {name!r} is {what} column (type {t}); operators read list "
+                     f"columns and plain columns of numbers or bools")
 
-    ``valid`` (None: no null rows in any list column of the call) marks the rows every
-    list column reads as empty and every plain column as zeros: a null row of one input is a
-    null row of the whole call, so the other inputs' constraints (equal lengths, offsets
-    inside the row ...) hold there too.
-    """
-    is_list, narrow = _kinds(data.type) if kinds is None else kinds
-    is_list = is_list and ref.lod_level != 0  # lod_level=0: every list level a feature dim
-    narrow = narrow or from_objects
+
+def _read(data, ref, fn):
+    """A column's Arrow data (no null rows) as a LoDTensor."""
     kw = ref.arrow_kwargs() if ref.lod_level is not None or ref.feature_shape is not None \
         else _NO_KW
-    if not is_list:
-        if data.null_count:
-            i = _first_null(data)
-            raise ValueError(f"{fn}: column {ref.name!r} has a null at row {i} (level 0, the "
-                             f"row itself); a plain column used as an argument cannot hold "
-                             f"nulls (fill or drop them first)")
-        t = _from_arrow(data, ref, "error", kw, fn)
-        if valid is not None:  # the row is null anyway: zeros fit every operator's checks
-            zeroed = np.array(t._data)
-            zeroed[~valid] = 0
-            t = LoDTensor._from_trusted(zeroed, t._offsets)
-        return _Column(t, t.lod_level > 0, None, narrow)
-    if valid is None:
-        t = _from_arrow(data, ref, "error", kw, fn)
-    else:
-        _check_inner_nulls(data, ref.name, fn)
-        t = _from_arrow(_with_validity(data, valid), ref, "empty", kw, fn)
-    return _Column(t, t.lod_level > 0, valid, narrow)
-
-
-def _from_arrow(data, ref, nulls, kw, fn):
     try:
-        return from_arrow(data, nulls=nulls, **kw)
+        return from_arrow(data, **kw)
     except ValueError as exc:  # LoDError too (an irregular level under lod_level=): kept
         if "null" in str(exc):
-            _check_inner_nulls(data, ref.name, fn)
+            check_inner_nulls(data, ref.name, fn)
         raise _same_error(exc, f"{fn}: column {ref.name!r}: {exc}") from None
     except TypeError as exc:
         raise TypeError(f"{fn}: column {ref.name!r}: {exc}") from None
@@ -298,269 +322,28 @@ def _same_error(exc, message):
         return ValueError(message)
 
 
-_TOP_BUFFERS = {"list": 2, "large_list": 2, "list_view": 3, "large_list_view": 3,
-                "fixed_size_list": 1}
-
-
-def _with_validity(data, valid):
-    """The list array ``data`` with ``valid`` as its top-level validity (a new bitmap), and
-    without values behind its null lists (``List`` / ``LargeList``).
-
-    Null lists backed by values would make ``from_arrow(nulls="empty")`` gather every value
-    below through index arrays; Arrow's ``flatten`` copies the runs of non-null lists instead
-    (the same values, an order of magnitude sooner), and the null lists become empty.
-    """
-    arr = data.combine_chunks() if isinstance(data, pa.ChunkedArray) else data
-    if isinstance(arr.type, pa.BaseExtensionType):
-        arr = arr.storage
-    t = arr.type
-    kind = ("large_list_view" if _is_large_view(t) else "list_view" if _is_view(t) else
-            "large_list" if pa.types.is_large_list(t) else "list" if pa.types.is_list(t)
-            else "fixed_size_list")
-    n_null = int(valid.shape[0] - np.count_nonzero(valid))
-    bufs = arr.buffers()[:_TOP_BUFFERS[kind]]
-    bits = np.concatenate([np.ones(arr.offset, dtype=np.bool_), valid]) if arr.offset else valid
-    bitmap = pa.py_buffer(np.packbits(bits, bitorder="little"))
-    if kind in ("list", "large_list") and bufs[1] is not None:
-        dtype = np.dtype(np.int32 if kind == "list" else np.int64)
-        n, o = len(arr), arr.offset
-        if bufs[1].size >= (o + n + 1) * dtype.itemsize:
-            off = np.frombuffer(bufs[1], dtype=dtype, count=o + n + 1)[o:]
-            lengths = np.diff(off)
-            if n_null and lengths[~valid].any():  # values behind null lists: drop them
-                masked = pa.Array.from_buffers(t, n, [bitmap, bufs[1]], null_count=n_null,
-                                               offset=o, children=[arr.values])
-                lengths[~valid] = 0
-                new = np.zeros(n + 1, dtype=dtype)
-                np.cumsum(lengths, out=new[1:])
-                bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if o else bitmap
-                return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(new)],
-                                             null_count=n_null, children=[masked.flatten()])
-    return pa.Array.from_buffers(t, len(arr), [bitmap] + bufs[1:], null_count=n_null,
-                                 offset=arr.offset, children=[arr.values])
-
-
-def _first_null(data):
-    valid = _validity(data)
-    return int(np.argmin(valid))
-
-
-def _validity(data):
-    """A bool NumPy array, True where the row is not null."""
-    return np.asarray(data.is_valid(), dtype=np.bool_) if isinstance(data, pa.Array) else \
-        np.asarray(data.is_valid().combine_chunks() if data.num_chunks != 1
-                   else data.chunk(0).is_valid(), dtype=np.bool_)
-
-
-def _check_inner_nulls(data, name, fn):
-    """Raise ``ValueError`` naming the row and level of the first null below the top level.
-
-    Arrow keeps every array's null count, so this is O(levels) unless a child array holds
-    nulls; then only the entries under rows that are not null are looked at (vectorised).
-    """
-    chunks = data.chunks if isinstance(data, pa.ChunkedArray) else (data,)
-    if all(_children_without_nulls(c) for c in chunks):
+def _warn_if_regular(t, ref, fn):
+    """One :class:`~lodarrow.RegularLevelWarning` when the innermost level of ``t`` (a column
+    read without ``lod_level`` whose innermost list level is a variable-size one) is regular:
+    every list of it ``d >= 2`` long, at least two lists -- most likely a lost feature
+    dimension.  Ragged data answers from its first two lists."""
+    off = t._offsets[-1]  # lengths only: a malformed level fails in the operator's checks
+    n = off.shape[0] - 1
+    if n < 2:
         return
-    node = data.combine_chunks() if isinstance(data, pa.ChunkedArray) else data
-    if isinstance(node.type, pa.BaseExtensionType):
-        node = node.storage
-    if pa.types.is_dictionary(node.type):
+    d = int(off[1] - off[0])
+    if d < 2 or off[2] - off[1] != d or off[n] - off[0] != d * n or (np.diff(off) != d).any():
         return
-    if not _scan_inner_nulls(node, name, fn):
-        _scan_inner_nulls_flattened(node, name, fn)
-
-
-def _is_list_type(t):
-    return (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
-            or _is_view(t))
-
-
-def _children_without_nulls(arr):
-    """Whether no array below the top level of ``arr`` holds a null (Arrow's null counts:
-    O(levels)); a dictionary leaf counts as without nulls, as the scans below read it."""
-    if isinstance(arr.type, pa.BaseExtensionType):
-        arr = arr.storage
-    while _is_list_type(arr.type):
-        arr = arr.values
-        if pa.types.is_dictionary(arr.type):
-            return True
-        if arr.null_count:
-            return False
-    return True
-
-
-def _scan_inner_nulls(node, name, fn):
-    """The exact check for ``List`` / ``LargeList`` / ``FixedSizeList`` levels, by masks of
-    the entries under non-null rows (in entry order, which is row order here); False when a
-    level is of another kind (a list view), for :func:`_scan_inner_nulls_flattened`."""
-    levels = []  # per level passed: (list size, node offset) or (offsets, first entry)
-    keep = _validity(node) if node.null_count else np.ones(len(node), dtype=np.bool_)
-    lo = 0  # ``keep`` marks entries [lo, lo + len(keep)) of ``node`` (logical positions)
-    depth = 0
-    while True:
-        t = node.type
-        m = keep.shape[0]
-        if pa.types.is_fixed_size_list(t):
-            size = t.list_size
-            levels.append((size, node.offset))
-            keep = np.repeat(keep, size)
-            lo = (node.offset + lo) * size
-        elif pa.types.is_list(t) or pa.types.is_large_list(t):
-            buf = node.buffers()[1]
-            start = node.offset + lo
-            dtype = np.dtype(np.int32 if pa.types.is_list(t) else np.int64)
-            if buf is None or buf.size < (start + m + 1) * dtype.itemsize:
-                return False  # malformed: left to the reading path's own checks
-            off = np.frombuffer(buf, dtype=dtype, count=start + m + 1)[start:]
-            lengths = np.diff(off)
-            if (lengths < 0).any() or off[0] < 0 or off[-1] > len(node.values):
-                return False
-            levels.append((off, lo))
-            keep = np.repeat(keep, lengths)
-            lo = int(off[0])
-        else:
-            return False
-        node = node.values
-        depth += 1
-        t = node.type
-        if pa.types.is_dictionary(t):
-            return True
-        if node.null_count:
-            bad = keep & ~_bits(node, lo, lo + keep.shape[0])
-            if bad.any():
-                row = _row_of(levels, lo + int(np.argmax(bad)))
-                what = ("a null fixed-size row" if pa.types.is_fixed_size_list(t) else
-                        "a null list" if _is_list_type(t) else "a null value")
-                _null_error(name, row, depth, what, fn)
-        if not _is_list_type(t):
-            return True
-
-
-def _bits(node, start, stop):
-    """The validity of entries ``[start, stop)`` of ``node`` (True: not null)."""
-    bitmap = node.buffers()[0]
-    if bitmap is None:
-        return np.ones(stop - start, dtype=np.bool_)
-    o = node.offset
-    first, last = (o + start) // 8, (o + stop + 7) // 8
-    raw = np.frombuffer(bitmap, dtype=np.uint8, count=last)[first:]
-    skip = o + start - 8 * first
-    return np.unpackbits(raw, bitorder="little")[skip: skip + stop - start].view(np.bool_)
-
-
-def _row_of(levels, pos):
-    """The top-level row holding entry ``pos`` of the deepest level passed."""
-    for off, lo in reversed(levels):
-        if isinstance(off, int):  # a fixed-size list of ``off`` at node offset ``lo``
-            pos = pos // off - lo
-        else:
-            pos = lo + int(np.searchsorted(off, pos, side="right")) - 1
-    return pos
-
-
-def _scan_inner_nulls_flattened(node, name, fn):
-    """The exact check for any list kinds: each level flattened in turn (pyarrow)."""
-    import pyarrow.compute as pc
-
-    parents = np.arange(len(node), dtype=np.int64)
-    depth = 0
-    while True:
-        t = node.type
-        if not _is_list_type(t):
-            return
-        if depth > 0 and node.null_count:
-            i = int(np.argmin(_validity(node)))
-            what = "a null fixed-size row" if pa.types.is_fixed_size_list(t) else "a null list"
-            _null_error(name, int(parents[i]), depth, what, fn)
-        parent = np.asarray(pc.list_parent_indices(node), dtype=np.int64)
-        parents = parents[parent] if parent.size else parent
-        node = node.flatten()
-        depth += 1
-        if pa.types.is_dictionary(node.type):
-            return
-        if node.null_count and not _is_list_type(node.type):
-            i = int(np.argmin(_validity(node)))
-            _null_error(name, int(parents[i]), depth, "a null value", fn)
-
-
-def _is_large_view(t):
-    return getattr(pa.types, "is_large_list_view", lambda _: False)(t)
-
-
-def _is_view(t):
-    return (getattr(pa.types, "is_list_view", lambda _: False)(t)
-            or getattr(pa.types, "is_large_list_view", lambda _: False)(t))
-
-
-def _null_error(name, row, depth, what, fn):
-    raise ValueError(f"{fn}: column {name!r} has {what} inside row {row} at level {depth} "
-                     f"(level 0 is the row itself); only whole rows may be null (fill or drop "
-                     f"the inner nulls first)")
+    k = t.lod_level - 1  # the levels above the innermost
+    warnings.warn(
+        f"{fn}: every innermost list of column {ref.name!r} has {d} entries: if they are "
+        f"feature vectors that a writer turned into lists (pandas object columns, Spark "
+        f"and DuckDB do), read them as features with "
+        f"col({ref.name!r}, lod_level={k}, feature_shape=({d},)); an explicit lod_level "
+        f"silences this warning", RegularLevelWarning, stacklevel=5)
 
 
 # ---------------------------------------------------------------------------- results
-def _mask(arr, valid, n_null):
-    """``arr`` with the rows where ``valid`` is False set to null (no copy of the data)."""
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
-    t = arr.type
-    bufs = arr.buffers()
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return pa.Array.from_buffers(t, len(arr), [bitmap, bufs[1]], null_count=n_null,
-                                     offset=arr.offset, children=[arr.values])
-    if pa.types.is_fixed_size_list(t):
-        return pa.Array.from_buffers(t, len(arr), [bitmap], null_count=n_null,
-                                     offset=arr.offset, children=[arr.values])
-    return pa.Array.from_buffers(t, len(arr), [bitmap, bufs[1]], null_count=n_null,
-                                 offset=arr.offset)
-
-
-def _composed_offsets(t, depth):
-    """The offsets of level ``depth``'s entries per top-level sequence (``depth`` levels
-    composed); ``depth == len(lod)`` gives data rows per top-level sequence."""
-    off = np.asarray(t._offsets[0])
-    for k in range(1, depth):
-        off = np.asarray(t._offsets[k])[off]
-    return off
-
-
-def _relative_index(index, source):
-    """``sequence_pool``'s absolute row numbers relative to each table row's first row."""
-    starts = _composed_offsets(source, source.lod_level)
-    idx = np.asarray(index._data)
-    if index.lod_level:
-        per_row = np.diff(np.asarray(index._offsets[0]))
-        first = np.repeat(starts[:-1], per_row)
-    else:
-        first = starts[:-1]
-    first = first.reshape((-1,) + (1,) * (idx.ndim - 1))
-    rel = np.where(idx >= 0, idx - first, idx)
-    return LoDTensor._from_trusted(rel, index._offsets)
-
-
-def _expand_broadcast(name, result, x, y, ref_level, fn):
-    """``sequence_expand`` in table form: row ``i`` of ``x`` repeated within row ``i`` of
-    ``y`` (docs/tables.md); a result with several top-level sequences per row is an error."""
-    ref = y.lod_level - 1 if ref_level == -1 else ref_level
-    if ref > 0:
-        per_row = np.diff(_composed_offsets(y, ref))
-        if per_row.size and not np.all(per_row == 1):
-            r = int(np.argmax(per_row != 1))
-            raise ValueError(f"{fn}: {name} with ref_level={ref_level} repeats within "
-                             f"{int(per_row[r])} sequences of level {ref} in table row {r}; "
-                             f"in table form each row needs exactly one (use ref_level=0)")
-    offsets = np.asarray(y._offsets[ref])
-    if x.lod_level == 0:
-        # Paddle's result has no LoD: row i's copies are the ref level's sequence i.
-        return LoDTensor._from_trusted(result._data, (offsets,), result._place)
-    lengths = np.diff(offsets)
-    if lengths.size and not np.all(lengths == 1):
-        r = int(np.argmax(lengths != 1))
-        raise ValueError(f"{fn}: {name} repeats x's sequence {int(lengths[r])} times in table "
-                         f"row {r}, giving {int(lengths[r])} top-level sequences for one row; "
-                         f"in table form a result needs one sequence per table row")
-    return result
-
-
 def _aligned(t, n_rows, name, out, fn):
     """Raise unless ``t`` is row-aligned with a table of ``n_rows`` rows."""
     if t.lod_level:
@@ -575,20 +358,14 @@ def _aligned(t, n_rows, name, out, fn):
                          f"per table row")
 
 
-def _to_column(t, narrow, valid):
+def _to_column(t, narrow):
     # t is an operator's result (or built from one): valid, so to_arrow's checks are skipped
     if t._offsets and narrow:
         try:
-            arr = trusted_to_arrow(t, False)
+            return trusted_to_arrow(t, False)
         except ValueError:  # offsets past int32: LargeList, as to_arrow's default
-            arr = trusted_to_arrow(t, True)
-    else:
-        arr = trusted_to_arrow(t, True)
-    if valid is not None:
-        n_null = int(valid.shape[0] - np.count_nonzero(valid))
-        if n_null:
-            arr = _mask(arr, valid, n_null)
-    return arr
+            pass
+    return trusted_to_arrow(t, True)
 
 
 # ---------------------------------------------------------------------------- apply
@@ -605,23 +382,19 @@ def device_place(device, fn):
     if device is None:
         return None
     try:
-        return _as_place(device)
+        return as_place(device)
     except TypeError:
         raise TypeError(f"{fn}: device must be 'cpu', 'cuda', 'cuda:N' or a Place, "
                         f"got {device!r}") from None
 
 
-_DEVICE = re.compile(r"(cpu|(cuda|gpu)(:\d+)?|gpu_pinned|cuda_pinned|pinned)", re.IGNORECASE)
-
-
 def check_device(device, fn):
-    """A TypeError naming ``device`` unless it could name a place; nothing is allocated or
-    imported, so a udf for GPU workers can be made where there is no GPU."""
-    if device is None or isinstance(device, Place):
+    """A TypeError naming ``device`` unless it could name a place (the grammar of
+    :func:`lodarrow._place.parse_place`); nothing is allocated or imported, so a udf for GPU
+    workers can be made where there is no GPU."""
+    if device is None or isinstance(device, Place) or parse_place(device) is not None:
         return
-    if not isinstance(device, str) or not _DEVICE.fullmatch(device):
-        raise TypeError(f"{fn}: device must be 'cpu', 'cuda', 'cuda:N' or a Place, "
-                        f"got {device!r}")
+    raise TypeError(f"{fn}: device must be 'cpu', 'cuda', 'cuda:N' or a Place, got {device!r}")
 
 
 class Call:
@@ -630,7 +403,7 @@ class Call:
     many batches pays for it once.  Holds no data."""
 
     __slots__ = ("name", "fn_op", "args", "outs", "device", "fn", "refs", "slots",
-                 "plain_only", "items", "ref_states")
+                 "contract", "items", "ref_states")
 
     def __init__(self, name, fn_op, args, outs, device, fn):
         self.name, self.fn_op, self.args, self.outs = name, fn_op, args, outs
@@ -648,7 +421,7 @@ class Call:
             else:
                 slots.append((key, v, 0))
         self.slots = tuple(slots)
-        self.plain_only = _PLAIN_ONLY.get(name, ())
+        self.contract = CONTRACTS[name]
 
     def __call__(self, table):
         return _run(self, table)
@@ -692,72 +465,140 @@ def run(table, name, fn_op, args, outs, device, fn):
     return _run(Call(name, fn_op, args, outs, device, fn), table)
 
 
-def _run(c, table):
-    fn, name, args, refs = c.fn, c.name, c.args, c.refs
+def _run(c, table, locate=True):
+    fn, name, refs, contract = c.fn, c.name, c.refs, c.contract
     adapter = adapt(table, fn)
     n_rows = adapter.n_rows
     raw = []
-    valid = None
+    keep = None  # rows that are not null in any column read (None: all of them)
     for ref in refs:
         data, from_objects = adapter.column(ref.name, fn)
         if type(data) is pa.ChunkedArray and data.num_chunks == 1:
             data = data.chunk(0)  # from_arrow's quickest path
         kinds = _kinds(data.type)
+        if not kinds[2]:  # what the column is, before anything about its nulls
+            raise _not_representable(data, ref.name, fn)
         raw.append((data, from_objects, kinds))
-        if data.null_count and kinds[0] and ref.lod_level != 0:
-            v = _validity(data)
-            valid = v if valid is None else (valid & v)
-    columns = []
+        if data.null_count:
+            v = validity(data)
+            keep = v if keep is None else (keep & v)
+    if keep is not None and keep.all():
+        keep = None
+    n_kept = n_rows if keep is None else int(np.count_nonzero(keep))
+    tensors = []
+    is_list = []
     narrow = True
     for ref, (data, from_objects, kinds) in zip(refs, raw):
-        col_ = read_column(data, ref, from_objects, fn, valid, kinds)
-        if col_.is_list:
-            narrow = narrow and col_.narrow
-        columns.append(col_)
+        if keep is not None:
+            check_inner_nulls(data, ref.name, fn)  # O(levels) unless there are some
+            data = drop_rows(data, keep)
+        t = _read(data, ref, fn)
+        if kinds[3] and ref.lod_level is None and locate:
+            _warn_if_regular(t, ref, fn)
+        listed = t.lod_level > 0
+        if listed:
+            narrow = narrow and (kinds[1] or from_objects)
+        tensors.append(t)
+        is_list.append(listed)
     place = device_place(c.device, fn)
     call = {}
+    columns = {}
     for key, v, kind in c.slots:
         if kind == 1:
-            col_ = columns[v]
-            if col_.is_list and key in c.plain_only:
+            if is_list[v] and key in contract.plain:
                 raise ValueError(f"{fn}: in table form {name}'s {key} must be a plain column "
                                  f"(one value per row); column {refs[v].name!r} is a list "
                                  f"column")
-            t = col_.tensor
+            t = tensors[v]
             call[key] = t if place is None else t.to(place)
+            columns[key] = is_list[v]
         elif kind == 2:
-            items = [columns[_index(refs, x)].tensor if isinstance(x, ColumnRef) else x
-                     for x in v]
+            items = [tensors[_index(refs, x)] if isinstance(x, ColumnRef) else x for x in v]
             if place is not None:
                 items = [x.to(place) if isinstance(x, LoDTensor) else x for x in items]
             call[key] = type(v)(items) if isinstance(v, tuple) else items
         else:
             call[key] = v
+    try:
+        results = _call(c, call, columns, n_kept)
+    except (ValueError, IndexError) as exc:
+        if not locate:
+            raise
+        located = _locate(c, refs, raw, exc)
+        if located is None:
+            raise
+        raise located from None
+    new = {}
+    for t, out in zip(results, c.outs):
+        if out is None:
+            continue
+        arr = _to_column(t, narrow)
+        new[out] = arr if keep is None else spread_rows(arr, keep)
+    return adapter.finish(new)
+
+
+def _call(c, call, columns, n_rows):
+    """The operator's results on the kept rows, in table form and checked row-aligned."""
+    fn, name, fixup = c.fn, c.name, c.contract.fixup
     result = c.fn_op(**call)
     results = result if isinstance(result, tuple) else (result,)
-    outs = c.outs
-    if len(results) != len(outs):  # pragma: no cover - n_results mirrors the operators
-        raise ValueError(f"{fn}: {name} returned {len(results)} results, out names "
-                         f"{len(outs)}")
-    new = {}
-    for i, (t, out) in enumerate(zip(results, outs)):
-        if out is None:
+    out = []
+    for i, (t, o) in enumerate(zip(results, c.outs)):
+        if o is None:
+            out.append(None)
             continue
         if t._place.is_cuda:
             t = t.cpu()
-        if name == "sequence_expand" and isinstance(args.get("y"), ColumnRef) \
-                and isinstance(call.get("x"), LoDTensor):
-            t = _expand_broadcast(name, t, call["x"], call["y"], args.get("ref_level", -1), fn)
-        elif name == "sequence_mask" and isinstance(args.get("x"), ColumnRef) \
-                and columns[_index(refs, args["x"])].is_list:
-            src = columns[_index(refs, args["x"])].tensor
-            t = LoDTensor._from_trusted(t._data, src._offsets)
-        elif name == "sequence_pool" and i == 1:
-            t = _relative_index(t, columns[_index(refs, args["input"])].tensor
-                                if isinstance(args.get("input"), ColumnRef) else call["input"])
-        _aligned(t, n_rows, name, out, fn)
-        new[out] = _to_column(t, narrow, valid)
-    return adapter.finish(new)
+        if fixup is not None:
+            t = fixup(i, t, call, columns, fn)
+        _aligned(t, n_rows, name, o, fn)
+        out.append(t)
+    return out
+
+
+def _locate(c, refs, raw, exc):
+    """``exc`` told in the frame of the first table row that fails, or None.
+
+    Rows are independent, so a prefix of the table fails exactly when it holds a failing row:
+    a binary search over prefix lengths finds the first one in log2(n) calls, and the call on
+    that row alone gives the message whose sequence numbers count within the row.  None when
+    the call fails without any row (the error is not about a row).
+    """
+    names = {}
+    for ref, (data, _, _) in zip(refs, raw):
+        names.setdefault(ref.name, data)
+    sub = pa.table(names)
+
+    def error(start, k):
+        try:
+            _run(c, sub.slice(start, k), locate=False)
+        except (ValueError, IndexError) as e:
+            return e
+        except Exception:  # another failure: not the one being located
+            return None
+        return None
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if error(0, 0) is not None or error(0, sub.num_rows) is None:
+            return None
+        lo, hi = 0, sub.num_rows  # prefix lo succeeds, prefix hi fails
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if error(0, mid) is not None:
+                hi = mid
+            else:
+                lo = mid
+        row = hi - 1
+        alone = error(row, 1) or exc
+    message = str(alone.args[0]) if alone.args else str(alone)
+    prefix = f"{c.fn}: "
+    if message.startswith(prefix):
+        message = message[len(prefix):]
+    located = _same_error(alone, f"{c.fn}: table row {row}: {message}")
+    located.table_row = row
+    located.row_message = message
+    return located
 
 
 def apply(table, op, *, out, device=None, **args):
@@ -821,5 +662,7 @@ def apply(table, op, *, out, device=None, **args):
     [2.0, 5.0]
     """
     name, fn_op = resolve_op(op, "apply")
+    check_arguments(name, args, "apply")
     outs = check_out(out, n_results(name, args), name, "apply")
+    check_required(name, args, "apply")
     return run(table, name, fn_op, args, outs, device, "apply")

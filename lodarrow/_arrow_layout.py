@@ -44,9 +44,6 @@ OFFSET_DTYPE = {LIST: np.dtype(np.int32), LARGE_LIST: np.dtype(np.int64),
 #: Buffers each node contributes to ``Array.buffers()`` (validity first).
 NUM_BUFFERS = {LIST: 2, LARGE_LIST: 2, LIST_VIEW: 3, LARGE_LIST_VIEW: 3, FIXED: 1}
 
-_is_list_view = getattr(pa.types, "is_list_view", lambda t: False)
-_is_large_list_view = getattr(pa.types, "is_large_list_view", lambda t: False)
-
 _SUPPORTED = ("bool, int8, uint8, int16, uint16, int32, int64, float16 (halffloat), float32 "
               "or float64")
 
@@ -116,18 +113,22 @@ def type_chain(arrow_type):
     """Split a nested type into its list kinds, outermost first, and the leaf type.
 
     Returns ``(kinds, leaf)``: ``kinds`` is a tuple of ``(kind, list_size)`` pairs
-    (``list_size`` is 0 for variable-size lists).  An extension type is read as its storage.
+    (``list_size`` is 0 for variable-size lists).  Extension types are read as their storage.
+    This is the one walker of list types: the table layer and Spark's casts read it too.
     """
     kinds = []
-    t = arrow_type.storage_type if isinstance(arrow_type, pa.BaseExtensionType) else arrow_type
+    t = arrow_type
     while True:
+        if isinstance(t, pa.BaseExtensionType):
+            t = t.storage_type
+            continue
         if pa.types.is_large_list(t):
             kinds.append((LARGE_LIST, 0))
         elif pa.types.is_list(t):
             kinds.append((LIST, 0))
-        elif _is_large_list_view(t):
+        elif pa.types.is_large_list_view(t):
             kinds.append((LARGE_LIST_VIEW, 0))
-        elif _is_list_view(t):
+        elif pa.types.is_list_view(t):
             kinds.append((LIST_VIEW, 0))
         elif pa.types.is_fixed_size_list(t):
             kinds.append((FIXED, t.list_size))

@@ -335,7 +335,12 @@ def _call(udf, batch, path, starts, row):
     try:
         out = udf(batch)
     except Exception as exc:
-        bad = _first_failing_row(udf, batch)
+        # lodarrow's table engine names the batch row and gives that row's own message
+        bad = getattr(exc, "table_row", None)
+        if bad is None:
+            bad = _first_failing_row(udf, batch)
+        else:
+            exc.args = (exc.row_message,)
         if bad is None:
             where = _where(starts, row, row + batch.num_rows)
         else:

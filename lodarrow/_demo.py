@@ -4,7 +4,7 @@ Documents -> sentences -> tokens (token ids and small embeddings, a few hundred 
 tokens, fixed seed).  The demo builds the LoDTensors, round-trips them through Arrow and
 Parquet, runs the operators (expand a per-document feature to tokens, pool tokens to sentences
 and sentences to documents, pad to dense and back, scatter per-sentence updates, softmax),
-checks every result against plain NumPy, prints the seed examples of the Paddle documents with
+checks every result against plain NumPy, prints the examples of the Paddle documentation with
 lodarrow's results, and ends with a timing table.
 
 Uses ``rich`` for colour, tables and progress bars when it is installed, plain text otherwise.
@@ -384,7 +384,7 @@ def run_demo(n_docs=DEFAULT_DOCS, seed=DEFAULT_SEED, progress=True):
             p.step(name, fn, size)
             bar.advance(task)
 
-    out.rule("seed examples (PaddlePaddle documents)")
+    out.rule("examples of the PaddlePaddle documentation")
     for name, fn in _seed_examples(lodarrow):
         p.step(name, lambda fn=fn: _show(out, fn()))
 

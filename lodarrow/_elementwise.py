@@ -13,7 +13,7 @@ from lodarrow._backends import get_cupy, is_cupy_array
 from lodarrow._errors import LoDError
 from lodarrow._validation import check_dtype
 
-__all__ = ["apply_ufunc", "apply_function", "check_same_lod"]
+__all__ = ["ElementwiseMixin", "apply_ufunc", "apply_function", "check_same_lod"]
 
 #: NumPy functions that reduce or accumulate along the rows, and the pool type that does the
 #: same per sequence (None where sequence_pool has no equivalent).
@@ -40,14 +40,12 @@ def _not_elementwise(what, pool_type=None):
 
 def apply_function(func, args, kwargs):
     """``__array_function__``: reductions refuse; any other NumPy function sees the rows."""
-    from lodarrow._tensor import LoDTensor
-
     name = func.__name__
     if name in _ROW_REDUCTIONS:
         raise _not_elementwise(f"np.{name}", _ROW_REDUCTIONS[name])
 
     def plain(obj):
-        if isinstance(obj, LoDTensor):
+        if isinstance(obj, ElementwiseMixin):
             return np.asarray(obj)  # what NumPy did before this protocol: the rows (__array__)
         if isinstance(obj, (list, tuple)):
             return type(obj)(plain(o) for o in obj)
@@ -90,8 +88,6 @@ def _operand_name(i, n):
 
 def apply_ufunc(ufunc, method, inputs, kwargs):
     """``LoDTensor.__array_ufunc__``: see the module docstring."""
-    from lodarrow._tensor import LoDTensor
-
     what = f"np.{ufunc.__name__}"
     if method != "__call__":
         raise _not_elementwise(f"{what}.{method}",
@@ -104,9 +100,9 @@ def apply_ufunc(ufunc, method, inputs, kwargs):
     outs = () if out is None else (out if isinstance(out, tuple) else (out,))
     n_in = len(inputs)
     names = [_operand_name(i, n_in) for i in range(n_in)]
-    tensors = [(names[i], x) for i, x in enumerate(inputs) if isinstance(x, LoDTensor)]
+    tensors = [(names[i], x) for i, x in enumerate(inputs) if isinstance(x, ElementwiseMixin)]
     for j, o in enumerate(outs):
-        if o is not None and not isinstance(o, LoDTensor):
+        if o is not None and not isinstance(o, ElementwiseMixin):
             raise TypeError(f"{what}: out[{j}] must be a LoDTensor (with the inputs' LoD), "
                             f"got {type(o).__name__}")
         if o is not None:
@@ -123,7 +119,7 @@ def apply_ufunc(ufunc, method, inputs, kwargs):
                              f"{t.place!r}; move one (.cpu() / .cuda())")
     on_gpu = is_cupy_array(ref._data)
     rows = ref._data.shape[0]
-    in_tensors = [(n, x) for n, x in zip(names, inputs) if isinstance(x, LoDTensor)]
+    in_tensors = [(n, x) for n, x in zip(names, inputs) if isinstance(x, ElementwiseMixin)]
     try:
         features = np.broadcast_shapes(*(x._data.shape[1:] for _, x in in_tensors))
     except ValueError:
@@ -133,14 +129,14 @@ def apply_ufunc(ufunc, method, inputs, kwargs):
     rank = 1 + len(features)
     args = []
     for name, x in zip(names, inputs):
-        if isinstance(x, LoDTensor):
+        if isinstance(x, ElementwiseMixin):
             data = x._data
             if data.ndim < rank:  # align feature axes after the rows, not with them
                 data = data.reshape(data.shape[:1] + (1,) * (rank - data.ndim) + data.shape[1:])
             args.append(data)
         else:
             args.append(_operand(x, name, what, features, on_gpu))
-    if "where" in kwargs and isinstance(kwargs["where"], LoDTensor):
+    if "where" in kwargs and isinstance(kwargs["where"], ElementwiseMixin):
         check_same_lod(ref, kwargs["where"], what, ref_name, "where")
         kwargs["where"] = kwargs["where"]._data
     func = ufunc
@@ -165,7 +161,7 @@ def apply_ufunc(ufunc, method, inputs, kwargs):
             raise TypeError(f"{exc}; cast the inputs or use .data") from None
         if res.ndim == 0 or res.shape[0] != rows:
             raise ValueError(f"{what}: the result has shape {tuple(res.shape)}, not {rows} rows")
-        wrapped.append(LoDTensor._from_trusted(res, ref._offsets, ref.place))
+        wrapped.append(type(ref)._from_trusted(res, ref._offsets, ref.place))
     return tuple(wrapped) if isinstance(result, tuple) else wrapped[0]
 
 
@@ -200,3 +196,74 @@ def _operand(x, name, what, features, on_gpu):
     if on_gpu and not is_cupy_array(arr):
         arr = get_cupy().asarray(arr)
     return arr
+
+
+def _defers(other):
+    """True for types that opted out of NumPy's ufuncs (``__array_ufunc__ = None``)."""
+    return getattr(type(other), "__array_ufunc__", False) is None
+
+
+def _operator(ufunc):
+    """The forward and reflected operator methods computing ``ufunc`` elementwise."""
+
+    def forward(self, other):
+        if _defers(other):
+            return NotImplemented
+        return apply_ufunc(ufunc, "__call__", (self, other), {})
+
+    def reflected(self, other):
+        if _defers(other):
+            return NotImplemented
+        return apply_ufunc(ufunc, "__call__", (other, self), {})
+
+    return forward, reflected
+
+
+def _unary(ufunc):
+    def method(self):
+        return apply_ufunc(ufunc, "__call__", (self,), {})
+
+    return method
+
+
+class ElementwiseMixin:
+    """Elementwise math for :class:`~lodarrow.LoDTensor`: the NumPy protocols and the
+    operators (``+``, ``<``, ``-t`` ...), each a ufunc that keeps the LoD.
+
+    Kept apart from ``lodarrow._tensor`` so that neither module imports the other: what this
+    module needs of a tensor (``_data``, ``_offsets``, ``place``, ``_from_trusted``) it reads
+    from the instance and its type.
+    """
+
+    __slots__ = ()
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """Elementwise NumPy ufuncs keep the LoD (CuPy's on the GPU); see ``_elementwise``."""
+        return apply_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        """NumPy functions see the rows, but reductions over them raise ``TypeError``."""
+        return apply_function(func, args, kwargs)
+
+    __add__, __radd__ = _operator(np.add)
+    __sub__, __rsub__ = _operator(np.subtract)
+    __mul__, __rmul__ = _operator(np.multiply)
+    __truediv__, __rtruediv__ = _operator(np.true_divide)
+    __floordiv__, __rfloordiv__ = _operator(np.floor_divide)
+    __mod__, __rmod__ = _operator(np.remainder)
+    __divmod__, __rdivmod__ = _operator(np.divmod)
+    __pow__, __rpow__ = _operator(np.power)
+    __and__, __rand__ = _operator(np.bitwise_and)
+    __or__, __ror__ = _operator(np.bitwise_or)
+    __xor__, __rxor__ = _operator(np.bitwise_xor)
+    __lshift__, __rlshift__ = _operator(np.left_shift)
+    __rshift__, __rrshift__ = _operator(np.right_shift)
+    __lt__, _ = _operator(np.less)
+    __le__, _ = _operator(np.less_equal)
+    __gt__, _ = _operator(np.greater)
+    __ge__, _ = _operator(np.greater_equal)
+    __neg__ = _unary(np.negative)
+    __pos__ = _unary(np.positive)
+    __abs__ = _unary(np.absolute)
+    __invert__ = _unary(np.invert)
+    del _

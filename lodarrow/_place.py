@@ -4,7 +4,7 @@ import operator
 
 from lodarrow._backends import require_gpu
 
-__all__ = ["CPUPlace", "CUDAPlace", "CUDAPinnedPlace"]
+__all__ = ["CPUPlace", "CUDAPlace", "CUDAPinnedPlace", "as_place", "parse_place"]
 
 
 class Place:
@@ -105,3 +105,47 @@ def _cuda_place_unchecked(device_id):
     place = CUDAPlace.__new__(CUDAPlace)
     place.device_id = int(device_id)
     return place
+
+
+# ---------------------------------------------------------------------------- spellings
+#: The one grammar of place strings (case-insensitive): "cpu", "cuda" / "gpu" with an
+#: optional ":N", "gpu_pinned" / "cuda_pinned" / "pinned".
+_KINDS = {"cpu": "cpu", "cuda": "cuda", "gpu": "cuda", "gpu_pinned": "pinned",
+          "cuda_pinned": "pinned", "pinned": "pinned"}
+
+
+def parse_place(spec):
+    """``(kind, device_id)`` of a place string ("cpu", "cuda", "pinned"; the id for "cuda"
+    only), or None when ``spec`` is no place string.  Touches no device and imports nothing,
+    so a udf for GPU workers can be made where there is no GPU."""
+    if not isinstance(spec, str):
+        return None
+    kind, sep, dev = spec.lower().partition(":")
+    kind = _KINDS.get(kind)
+    if kind == "cuda":
+        if not sep:
+            return kind, 0
+        return (kind, int(dev)) if dev.isdigit() else None
+    return (kind, None) if kind is not None and not sep else None
+
+
+def as_place(place):
+    """A Place from a Place, None (kept) or a place string (:func:`parse_place`).
+
+    Raises
+    ------
+    TypeError
+        If ``place`` is neither.
+    BackendError
+        For a CUDA place where CuPy or that GPU is missing.
+    """
+    if place is None or isinstance(place, Place):
+        return place
+    parsed = parse_place(place)
+    if parsed is None:
+        raise TypeError(f"place must be CPUPlace(), CUDAPlace(i), CUDAPinnedPlace() or a "
+                        f"string such as 'cpu' or 'cuda:0', got {place!r}")
+    kind, device_id = parsed
+    if kind == "cpu":
+        return CPUPlace()
+    return CUDAPlace(device_id) if kind == "cuda" else CUDAPinnedPlace()

@@ -27,10 +27,10 @@ import functools
 import numpy as np
 import pyarrow as pa
 
+from lodarrow._arrow_layout import LARGE_LIST_VIEW, LIST_VIEW, type_chain
+
 __all__ = ["spark_arrow_schema", "spark_arrow_type", "spark_map", "to_spark_batch"]
 
-_is_list_view = getattr(pa.types, "is_list_view", lambda t: False)
-_is_large_list_view = getattr(pa.types, "is_large_list_view", lambda t: False)
 
 #: Unsigned integer -> the signed type Spark carries it as.
 _WIDER = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(),
@@ -64,7 +64,7 @@ def spark_arrow_type(arrow_type):
     """
     t = arrow_type
     if (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
-            or _is_list_view(t) or _is_large_list_view(t)):
+            or _is_view(t)):
         field = t.value_field
         value = spark_arrow_type(field.type)
         if pa.types.is_list(t) and value == field.type:
@@ -96,18 +96,12 @@ def spark_arrow_schema(schema):
 
 
 def _is_view(t):
-    return _is_list_view(t) or _is_large_list_view(t)
+    return pa.types.is_list_view(t) or pa.types.is_large_list_view(t)
 
 
 @functools.lru_cache(maxsize=256)
 def _has_view(t):
-    while True:
-        if _is_view(t):
-            return True
-        if not (pa.types.is_list(t) or pa.types.is_large_list(t)
-                or pa.types.is_fixed_size_list(t)):
-            return False
-        t = t.value_type
+    return any(kind in (LIST_VIEW, LARGE_LIST_VIEW) for kind, _ in type_chain(t)[0])
 
 
 def _without_views(arr):
@@ -125,7 +119,7 @@ def _without_views(arr):
         size = t.list_size
         values = arr.values.slice(arr.offset * size, len(arr) * size)
         return pa.FixedSizeListArray.from_arrays(_without_views(values), size, mask=mask)
-    large = pa.types.is_large_list(t) or _is_large_list_view(t)
+    large = pa.types.is_large_list(t) or pa.types.is_large_list_view(t)
     dtype = np.int64 if large else np.int32
     if _is_view(t):
         starts = arr.offsets.to_numpy(zero_copy_only=False).astype(np.int64)

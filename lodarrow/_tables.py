@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pyarrow as pa
 
+from lodarrow._arrow_layout import FIXED, type_chain
 from lodarrow._validation import SUPPORTED_DTYPES
 
 __all__ = ["adapt", "objects_to_arrow", "is_pandas_frame", "is_polars_frame", "list_levels",
@@ -20,35 +21,17 @@ __all__ = ["adapt", "objects_to_arrow", "is_pandas_frame", "is_polars_frame", "l
 
 _INT32_MAX = np.iinfo(np.int32).max
 _VALUE_TYPES = frozenset(pa.from_numpy_dtype(np.dtype(d)) for d in SUPPORTED_DTYPES)
-_is_list_view = getattr(pa.types, "is_list_view", lambda t: False)
-_is_large_list_view = getattr(pa.types, "is_large_list_view", lambda t: False)
 
 
 def list_levels(arrow_type):
     """``(kinds, leaf)``: the list nesting of a type, outermost first, and its leaf type.
 
     ``kinds`` holds "list", "large_list", "list_view", "large_list_view" or the int size of
-    a fixed-size list.  Extension types are read as their storage.
+    a fixed-size list (:func:`lodarrow._arrow_layout.type_chain`, in this shape).  Extension
+    types are read as their storage.
     """
-    kinds = []
-    t = arrow_type
-    while True:
-        if isinstance(t, pa.BaseExtensionType):
-            t = t.storage_type
-            continue
-        if pa.types.is_list(t):
-            kinds.append("list")
-        elif pa.types.is_large_list(t):
-            kinds.append("large_list")
-        elif _is_list_view(t):
-            kinds.append("list_view")
-        elif _is_large_list_view(t):
-            kinds.append("large_list_view")
-        elif pa.types.is_fixed_size_list(t):
-            kinds.append(t.list_size)
-        else:
-            return kinds, t
-        t = t.value_type
+    chain, leaf = type_chain(arrow_type)
+    return [size if kind == FIXED else kind for kind, size in chain], leaf
 
 
 def variable_levels(arrow_type):

@@ -6,9 +6,10 @@ import operator
 import numpy as np
 
 from lodarrow._backends import get_cupy, is_cupy_array
-from lodarrow._elementwise import apply_function, apply_ufunc
+from lodarrow._elementwise import ElementwiseMixin
 from lodarrow._errors import LoDError, _LengthMismatchError
-from lodarrow._place import CPUPlace, CUDAPinnedPlace, CUDAPlace, Place, _cuda_place_unchecked
+from lodarrow._place import (CPUPlace, CUDAPinnedPlace, CUDAPlace, Place, _cuda_place_unchecked,
+                             as_place)
 from lodarrow._validation import (
     _levels,
     as_flag,
@@ -33,22 +34,6 @@ def _arrow():
     from lodarrow import _arrow
 
     return _arrow
-
-
-def _as_place(place):
-    """Accept a Place, or "cpu" / "cuda" / "cuda:1" / "gpu:0" / "gpu_pinned"."""
-    if place is None or isinstance(place, Place):
-        return place
-    if isinstance(place, str):
-        kind, _, dev = place.lower().partition(":")
-        if kind == "cpu" and not dev:
-            return CPUPlace()
-        if kind in ("cuda", "gpu"):
-            return CUDAPlace(int(dev or 0))
-        if kind in ("gpu_pinned", "cuda_pinned", "pinned") and not dev:
-            return CUDAPinnedPlace()
-    raise TypeError(f"place must be CPUPlace(), CUDAPlace(i), CUDAPinnedPlace() or a string "
-                    f"such as 'cpu' or 'cuda:0', got {place!r}")
 
 
 def _host(data):
@@ -76,7 +61,7 @@ def _move(data, place):
 
 def _coerce_data(obj, place, copy, name="data"):
     """Return ``(data, place)``: a checked NumPy/CuPy array of rank >= 1 and its place."""
-    place = _as_place(place)
+    place = as_place(place)
     if obj is None:
         raise TypeError(f"{name} is required (an array), got None")
     if is_cupy_array(obj):
@@ -102,35 +87,7 @@ def _coerce_data(obj, place, copy, name="data"):
     return data, where
 
 
-def _defers(other):
-    """True for types that opted out of NumPy's ufuncs (``__array_ufunc__ = None``)."""
-    return getattr(type(other), "__array_ufunc__", False) is None
-
-
-def _operator(ufunc):
-    """The forward and reflected operator methods computing ``ufunc`` elementwise."""
-
-    def forward(self, other):
-        if _defers(other):
-            return NotImplemented
-        return apply_ufunc(ufunc, "__call__", (self, other), {})
-
-    def reflected(self, other):
-        if _defers(other):
-            return NotImplemented
-        return apply_ufunc(ufunc, "__call__", (other, self), {})
-
-    return forward, reflected
-
-
-def _unary(ufunc):
-    def method(self):
-        return apply_ufunc(ufunc, "__call__", (self,), {})
-
-    return method
-
-
-class LoDTensor:
+class LoDTensor(ElementwiseMixin):
     """A dense array ``data`` of shape ``(N, *feature_shape)`` plus a LoD of nested offsets.
 
     Level ``k`` of the LoD is an int64 offset array that cuts the entries of level ``k + 1``
@@ -192,7 +149,7 @@ class LoDTensor:
                 raise ValueError("LoDTensor: a lod or lengths needs data")
             self._data = None
             self._offsets = ()
-            self._place = _as_place(place) or CPUPlace()
+            self._place = as_place(place) or CPUPlace()
             return
         self._data, self._place = _coerce_data(data, place, as_flag(copy, "LoDTensor: copy"))
         if lod is not None and lengths is not None:
@@ -495,7 +452,7 @@ class LoDTensor:
     # ------------------------------------------------------------------ places
     def to(self, place):
         """This tensor at ``place`` (a Place or "cpu" / "cuda:0"); ``self`` if already there."""
-        place = _as_place(place)
+        place = as_place(place)
         if place is None:
             raise TypeError("to: place is required")
         if self._data is None or place == self._place:
@@ -651,37 +608,6 @@ class LoDTensor:
 
     __hash__ = None
 
-    # ------------------------------------------------------------------ elementwise math
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        """Elementwise NumPy ufuncs keep the LoD (CuPy's on the GPU); see ``_elementwise``."""
-        return apply_ufunc(ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func, types, args, kwargs):
-        """NumPy functions see the rows, but reductions over them raise ``TypeError``."""
-        return apply_function(func, args, kwargs)
-
-    __add__, __radd__ = _operator(np.add)
-    __sub__, __rsub__ = _operator(np.subtract)
-    __mul__, __rmul__ = _operator(np.multiply)
-    __truediv__, __rtruediv__ = _operator(np.true_divide)
-    __floordiv__, __rfloordiv__ = _operator(np.floor_divide)
-    __mod__, __rmod__ = _operator(np.remainder)
-    __divmod__, __rdivmod__ = _operator(np.divmod)
-    __pow__, __rpow__ = _operator(np.power)
-    __and__, __rand__ = _operator(np.bitwise_and)
-    __or__, __ror__ = _operator(np.bitwise_or)
-    __xor__, __rxor__ = _operator(np.bitwise_xor)
-    __lshift__, __rlshift__ = _operator(np.left_shift)
-    __rshift__, __rrshift__ = _operator(np.right_shift)
-    __lt__, _ = _operator(np.less)
-    __le__, _ = _operator(np.less_equal)
-    __gt__, _ = _operator(np.greater)
-    __ge__, _ = _operator(np.greater_equal)
-    __neg__ = _unary(np.negative)
-    __pos__ = _unary(np.positive)
-    __abs__ = _unary(np.absolute)
-    __invert__ = _unary(np.invert)
-    del _
 
     def _rows(self):
         return None if self._data is None else self._data.shape[0]

@@ -10,14 +10,11 @@ result has, by construction.
 import numpy as np
 import pyarrow as pa
 
-from lodarrow._apply import (OPERATORS, Call, ColumnRef, check_out, check_device, n_results,
-                             refs_in, resolve_op)
+from lodarrow._apply import (CONTRACTS, OPERATORS, Call, ColumnRef, check_arguments, check_out,
+                             check_device, check_required, refs_in, resolve_op)
 from lodarrow._tables import is_pandas_frame, variable_levels
 
 __all__ = ["udf", "pipeline"]
-
-#: Operators whose output width is the longest sequence unless ``maxlen`` is given.
-_DATA_WIDTH = ("sequence_pad", "sequence_mask")
 
 
 class _Base:
@@ -121,9 +118,14 @@ class udf(_Base):
         For ``sequence_pad`` / ``sequence_mask`` without ``maxlen`` (their width would depend
         on each batch's data, and the batches of one dataset must share one schema); for a
         ``lod_reset`` / ``lod_append`` whose new LoD is a literal (it cannot fit every batch:
-        give ``y=col(...)``/``level=col(...)``); for ``out`` of the wrong length.
+        give ``y=col(...)``/``level=col(...)``); for ``out`` of the wrong length; for a
+        literal argument the operator itself refuses (``pool_type="avg"``: the same error the
+        tensor call gives).
     TypeError
-        If ``op`` is not an operator or ``out`` not names.
+        If ``op`` is not an operator or ``out`` not names; for an argument name the operator
+        does not take (the message names the closest one) or a missing one; for a bare
+        column name where the operator takes a tensor (``input="emb"``: write
+        ``la.col("emb")``).
 
     See Also
     --------
@@ -144,20 +146,24 @@ class udf(_Base):
     __slots__ = ("op", "args", "out", "device", "_call")
 
     def __init__(self, op, *, out, device=None, **args):
+        # everything the data does not decide is checked now, not first in a worker
         name, _ = resolve_op(op, "udf")
-        outs = check_out(out, n_results(name, args), name, "udf")
-        check_device(device, "udf")  # checked now, not on a worker
-        if name in _DATA_WIDTH and args.get("maxlen") is None:
-            raise ValueError(f"udf: {name} without maxlen gives each batch the width of its "
+        contract = CONTRACTS[name]
+        check_arguments(name, args, "udf", literals=True)
+        outs = check_out(out, contract.n_results(args), name, "udf")
+        check_device(device, "udf")
+        width = contract.width
+        if width is not None and args.get(width) is None:
+            raise ValueError(f"udf: {name} without {width} gives each batch the width of its "
                              f"longest sequence, but the batches of one dataset must share one "
-                             f"schema; pass maxlen=")
-        if name == "lod_reset" and not isinstance(args.get("y"), ColumnRef):
-            raise ValueError("udf: lod_reset with target_lod (or a literal y) cannot fit every "
-                             "batch of a dataset; give y=la.col(list column) whose rows cut "
-                             "each row's values")
-        if name == "lod_append" and not isinstance(args.get("level"), ColumnRef):
-            raise ValueError("udf: lod_append with a literal level cannot fit every batch of a "
-                             "dataset; give level=la.col(list column)")
+                             f"schema; pass {width}=")
+        for key in contract.udf_columns:
+            if not isinstance(args.get(key), ColumnRef):
+                given = f"a literal {key}" if args.get(key) is not None else f"no {key}"
+                raise ValueError(f"udf: {name} with {given} cannot fit every batch of a "
+                                 f"dataset; give {key}=la.col(list column) whose rows cut each "
+                                 f"row's values")
+        check_required(name, args, "udf")
         self.op = name
         self.args = dict(args)
         self.out = outs

@@ -24,7 +24,7 @@ settings.register_profile(
 )
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
-#: Every dtype a LoDTensor may hold (SPEC section 1).
+#: Every dtype a LoDTensor may hold (docs/data-model.md#dtypes).
 ALL_DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "int64",
               "float16", "float32", "float64"]
 NUMERIC_DTYPES = [d for d in ALL_DTYPES if d != "bool"]

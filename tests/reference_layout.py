@@ -1,4 +1,4 @@
-"""Slow, obviously correct oracles for the layout operators, written from OPS.md alone.
+"""Slow, obviously correct oracles for the layout operators, written from docs/operators.md alone.
 
 Plain Python loops over rows and LoD offsets (lists of ints); nothing here shares code with
 the kernels.  Each returns NumPy arrays and LoDs as lists of lists of int.

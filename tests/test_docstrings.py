@@ -100,8 +100,8 @@ def test_numpydoc(name):
 
 # --- citations ----------------------------------------------------------------------------
 
-#: Files users do not have: the specification behind the code.  Docstrings and comments cite
-#: docs/operators.md, docs/data-model.md, docs/ARCHITECTURE.md instead.
+#: Files users do not have: the specification behind the code.  Docstrings, comments and the
+#: tests cite docs/operators.md, docs/data-model.md, docs/ARCHITECTURE.md instead.
 _UNPUBLISHED = re.compile(r"OPS\.md|TABLES\.md|STYLE\.md|\bSPEC\b|SPEC\.md|\bseeds/")
 
 _SOURCES = ("*.py", "*.pyx", "*.pxd", "*.pyi", "*.h", "*.cu")
@@ -111,6 +111,7 @@ def _source_files():
     for folder in (PACKAGE, ROOT / "_ext"):
         for pattern in _SOURCES:
             yield from folder.rglob(pattern)
+    yield from (f for f in (ROOT / "tests").glob("*.py") if f.name != "test_docstrings.py")
     yield ROOT / "README.md"
     yield from (ROOT / "docs").glob("*.md")
     yield from (ROOT / "benchmarks").glob("*.md")

@@ -1,4 +1,4 @@
-"""pandas: ``LoDTensor.to_pandas`` and ``from_pandas`` (SPEC section 3.3)."""
+"""pandas: ``LoDTensor.to_pandas`` and ``from_pandas`` (docs/data-model.md#pandas)."""
 
 
 import numpy as np

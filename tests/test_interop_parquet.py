@@ -1,5 +1,5 @@
 """Tables and Parquet: ``to_table``, ``from_table``, ``write_parquet``, ``read_parquet``,
-``iter_parquet`` (SPEC section 3.2)."""
+``iter_parquet`` (docs/data-model.md#tables-and-parquet)."""
 
 import duckdb
 import itertools

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import lodarrow as la
+from lodarrow import LoDError
 from lodarrow._backends.cpu import PARALLEL_MIN_WORK
 from lodarrow._ext import lod_utils
 from lodarrow._validation import first_bad_offset, lengths_to_offsets
@@ -180,3 +181,88 @@ def test_lengths_kernel_matches_cumsum(lengths):
     assert overflow == (over[0] if over else -1)
     if not over:
         assert out.tolist() == [int(s) for s in sums]
+
+
+# ---------------------------------------------------------------- structure never read unchecked
+def _arrow_with_offsets(offsets, n_values=3):
+    import pyarrow as pa
+
+    off = np.asarray(offsets, dtype=np.int64)
+    return pa.Array.from_buffers(pa.large_list(pa.int64()), off.shape[0] - 1,
+                                 [None, pa.py_buffer(off)],
+                                 children=[pa.array(np.arange(n_values, dtype=np.int64))])
+
+
+_READERS = {
+    "to_list": lambda t: t.to_list(),
+    "lengths": lambda t: t.lengths,
+    "offsets": lambda t: t.offsets,
+    "lod": lambda t: t.lod(),
+    "recursive_sequence_lengths": lambda t: t.recursive_sequence_lengths(),
+    "getitem": lambda t: t[0],
+    "slice": lambda t: t[0:1],
+    "take": lambda t: t.take([0]),
+    "np.array": lambda t: np.array(t),
+    "numpy": lambda t: t.numpy(),
+    "data": lambda t: t.data,
+    "iter": lambda t: [s for s in t],
+    "list": lambda t: list(t),
+    "len": lambda t: len(t),
+    "num_sequences": lambda t: t.num_sequences(),
+    "to_arrow": lambda t: t.to_arrow(),
+    "operator": lambda t: la.sequence_pool(t, "sum"),
+}
+
+
+@pytest.mark.parametrize("reader", list(_READERS))
+@pytest.mark.parametrize("offsets", [[0, 3, 1], [0, 2, 1, 3]])
+def test_decreasing_arrow_offsets_are_never_read(reader, offsets):
+    t = la.from_arrow(_arrow_with_offsets(offsets))  # O(1): accepted, the scan is deferred
+    with pytest.raises(LoDError, match=r"must be non-decreasing; first violation at position"):
+        _READERS[reader](t)
+    # the verdict is cached and every path keeps refusing
+    with pytest.raises(LoDError, match="non-decreasing"):
+        t.lod()
+    assert t.has_valid_recursive_sequence_lengths() is False
+    assert "invalid" in repr(t) and "invalid" in str(t)  # printing never raises
+
+
+def test_the_scan_runs_once(monkeypatch):
+    import lodarrow._tensor as tensor_module
+
+    calls = []
+    real = tensor_module.lod_problem
+    monkeypatch.setattr(tensor_module, "lod_problem",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    t = la.from_arrow(_arrow_with_offsets([0, 1, 3]))
+    assert calls == []  # conversion does not scan
+    assert t.lod() == [[0, 1, 3]] and t.to_list() == [[0], [1, 2]] and len(t) == 2
+    assert t[1].to_list() == [1, 2] and la.sequence_pool(t, "sum").data.tolist() == [0, 3]
+    assert len(calls) == 1
+    bad = la.from_arrow(_arrow_with_offsets([0, 3, 1]))
+    for _ in range(3):
+        with pytest.raises(LoDError):
+            bad.to_list()
+    assert len(calls) == 2
+
+
+def test_a_valid_arrow_tensor_reads_normally():
+    t = la.from_arrow(_arrow_with_offsets([0, 2, 2, 3]))
+    assert t.lod() == [[0, 2, 2, 3]] and t.recursive_sequence_lengths() == [[2, 0, 1]]
+    assert [s.to_list() for s in t] == [[0, 1], [], [2]]
+    assert np.array(t).tolist() == [0, 1, 2] and t.lengths[0].tolist() == [2, 0, 1]
+
+
+def test_set_lod_then_set_keeps_paddle_behaviour_but_refuses_reads():
+    t = la.LoDTensor()
+    t.set(np.arange(5.0).reshape(5, 1), la.CPUPlace())
+    t.set_lod([[0, 2, 5]])
+    t.set(np.zeros((4, 1)), la.CPUPlace())
+    assert t.lod() == [[0, 2, 5]]  # Paddle: lod() reports the LoD as set
+    assert t.recursive_sequence_lengths() == [[2, 3]]
+    assert t.has_valid_recursive_sequence_lengths() is False
+    assert np.array(t).shape == (4, 1)  # Paddle: the data as set
+    for read in (lambda: t.to_list(), lambda: t[1], lambda: list(t), lambda: t.take([0]),
+                 lambda: t[0:1]):
+        with pytest.raises(LoDError, match="ends at 5 but the data has 4 rows"):
+            read()

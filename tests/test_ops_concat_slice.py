@@ -1,4 +1,5 @@
-"""sequence_concat and sequence_slice (OPS.md sections 10, 11; departures 3, 6, 12)."""
+"""sequence_concat and sequence_slice (docs/operators.md#sequence_concat,
+#sequence_slice, #fewer-restrictions)."""
 
 import numpy as np
 import pytest

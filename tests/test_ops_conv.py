@@ -1,4 +1,4 @@
-"""sequence_conv (OPS.md section 17, departures 6 and 8)."""
+"""sequence_conv (docs/operators.md#sequence_conv, #filter-argument-of-sequence_conv)."""
 
 import importlib
 

@@ -1,4 +1,5 @@
-"""sequence_expand and sequence_expand_as (OPS.md sections 2, 3; seed 004)."""
+"""sequence_expand and sequence_expand_as (docs/operators.md#sequence_expand,
+#sequence_expand_as; Paddle's documented examples first)."""
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ HSET = settings(suppress_health_check=[HealthCheck.function_scoped_fixture,
                                        HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-# ---------------------------------------------------------------- seed 004
+# ---------------------------------------------------------------- Paddle's documented examples
 def test_seed_case_1(backend):
     a, b, c, d = 1.0, 2.0, 3.0, 4.0
     x = la.create_lod_tensor(np.array([[a], [b], [c], [d]], np.float32), [[2, 2]],

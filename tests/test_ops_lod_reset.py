@@ -1,4 +1,5 @@
-"""lod_reset and lod_append (OPS.md section 1, departures 3, 7, 13; seed 000)."""
+"""lod_reset and lod_append (docs/operators.md#lod_reset, #lod_append, #offsets-for-lod_reset-and-lod_append;
+Paddle's documented examples first)."""
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ def seed_x(backend):
     return on_backend(x, backend)
 
 
-# ---------------------------------------------------------------- seed 000, verbatim semantics
+# ---------------------------------------------------------------- Paddle's documented examples
 def test_seed_example_1_target_lod(backend):
     x = seed_x(backend)
     out = la.lod_reset(x, target_lod=[0, 4, 6])

@@ -56,7 +56,7 @@ def test_pad_doc_case2_and_3(backend):
 def test_unpad_doc_example(backend):
     x = np.arange(1.0, 16.0, dtype=np.float32).reshape(3, 5)
     out = la.sequence_unpad(on_backend(x, backend), on_backend(np.array([2, 3, 4]), backend))
-    # Paddle's docs show a flat list; its kernel gives [sum, 1] (OPS.md section 9).
+    # Paddle's docs show a flat list; its kernel gives [sum, 1] (docs/operators.md#sequence_pad).
     _same_lod_tensor(out, np.array([[1], [2], [6], [7], [8], [11], [12], [13], [14]],
                                    dtype=np.float32), [[0, 2, 5, 9]], backend)
 

@@ -1,4 +1,5 @@
-"""sequence_pool, sequence_first_step, sequence_last_step (OPS.md sections 5, 6)."""
+"""sequence_pool, sequence_first_step, sequence_last_step (docs/operators.md#sequence_pool,
+#sequence_first_step, #sequence_last_step)."""
 
 import numpy as np
 import pyarrow as pa

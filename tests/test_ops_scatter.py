@@ -1,4 +1,5 @@
-"""sequence_scatter (OPS.md section 4, departures 1, 3, 4, 13; seed 003)."""
+"""sequence_scatter (docs/operators.md#sequence_scatter, #nothing-undefined, #integer-index-inputs;
+Paddle's documented example first)."""
 
 import numpy as np
 import pytest
@@ -30,7 +31,7 @@ def seed_inputs(dtype=np.float32):
     return x, index, updates
 
 
-# ---------------------------------------------------------------- seed 003
+# ---------------------------------------------------------------- Paddle's documented example
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_seed_example(backend, dtype):
     x, index, updates = seed_inputs(dtype)

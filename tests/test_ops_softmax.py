@@ -1,4 +1,4 @@
-"""sequence_softmax (OPS.md section 7, departures 2 and 13)."""
+"""sequence_softmax (docs/operators.md#sequence_softmax, #stable-softmax, #fewer-restrictions)."""
 
 import numpy as np
 import pyarrow as pa

@@ -1,4 +1,5 @@
-"""sequence_topk_avg_pooling (OPS.md section 18, departures 9 and 13)."""
+"""sequence_topk_avg_pooling (docs/operators.md#sequence_topk_avg_pooling,
+#implemented-top-k-pooling)."""
 
 import numpy as np
 import pyarrow as pa

@@ -69,6 +69,9 @@ def _concat(tables):
     return pa.concat_tables(tables).combine_chunks()
 
 
+# random short lists are now and then all of one length: the warning for a lost feature
+# dimension is right to fire, and beside the point here
+@pytest.mark.filterwarnings("ignore::lodarrow.RegularLevelWarning")
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 24),
        cuts=st.lists(st.integers(0, 24), max_size=4))
 def test_split_at_any_row_boundary_gives_the_same_result(seed, n, cuts):
@@ -250,12 +253,14 @@ def test_expand_and_expand_as_repeat_row_i_of_x_within_row_i_of_y():
 
 def test_expand_with_several_top_level_sequences_per_row_is_a_value_error():
     table = pa.table({"x": [[1.0], [2.0]], "y": [[1, 1], [2]]})
-    with pytest.raises(ValueError, match=r"sequence_expand repeats x's sequence 2 times in "
-                                         r"table row 0"):
+    with pytest.raises(ValueError, match=r"apply: table row 0: sequence_expand repeats x's "
+                                         r"sequence 2 times within one table row"):
         la.apply(table, la.sequence_expand, x=la.col("x"), y=la.col("y"), out="e")
     doc = pa.table({"v": [1.0, 2.0], "d": [[[1], [2, 3]], []]})
-    with pytest.raises(ValueError, match=r"ref_level=1 repeats within 2 sequences of level 1 "
-                                         r"in table row 0"):
+    # on row 0 alone x has one row for the two sequences of y's level 1
+    with pytest.raises(ValueError, match=r"apply: table row 0: sequence_expand: x has no LoD, "
+                                         r"so it needs one row per sequence of y's level 1 "
+                                         r"\(2\), got 1 rows"):
         la.apply(doc, la.sequence_expand, x=la.col("v"), y=la.col("d"), ref_level=1, out="e")
 
 
@@ -282,7 +287,7 @@ def test_udf_asks_for_maxlen_where_the_width_depends_on_the_data():
         la.udf(la.sequence_pad, x=la.col("x"), pad_value=0, out=("p", "n"))
     with pytest.raises(ValueError, match=r"udf: sequence_mask without maxlen"):
         la.udf("sequence_mask", x=la.col("n"), out="m")
-    with pytest.raises(ValueError, match=r"udf: lod_reset with target_lod"):
+    with pytest.raises(ValueError, match=r"udf: lod_reset with no y cannot fit every batch"):
         la.udf(la.lod_reset, x=la.col("x"), target_lod=[0, 1], out="r")
     with pytest.raises(ValueError, match=r"udf: lod_append with a literal level"):
         la.udf(la.lod_append, x=la.col("x"), level=[0, 1], out="r")

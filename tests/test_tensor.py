@@ -1,5 +1,7 @@
 """The Pythonic surface of LoDTensor: construction, views, iteration, NumPy interop, places."""
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -339,3 +341,119 @@ def test_derive_sets_every_slot_from_trusted_sets(offsets):
         assert hasattr(derived, slot), slot
         assert type(getattr(derived, slot)) is type(getattr(trusted, slot)), slot
     assert derived.lod() == trusted.lod() == [[0, 1, 3]]
+
+
+# ---------------------------------------------------------------- no hang
+def test_huge_lod_level_fails_at_once():
+    from conftest import run_python
+
+    code = ("import lodarrow as la\n"
+            "try:\n"
+            "    la.from_list([[1]], lod_level=2**62)\n"
+            "except ValueError as e:\n"
+            "    print('ValueError:', e)\n")
+    proc = run_python(["-c", code], timeout=60)  # a hang is a subprocess.TimeoutExpired
+    assert proc.returncode == 0, proc.stderr
+    assert "lod_level=4611686018427387904 is deeper than nested" in proc.stdout
+
+
+def test_lod_level_deeper_than_the_lists_still_works_when_all_empty():
+    t = la.from_list([], lod_level=3)
+    assert t.lod() == [[0], [0], [0]] and t.data.shape == (0,)
+    assert la.from_list([[]], lod_level=3).lod() == [[0, 0], [0], [0]]
+    with pytest.raises(ValueError, match=r"expected a list at depth 2 \(position \[0, 0, 0\]\)"):
+        la.from_list([[[1]]], lod_level=3)
+
+
+# ---------------------------------------------------------------- messages that say what to do
+@pytest.mark.parametrize("nested, where", [
+    ([[1, None], [3]], r"None at position \[0, 1\] is not a number"),
+    ([[1, 2], [3, "a"]], r"'a' at position \[1, 1\] is not a number"),
+    ([[[1.0], [None]]], r"None at position \[0, 1, 0\] is not a number"),
+    ([[1, 2**70]], r"1180591620717411303424 at position \[0, 1\] is too large for int64"),
+])
+def test_from_list_names_the_bad_element(nested, where):
+    with pytest.raises(TypeError, match=where):
+        la.from_list(nested)
+
+
+@pytest.mark.parametrize("dtype, match", [("foo", "dtype must be a NumPy dtype"),
+                                          ("complex64", "dtype complex64 is not supported")])
+def test_from_list_bad_dtype(dtype, match):
+    with pytest.raises(TypeError, match=match):
+        la.from_list([[1]], dtype=dtype)
+
+
+def test_from_list_lod_level_must_be_an_integer():
+    with pytest.raises(TypeError, match="lod_level must be an integer, got str"):
+        la.from_list([[1]], lod_level="1")
+
+
+@pytest.mark.parametrize("kw", ["lod", "lengths"])
+def test_length_too_large_for_int64(kw):
+    level = [0, 2**70] if kw == "lod" else [1, 2**70]
+    with pytest.raises(LoDError, match=rf"{kw}\[0\]: value {2**70} at position 1 is too large "
+                                       r"for int64"):
+        la.LoDTensor(np.zeros(1), **{kw: [level]})
+
+
+@pytest.mark.parametrize("lengths, pos", [([2**62, 2**62], 1), ([1, 2**63 - 1, 5], 1),
+                                          ([3, 2**62, 2**62 - 1, 2**62], 2)])
+def test_length_sum_overflow_says_overflow(lengths, pos):
+    with pytest.raises(LoDError, match=rf"lengths\[0\] sums past int64 \(overflow\): the lengths "
+                                       rf"up to position {pos}"):
+        la.LoDTensor(np.zeros(1), lengths=[lengths])
+    with pytest.raises(LoDError, match="overflow"):
+        la.create_lod_tensor(np.zeros((1, 1)), [lengths], la.CPUPlace())
+
+
+def test_length_sum_up_to_int64_max_is_no_overflow():
+    from lodarrow._validation import lengths_to_offsets
+
+    (offsets,) = lengths_to_offsets([[2**62, 2**62 - 1, 0]])
+    assert offsets.tolist() == [0, 2**62, 2**63 - 1, 2**63 - 1]
+
+
+@pytest.mark.parametrize("kw, flat", [("lod", [0, 2, 5]), ("lengths", [2, 3]),
+                                      ("lod", np.array([0, 2, 5]))])
+def test_flat_level_suggests_nesting(kw, flat):
+    shown = ", ".join(str(int(v)) for v in flat)
+    with pytest.raises(ValueError, match=re.escape(f"pass {kw}=[[{shown}]]")):
+        la.LoDTensor(np.zeros(5), **{kw: flat})
+
+
+def test_flat_level_in_set_lod_and_create_lod_tensor():
+    t = la.LoDTensor()
+    t.set(np.zeros((5, 1)), la.CPUPlace())
+    with pytest.raises(ValueError, match=re.escape("pass lod=[[0, 2, 5]]")):
+        t.set_lod([0, 2, 5])
+    with pytest.raises(ValueError, match=re.escape("pass recursive_seq_lens=[[2, 3]]")):
+        la.create_lod_tensor(np.zeros((5, 1)), [2, 3], la.CPUPlace())
+
+
+@pytest.mark.parametrize("op", [lambda x: la.sequence_pool(x, "sum"),
+                                lambda x: la.sequence_reverse(x)])
+def test_ragged_python_list_points_to_from_list(op):
+    with pytest.raises(ValueError, match=r"is a ragged list .* lodarrow\.from_list"):
+        op([[1.0, 2.0], [3.0]])
+
+
+def test_ragged_data_points_to_from_list():
+    with pytest.raises(TypeError, match="use lodarrow.from_list"):
+        la.LoDTensor([[1.0, 2.0], [3.0]])
+
+
+def test_to_pandas_without_pandas_names_the_extra():
+    from conftest import run_python
+
+    code = ("import sys\n"
+            "sys.modules['pandas'] = None  # as if pandas were not installed\n"
+            "import numpy as np, lodarrow as la\n"
+            "try:\n"
+            "    la.LoDTensor(np.arange(3), [[0, 3]]).to_pandas()\n"
+            "except ModuleNotFoundError as e:\n"
+            "    print(type(e).__name__, e.name, e)\n")
+    proc = run_python(["-c", code], timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("ModuleNotFoundError pandas ")
+    assert "pip install 'lodarrow[pandas]'" in proc.stdout

@@ -1,10 +1,14 @@
-"""Shared boundary helpers: index arrays, pad values (OPS.md departure 11), chunking."""
+"""Shared boundary helpers: index arrays, pad values (docs/operators.md#exact-pad-values), chunking."""
+
+import traceback
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import lodarrow as la
+from lodarrow import LoDError
 from lodarrow._backends import row_bytes
 from lodarrow._backends.cpu import PARALLEL_MIN_WORK, chunk_bounds, num_threads, plan_threads
 from lodarrow._validation import as_index_array, coerce_pad_value
@@ -131,3 +135,31 @@ def test_row_bytes_views_every_row_as_bytes():
     assert rb.shape == (3, 4) and rb.dtype == np.uint8 and np.shares_memory(rb, data)
     assert row_bytes(np.zeros((0, 3))).shape == (0, 24)
     assert row_bytes(np.asfortranarray(np.ones((3, 2)))).flags.c_contiguous
+
+
+# ---------------------------------------------------------------- public exception names
+def _formatted(exc):
+    return "".join(traceback.format_exception_only(type(exc), exc))
+
+
+@pytest.mark.parametrize("call, bases", [
+    (lambda: la.LoDTensor(np.zeros(1), lengths=[[-1]]), (LoDError, TypeError)),
+    (lambda: la.create_lod_tensor([[1, 2], [3]], [[1, 2]], la.CPUPlace()),
+     (LoDError, AssertionError)),
+])
+def test_private_error_classes_show_public_names(call, bases):
+    with pytest.raises(bases[0]) as info:
+        call()
+    exc = info.value
+    assert all(isinstance(exc, b) for b in bases)  # either except clause still catches it
+    shown = _formatted(exc)
+    assert shown.startswith("lodarrow.LoDError: "), shown
+    assert "_Negative" not in shown and "_Length" not in shown
+    assert repr(exc).startswith("LoDError(")
+
+
+def test_argument_error_shows_as_type_error():
+    with pytest.raises(TypeError) as info:
+        la.lod_reset(la.LoDTensor(np.zeros(2)))
+    assert isinstance(info.value, ValueError)  # Paddle's Python layer raises ValueError
+    assert _formatted(info.value).startswith("TypeError: lod_reset: y and target_lod")

@@ -94,21 +94,13 @@ def backend_of_array(data):
     return cuda_backend() if is_cupy_array(data) else CPU
 
 
-_tensor_type = None  # LoDTensor, looked up on first use (lodarrow._tensor imports this module)
-
-
 def backend_of(op, **inputs):
-    """The backend of the named inputs of ``op``; ``ValueError`` if they are on both devices.
+    """The backend of the named arrays of ``op``; ``ValueError`` if they are on both devices.
 
-    Values may be LoDTensors, arrays, or anything else (Python lists, scalars), which count as
-    host data; None is ignored.
+    Values are the inputs' arrays (a LoDTensor's ``data``); anything else (Python lists,
+    scalars) counts as host data; None is ignored.
     """
-    global _tensor_type
-    if _tensor_type is None:
-        from lodarrow._tensor import LoDTensor as _tensor_type
-    on_gpu = [name for name, obj in inputs.items()
-              if obj is not None and is_cupy_array(obj.data if isinstance(obj, _tensor_type)
-                                                   else obj)]
+    on_gpu = [name for name, obj in inputs.items() if is_cupy_array(obj)]
     if not on_gpu:
         return CPU
     on_cpu = [name for name, obj in inputs.items() if obj is not None and name not in on_gpu]

@@ -1,4 +1,10 @@
-"""The sequence operators, one public function per module (docs/operators.md)."""
+"""The sequence operators, one public function per module (docs/operators.md).
+
+Each module also declares its operators' table form (``TABLE``, a
+:class:`~lodarrow._ops._contract.TableContract` per operator), gathered here in ``CONTRACTS``.
+"""
+
+import sys as _sys
 
 from lodarrow._ops.lod_reset import lod_reset
 from lodarrow._ops.lod_append import lod_append
@@ -18,6 +24,16 @@ from lodarrow._ops.sequence_pool import sequence_pool, sequence_first_step, sequ
 from lodarrow._ops.sequence_softmax import sequence_softmax
 from lodarrow._ops.sequence_conv import sequence_conv
 from lodarrow._ops.sequence_topk_avg_pooling import sequence_topk_avg_pooling
+
+#: operator name -> its TableContract, from every operator module's ``TABLE``
+CONTRACTS = {}
+for _module in ("lod_append", "lod_reset", "sequence_concat", "sequence_conv",
+                "sequence_enumerate", "sequence_erase", "sequence_expand", "sequence_expand_as",
+                "sequence_mask", "sequence_pad", "sequence_pool", "sequence_reshape",
+                "sequence_reverse", "sequence_scatter", "sequence_slice", "sequence_softmax",
+                "sequence_topk_avg_pooling", "sequence_unpad"):
+    CONTRACTS.update(_sys.modules[f"{__name__}.{_module}"].TABLE)
+del _module
 
 __all__ = [
     "lod_append",

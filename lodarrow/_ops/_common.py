@@ -3,7 +3,6 @@ offsets arguments of ``lod_reset`` / ``lod_append``."""
 
 import numpy as np
 
-from lodarrow._errors import _shown_as
 from lodarrow._backends import is_cupy_array, row_bytes
 from lodarrow._backends.cpu import chunk_bounds, threads_for
 from lodarrow._errors import LoDError
@@ -12,6 +11,8 @@ from lodarrow._validation import as_index_array, coerce_pad_value, lod_problem
 
 __all__ = [
     "as_lod_tensor",
+    "composed_offsets",
+    "data_of",
     "require",
     "require_lod_levels",
     "row_bytes",
@@ -20,7 +21,6 @@ __all__ = [
     "ANY_LEVELS",
     "check_growth",
     "pad_array",
-    "ArgumentError",
     "as_tensor_or_array",
     "check_ends_at_rows",
     "flat_offsets",
@@ -147,12 +147,6 @@ def pad_array(value, dtype, feature_shape, xp):
 _SHOWN = 8  # offsets quoted in an error message before it abbreviates
 
 
-@_shown_as(TypeError)
-class ArgumentError(TypeError, ValueError):
-    """A missing or unusable argument: ``TypeError`` as the seed documents, and the
-    ``ValueError`` Paddle's Python layer raises."""
-
-
 def as_tensor_or_array(obj, name):
     """A LoDTensor (possibly with a LoD) or a bare NumPy/CuPy array, as given."""
     if isinstance(obj, LoDTensor):
@@ -231,3 +225,17 @@ def check_new_level(level, rows, name, op):
         problem = problem.replace(f"{name}[0] (the last level)", name)
         problem = problem.replace(f"{name}[0]", name).replace("the data has", "x has")
         raise LoDError(f"{op}: {problem}")
+
+
+def composed_offsets(t, depth):
+    """The offsets of level ``depth``'s entries per top-level sequence of ``t`` (``depth``
+    levels composed); ``depth == t.lod_level`` gives data rows per top-level sequence."""
+    off = np.asarray(t.offsets[0])
+    for k in range(1, depth):
+        off = np.asarray(t.offsets[k])[off]
+    return off
+
+
+def data_of(obj):
+    """The array of a LoDTensor argument, anything else as it is (for ``backend_of``)."""
+    return obj.data if isinstance(obj, LoDTensor) else obj

@@ -7,8 +7,10 @@ import numpy as np
 
 from lodarrow._backends import backend_of
 from lodarrow._errors import LoDError
-from lodarrow._ops._common import (ArgumentError, as_lod_tensor, as_tensor_or_array,
-                                   check_ends_at_rows, check_new_level, flat_offsets)
+from lodarrow._errors import ArgumentError
+from lodarrow._ops._common import (as_lod_tensor, as_tensor_or_array, check_ends_at_rows,
+                                   check_new_level, data_of, flat_offsets)
+from lodarrow._ops._contract import TableContract
 from lodarrow._tensor import LoDTensor, _freeze
 
 __all__ = ["lod_append"]
@@ -76,7 +78,7 @@ appended level must have 6 sequences (7 offsets), got 2 sequences
         new = flat_offsets(level, "level", "lod_append", flat_only=True)
     else:
         y = as_tensor_or_array(level, "level")
-        backend_of("lod_append", x=x, level=y)
+        backend_of("lod_append", x=x.data, level=data_of(y))
         if isinstance(y, LoDTensor) and y.lod_level:
             check_ends_at_rows(y, rows, "lod_append", "level")
             return x._derive(x.data, y.offsets)
@@ -91,3 +93,6 @@ appended level must have 6 sequences (7 offsets), got 2 sequences
                            f"appended level must have {end} sequences ({end + 1} offsets), got "
                            f"{new.shape[0] - 1} sequences")
     return x._derive(x.data, x.offsets + _freeze([new]))
+
+#: The table form (docs/tables.md).
+TABLE = {"lod_append": TableContract(("x", "level"), udf_columns=("level",))}

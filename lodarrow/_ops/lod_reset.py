@@ -4,8 +4,10 @@ Semantics, edge cases, errors and departures from Paddle: docs/operators.md#lod_
 """
 
 from lodarrow._backends import backend_of
-from lodarrow._ops._common import (ArgumentError, as_lod_tensor, as_tensor_or_array,
-                                   check_ends_at_rows, check_new_level, flat_offsets)
+from lodarrow._errors import ArgumentError
+from lodarrow._ops._common import (as_lod_tensor, as_tensor_or_array, check_ends_at_rows,
+                                   check_new_level, data_of, flat_offsets)
+from lodarrow._ops._contract import TableContract
 from lodarrow._tensor import LoDTensor, _freeze
 
 __all__ = ["lod_reset"]
@@ -67,7 +69,7 @@ def lod_reset(x, y=None, target_lod=None, name=None):
     rows = x.data.shape[0]
     if y is not None:
         y_t = as_tensor_or_array(y, "y")
-        backend_of("lod_reset", x=x, y=y_t)
+        backend_of("lod_reset", x=x.data, y=data_of(y_t))
         if isinstance(y_t, LoDTensor) and y_t.lod_level:
             check_ends_at_rows(y_t, rows, "lod_reset", "y")
             return x._derive(x.data, y_t.offsets)
@@ -79,3 +81,6 @@ def lod_reset(x, y=None, target_lod=None, name=None):
                             "LoDTensor, or offsets as a tensor) or target_lod (offsets)")
     check_new_level(level, rows, "target_lod" if y is None else "y", "lod_reset")
     return x._derive(x.data, _freeze([level]))
+
+#: The table form (docs/tables.md).
+TABLE = {"lod_reset": TableContract(("x", "y"), udf_columns=("y",))}

@@ -8,6 +8,7 @@ import numpy as np
 from lodarrow._backends import backend_of, row_bytes
 from lodarrow._errors import LoDError
 from lodarrow._ops._common import as_lod_tensor
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
 from lodarrow._tensor import _freeze
 
@@ -65,7 +66,7 @@ def sequence_concat(input, name=None, *, out=None):
     if not input:
         raise ValueError("sequence_concat: input is empty; give at least one LoDTensor")
     ts = [as_lod_tensor(t, f"input[{k}]") for k, t in enumerate(input)]
-    be = backend_of("sequence_concat", **{f"input[{k}]": t for k, t in enumerate(ts)})
+    be = backend_of("sequence_concat", **{f"input[{k}]": t.data for k, t in enumerate(ts)})
     first = ts[0]
     levels = first.lod_level
     dtype, fshape = first.data.dtype, first.data.shape[1:]
@@ -117,3 +118,6 @@ def _outer_mismatch(k, j, a, b, levels):
         where = f"first difference at position {pos} ({int(a[pos])} != {int(b[pos])})"
     return (f"sequence_concat: inputs with {levels} LoD levels must share their outer levels; "
             f"input[{k}]'s level {j} differs from input[0]'s: {where}")
+
+#: The table form (docs/tables.md).
+TABLE = {"sequence_concat": TableContract(("input",))}

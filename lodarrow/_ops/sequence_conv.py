@@ -8,6 +8,7 @@ import numpy as np
 from lodarrow._backends import backend_of, is_cupy_array
 from lodarrow._errors import LoDError
 from lodarrow._ops._common import as_lod_tensor, require
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
 from lodarrow._tensor import LoDTensor
 from lodarrow._validation import as_int
@@ -107,7 +108,7 @@ def sequence_conv(input, filter, context_start=None, context_length=None, contex
     out_dtype = data.dtype if kind == "f" else _F64
 
     w = _plain(require(filter, "filter", "sequence_conv"), "filter")
-    be = backend_of("sequence_conv", input=x, filter=w,
+    be = backend_of("sequence_conv", input=x.data, filter=w,
                     padding_data=_plain(padding_data, "padding_data"), bias=_plain(bias, "bias"))
     if w.ndim != 2:
         raise ValueError(f"sequence_conv: filter must be 2-D [context_length * D, F], got "
@@ -184,3 +185,6 @@ def _plain(obj, name):
         raise TypeError(f"sequence_conv: {name} must be a numeric array (integer or float), "
                         f"got dtype {obj.dtype}")
     return obj
+
+#: The table form (docs/tables.md).
+TABLE = {"sequence_conv": TableContract(("input",))}

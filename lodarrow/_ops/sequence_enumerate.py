@@ -6,6 +6,7 @@ Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequ
 from lodarrow._backends import backend_of_array
 from lodarrow._ops._common import (ANY_LEVELS, as_lod_tensor, check_growth, pad_array,
                                    require_lod_levels)
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
 from lodarrow._validation import as_int
 
@@ -74,9 +75,7 @@ def sequence_enumerate(input, win_size, pad_value=0, name=None, *, out=None):
     if data.ndim > 2 or (data.ndim == 2 and data.shape[1] != 1):
         raise ValueError(f"sequence_enumerate: input must be of shape [N, 1] or [N], got "
                          f"shape {tuple(data.shape)}")
-    win = as_int(win_size, "win_size")
-    if win < 1:
-        raise ValueError(f"sequence_enumerate: win_size must be >= 1, got {win}")
+    win = _win_size(win_size)
     offsets = x.offsets[-1]
     n_rows = data.shape[0]
     check_growth("sequence_enumerate", "win_size", win,
@@ -91,3 +90,19 @@ def sequence_enumerate(input, win_size, pad_value=0, name=None, *, out=None):
     if out is not None:
         res = landed(res, out)
     return x._derive(res)
+
+
+def _win_size(win_size):
+    win = as_int(win_size, "win_size")
+    if win < 1:
+        raise ValueError(f"sequence_enumerate: win_size must be >= 1, got {win}")
+    return win
+
+
+def _check_literals(args):
+    if "win_size" in args:
+        _win_size(args["win_size"])
+
+
+#: The table form (docs/tables.md).
+TABLE = {"sequence_enumerate": TableContract(("input",), check=_check_literals)}

@@ -10,6 +10,7 @@ import numpy as np
 
 from lodarrow._backends import backend_of_array, is_cupy_array
 from lodarrow._ops._common import ANY_LEVELS, as_lod_tensor, require_lod_levels
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import check, check_shape, into, landed
 
 __all__ = ["sequence_erase"]
@@ -145,3 +146,6 @@ def _representable(value, dtype):
     except OverflowError:  # an int beyond every float
         return False
     return float(cast) == value
+
+#: The table form (docs/tables.md).
+TABLE = {"sequence_erase": TableContract(("input",))}

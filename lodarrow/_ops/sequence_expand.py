@@ -7,9 +7,10 @@ import numpy as np
 
 from lodarrow._backends import backend_of, row_bytes
 from lodarrow._errors import LoDError
-from lodarrow._ops._common import as_lod_tensor, require_lod_levels
+from lodarrow._ops._common import as_lod_tensor, composed_offsets, require_lod_levels
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
-from lodarrow._tensor import _freeze
+from lodarrow._tensor import LoDTensor, _freeze
 from lodarrow._validation import as_int
 
 __all__ = ["sequence_expand"]
@@ -80,7 +81,7 @@ def sequence_expand(x, y, ref_level=-1, name=None, *, out=None):
     """
     x = as_lod_tensor(x, "x")
     y = as_lod_tensor(y, "y")
-    be = backend_of("sequence_expand", x=x, y=y)
+    be = backend_of("sequence_expand", x=x.data, y=y.data)
     require_lod_levels(x, "x", "sequence_expand", (0, 1))
     levels = y.lod_level
     if not levels:
@@ -124,3 +125,42 @@ def sequence_expand(x, y, ref_level=-1, name=None, *, out=None):
     if out is not None and res is not out:
         result = x._derive(landed(res, out), result.offsets)
     return result
+
+
+def _check_literals(args):
+    if "ref_level" in args:
+        as_int(args["ref_level"], "ref_level")
+
+
+def _broadcast(i, result, call, columns, fn):
+    """The table form of a ``y`` column: row ``i`` of ``x`` repeated within row ``i`` of
+    ``y``; a result with several top-level sequences per table row is an error (the table
+    engine names the row)."""
+    if "y" not in columns:
+        return result
+    x, y = call["x"], call["y"]
+    ref_level = call.get("ref_level", -1)
+    ref = y.lod_level - 1 if ref_level == -1 else ref_level
+    if ref > 0:
+        per_row = np.diff(composed_offsets(y, ref))
+        if per_row.size and not np.all(per_row == 1):
+            r = int(np.argmax(per_row != 1))
+            raise ValueError(f"{fn}: sequence_expand with ref_level={ref_level} repeats within "
+                             f"{int(per_row[r])} sequences of level {ref} of one table row; "
+                             f"in table form each row needs exactly one (use ref_level=0)")
+    offsets = np.asarray(y.offsets[ref])
+    if x.lod_level == 0:
+        # Paddle's result has no LoD: row i's copies are the ref level's sequence i.
+        return LoDTensor._from_trusted(result.data, (offsets,), result.place)
+    lengths = np.diff(offsets)
+    if lengths.size and not np.all(lengths == 1):
+        r = int(np.argmax(lengths != 1))
+        raise ValueError(f"{fn}: sequence_expand repeats x's sequence {int(lengths[r])} times "
+                         f"within one table row, giving {int(lengths[r])} top-level sequences "
+                         f"for it; in table form a result needs one sequence per table row")
+    return result
+
+
+#: The table form (docs/tables.md).
+TABLE = {"sequence_expand": TableContract(("x", "y"), check=_check_literals,
+                                          fixup=_broadcast)}

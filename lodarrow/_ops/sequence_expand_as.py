@@ -6,6 +6,7 @@ Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequ
 from lodarrow._backends import backend_of, row_bytes
 from lodarrow._errors import LoDError
 from lodarrow._ops._common import as_lod_tensor, require_lod_levels
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
 
 __all__ = ["sequence_expand_as"]
@@ -53,7 +54,7 @@ def sequence_expand_as(x, y, name=None, *, out=None):
     """
     x = as_lod_tensor(x, "x")
     y = as_lod_tensor(y, "y")
-    be = backend_of("sequence_expand_as", x=x, y=y)
+    be = backend_of("sequence_expand_as", x=x.data, y=y.data)
     require_lod_levels(y, "y", "sequence_expand_as", 1)
     ref = y.offsets[0]
     n = ref.shape[0] - 1
@@ -69,3 +70,6 @@ def sequence_expand_as(x, y, name=None, *, out=None):
     if out is not None:
         res = landed(res, out)
     return x._derive(res, y.offsets)
+
+#: The table form (docs/tables.md).
+TABLE = {"sequence_expand_as": TableContract(("x", "y"), plain=("x",))}

@@ -9,6 +9,7 @@ import numpy as np
 
 from lodarrow._backends import backend_of_array, is_cupy_array
 from lodarrow._ops._common import as_lod_tensor, check_growth, require
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
 from lodarrow._tensor import LoDTensor
 from lodarrow._validation import as_int, check_dtype
@@ -170,3 +171,22 @@ def _kernel_lengths(lengths, xp):
     if flat.dtype == np.uint32:
         return flat.astype(np.int64)
     return flat
+
+
+def _check_literals(args):
+    if "dtype" in args:
+        _out_dtype(args["dtype"])
+    if "maxlen" in args:
+        _maxlen_value(args["maxlen"])
+
+
+def _table_result(i, result, call, columns, fn):
+    """A mask of a list column's values keeps that column's rows (one mask per value)."""
+    if columns.get("x"):
+        return LoDTensor._from_trusted(result.data, call["x"].offsets)
+    return result
+
+
+#: The table form (docs/tables.md); the width is maxlen's.
+TABLE = {"sequence_mask": TableContract(("x",), width="maxlen", check=_check_literals,
+                                        fixup=_table_result)}

@@ -10,6 +10,7 @@ import numpy as np
 from lodarrow._backends import backend_of_array
 from lodarrow._ops._common import (ANY_LEVELS, as_lod_tensor, check_growth, pad_array,
                                    require_lod_levels)
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed, split
 from lodarrow._validation import as_int
 
@@ -86,15 +87,11 @@ def sequence_pad(x, pad_value, maxlen=None, name=None, *, out=None):
     lengths = offsets[1:] - offsets[:-1]
     longest = int(lengths.max()) if n else 0
     fshape = tuple(data.shape[1:])
-    if maxlen is None:
+    padded = None if maxlen is None else _maxlen(maxlen)
+    if padded is None:
         padded = longest
     else:
-        padded = as_int(maxlen, "maxlen")
-        if padded == -1:  # Paddle's "unset"
-            padded = longest
-        elif padded < 0:
-            raise ValueError(f"sequence_pad: maxlen must be None, -1 or >= 0, got {padded}")
-        elif padded < longest:
+        if padded < longest:
             seq = int(np.argmax(lengths))
             raise ValueError(f"sequence_pad: maxlen={padded} is shorter than the longest "
                              f"sequence of x (sequence {seq} has {longest} rows)")
@@ -119,3 +116,25 @@ def sequence_pad(x, pad_value, maxlen=None, name=None, *, out=None):
             out[1][...] = length  # after the kernel: out[1] may overlap data or pad
             length = out[1]
     return x._derive(res, outer), x._derive(length, outer)
+
+
+def _maxlen(maxlen):
+    """The width asked for, or None for "the longest sequence" (None or Paddle's -1)."""
+    if maxlen is None:
+        return None
+    padded = as_int(maxlen, "maxlen")
+    if padded == -1:  # Paddle's "unset"
+        return None
+    if padded < 0:
+        raise ValueError(f"sequence_pad: maxlen must be None, -1 or >= 0, got {padded}")
+    return padded
+
+
+def _check_literals(args):
+    if "maxlen" in args:
+        _maxlen(args["maxlen"])
+
+
+#: The table form (docs/tables.md): (padded, length); the width is maxlen's.
+TABLE = {"sequence_pad": TableContract(("x",), results=2, width="maxlen",
+                                       check=_check_literals)}

@@ -8,8 +8,10 @@ import numpy as np
 
 from lodarrow._backends import backend_of, backend_of_array
 from lodarrow._errors import LoDError
-from lodarrow._ops._common import as_lod_tensor, pad_array
+from lodarrow._ops._common import as_lod_tensor, composed_offsets, data_of, pad_array
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed, split
+from lodarrow._tensor import LoDTensor
 from lodarrow._validation import as_flag
 
 __all__ = ["sequence_pool", "sequence_first_step", "sequence_last_step"]
@@ -139,7 +141,7 @@ def sequence_pool(input, pool_type, is_test=False, pad_value=0.0, return_index=F
     if type(pad_value) in (float, int, bool):      # the common case, kept cheap
         be = backend_of_array(data)
     else:
-        be = backend_of("sequence_pool", input=x, pad_value=pad_value)
+        be = backend_of("sequence_pool", input=data, pad_value=data_of(pad_value))
     pad = pad_array(pad_value, out_dtype, data.shape[1:], np)
     lod = offsets[:-1]
     shape = (offsets[-1].shape[0] - 1,) + data.shape[1:]
@@ -249,3 +251,37 @@ def _pool_type(pool_type):
         raise ValueError(f"sequence_pool: unknown pool_type {pool_type!r}; expected one of "
                          f"{', '.join(t.upper() for t in POOL_TYPES)} (any case)")
     return pool
+
+
+def _check_literals(args):
+    if "pool_type" in args:
+        _pool_type(args["pool_type"])
+    for flag in ("is_test", "return_index"):
+        if flag in args:
+            as_flag(args[flag], f"sequence_pool: {flag}")
+
+
+def _relative_index(i, index, call, columns, fn):
+    """Result 1 (the max/min row numbers) relative to each table row's first value, so it
+    does not depend on how a table is split (-1 stays -1)."""
+    if i != 1:
+        return index
+    source = call["input"]
+    starts = composed_offsets(source, source.lod_level)
+    idx = np.asarray(index.data)
+    if index.lod_level:
+        first = np.repeat(starts[:-1], np.diff(np.asarray(index.offsets[0])))
+    else:
+        first = starts[:-1]
+    first = first.reshape((-1,) + (1,) * (idx.ndim - 1))
+    rel = np.where(idx >= 0, idx - first, idx)
+    return LoDTensor._from_trusted(rel, index.offsets)
+
+
+#: The table form (docs/tables.md).
+TABLE = {
+    "sequence_pool": TableContract(("input",), results=lambda a: 2 if a.get("return_index")
+                                   else 1, check=_check_literals, fixup=_relative_index),
+    "sequence_first_step": TableContract(("input",)),
+    "sequence_last_step": TableContract(("input",)),
+}

@@ -7,6 +7,7 @@ import numpy as np
 
 from lodarrow._backends import backend_of_array
 from lodarrow._ops._common import ANY_LEVELS, as_lod_tensor, check_growth, require_lod_levels
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
 from lodarrow._validation import as_int
 
@@ -67,9 +68,7 @@ def sequence_reshape(input, new_dim, name=None, *, out=None):
     require_lod_levels(x, "input", "sequence_reshape", ANY_LEVELS)
     data = x.data
     be = backend_of_array(data)
-    new_dim = as_int(new_dim, "new_dim")
-    if new_dim < 1:
-        raise ValueError(f"sequence_reshape: new_dim must be >= 1, got {new_dim}")
+    new_dim = _new_dim(new_dim)
     if data.ndim > 2:
         raise ValueError(f"sequence_reshape: input must be of shape [N, D] (or [N]), got "
                          f"shape {tuple(data.shape)}")
@@ -117,3 +116,19 @@ def _copy(out, data):
     """
     if out.size:
         out.reshape(data.shape)[...] = data
+
+
+def _new_dim(new_dim):
+    new_dim = as_int(new_dim, "new_dim")
+    if new_dim < 1:
+        raise ValueError(f"sequence_reshape: new_dim must be >= 1, got {new_dim}")
+    return new_dim
+
+
+def _check_literals(args):
+    if "new_dim" in args:
+        _new_dim(args["new_dim"])
+
+
+#: The table form (docs/tables.md).
+TABLE = {"sequence_reshape": TableContract(("input",), check=_check_literals)}

@@ -5,6 +5,7 @@ Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequ
 
 from lodarrow._backends import backend_of_array
 from lodarrow._ops._common import ANY_LEVELS, as_lod_tensor, require_lod_levels
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
 
 __all__ = ["sequence_reverse"]
@@ -59,3 +60,6 @@ def sequence_reverse(x, name=None, *, out=None):
     if out is not None:
         res = landed(res, out)
     return x._derive(res)
+
+#: The table form (docs/tables.md).
+TABLE = {"sequence_reverse": TableContract(("x",))}

@@ -9,6 +9,7 @@ import numpy as np
 
 from lodarrow._backends import backend_of
 from lodarrow._ops._common import as_lod_tensor, require_lod_levels
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import check, into, overlaps, same_buffer
 from lodarrow._validation import as_index_array
 
@@ -87,7 +88,7 @@ def sequence_scatter(input, index, updates, name=None, *, out=None):
     inp = as_lod_tensor(input, "input")
     index = as_lod_tensor(index, "index")
     updates = as_lod_tensor(updates, "updates")
-    be = backend_of("sequence_scatter", input=inp, index=index, updates=updates)
+    be = backend_of("sequence_scatter", input=inp.data, index=index.data, updates=updates.data)
     data = inp.data
     dtype = data.dtype
     if dtype.kind not in "iuf":
@@ -162,3 +163,6 @@ def _raise_bad_id(ids, off, width, pos):
     raise IndexError(f"sequence_scatter: index[{pos}] = {int(ids[pos])} (in sequence "
                      f"{seq}) is out of range for input rows of width {width}; ids must "
                      f"be in [0, {width})")
+
+#: The table form (docs/tables.md).
+TABLE = {"sequence_scatter": TableContract(("input", "index", "updates"), plain=("input",))}

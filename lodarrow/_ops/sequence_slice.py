@@ -6,7 +6,8 @@ Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequ
 import numpy as np
 
 from lodarrow._backends import backend_of, is_cupy_array, row_bytes
-from lodarrow._ops._common import as_lod_tensor, require_lod_levels
+from lodarrow._ops._common import as_lod_tensor, data_of, require_lod_levels
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
 from lodarrow._tensor import LoDTensor, _freeze
 from lodarrow._validation import as_index_array
@@ -64,7 +65,7 @@ def sequence_slice(input, offset, length, name=None, *, out=None):
     ([0, 1, 4, 6, 7, 8], [[0, 2, 3, 6, 6]])
     """
     x = as_lod_tensor(input, "input")
-    be = backend_of("sequence_slice", input=x, offset=_array_or_none(offset),
+    be = backend_of("sequence_slice", input=x.data, offset=_array_or_none(offset),
                     length=_array_or_none(length))
     require_lod_levels(x, "input", "sequence_slice", range(1, 1 << 16))
     last = x.offsets[-1]
@@ -102,7 +103,7 @@ def _raise_bad_slice(i, last, off, lens):
 
 def _array_or_none(obj):
     """An array argument for the device check; Python lists are neutral."""
-    return None if isinstance(obj, (list, tuple, int)) else obj
+    return None if isinstance(obj, (list, tuple, int)) else data_of(obj)
 
 
 def _host_indices(obj, name, n):
@@ -114,3 +115,7 @@ def _host_indices(obj, name, n):
         raise ValueError(f"sequence_slice: {name} has {arr.shape[0]} entries but input has "
                          f"{n} sequences; give one per sequence")
     return arr
+
+#: The table form (docs/tables.md).
+TABLE = {"sequence_slice": TableContract(("input", "offset", "length"),
+                                     plain=("offset", "length"))}

@@ -8,6 +8,7 @@ import numpy as np
 from lodarrow._backends import backend_of_array
 from lodarrow._errors import LoDError
 from lodarrow._ops._common import as_lod_tensor
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
 from lodarrow._validation import as_flag
 
@@ -83,3 +84,12 @@ def sequence_softmax(input, use_cudnn=False, name=None, *, out=None):
     if out is not None:
         res = landed(res, out)
     return x._derive(res)
+
+
+def _check_literals(args):
+    if "use_cudnn" in args:
+        as_flag(args["use_cudnn"], "sequence_softmax: use_cudnn")
+
+
+#: The table form (docs/tables.md).
+TABLE = {"sequence_softmax": TableContract(("input",), check=_check_literals)}

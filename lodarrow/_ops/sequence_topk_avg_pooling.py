@@ -9,6 +9,7 @@ import numpy as np
 
 from lodarrow._backends import backend_of
 from lodarrow._ops._common import as_lod_tensor, require_lod_levels
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
 from lodarrow._validation import as_int, as_positive_int
 
@@ -98,7 +99,7 @@ def sequence_topk_avg_pooling(input, row, col, topks, channel_num, name=None, *,
     if kind == "b":
         raise TypeError(f"{_OP}: input of dtype bool cannot be averaged; cast it to a numeric "
                         f"dtype first")
-    be = backend_of(_OP, input=x, row=r, col=c)
+    be = backend_of(_OP, input=x.data, row=r.data, col=c.data)
     in_off, row_off, col_off = x.offsets[0], r.offsets[0], c.offsets[0]
     n_seq = in_off.shape[0] - 1
     for t_off, arg in ((row_off, "row"), (col_off, "col")):
@@ -162,3 +163,6 @@ def _topks(topks):
         k = as_positive_int(k, f"{_OP}: topks[{pos}]")
         ks.append(min(k, 2**62))    # beyond the limit either way; keeps int64 happy
     return np.array(ks, dtype=np.int64)
+
+#: The table form (docs/tables.md).
+TABLE = {"sequence_topk_avg_pooling": TableContract(("input", "row", "col"))}

@@ -6,7 +6,8 @@ Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequ
 import numpy as np
 
 from lodarrow._backends import backend_of, is_cupy_array
-from lodarrow._ops._common import as_lod_tensor
+from lodarrow._ops._common import as_lod_tensor, data_of
+from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
 from lodarrow._tensor import LoDTensor
 from lodarrow._validation import as_index_array
@@ -64,7 +65,7 @@ def sequence_unpad(x, length, name=None, *, out=None):
     array([ 1.,  2.,  6.,  7.,  8., 11., 12., 13., 14.])
     """
     x = as_lod_tensor(x, "x")
-    be = backend_of("sequence_unpad", x=x, length=length)
+    be = backend_of("sequence_unpad", x=x.data, length=data_of(length))
     data = x.data
     if data.ndim < 2:
         raise ValueError(f"sequence_unpad: x must have rank >= 2 ([batch, padded_length, "
@@ -120,3 +121,6 @@ def _host_lengths(length):
     if is_cupy_array(length):
         length = length.get()
     return as_index_array(length, "length"), lod
+
+#: The table form (docs/tables.md).
+TABLE = {"sequence_unpad": TableContract(("x", "length"), plain=("x", "length"))}
