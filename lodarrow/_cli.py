@@ -15,7 +15,8 @@ import warnings
 
 __all__ = ["main", "build_parser"]
 
-BENCH_EXTRA_HINT = "install the benchmark extra: pip install 'lodarrow[bench]'"
+BENCH_EXTRA_HINT = ("install the benchmark extra: pip install 'lodarrow[bench]' (from a checkout: "
+                    "pip install -e '.[bench]')")
 
 
 def build_parser():
@@ -474,7 +475,8 @@ def _bench_datasets(args):
                if not _importable(mod)]
     if missing:
         return _error(f"bench --datasets needs {', '.join(missing)}: pip install "
-                      f"'lodarrow[ray,dask,spark]' (or --engines to choose)")
+                      f"'lodarrow[ray,dask,spark]' (from a checkout: pip install -e "
+                      f"'.[ray,dask,spark]'), or --engines to choose")
     data_dir = args.data_dir or os.path.join(tempfile.gettempdir(), "lodarrow-bench-data")
 
     def log(text):
