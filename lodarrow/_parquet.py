@@ -66,8 +66,11 @@ def write_parquet(t_or_dict, path, **kwargs):
 
     Notes
     -----
-    LoDTensor columns record their dtype, feature shape and LoD depth in the schema metadata
-    (key ``lodarrow``), so they read back exactly even where the file's Arrow schema is lost.
+    LoDTensor columns record their dtype, feature shape, LoD depth and offset width in the
+    schema metadata (key ``lodarrow``), so they read back exactly even where the file's Arrow
+    schema is lost.  A LoDTensor is written as :meth:`LoDTensor.to_arrow` gives it: ``list``
+    levels for one read from ``list`` columns (where its offsets fit int32), so
+    ``read_parquet`` -> ``write_parquet`` keeps a file's types; ``large_list`` otherwise.
 
     Defaults (pyarrow's, except for the values of LoDTensor columns):
 
