@@ -318,6 +318,14 @@ def _map_checked(args):
     except (_UsageError, TypeError, ValueError, KeyError) as exc:
         return _error(f"map: {_message(exc)}")
     f = udfs[0] if len(udfs) == 1 else la.pipeline(*udfs)
+    # SOURCE and DEST as map_parquet checks them, before any data is read: usage errors
+    from lodarrow._dataset import _check_dest, resolve_source
+
+    try:
+        kind, base, files = resolve_source(args.source, "map", "SOURCE")
+        _check_dest(args.dest, kind, base, files, args.overwrite)
+    except (OSError, ValueError, TypeError) as exc:
+        return _error(f"map: {_message(exc)}".replace("map: map: ", "map: "))
     options = {} if args.compression is None else {"compression": args.compression}
     try:
         summary = la.map_parquet(args.source, args.dest, f, batch_rows=args.batch_rows,

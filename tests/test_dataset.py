@@ -647,7 +647,13 @@ def test_map_cli_usage_errors_exit_2(corpus, tmp_path, args, message):
 def test_map_cli_missing_source_and_existing_dest_exit_2(corpus, tmp_path):
     proc = run_map(tmp_path / "nope", tmp_path / "out", "--op", "sequence_reverse", "x=@x",
                    "out=r")
-    assert proc.returncode == 2 and "does not exist" in proc.stderr
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"lodarrow: map: SOURCE {str(tmp_path / 'nope')!r} does not "
+                                  f"exist"), proc.stderr
+    proc = run_map(corpus, corpus / "out", "--op", "sequence_reverse", "x=@x", "out=r")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"lodarrow: map: dest {str(corpus / 'out')!r} is inside the "
+                                  f"source directory"), proc.stderr
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep").write_text("")
     proc = run_map(corpus, tmp_path / "out", "--op", "sequence_reverse", "x=@x", "out=r")
