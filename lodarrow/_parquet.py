@@ -268,7 +268,8 @@ def read_parquet(path, columns=None, *, nulls="error", lod_level=None, feature_s
         a list's common directory) are columns after the file's own, typed as
         ``pyarrow.parquet.read_table`` types them for a directory (dictionary-encoded: an
         integer key reads as an integer column, a string key is a column that cannot be a
-        LoDTensor).  A single file gives its own columns only.
+        LoDTensor).  A single file gives its own columns only.  A URI (``s3://...``) is one
+        file, opened through pyarrow's filesystems.
     columns : str or list of str, optional
         The columns to read.  None: every column that can be a LoDTensor; the others
         (strings, structs ...) are skipped with one ``UserWarning`` naming them and their
@@ -447,6 +448,8 @@ def _source(path, fn):
     :class:`_Files` of a directory, glob or list (:func:`lodarrow.map_parquet`'s grammar)."""
     if not isinstance(path, (str, os.PathLike, list, tuple)):
         return check_path(path, f"{fn}: path")  # a file-like object, or the TypeError
+    if isinstance(path, str) and "://" in path:
+        return path  # a URI (s3://, file://, ...): one file, opened by pyarrow's filesystems
     from lodarrow._dataset import _reraise, resolve_source
 
     kind, base, files = resolve_source(path, fn, "path")

@@ -183,3 +183,11 @@ def test_lodarrow_types_are_restored_in_every_file(tmp_path):
         got = la.read_parquet(tmp_path, "x")
     assert got.dtype == np.float16 and got.feature_shape == (2,)
     assert got.lod() == [[0, 2, 6, 8, 12]]
+
+
+def test_a_uri_is_one_file_opened_by_pyarrow(tmp_path):
+    t = la.LoDTensor(np.arange(5), lengths=[[2, 3]])
+    la.write_parquet(t, tmp_path / "t.parquet")
+    uri = (tmp_path / "t.parquet").as_uri()  # file:///...
+    assert la.read_parquet(uri).equals(t)
+    assert [b.lod() for b in la.iter_parquet(uri, batch_size=1)] == [[[0, 2]], [[0, 3]]]
