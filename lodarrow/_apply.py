@@ -637,17 +637,29 @@ def apply(table, op, *, out, device=None, **args):
     ------
     ValueError
         If a result is not row-aligned (the message names the operator, the output and the
-        row counts); on a null inside a list or in a plain argument column (naming the column,
-        the row and the level); on a list column where the operator reads a plain one's rows.
+        row counts); on a null inside a list (naming the column, the row and the level); on a
+        list column where the operator reads a plain one's rows.  An error that a row of the
+        data causes names that table row and is that row's own error (its sequence numbers
+        count within the row); the exception's ``table_row`` attribute holds the row.
     KeyError
         If a referenced column does not exist.
     TypeError
-        If ``table`` or ``op`` is of the wrong kind, or a column cannot be a LoDTensor.
+        If ``table`` or ``op`` is of the wrong kind, a column cannot be a LoDTensor (a string
+        or struct column says so), an argument name is not the operator's (the message names
+        the closest), or a string stands where the operator takes a tensor (a column name
+        without ``la.col``).
+
+    Warns
+    -----
+    RegularLevelWarning
+        When a column read without ``lod_level`` has a regular innermost list level (every
+        list ``d >= 2`` long): most likely a feature dimension a writer turned into lists.
 
     Notes
     -----
-    A null row of an input list column is computed as an empty sequence and is a null row
-    of every result.  ``sequence_pool(..., return_index=True)`` gives indices relative to the
+    A null row of any input column (list or plain) is a null row of every result: the
+    operator runs on the other rows (docs/tables.md#nulls).
+    ``sequence_pool(..., return_index=True)`` gives indices relative to the
     first value of the table row (-1 stays -1), so they do not depend on how a table is split.
     ``sequence_expand(x=col(plain), y=col(list))`` and ``sequence_expand_as`` repeat row ``i``
     of ``x`` within row ``i`` of ``y``; ``sequence_mask(x=col(list))`` keeps ``x``'s rows.
