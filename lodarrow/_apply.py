@@ -403,11 +403,11 @@ class Call:
     many batches pays for it once.  Holds no data."""
 
     __slots__ = ("name", "fn_op", "args", "outs", "device", "fn", "refs", "slots",
-                 "contract", "items", "ref_states")
+                 "contract", "items", "ref_states", "out")
 
     def __init__(self, name, fn_op, args, outs, device, fn):
         self.name, self.fn_op, self.args, self.outs = name, fn_op, args, outs
-        self.items = self.ref_states = None  # see remember()
+        self.items = self.ref_states = self.out = None  # see remember(), apply()
         self.device, self.fn = device, fn
         self.refs = refs = _unique(refs_in(args))
         # (key, value, kind): 0 a literal, 1 a column (value: its index in refs), 2 a list
@@ -442,6 +442,23 @@ class Call:
             if v is not v0 or key != key0:
                 return False
         return _ref_states(args) == self.ref_states
+
+    def fits_apply(self, name, args, out, device):
+        """:meth:`fits` for :func:`apply`, whose column references are usually made anew
+        for each call: equal references fit too, and ``out`` is the argument as given."""
+        if name != self.name or device is not self.device or out != self.out \
+                or len(args) != len(self.items):
+            return False
+        for (key, v), (key0, v0) in zip(args.items(), self.items):
+            if key != key0 or (v is not v0 and not (type(v) is ColumnRef and v == v0)):
+                return False
+        return _ref_states(args) == self.ref_states
+
+
+#: apply's recent calls, newest first: apply in a loop with the same operator and arguments
+#: works its call out once, as a udf does.
+_RECENT_CALLS = []
+_RECENT_CALLS_SIZE = 8
 
 
 def _ref_states(args):
@@ -674,7 +691,14 @@ def apply(table, op, *, out, device=None, **args):
     [2.0, 5.0]
     """
     name, fn_op = resolve_op(op, "apply")
+    for c in _RECENT_CALLS:
+        if c.fits_apply(name, args, out, device):
+            return _run(c, table)
     check_arguments(name, args, "apply")
     outs = check_out(out, n_results(name, args), name, "apply")
     check_required(name, args, "apply")
-    return run(table, name, fn_op, args, outs, device, "apply")
+    c = Call(name, fn_op, args, outs, device, "apply").remember()
+    c.out = out
+    _RECENT_CALLS.insert(0, c)
+    del _RECENT_CALLS[_RECENT_CALLS_SIZE:]
+    return _run(c, table)
