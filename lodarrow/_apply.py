@@ -403,11 +403,11 @@ class Call:
     many batches pays for it once.  Holds no data."""
 
     __slots__ = ("name", "fn_op", "args", "outs", "device", "fn", "refs", "slots",
-                 "contract", "items", "ref_states")
+                 "contract", "items", "ref_states", "out")
 
     def __init__(self, name, fn_op, args, outs, device, fn):
         self.name, self.fn_op, self.args, self.outs = name, fn_op, args, outs
-        self.items = self.ref_states = None  # see remember()
+        self.items = self.ref_states = self.out = None  # see remember(), apply()
         self.device, self.fn = device, fn
         self.refs = refs = _unique(refs_in(args))
         # (key, value, kind): 0 a literal, 1 a column (value: its index in refs), 2 a list
@@ -442,6 +442,23 @@ class Call:
             if v is not v0 or key != key0:
                 return False
         return _ref_states(args) == self.ref_states
+
+    def fits_apply(self, name, args, out, device):
+        """:meth:`fits` for :func:`apply`, whose column references are usually made anew
+        for each call: equal references fit too, and ``out`` is the argument as given."""
+        if name != self.name or device is not self.device or out != self.out \
+                or len(args) != len(self.items):
+            return False
+        for (key, v), (key0, v0) in zip(args.items(), self.items):
+            if key != key0 or (v is not v0 and not (type(v) is ColumnRef and v == v0)):
+                return False
+        return _ref_states(args) == self.ref_states
+
+
+#: apply's recent calls, newest first: apply in a loop with the same operator and arguments
+#: works its call out once, as a udf does.
+_RECENT_CALLS = []
+_RECENT_CALLS_SIZE = 8
 
 
 def _ref_states(args):
@@ -637,17 +654,29 @@ def apply(table, op, *, out, device=None, **args):
     ------
     ValueError
         If a result is not row-aligned (the message names the operator, the output and the
-        row counts); on a null inside a list or in a plain argument column (naming the column,
-        the row and the level); on a list column where the operator reads a plain one's rows.
+        row counts); on a null inside a list (naming the column, the row and the level); on a
+        list column where the operator reads a plain one's rows.  An error that a row of the
+        data causes names that table row and is that row's own error (its sequence numbers
+        count within the row); the exception's ``table_row`` attribute holds the row.
     KeyError
         If a referenced column does not exist.
     TypeError
-        If ``table`` or ``op`` is of the wrong kind, or a column cannot be a LoDTensor.
+        If ``table`` or ``op`` is of the wrong kind, a column cannot be a LoDTensor (a string
+        or struct column says so), an argument name is not the operator's (the message names
+        the closest), or a string stands where the operator takes a tensor (a column name
+        without ``la.col``).
+
+    Warns
+    -----
+    RegularLevelWarning
+        When a column read without ``lod_level`` has a regular innermost list level (every
+        list ``d >= 2`` long): most likely a feature dimension a writer turned into lists.
 
     Notes
     -----
-    A null row of an input list column is computed as an empty sequence and is a null row
-    of every result.  ``sequence_pool(..., return_index=True)`` gives indices relative to the
+    A null row of any input column (list or plain) is a null row of every result: the
+    operator runs on the other rows (docs/tables.md#nulls).
+    ``sequence_pool(..., return_index=True)`` gives indices relative to the
     first value of the table row (-1 stays -1), so they do not depend on how a table is split.
     ``sequence_expand(x=col(plain), y=col(list))`` and ``sequence_expand_as`` repeat row ``i``
     of ``x`` within row ``i`` of ``y``; ``sequence_mask(x=col(list))`` keeps ``x``'s rows.
@@ -662,7 +691,14 @@ def apply(table, op, *, out, device=None, **args):
     [2.0, 5.0]
     """
     name, fn_op = resolve_op(op, "apply")
+    for c in _RECENT_CALLS:
+        if c.fits_apply(name, args, out, device):
+            return _run(c, table)
     check_arguments(name, args, "apply")
     outs = check_out(out, n_results(name, args), name, "apply")
     check_required(name, args, "apply")
-    return run(table, name, fn_op, args, outs, device, "apply")
+    c = Call(name, fn_op, args, outs, device, "apply").remember()
+    c.out = out
+    _RECENT_CALLS.insert(0, c)
+    del _RECENT_CALLS[_RECENT_CALLS_SIZE:]
+    return _run(c, table)

@@ -142,6 +142,21 @@ def test_nulls_inside_rows_still_raise_with_the_row_and_level():
         la.apply(table, la.sequence_expand_as, x=la.col("n"), y=la.col("x"), out="e")
 
 
+# ---------------------------------------------------------------------------- contracts
+def test_every_operator_declares_a_table_form_that_fits_its_signature():
+    import inspect
+
+    from lodarrow._ops import CONTRACTS
+
+    assert set(CONTRACTS) == set(la._ops.__all__)
+    for name, contract in CONTRACTS.items():
+        params = inspect.signature(getattr(la, name)).parameters
+        declared = set(contract.tensors) | set(contract.plain) | set(contract.udf_columns)
+        declared |= {contract.width} if contract.width else set()
+        assert declared <= set(params), (name, declared - set(params))
+        assert set(contract.plain) <= set(contract.tensors), name
+
+
 # ---------------------------------------------------------------------------- at udf()
 def test_a_typo_in_an_argument_name_is_a_type_error_naming_the_closest():
     with pytest.raises(TypeError, match=r"udf: sequence_pool has no argument 'inputs'; did you "

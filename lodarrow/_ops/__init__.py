@@ -25,15 +25,6 @@ from lodarrow._ops.sequence_softmax import sequence_softmax
 from lodarrow._ops.sequence_conv import sequence_conv
 from lodarrow._ops.sequence_topk_avg_pooling import sequence_topk_avg_pooling
 
-#: operator name -> its TableContract, from every operator module's ``TABLE``
-CONTRACTS = {}
-for _module in ("lod_append", "lod_reset", "sequence_concat", "sequence_conv",
-                "sequence_enumerate", "sequence_erase", "sequence_expand", "sequence_expand_as",
-                "sequence_mask", "sequence_pad", "sequence_pool", "sequence_reshape",
-                "sequence_reverse", "sequence_scatter", "sequence_slice", "sequence_softmax",
-                "sequence_topk_avg_pooling", "sequence_unpad"):
-    CONTRACTS.update(_sys.modules[f"{__name__}.{_module}"].TABLE)
-del _module
 
 __all__ = [
     "lod_append",
@@ -57,3 +48,9 @@ __all__ = [
     "sequence_topk_avg_pooling",
     "sequence_unpad",
 ]
+
+#: operator name -> its TableContract, from the ``TABLE`` of each operator's own module
+CONTRACTS = {}
+for _name in __all__:
+    CONTRACTS.update(_sys.modules[globals()[_name].__module__].TABLE)
+del _name
