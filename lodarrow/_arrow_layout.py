@@ -170,7 +170,7 @@ class Plan:
         self.index_dtype = index_dtype  # not None: dictionary-encoded values, of these indices
         self.folded = any(kind != FIXED for kind, _ in features)  # variable lists as features
         # the LoD came from 32-bit lists (List / ListView, no large level): what the tensor
-        # gives back by default (see lodarrow.to_arrow)
+        # gives back by default (see LoDTensor.to_arrow)
         kinds = {kind for kind, _ in levels}
         self.narrow = bool(kinds & {LIST, LIST_VIEW}) and not kinds & {LARGE_LIST,
                                                                         LARGE_LIST_VIEW}

@@ -175,8 +175,8 @@ class LoDTensor(ElementwiseMixin):
         has not been scanned yet: the O(n) scan then runs once, when anything first reads the
         structure (an operator, ``lod()``, ``lengths``, ``t[i]``, ``to_list()``, ``np.array``
         ... all go through :meth:`_scan`), and its result is cached, so conversions stay O(1).
-        ``narrow=True``: the LoD came from 32-bit Arrow lists, which :func:`lodarrow.to_arrow`
-        gives back by default (views of the tensor pass it on; operator results do not).
+        ``narrow=True``: the LoD came from 32-bit Arrow lists, which :meth:`to_arrow` gives
+        back by default (views of the tensor pass it on; operator results do not).
         """
         self = object.__new__(cls)
         self._narrow = narrow
@@ -540,8 +540,12 @@ class LoDTensor(ElementwiseMixin):
     def to_arrow(self, large_offsets=None):
         """This tensor as a ``pyarrow.Array`` of nested lists (zero-copy but for bool).
 
-        See :func:`lodarrow.to_arrow` (``large_offsets``: None gives back the offset width
-        the tensor was read with) and :func:`lodarrow.from_arrow` for the mapping.
+        ``large_offsets``: None (the default) gives back the offset width the tensor was read
+        with -- ``List`` levels for one that :func:`lodarrow.from_arrow` read from ``List`` /
+        ``ListView`` levels (or a slice, ``take`` or view of one) where every offset fits
+        int32, else ``LargeList``; True forces ``LargeList`` (the int64 offsets, zero-copy),
+        False ``List`` (int32 offsets, a copy; ``ValueError`` if one does not fit).  See
+        :func:`lodarrow.from_arrow` and docs/data-model.md#arrow-mapping for the mapping.
         """
         return _arrow().to_arrow(self, large_offsets)
 
