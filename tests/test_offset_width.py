@@ -72,6 +72,20 @@ def test_views_keep_the_width_and_operator_results_do_not():
     assert pa.types.is_large_list(la.sequence_reverse(t).to_arrow().type)
 
 
+def test_real_offsets_past_int32_fall_back_to_large_list():
+    """2**31 + 1 rows of width 0 (no bytes): an offset int32 cannot hold, for real."""
+    t = la.from_arrow(pa.array([[[]], []], pa.list_(pa.list_(pa.float32(), 0))))
+    assert pa.types.is_list(t.to_arrow().type)
+    n = 2**31 + 1
+    t.set(np.empty((n, 0), np.float32))
+    t.set_lod([[0, n, n]])  # a new LoD keeps the remembered width, which no longer fits
+    arr = t.to_arrow()
+    assert arr.type == pa.large_list(pa.list_(pa.float32(), 0))
+    assert arr.offsets.to_pylist() == [0, n, n]
+    with pytest.raises(ValueError, match="offset 2147483649 at position 2, which does not fit"):
+        t.to_arrow(large_offsets=False)
+
+
 def test_offsets_past_int32_fall_back_to_large_list(monkeypatch):
     t = la.from_arrow(pa.array(ROWS, LIST))
     monkeypatch.setattr(_arrow, "_INT32_MAX", 5)  # the last offset of level 1 is 6
