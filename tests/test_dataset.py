@@ -489,12 +489,12 @@ def test_parse_op_column_options():
 
 
 @pytest.mark.parametrize("value, message", [
-    ("@e:lod=1", "--op sequence_pool: input: 'lod=1' in '@e:lod=1' is not lod_level=K or "
-                 "feature_shape=D[,D...]"),
+    ("@e:lod=1", ("--op sequence_pool: input: 'lod=1' in '@e:lod=1' is not lod_level=K or "
+                  "feature_shape=D[,D...]")),
     ("@e:lod_level", "'lod_level' in '@e:lod_level' is not lod_level=K"),
     ("@e:lod_level=x", "lod_level=x in '@e:lod_level=x' must be an integer"),
-    ("@e:lod_level=1:feature_shape=2,a", "feature_shape=2,a in "
-                                         "'@e:lod_level=1:feature_shape=2,a' must be integers"),
+    ("@e:lod_level=1:feature_shape=2,a",
+     "feature_shape=2,a in '@e:lod_level=1:feature_shape=2,a' must be integers"),
     ("@e:lod_level=1:lod_level=2", "lod_level is given twice in"),
     ("@e:lod_level=-1", "'@e:lod_level=-1': lod_level must be >= 0"),
     ("@:lod_level=1", "'@' needs a column name"),
@@ -515,12 +515,12 @@ def test_parse_op_column_option_errors(value, message):
     ("col('x', lod_level=0) folds", "@x:lod_level=0 folds"),
     ("give col(..., feature_shape=(...)) so", "give @name:lod_level=K:feature_shape=D[,D...] so"),
     ("give offset=la.col(list column) whose", "give offset=@column whose"),
-    ("map_parquet: dest '/d' exists and is not an empty directory; pass overwrite=True to "
-     "replace it", "dest '/d' exists and is not an empty directory; pass --overwrite to "
-     "replace it"),
+    (("map_parquet: dest '/d' exists and is not an empty directory; pass overwrite=True to "
+      "replace it"),
+     "dest '/d' exists and is not an empty directory; pass --overwrite to replace it"),
     ("map_parquet: batch_rows must be >= 1", "--batch-rows must be >= 1"),
-    ("map_parquet: '/a.parquet': the udf's output_schema refuses the file's schema: "
-     "output_schema: no column 'x'",
+    (("map_parquet: '/a.parquet': the udf's output_schema refuses the file's schema: "
+      "output_schema: no column 'x'"),
      "'/a.parquet': the operators do not fit the file's columns: no column 'x'"),
     ("udf: sequence_pad without maxlen", "sequence_pad without maxlen"),
     ("map_parquet: '/a.parquet', row group 0, row 3: the udf failed: column 'x': no",

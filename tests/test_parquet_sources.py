@@ -1,7 +1,6 @@
 """``read_parquet`` / ``iter_parquet`` over every source ``map_parquet`` accepts: a file, a
 dataset directory with hive partitions, a glob, a list of files (docs/tables.md, Files)."""
 
-import os
 import re
 import warnings
 
