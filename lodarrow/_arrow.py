@@ -12,8 +12,8 @@ over ``pa.py_buffer`` views of the NumPy arrays, and taken apart with ``arr.buff
 case                                      what is copied
 ========================================  ===============================================
 bool values (bit-packed in Arrow)         the values, each way
-``List`` / ``to_arrow(large_offsets=      the offsets (widened to int64 / narrowed to
-False)`` (int32 offsets)                  int32); the values stay zero-copy
+``List`` / ``to_arrow`` giving ``List``  the offsets (widened to int64 / narrowed to
+(int32 offsets)                           int32); the values stay zero-copy
 a slice whose offsets do not start at 0   the offsets of that level (rebased to 0)
 ``ListView`` / ``LargeListView``          the offsets (built from offsets + sizes); the
                                           values too when the views are not contiguous
@@ -57,21 +57,48 @@ def _product(shape):
 
 
 def canonical_type(t, large_offsets=True):
-    """The Arrow type :func:`to_arrow` gives ``t``."""
-    return arrow_type(t.dtype, t.feature_shape, t.lod_level, bool(large_offsets))
+    """The Arrow type :func:`to_arrow` gives ``t`` (``large_offsets`` as there)."""
+    return arrow_type(t.dtype, t.feature_shape, t.lod_level, _large(t, large_offsets))
+
+
+def _large(t, large_offsets):
+    """Whether :func:`to_arrow` gives ``t`` ``LargeList`` levels (see its ``large_offsets``;
+    :func:`to_arrow` inlines this)."""
+    if large_offsets is None:
+        return not t._narrow or _past_int32(t._offsets)
+    return large_offsets if large_offsets is True or large_offsets is False \
+        else _as_large(large_offsets)
+
+
+def _past_int32(offsets):
+    """Whether an offset of some level exceeds int32 (the last of each level is its largest)."""
+    return any(int(off[-1]) > _INT32_MAX for off in offsets)
+
+
+def _as_large(large_offsets):
+    """``large_offsets`` other than None, True and False: NumPy's bools, else a TypeError."""
+    if isinstance(large_offsets, np.bool_):
+        return bool(large_offsets)
+    raise TypeError(f"to_arrow: large_offsets must be True, False or None, "
+                    f"got {type(large_offsets).__name__}")
 
 
 # ---------------------------------------------------------------------------- to_arrow
-def to_arrow(t, large_offsets=True):
+def to_arrow(t, large_offsets=None):
     """Convert a LoDTensor to a ``pyarrow.Array`` of nested lists, without copying the data.
 
     Parameters
     ----------
     t : LoDTensor
         The tensor.  GPU data is copied to the host first; strided data is made contiguous.
-    large_offsets : bool, default True
+    large_offsets : bool, optional
         True: every LoD level is a ``LargeList`` whose offsets buffer is the level's own int64
         offsets (zero-copy).  False: ``List`` with int32 offsets (a copy of the offsets).
+        None (the default): the width ``t`` was read with -- ``List`` for a tensor that
+        :func:`lodarrow.from_arrow` read from ``List`` / ``ListView`` levels (so
+        ``read_parquet`` -> ``write_parquet`` keeps a file's types), or a view, slice or
+        ``take`` of one, where every offset fits int32; else ``LargeList``.  Tensors built
+        in Python and operator results are ``LargeList``.
 
     Returns
     -------
@@ -87,23 +114,31 @@ def to_arrow(t, large_offsets=True):
     Raises
     ------
     TypeError
-        If ``t`` is not a LoDTensor.
+        If ``t`` is not a LoDTensor, or ``large_offsets`` not True, False or None.
     ValueError
         If ``t`` has no data, or ``large_offsets=False`` and an offset exceeds ``2**31 - 1``.
 
     Examples
     --------
-    >>> import numpy as np, lodarrow as la
+    >>> import numpy as np, pyarrow as pa, lodarrow as la
     >>> t = la.LoDTensor(np.arange(7.0), lengths=[[2, 1], [2, 2, 3]])
     >>> t.to_arrow().to_pylist()
     [[[0.0, 1.0], [2.0, 3.0]], [[4.0, 5.0, 6.0]]]
     >>> t.to_arrow().type
     LargeListType(large_list<item: large_list<item: double>>)
+    >>> u = la.from_arrow(pa.array([[1, 2], [3]]))
+    >>> u.to_arrow().type, u.to_arrow(large_offsets=True).type
+    (ListType(list<item: int64>), LargeListType(large_list<item: int64>))
     """
     if not isinstance(t, LoDTensor):
         raise TypeError(f"to_arrow: t must be a LoDTensor, got {type(t).__name__}")
     t._check_valid("t")
-    return trusted_to_arrow(t, bool(large_offsets))
+    large = large_offsets  # _large(t, large_offsets), inlined: this is a hot path
+    if large is None:
+        large = not t._narrow or _past_int32(t._offsets)
+    elif large is not True and large is not False:
+        large = _as_large(large)
+    return trusted_to_arrow(t, large)
 
 
 def trusted_to_arrow(t, large):
@@ -155,6 +190,8 @@ def export_c_array(t, requested_schema=None):
         if target != arr.type:
             if target == canonical_type(t, large_offsets=False):
                 arr = to_arrow(t, large_offsets=False)  # raises ValueError on overflow
+            elif target == canonical_type(t, large_offsets=True):
+                arr = to_arrow(t, large_offsets=True)
             else:
                 try:
                     arr = arr.cast(target, safe=True)
@@ -279,7 +316,7 @@ def from_arrow(obj, nulls="error", *, lod_level=None, feature_shape=None):
         data, levels = _dec.decode(_dec.HOST, chunks, chunks.buffers(), p, nulls, widths)
         if None in widths:
             raise _dec.missing_width(chunks.type, p, widths)
-    return LoDTensor._from_trusted(data, _frozen(levels), _CPU, unchecked=True)
+    return LoDTensor._from_trusted(data, _frozen(levels), _CPU, True, p.narrow)
 
 
 def _from_chunks(chunks, p, nulls):
@@ -296,11 +333,11 @@ def _from_chunks(chunks, p, nulls):
     if not parts:
         data = np.empty((0,) + widths, dtype=p.dtype)
         return LoDTensor._from_trusted(data, _frozen([np.zeros(1, dtype=np.int64)
-                                                      for _ in p.levels]), _CPU, unchecked=True)
+                                                      for _ in p.levels]), _CPU, True, p.narrow)
     # A chunk that could not tell a width has no values: give it the widths of the others.
     parts = [(d.reshape((d.shape[0],) + widths), lv) for d, lv in parts]
     data, levels = _dec.join(parts, len(p.levels))
-    return LoDTensor._from_trusted(data, _frozen(levels), _CPU, unchecked=True)
+    return LoDTensor._from_trusted(data, _frozen(levels), _CPU, True, p.narrow)
 
 
 _PYARROW_CONTAINERS = (pa.Array, pa.ChunkedArray, pa.Table, pa.RecordBatch)

@@ -158,7 +158,7 @@ class Plan:
     """How to take apart arrays of one Arrow type (see :func:`plan`)."""
 
     __slots__ = ("levels", "features", "widths", "dtype", "leaf", "null_leaf", "index_dtype",
-                 "buffer_pos", "folded")
+                 "buffer_pos", "folded", "narrow")
 
     def __init__(self, levels, features, widths, dtype, leaf, index_dtype):
         self.levels = levels          # ((kind, size), ...) of the LoD levels
@@ -169,6 +169,11 @@ class Plan:
         self.null_leaf = pa.types.is_null(leaf)  # list<null>: only empty lists are readable
         self.index_dtype = index_dtype  # not None: dictionary-encoded values, of these indices
         self.folded = any(kind != FIXED for kind, _ in features)  # variable lists as features
+        # the LoD came from 32-bit lists (List / ListView, no large level): what the tensor
+        # gives back by default (see LoDTensor.to_arrow)
+        kinds = {kind for kind, _ in levels}
+        self.narrow = bool(kinds & {LIST, LIST_VIEW}) and not kinds & {LARGE_LIST,
+                                                                        LARGE_LIST_VIEW}
         pos, at = [], 0
         for kind, _ in levels + features:
             pos.append(at)

@@ -194,7 +194,9 @@ def export_device_array(t, requested_schema=None, **kwargs):
     """Export a LoDTensor through the Arrow C Device data interface.
 
     This is ``LoDTensor.__arrow_c_device_array__``.  The type is the one ``to_arrow`` gives
-    (docs/data-model.md#arrow-mapping): each LoD level a ``large_list`` whose offsets are the
+    (docs/data-model.md#arrow-mapping; host data read from 32-bit lists is exported as
+    ``to_arrow()`` gives it, ``list`` levels, and GPU data always as below): each LoD level a
+    ``large_list`` whose offsets are the
     level's int64 offsets, each feature dimension a ``fixed_size_list``, then the values.  Data and
     offsets are exported without a copy (but for bool, which Arrow bit-packs), on the device
     where they live: ``ARROW_DEVICE_CPU`` (``device_id`` -1) for host data,
@@ -272,6 +274,12 @@ def export_device_array(t, requested_schema=None, **kwargs):
                              f"cast; cast after import, or export t.cpu())")
         else:
             cast_to = requested
+    if t._narrow and not on_gpu and schema_type is natural:  # read from 32-bit lists
+        from lodarrow._arrow import to_arrow
+
+        arr = to_arrow(t)
+        if cast_to is None or arr.type == cast_to:
+            return arr.__arrow_c_device_array__()
     if on_gpu:
         cupy = get_cupy()
         with cupy.cuda.Device(t._data.device.id):
@@ -587,7 +595,7 @@ def import_device_array(obj, nulls="error", *, lod_level=None, feature_shape=Non
             data, levels = decode(mem, root, _flat_buffers(root, p), p, nulls, widths)
     if None in widths:
         raise missing_width(typ, p, widths)
-    return LoDTensor._from_trusted(data, _freeze(levels), unchecked=True)
+    return LoDTensor._from_trusted(data, _freeze(levels), unchecked=True, narrow=p.narrow)
 
 
 def device_type_of(obj):

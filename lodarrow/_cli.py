@@ -11,10 +11,12 @@ import os
 import re
 import sys
 import time
+import warnings
 
 __all__ = ["main", "build_parser"]
 
-BENCH_EXTRA_HINT = "install the benchmark extra: pip install 'lodarrow[bench]'"
+BENCH_EXTRA_HINT = ("install the benchmark extra: pip install 'lodarrow[bench]' (from a checkout: "
+                    "pip install -e '.[bench]')")
 
 
 def build_parser():
@@ -95,9 +97,21 @@ def build_parser():
         epilog="ARG=VALUE: ARG=@name is the column `name` (la.col); other values are Python "
         "literals (1, 0.5, None, True, 'text', [1, 2], (3, 4)); a bare word is a string "
         "(pool_type=average); lists may hold columns ([@a, @b]); out=a,b names several "
-        "outputs.  Example:\n\n"
+        "outputs.\n\n"
+        "Column options (la.col's lod_level and feature_shape), after the name, each "
+        "behind a colon:\n"
+        "  ARG=@name:lod_level=K                      the outer K list levels are the LoD,\n"
+        "                                             deeper (regular) ones feature "
+        "dimensions\n"
+        "  ARG=@name:lod_level=K:feature_shape=D[,D]  ... of these widths (what a column\n"
+        "                                             written by Spark, DuckDB or pandas "
+        "needs)\n"
+        "In a list, a column's dimensions take no spaces: [@a:lod_level=1:feature_shape=2,3, "
+        "@b].\n\n"
+        "Example:\n\n"
         "  lodarrow map corpus/ out/ \\\n"
-        "      --op sequence_pool input=@emb pool_type=average out=doc_vec \\\n"
+        "      --op sequence_pool input=@emb:lod_level=1:feature_shape=16 "
+        "pool_type=average out=doc_vec \\\n"
         "      --op sequence_pad x=@tokens pad_value=0 maxlen=128 out=tok_pad,tok_len")
     mapper.add_argument("source", help="a Parquet file, a dataset directory or a glob pattern")
     mapper.add_argument("dest", help="the output dataset directory (must not exist, or be "
@@ -195,14 +209,20 @@ def parse_op(tokens):
 def _value(text, col, where):
     text = text.strip()
     if text.startswith("@"):
-        if not text[1:]:
-            raise _UsageError(f"{where}: '@' needs a column name")
-        return col(text[1:])
+        return _column(text, col, where)
     if text[:1] in "[(" and "@" in text:
         close = {"[": "]", "(": ")"}[text[0]]
         if not text.endswith(close):
             raise _UsageError(f"{where}: unbalanced {text[0]} in {text!r}")
-        items = [_value(part, col, where) for part in _split_top(text[1:-1]) if part.strip()]
+        parts = []
+        # "[@a:...:feature_shape=2,3, @b]": the dimensions (no space after their commas)
+        # are one item with their column
+        for part in _split_top(text[1:-1]):
+            if parts and _SHAPE_TAIL.match(parts[-1]) and part.rstrip().isdigit():
+                parts[-1] += "," + part
+            else:
+                parts.append(part)
+        items = [_value(part, col, where) for part in parts if part.strip()]
         return items if close == "]" else tuple(items)
     try:
         return ast.literal_eval(text)
@@ -211,6 +231,38 @@ def _value(text, col, where):
             return text  # a bare word: pool_type=average
         raise _UsageError(f"{where}: cannot parse {text!r} (use @column, a Python literal "
                           f"or a bare word)") from None
+
+
+#: A column whose last option is feature_shape, with digits so far (a list may go on).
+_SHAPE_TAIL = re.compile(r"\s*@[^:]*(:[^:]*)*:feature_shape=[\d,\s]*\d\s*\Z")
+
+
+def _column(text, col, where):
+    """``@name``, ``@name:lod_level=K``, ``@name:lod_level=K:feature_shape=D[,D...]`` -> col."""
+    name, *options = text[1:].split(":")
+    if not name:
+        raise _UsageError(f"{where}: '@' needs a column name")
+    kwargs = {}
+    for option in options:
+        key, eq, value = (part.strip() for part in option.partition("="))
+        if key not in ("lod_level", "feature_shape") or not eq:
+            raise _UsageError(f"{where}: {option!r} in {text!r} is not lod_level=K or "
+                              f"feature_shape=D[,D...]")
+        if key in kwargs:
+            raise _UsageError(f"{where}: {key} is given twice in {text!r}")
+        try:
+            if key == "lod_level":
+                kwargs[key] = int(value)
+            else:
+                kwargs[key] = tuple(int(d) for d in value.split(","))
+        except ValueError:
+            raise _UsageError(f"{where}: {key}={value} in {text!r} must be "
+                              f"{'an integer' if key == 'lod_level' else 'integers D[,D...]'}"
+                              ) from None
+    try:
+        return col(name, **kwargs)
+    except (TypeError, ValueError) as exc:
+        raise _UsageError(f"{where}: {text!r}: {str(exc).removeprefix('col: ')}") from None
 
 
 def _split_top(text):
@@ -234,12 +286,22 @@ def _split_top(text):
 
 
 def _map(args):
+    # warnings (a regular list level read as a LoD level ...) in the command line's words
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return _map_checked(args)
+
+
+def _map_checked(args):
     import lodarrow as la
 
     if args.batch_rows is not None and args.batch_rows < 1:
         return _error("map: --batch-rows must be >= 1")
     if args.threads < 1:
         return _error("map: --threads must be >= 1")
+    if args.compression is not None and not _known_codec(args.compression):
+        return _error(f"map: --compression {args.compression}: not a Parquet compression "
+                      f"(none, snappy, gzip, brotli, lz4, zstd)")
     udfs = []
     try:
         for tokens in args.op:
@@ -249,10 +311,21 @@ def _map(args):
                 raise _UsageError(f"--op {name}: give out=NAME (the output column)")
             if args.device is not None:
                 kwargs["device"] = args.device
-            udfs.append(la.udf(name, out=out, **kwargs))
+            try:
+                udfs.append(la.udf(name, out=out, **kwargs))
+            except (TypeError, ValueError, KeyError) as exc:
+                raise _UsageError(f"--op {name}: {_message(exc)}") from None
     except (_UsageError, TypeError, ValueError, KeyError) as exc:
         return _error(f"map: {_message(exc)}")
     f = udfs[0] if len(udfs) == 1 else la.pipeline(*udfs)
+    # SOURCE and DEST as map_parquet checks them, before any data is read: usage errors
+    from lodarrow._dataset import _check_dest, resolve_source
+
+    try:
+        kind, base, files = resolve_source(args.source, "map", "SOURCE")
+        _check_dest(args.dest, kind, base, files, args.overwrite)
+    except (OSError, ValueError, TypeError) as exc:
+        return _error(f"map: {_message(exc)}".replace("map: map: ", "map: "))
     options = {} if args.compression is None else {"compression": args.compression}
     try:
         summary = la.map_parquet(args.source, args.dest, f, batch_rows=args.batch_rows,
@@ -267,11 +340,64 @@ def _map(args):
     return 0
 
 
+def _known_codec(name):
+    import pyarrow as pa
+
+    if name.lower() in ("none", "uncompressed"):
+        return True
+    try:
+        return pa.Codec.is_available(name)
+    except (ValueError, TypeError):
+        return False
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"lodarrow: warning: {_cli_words(str(message))}", file=sys.stderr)
+
+
 def _message(exc):
+    """An exception's message (and notes) in the command line's words (:func:`_cli_words`)."""
     text = exc.args[0] if isinstance(exc, KeyError) and len(exc.args) == 1 else str(exc)
     text = str(text)
     notes = getattr(exc, "__notes__", None)
-    return "\n".join([text, *notes]) if notes else text
+    return _cli_words("\n".join([text, *notes]) if notes else text)
+
+
+#: ``la.col('x')``, ``col("x", lod_level=1, feature_shape=(16,))`` in a Python message.
+_COL_CALL = re.compile(r"""(?:\bla\.)?\bcol\((?P<q>['"])(?P<name>[^'"]*)(?P=q)"""
+                       r"""(?P<opts>(?:,\s*(?:lod_level=-?\d+|feature_shape=\([\d,\s]*\)))*)"""
+                       r"""\)""")
+_COL_OPTION = re.compile(r"(lod_level|feature_shape)=(\([\d,\s]*\)|-?\d+)")
+#: What the Python API says, and what the command line says instead.
+_CLI_WORDS = (
+    ("pass overwrite=True", "pass --overwrite"),
+    ("overwrite=True", "--overwrite"),
+    ("map_parquet: batch_rows", "--batch-rows"),
+    ("map_parquet: threads", "--threads"),
+    ("bad write option for pyarrow.parquet.ParquetWriter", "bad --compression"),
+    ("la.col(list column)", "@column"),
+    ("col(..., feature_shape=(...))", "@name:lod_level=K:feature_shape=D[,D...]"),
+    ("the udf's output_schema refuses the file's schema: ",
+     "the operators do not fit the file's columns: "),
+    (": the udf failed: ", ": the operators failed: "),
+)
+_API_PREFIX = re.compile(r"(^|: |\n)(?:map_parquet|udf|output_schema): ")
+
+
+def _cli_words(text):
+    """A message of the Python API in the command line's words: ``la.col('emb')`` is
+    ``@emb``, ``col('emb', lod_level=1, feature_shape=(16,))`` is
+    ``@emb:lod_level=1:feature_shape=16``, ``overwrite=True`` is ``--overwrite`` ...; the
+    ``map_parquet:`` / ``udf:`` prefixes go (the command line says ``lodarrow: map``)."""
+    def column(m):
+        opts = "".join(f":{key}={value.strip('()').replace(' ', '').rstrip(',')}"
+                       for key, value in _COL_OPTION.findall(m.group("opts")))
+        return f"@{m.group('name')}{opts}"
+
+    text = _COL_CALL.sub(column, text)
+    for api, cli in _CLI_WORDS:
+        text = text.replace(api, cli)
+    return _API_PREFIX.sub(r"\1", text)
 
 
 def _demo(args):
@@ -357,7 +483,8 @@ def _bench_datasets(args):
                if not _importable(mod)]
     if missing:
         return _error(f"bench --datasets needs {', '.join(missing)}: pip install "
-                      f"'lodarrow[ray,dask,spark]' (or --engines to choose)")
+                      f"'lodarrow[ray,dask,spark]' (from a checkout: pip install -e "
+                      f"'.[ray,dask,spark]'), or --engines to choose")
     data_dir = args.data_dir or os.path.join(tempfile.gettempdir(), "lodarrow-bench-data")
 
     def log(text):

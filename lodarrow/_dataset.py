@@ -491,8 +491,11 @@ def _inside(path, folder):
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def resolve_source(source, fn="map_parquet"):
+def resolve_source(source, fn="map_parquet", arg="source"):
     """``(kind, base, [(path, relative path), ...])`` of a file, directory, glob or list.
+
+    The one source grammar of :func:`map_parquet`, :func:`lodarrow.read_parquet` and
+    :func:`lodarrow.iter_parquet`.
 
     Parameters
     ----------
@@ -500,6 +503,8 @@ def resolve_source(source, fn="map_parquet"):
         See :func:`map_parquet`.
     fn : str
         The calling function's name, for messages.
+    arg : str
+        The calling function's name for ``source``, for messages.
 
     Returns
     -------
@@ -510,26 +515,26 @@ def resolve_source(source, fn="map_parquet"):
     """
     if isinstance(source, (list, tuple)):
         if not source:
-            raise ValueError(f"{fn}: source is an empty list; give at least one file")
+            raise ValueError(f"{fn}: {arg} is an empty list; give at least one file")
         paths = []
         for k, item in enumerate(source):
             if not isinstance(item, (str, os.PathLike)):
-                raise TypeError(f"{fn}: source[{k}] must be a path (str or path-like), "
+                raise TypeError(f"{fn}: {arg}[{k}] must be a path (str or path-like), "
                                 f"got {type(item).__name__}")
             path = os.path.abspath(os.fspath(item))
             if not os.path.isfile(path):
-                raise FileNotFoundError(f"{fn}: source[{k}] {os.fspath(item)!r} is not a file")
+                raise FileNotFoundError(f"{fn}: {arg}[{k}] {os.fspath(item)!r} is not a file")
             if path in paths:
-                raise ValueError(f"{fn}: source[{k}] {os.fspath(item)!r} is listed twice")
+                raise ValueError(f"{fn}: {arg}[{k}] {os.fspath(item)!r} is listed twice")
             paths.append(path)
         base = os.path.commonpath([os.path.dirname(p) for p in paths])
         return "list", base, [(p, os.path.relpath(p, base)) for p in paths]
     if not isinstance(source, (str, os.PathLike)):
-        raise TypeError(f"{fn}: source must be a path, a glob pattern or a list of paths, "
+        raise TypeError(f"{fn}: {arg} must be a path, a glob pattern or a list of paths, "
                         f"got {type(source).__name__}")
     text = os.fspath(source)
     if isinstance(text, bytes):
-        raise TypeError(f"{fn}: source must be a str path, not bytes")
+        raise TypeError(f"{fn}: {arg} must be a str path, not bytes")
     path = os.path.abspath(text)
     if os.path.isfile(path):
         base = os.path.dirname(path)
@@ -558,7 +563,7 @@ def resolve_source(source, fn="map_parquet"):
             parts.append(part)
         base = os.sep.join(parts) or os.sep
         return "glob", base, [(m, os.path.relpath(m, base)) for m in matches]
-    raise FileNotFoundError(f"{fn}: source {text!r} does not exist (give a Parquet file, a "
+    raise FileNotFoundError(f"{fn}: {arg} {text!r} does not exist (give a Parquet file, a "
                             f"directory, a glob pattern or a list of files)")
 
 

@@ -66,8 +66,11 @@ def write_parquet(t_or_dict, path, **kwargs):
 
     Notes
     -----
-    LoDTensor columns record their dtype, feature shape and LoD depth in the schema metadata
-    (key ``lodarrow``), so they read back exactly even where the file's Arrow schema is lost.
+    LoDTensor columns record their dtype, feature shape, LoD depth and offset width in the
+    schema metadata (key ``lodarrow``), so they read back exactly even where the file's Arrow
+    schema is lost.  A LoDTensor is written as :meth:`LoDTensor.to_arrow` gives it: ``list``
+    levels for one read from ``list`` columns (where its offsets fit int32), so
+    ``read_parquet`` -> ``write_parquet`` keeps a file's types; ``large_list`` otherwise.
 
     Defaults (pyarrow's, except for the values of LoDTensor columns):
 
@@ -111,7 +114,9 @@ def write_parquet(t_or_dict, path, **kwargs):
     metadata = dict(table.schema.metadata or {})
     if tensors:
         layout = {name: {"dtype": str(t.dtype), "feature_shape": list(t.feature_shape),
-                         "lod_level": t.lod_level} for name, t in tensors.items()}
+                         "lod_level": t.lod_level,
+                         "large_offsets": not pa.types.is_list(table.schema.field(name).type)}
+                  for name, t in tensors.items()}
         metadata[_META_KEY] = json.dumps({"version": 1, "columns": layout}).encode()
     if kwargs.get("store_schema", True):
         pq.write_table(table.replace_schema_metadata(metadata or None), path, **kwargs)
@@ -188,7 +193,7 @@ def _mapping_table(mapping):
                 pass
         if isinstance(value, LoDTensor):
             tensors[name] = value
-            arr = to_arrow(value)
+            arr = to_arrow(value)  # the offset width the tensor was read with, else large
         else:
             arr = _as_arrow_column(value, name)
         if first is None:
@@ -252,8 +257,19 @@ def read_parquet(path, columns=None, *, nulls="error", lod_level=None, feature_s
 
     Parameters
     ----------
-    path : str, path-like or file-like
-        A Parquet file (written by lodarrow, pyarrow, polars, DuckDB ...).
+    path : str, path-like, list of them, or file-like
+        What :func:`lodarrow.map_parquet` reads and writes (written by lodarrow, pyarrow,
+        polars, DuckDB ...): a Parquet file (or a file-like object); a dataset directory
+        (read recursively; names starting with ``.`` or ``_`` are skipped); a glob pattern
+        (``"data/*/part-*.parquet"``, ``**`` recursive); or a list of files (in its order).
+        Several files are read as one table, in that order (a directory's and a glob's
+        sorted by path); they must share one schema.  Hive partition keys
+        (``year=2024/...``) in the paths below the directory (a glob's leading directories,
+        a list's common directory) are columns after the file's own, typed as
+        ``pyarrow.parquet.read_table`` types them for a directory (dictionary-encoded: an
+        integer key reads as an integer column, a string key is a column that cannot be a
+        LoDTensor).  A single file gives its own columns only.  A URI (``s3://...``) is one
+        file, opened through pyarrow's filesystems.
     columns : str or list of str, optional
         The columns to read.  None: every column that can be a LoDTensor; the others
         (strings, structs ...) are skipped with one ``UserWarning`` naming them and their
@@ -276,10 +292,15 @@ def read_parquet(path, columns=None, *, nulls="error", lod_level=None, feature_s
     KeyError
         If a requested column is not in the file.
     TypeError
-        If ``columns`` is not a string or list of strings, or a column asked for by name
-        cannot be a LoDTensor (the message names it and its type).
+        If ``path`` is not a path, a list of paths or a file-like object, ``columns`` is
+        not a string or list of strings, or a column asked for by name cannot be a
+        LoDTensor (the message names it and its type).
     ValueError
-        If a column holds nulls (see ``nulls``).
+        If a column holds nulls (see ``nulls``), a directory holds no data files, a list is
+        empty, or a file's schema differs from the first file's (the message names both
+        files and the first differing column).
+    FileNotFoundError
+        If ``path`` (or a listed file) does not exist, or a glob matches nothing.
 
     Examples
     --------
@@ -292,12 +313,20 @@ def read_parquet(path, columns=None, *, nulls="error", lod_level=None, feature_s
     """
     import pyarrow.parquet as pq
 
-    with pq.ParquetFile(check_path(path, "read_parquet: path")) as pf:
-        schema = pf.schema_arrow
+    source = _source(path, "read_parquet")
+    if not isinstance(source, _Files):
+        with pq.ParquetFile(source) as pf:
+            schema = pf.schema_arrow
+            names, single = select_columns(schema.names, columns, "read_parquet")
+            names = representable_columns(schema, names, columns is None, "read_parquet")
+            # ParquetFile.read gives one chunk per column across row groups: decoded
+            # zero-copy.
+            table = pf.read(columns=names)
+    else:
+        schema = source.schema
         names, single = select_columns(schema.names, columns, "read_parquet")
         names = representable_columns(schema, names, columns is None, "read_parquet")
-        # ParquetFile.read gives one chunk per column across row groups: decoded zero-copy.
-        table = pf.read(columns=names)
+        table = source.dataset.to_table(columns=names)
     table = _restore_types(table, schema)
     return columns_to_tensors(table, names, single, nulls, lod_level=lod_level,
                               feature_shape=feature_shape)
@@ -313,12 +342,15 @@ def iter_parquet(path, columns=None, *, batch_size=65536, nulls="error", lod_lev
 
     Parameters
     ----------
-    path : str, path-like or file-like
-        A Parquet file.
+    path : str, path-like, list of them, or file-like
+        As for :func:`read_parquet`: a file, a dataset directory (hive partition keys are
+        columns), a glob pattern or a list of files.
     columns : str or list of str, optional
         As for :func:`read_parquet` (the same position: ``iter_parquet(path, "seq")``).
     batch_size : int, default 65536
         The most top-level sequences (rows) per batch (the last one is usually shorter).
+        Over several files a batch never spans two files, and may end at a row group's
+        end.
     nulls : {"error", "empty"}, default "error"
         What a null list becomes (see :func:`lodarrow.from_arrow`).
     lod_level, feature_shape : optional
@@ -333,11 +365,14 @@ def iter_parquet(path, columns=None, *, batch_size=65536, nulls="error", lod_lev
     Raises
     ------
     TypeError
-        If ``batch_size`` is not an integer, or ``columns`` is invalid.
+        If ``batch_size`` is not an integer, or ``path`` or ``columns`` is invalid.
     ValueError
-        If ``batch_size`` < 1.
+        If ``batch_size`` < 1, or the files of ``path`` differ in schema (as for
+        :func:`read_parquet`).
     KeyError
         If a requested column is not in the file.
+    FileNotFoundError
+        If ``path`` (or a listed file) does not exist, or a glob matches nothing.
 
     Examples
     --------
@@ -357,8 +392,15 @@ def iter_parquet(path, columns=None, *, batch_size=65536, nulls="error", lod_lev
                         f"got {type(batch_size).__name__}") from None
     if batch_size < 1:
         raise ValueError(f"iter_parquet: batch_size must be >= 1, got {batch_size}")
+    source = _source(path, "iter_parquet")
+    layout = {"lod_level": lod_level, "feature_shape": feature_shape}
+    if isinstance(source, _Files):
+        schema = source.schema
+        names, single = select_columns(schema.names, columns, "iter_parquet")
+        names = representable_columns(schema, names, columns is None, "iter_parquet")
+        return _dataset_batches(source, names, single, batch_size, nulls, layout)
     # pre_buffer=False: pyarrow's default pre-buffers every column chunk of the file at once
-    pf = pq.ParquetFile(check_path(path, "iter_parquet: path"), pre_buffer=False)
+    pf = pq.ParquetFile(source, pre_buffer=False)
     try:
         schema = pf.schema_arrow
         names, single = select_columns(schema.names, columns, "iter_parquet")
@@ -366,7 +408,6 @@ def iter_parquet(path, columns=None, *, batch_size=65536, nulls="error", lod_lev
     except BaseException:
         pf.close()
         raise
-    layout = {"lod_level": lod_level, "feature_shape": feature_shape}
     return _batches(pf, schema, names, single, batch_size, nulls, layout)
 
 
@@ -375,6 +416,82 @@ def _batches(pf, schema, names, single, batch_size, nulls, layout):
         for batch in pf.iter_batches(batch_size=batch_size, columns=names):
             yield columns_to_tensors(_restore_types(batch, schema), names, single, nulls,
                                      **layout)
+
+
+def _dataset_batches(source, names, single, batch_size, nulls, layout):
+    import pyarrow.dataset as ds
+
+    # one batch at a time, files in order, no pre-buffering (iter_parquet's memory bound)
+    scanner = source.dataset.scanner(
+        columns=names, batch_size=batch_size, batch_readahead=0, fragment_readahead=0,
+        use_threads=False, fragment_scan_options=ds.ParquetFragmentScanOptions(
+            pre_buffer=False))
+    for batch in scanner.to_batches():
+        yield columns_to_tensors(_restore_types(batch, source.schema), names, single, nulls,
+                                 **layout)
+
+
+class _Files:
+    """Several Parquet files read as one dataset: the ``pyarrow.dataset`` over them (hive
+    partition keys below ``base`` as columns) and its schema, with the first file's
+    metadata (what :func:`_restore_types` reads)."""
+
+    __slots__ = ("dataset", "schema")
+
+    def __init__(self, dataset, schema):
+        self.dataset = dataset
+        self.schema = schema
+
+
+def _source(path, fn):
+    """``path`` as a file-like object or a path to one Parquet file (read directly), or the
+    :class:`_Files` of a directory, glob or list (:func:`lodarrow.map_parquet`'s grammar)."""
+    if not isinstance(path, (str, os.PathLike, list, tuple)):
+        return check_path(path, f"{fn}: path")  # a file-like object, or the TypeError
+    if isinstance(path, str) and "://" in path:
+        return path  # a URI (s3://, file://, ...): one file, opened by pyarrow's filesystems
+    from lodarrow._dataset import _reraise, resolve_source
+
+    kind, base, files = resolve_source(path, fn, "path")
+    if kind == "file":
+        return files[0][0]
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    first = None
+    for file, _ in files:
+        try:
+            schema = pq.read_schema(file)
+        except (pa.ArrowException, OSError) as exc:
+            _reraise(exc, f"{fn}: cannot read {file!r} as Parquet")
+        if first is None:
+            first = (file, schema)
+        elif not schema.equals(first[1], check_metadata=False):
+            raise ValueError(f"{fn}: the schema of {file!r} differs from that of the first "
+                             f"file, {first[0]!r}: {_schema_difference(first[1], schema)}; "
+                             f"the files read together must share one schema")
+    # what pyarrow.parquet.read_table does for a directory: hive keys, dictionary-encoded
+    partitioning = ds.HivePartitioning.discover(infer_dictionary=True)
+    dataset = ds.dataset([file for file, _ in files], schema=None, format="parquet",
+                         partitioning=partitioning, partition_base_dir=base)
+    schema = dataset.schema.with_metadata(first[1].metadata or {})
+    return _Files(dataset, schema)
+
+
+def _schema_difference(first, other):
+    """The first column that differs between two schemas, in words."""
+    for k in range(max(len(first), len(other))):
+        a = first.field(k) if k < len(first) else None
+        b = other.field(k) if k < len(other) else None
+        if a is None:
+            return f"it has an extra column {b.name!r} ({b.type})"
+        if b is None:
+            return f"it lacks column {a.name!r} ({a.type})"
+        if a.name != b.name:
+            return f"its column {k} is {b.name!r} where the first file has {a.name!r}"
+        if not a.equals(b):
+            return f"its column {a.name!r} is {b.type} where the first file has {a.type}"
+    return "the columns' metadata differ"
 
 
 def _restore_types(table, schema):
@@ -390,8 +507,9 @@ def _restore_types(table, schema):
         spec = layout.get(name)
         if not isinstance(spec, dict):
             continue
-        try:
-            want = arrow_type(spec["dtype"], spec["feature_shape"], spec["lod_level"])
+        try:  # files written before "large_offsets" was recorded hold LargeList
+            want = arrow_type(spec["dtype"], spec["feature_shape"], spec["lod_level"],
+                              spec.get("large_offsets", True))
         except (KeyError, TypeError, ValueError):
             continue
         column = table.column(i)

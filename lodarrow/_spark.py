@@ -214,7 +214,7 @@ def spark_map(df, f):
     Raises
     ------
     ImportError
-        If pyspark is not installed (``pip install 'lodarrow[spark]'``).
+        If pyspark is not installed (``pip install -e '.[spark]'`` from a lodarrow checkout).
     TypeError
         If ``df`` is not a Spark DataFrame or ``f`` not a udf or pipeline; or (from
         ``f.output_schema``) a column ``f`` reads cannot be a LoDTensor.
@@ -257,7 +257,8 @@ def spark_map(df, f):
         from pyspark.sql import DataFrame
         from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
     except ImportError as exc:
-        raise ImportError("spark_map needs pyspark: pip install 'lodarrow[spark]'") from exc
+        raise ImportError("spark_map needs pyspark: pip install 'lodarrow[spark]' (from a "
+                          "checkout: pip install -e '.[spark]')") from exc
     if not isinstance(df, DataFrame):
         raise TypeError(f"spark_map: df must be a pyspark.sql.DataFrame, got "
                         f"{type(df).__name__}")

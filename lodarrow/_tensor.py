@@ -137,9 +137,10 @@ class LoDTensor(ElementwiseMixin):
     """
 
     __slots__ = ("_data", "_offsets", "_place", "_device_offsets", "_unchecked", "_lod_problem",
-                 "__weakref__")
+                 "_narrow", "__weakref__")
 
     def __init__(self, data=None, lod=None, *, lengths=None, place=None, copy=False):
+        self._narrow = False
         self._device_offsets = {}
         self._unchecked = False
         self._lod_problem = None
@@ -167,15 +168,18 @@ class LoDTensor(ElementwiseMixin):
         return cls(data, lengths=lengths, place=place, copy=copy)
 
     @classmethod
-    def _from_trusted(cls, data, offsets, place=None, unchecked=False):
+    def _from_trusted(cls, data, offsets, place=None, unchecked=False, narrow=False):
         """Wrap parts without any check (operator outputs, views).
 
         ``unchecked=True`` marks offsets taken from outside (Arrow buffers) whose monotonicity
         has not been scanned yet: the O(n) scan then runs once, when anything first reads the
         structure (an operator, ``lod()``, ``lengths``, ``t[i]``, ``to_list()``, ``np.array``
         ... all go through :meth:`_scan`), and its result is cached, so conversions stay O(1).
+        ``narrow=True``: the LoD came from 32-bit Arrow lists, which :meth:`to_arrow` gives
+        back by default (views of the tensor pass it on; operator results do not).
         """
         self = object.__new__(cls)
+        self._narrow = narrow
         self._unchecked = unchecked
         self._lod_problem = None
         self._data = data
@@ -336,7 +340,8 @@ class LoDTensor(ElementwiseMixin):
             if keep_level or k > 0:
                 levels.append(off[lo:hi + 1] - a if a else off[lo:hi + 1])
             lo, hi = a, b
-        return LoDTensor._from_trusted(self._data[lo:hi], _freeze(levels), self._place)
+        return LoDTensor._from_trusted(self._data[lo:hi], _freeze(levels), self._place,
+                                       narrow=self._narrow)
 
     def take(self, indices):
         """Gather top-level sequences (rows for a plain tensor) into a new LoDTensor (a copy).
@@ -372,7 +377,7 @@ class LoDTensor(ElementwiseMixin):
         if is_cupy_array(self._data):
             sel = get_cupy().asarray(sel)
         data = self._data.take(sel, axis=0)
-        return LoDTensor._from_trusted(data, _freeze(levels), self._place)
+        return LoDTensor._from_trusted(data, _freeze(levels), self._place, narrow=self._narrow)
 
     def merge_levels(self, outer, inner):
         """Merge LoD levels ``outer`` to ``inner`` into one level (TF's ``merge_dims``).
@@ -435,7 +440,8 @@ class LoDTensor(ElementwiseMixin):
         for k in range(lo + 1, hi + 1):
             merged = levels[k][merged]  # offsets of level k at the bounds found so far
         new = (*levels[:lo], merged, *levels[hi + 1:]) if hi > lo else levels
-        return LoDTensor._from_trusted(self._data, _freeze(new), self._place)
+        return LoDTensor._from_trusted(self._data, _freeze(new), self._place,
+                                       narrow=self._narrow)
 
     def __iter__(self):
         if self._data is not None:
@@ -452,7 +458,7 @@ class LoDTensor(ElementwiseMixin):
         if self._data is None or place == self._place:
             return self
         return LoDTensor._from_trusted(_move(self._data, place), self._offsets, place,
-                                       self._unchecked)
+                                       self._unchecked, self._narrow)
 
     def cpu(self):
         """This tensor in host memory (``self`` if it is there already)."""
@@ -484,6 +490,7 @@ class LoDTensor(ElementwiseMixin):
         :meth:`_from_trusted` sets, set here directly: this runs on every operator call.
         """
         out = object.__new__(LoDTensor)
+        out._narrow = False  # the table layer chooses its results' offset width itself
         out._unchecked = False
         out._lod_problem = None
         out._data = data
@@ -530,13 +537,17 @@ class LoDTensor(ElementwiseMixin):
         return rows
 
     # ------------------------------------------------------------------ interchange
-    def to_arrow(self, large_offsets=True):
+    def to_arrow(self, large_offsets=None):
         """This tensor as a ``pyarrow.Array`` of nested lists (zero-copy but for bool).
 
-        See :func:`lodarrow.from_arrow` for the mapping.
+        ``large_offsets``: None (the default) gives back the offset width the tensor was read
+        with -- ``List`` levels for one that :func:`lodarrow.from_arrow` read from ``List`` /
+        ``ListView`` levels (or a slice, ``take`` or view of one) where every offset fits
+        int32, else ``LargeList``; True forces ``LargeList`` (the int64 offsets, zero-copy),
+        False ``List`` (int32 offsets, a copy; ``ValueError`` if one does not fit).  See
+        :func:`lodarrow.from_arrow` and docs/data-model.md#arrow-mapping for the mapping.
         """
-        return _arrow().to_arrow(self, large_offsets=as_flag(large_offsets,
-                                                             "to_arrow: large_offsets"))
+        return _arrow().to_arrow(self, large_offsets)
 
     def __arrow_c_array__(self, requested_schema=None):
         return _arrow().export_c_array(self, requested_schema)

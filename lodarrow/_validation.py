@@ -259,6 +259,29 @@ def offsets_to_lengths(offsets):
     return out
 
 
+#: Values quoted in an error message before it abbreviates.
+SHOWN = 8
+
+
+def show_values(values):
+    """``[0, 2, 5]``: the first :data:`SHOWN` values of a 1-D array, for messages."""
+    items = [str(v) for v in values[:SHOWN].tolist()]
+    if values.shape[0] > SHOWN:
+        items.append("...")
+    return "[" + ", ".join(items) + "]"
+
+
+def lengths_hint(level):
+    """The hint for a LoD level that does not start at 0, which usually means lengths were
+    passed where offsets go (Paddle's docstrings show lengths): ``"; if these are sequence
+    lengths, pass the offsets they make: [0, 2, 5]"``, or "" when the values cannot be
+    lengths (a negative one)."""
+    if level.shape[0] == 0 or level.min() < 0:
+        return ""
+    return (f"; if these are sequence lengths, pass the offsets they make: "
+            f"{show_values(np.concatenate([[0], np.cumsum(level)]))}")
+
+
 def lod_problem(levels, n_rows, name="lod", first_bad=None):
     """Return a message describing the first violation of the LoD rules, or None.
 
@@ -271,7 +294,8 @@ def lod_problem(levels, n_rows, name="lod", first_bad=None):
             return f"invalid LoD: {name}[{k}] is empty; a level holds at least the offset 0"
         bad = first_bad_offset(off) if first_bad is None else first_bad[k]
         if bad == 0:
-            return (f"invalid LoD: {name}[{k}] must start at 0, found {int(off[0])} at position 0")
+            return (f"invalid LoD: {name}[{k}] must start at 0, found {int(off[0])} at position "
+                    f"0{lengths_hint(off)}")
         if bad > 0:
             return (f"invalid LoD: {name}[{k}] must be non-decreasing; first violation at "
                     f"position {bad} ({int(off[bad - 1])} > {int(off[bad])})")

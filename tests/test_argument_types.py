@@ -225,9 +225,11 @@ def test_star_arguments_are_named(func, bad):
     assert arg in str(info.value), str(info.value)
 
 
-# lengths=None means a plain tensor, so from_lengths is only given a wrong type.
+# lengths=None means a plain tensor and large_offsets=None the width the tensor was read
+# with, so from_lengths and to_arrow are only given a wrong type.
+_NONE_IS_VALID = ("from_lengths.lengths", "to_arrow.large_offsets")
 _METHOD_CASES = [(m, bad) for m in _METHOD_CALLS for bad in (None, _Opaque())
-                 if not (bad is None and m == "from_lengths.lengths")]
+                 if not (bad is None and m in _NONE_IS_VALID)]
 
 
 @pytest.mark.parametrize("method, bad", _METHOD_CASES,

@@ -473,8 +473,108 @@ def test_parse_op_errors(tokens, message):
         parse_op(tokens)
 
 
+def test_parse_op_column_options():
+    from lodarrow._cli import parse_op
+
+    _, args = parse_op(["sequence_pool", "input=@emb:lod_level=1:feature_shape=16",
+                        "x=@t:lod_level=0", "y=@m:lod_level=2:feature_shape=2,3",
+                        "z=[@a:lod_level=1:feature_shape=2,3, @b, @c:lod_level=1]",
+                        "w=(@d:lod_level=1:feature_shape=4, 1)"])
+    assert args == {"input": la.col("emb", lod_level=1, feature_shape=(16,)),
+                    "x": la.col("t", lod_level=0),
+                    "y": la.col("m", lod_level=2, feature_shape=(2, 3)),
+                    "z": [la.col("a", lod_level=1, feature_shape=(2, 3)), la.col("b"),
+                          la.col("c", lod_level=1)],
+                    "w": (la.col("d", lod_level=1, feature_shape=(4,)), 1)}
+
+
+@pytest.mark.parametrize("value, message", [
+    ("@e:lod=1", ("--op sequence_pool: input: 'lod=1' in '@e:lod=1' is not lod_level=K or "
+                  "feature_shape=D[,D...]")),
+    ("@e:lod_level", "'lod_level' in '@e:lod_level' is not lod_level=K"),
+    ("@e:lod_level=x", "lod_level=x in '@e:lod_level=x' must be an integer"),
+    ("@e:lod_level=1:feature_shape=2,a",
+     "feature_shape=2,a in '@e:lod_level=1:feature_shape=2,a' must be integers"),
+    ("@e:lod_level=1:lod_level=2", "lod_level is given twice in"),
+    ("@e:lod_level=-1", "'@e:lod_level=-1': lod_level must be >= 0"),
+    ("@:lod_level=1", "'@' needs a column name"),
+])
+def test_parse_op_column_option_errors(value, message):
+    from lodarrow._cli import _UsageError, parse_op
+
+    with pytest.raises(_UsageError, match=re.escape(message)):
+        parse_op(["sequence_pool", f"input={value}"])
+
+
+@pytest.mark.parametrize("api, cli", [
+    ("to read the column 'emb' write la.col('emb')", "to read the column 'emb' write @emb"),
+    ('write la.col("my col")', "write @my col"),
+    ("with col('emb', lod_level=1, feature_shape=(16,)); an explicit",
+     "with @emb:lod_level=1:feature_shape=16; an explicit"),
+    ("col('m', lod_level=2, feature_shape=(2, 3))", "@m:lod_level=2:feature_shape=2,3"),
+    ("col('x', lod_level=0) folds", "@x:lod_level=0 folds"),
+    ("give col(..., feature_shape=(...)) so", "give @name:lod_level=K:feature_shape=D[,D...] so"),
+    ("give offset=la.col(list column) whose", "give offset=@column whose"),
+    (("map_parquet: dest '/d' exists and is not an empty directory; pass overwrite=True to "
+      "replace it"),
+     "dest '/d' exists and is not an empty directory; pass --overwrite to replace it"),
+    ("map_parquet: batch_rows must be >= 1", "--batch-rows must be >= 1"),
+    (("map_parquet: '/a.parquet': the udf's output_schema refuses the file's schema: "
+      "output_schema: no column 'x'"),
+     "'/a.parquet': the operators do not fit the file's columns: no column 'x'"),
+    ("udf: sequence_pad without maxlen", "sequence_pad without maxlen"),
+    ("map_parquet: '/a.parquet', row group 0, row 3: the udf failed: column 'x': no",
+     "'/a.parquet', row group 0, row 3: the operators failed: column 'x': no"),
+])
+def test_messages_in_the_command_line_words(api, cli):
+    from lodarrow._cli import _cli_words
+
+    assert _cli_words(api) == cli
+
+
+def test_map_help_shows_the_column_options():
+    proc = run_python(["-m", "lodarrow", "map", "--help"], env={"COLUMNS": "100"})
+    assert proc.returncode == 0
+    assert "ARG=@name:lod_level=K:feature_shape=D[,D]" in proc.stdout
+    assert "input=@emb:lod_level=1:feature_shape=16" in proc.stdout  # the example
+
+
 def run_map(*args):
     return run_python(["-m", "lodarrow", "map", *map(str, args)], timeout=300)
+
+
+def test_map_cli_column_options_match_col(tmp_path):
+    """A FixedSizeList feature dimension turned into lists (Spark, DuckDB, pandas) read
+    back with @emb:lod_level=1:feature_shape=2, as col(..., lod_level=1, feature_shape=(2,))."""
+    src = tmp_path / "src"
+    emb = [[[1.0, 2.0], [3.0, 4.0]], [], [[5.0, 6.0]]]
+    write(str(src / "a.parquet"), pa.table({"emb": pa.array(emb, pa.list_(pa.list_(
+        pa.float32())))}))
+    proc = run_map(src, tmp_path / "cli", "--op", "sequence_pool",
+                   "input=@emb:lod_level=1:feature_shape=2", "pool_type=sum", "out=s")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""  # an explicit lod_level: no warning
+    f = la.udf(la.sequence_pool, input=la.col("emb", lod_level=1, feature_shape=(2,)),
+               pool_type="sum", out="s")
+    la.map_parquet(src, tmp_path / "api", f)
+    got = pq.read_table(tmp_path / "cli" / "a.parquet")
+    assert got.equals(pq.read_table(tmp_path / "api" / "a.parquet"))
+    assert got.column("s").to_pylist() == [[4.0, 6.0], [0.0, 0.0], [5.0, 6.0]]
+    # without the options: the warning, in the command line's words
+    proc = run_map(src, tmp_path / "warned", "--op", "sequence_pool", "input=@emb",
+                   "pool_type=sum", "out=s")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("lodarrow: warning: ")
+    assert "@emb:lod_level=1:feature_shape=2" in proc.stderr and "col(" not in proc.stderr
+    assert proc.stderr.count("\n") == 1  # once, not once per batch or a traceback line
+
+
+def test_map_cli_bare_column_name_suggests_the_at_spelling(corpus, tmp_path):
+    proc = run_map(corpus, tmp_path / "out", "--op", "sequence_pool", "input=x",
+                   "pool_type=sum", "out=s")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("lodarrow: map: --op sequence_pool: ")
+    assert "write @x" in proc.stderr and "la.col" not in proc.stderr
 
 
 @pytest.fixture
@@ -531,6 +631,11 @@ def test_map_cli_failure_on_the_data_exits_1_naming_the_row(corpus, tmp_path):
     (["--op", "sequence_pad", "x=@x", "out=p,l"], "maxlen"),
     (["--op", "sequence_reverse", "x=@x", "out=r", "--batch-rows", "0"], "--batch-rows"),
     (["--op", "sequence_reverse", "x=@x", "out=r", "--threads", "0"], "--threads"),
+    (["--op", "sequence_reverse", "x=@x", "out=r", "--compression", "foo"],
+     "--compression foo: not a Parquet compression"),
+    (["--op", "sequence_reverse", "x=@x:lod=1", "out=r"], "is not lod_level=K"),
+    (["--op", "sequence_pad", "x=@x", "out=p,l"], "--op sequence_pad: sequence_pad without "
+                                                  "maxlen"),
 ])
 def test_map_cli_usage_errors_exit_2(corpus, tmp_path, args, message):
     proc = run_map(corpus, tmp_path / "out", *args)
@@ -542,12 +647,18 @@ def test_map_cli_usage_errors_exit_2(corpus, tmp_path, args, message):
 def test_map_cli_missing_source_and_existing_dest_exit_2(corpus, tmp_path):
     proc = run_map(tmp_path / "nope", tmp_path / "out", "--op", "sequence_reverse", "x=@x",
                    "out=r")
-    assert proc.returncode == 2 and "does not exist" in proc.stderr
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"lodarrow: map: SOURCE {str(tmp_path / 'nope')!r} does not "
+                                  f"exist"), proc.stderr
+    proc = run_map(corpus, corpus / "out", "--op", "sequence_reverse", "x=@x", "out=r")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"lodarrow: map: dest {str(corpus / 'out')!r} is inside the "
+                                  f"source directory"), proc.stderr
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep").write_text("")
     proc = run_map(corpus, tmp_path / "out", "--op", "sequence_reverse", "x=@x", "out=r")
-    assert proc.returncode == 2 and "--overwrite" not in proc.stderr
-    assert "overwrite=True" in proc.stderr
+    assert proc.returncode == 2 and "pass --overwrite to replace it" in proc.stderr
+    assert "overwrite=True" not in proc.stderr  # the command line's words
     proc = run_map(corpus, tmp_path / "out", "--overwrite", "--compression", "zstd",
                    "--no-progress", "--op", "sequence_reverse", "x=@x", "out=r")
     assert proc.returncode == 0, proc.stderr

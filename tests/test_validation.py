@@ -1,5 +1,6 @@
 """Shared boundary helpers: index arrays, pad values (docs/operators.md#exact-pad-values), chunking."""
 
+import re
 import traceback
 
 import numpy as np
@@ -163,3 +164,30 @@ def test_argument_error_shows_as_type_error():
         la.lod_reset(la.LoDTensor(np.zeros(2)))
     assert isinstance(info.value, ValueError)  # Paddle's Python layer raises ValueError
     assert _formatted(info.value).startswith("TypeError: lod_reset: y and target_lod")
+
+
+@pytest.mark.parametrize("make", [
+    lambda: la.LoDTensor(np.arange(5), [[2, 3]]),
+    lambda: la.LoDTensor(np.arange(5), [[0, 2, 5]]).set_lod([[2, 3]]),
+])
+def test_lengths_where_offsets_go_get_the_offsets_hint(make):
+    """The hint lod_reset gives (the same words: one helper, _validation.lengths_hint)."""
+    with pytest.raises(la.LoDError, match=re.escape(
+            "lod[0] must start at 0, found 2 at position 0; if these are sequence lengths, "
+            "pass the offsets they make: [0, 2, 5]")):
+        make()
+    with pytest.raises(la.LoDError, match=re.escape(
+            "if these are sequence lengths, pass the offsets they make: [0, 2, 5]")):
+        la.lod_reset(la.LoDTensor(np.arange(5)), target_lod=[2, 3])
+
+
+def test_lengths_hint_only_where_lengths_are_possible():
+    with pytest.raises(la.LoDError, match=r"lod\[1\] must start at 0, found 2 at position 0; "
+                                          r"if these .* \[0, 2, 4, 7\]\Z"):
+        la.LoDTensor(np.arange(7), [[0, 2, 3], [2, 2, 3]])
+    long = list(range(1, 12))
+    with pytest.raises(la.LoDError, match=re.escape("[0, 1, 3, 6, 10, 15, 21, 28, ...]")):
+        la.LoDTensor(np.arange(66), [long])
+    with pytest.raises(ValueError, match="negative") as info:
+        la.LoDTensor(np.arange(5), [[-1, 5]])
+    assert "lengths" not in str(info.value)

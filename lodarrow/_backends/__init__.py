@@ -35,7 +35,8 @@ from lodarrow._errors import BackendError
 __all__ = ["get_cupy", "require_gpu", "is_cupy_array", "backend_of", "backend_of_array",
            "cuda_backend", "CPU", "row_bytes"]
 
-_GPU_HINT = "install the GPU extra: pip install 'lodarrow[gpu]' (or any cupy-cudaXXx wheel)"
+_GPU_HINT = ("install the GPU extra: pip install 'lodarrow[gpu]' (from a checkout: pip install "
+             "-e '.[gpu]'), or any cupy-cudaXXx wheel")
 
 
 @functools.cache
