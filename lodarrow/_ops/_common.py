@@ -7,7 +7,8 @@ from lodarrow._backends import is_cupy_array, row_bytes
 from lodarrow._backends.cpu import chunk_bounds, threads_for
 from lodarrow._errors import LoDError
 from lodarrow._tensor import LoDTensor
-from lodarrow._validation import as_index_array, coerce_pad_value, lod_problem
+from lodarrow._validation import (as_index_array, coerce_pad_value, lengths_hint, lod_problem,
+                                  show_values)
 
 __all__ = [
     "as_lod_tensor",
@@ -144,9 +145,6 @@ def pad_array(value, dtype, feature_shape, xp):
 
 # --------------------------------------------------------------------------- new LoD levels
 # Shared by lod_reset and lod_append.
-_SHOWN = 8  # offsets quoted in an error message before it abbreviates
-
-
 def as_tensor_or_array(obj, name):
     """A LoDTensor (possibly with a LoD) or a bare NumPy/CuPy array, as given."""
     if isinstance(obj, LoDTensor):
@@ -196,13 +194,6 @@ def flat_offsets(obj, name, op, flat_only=False):
     return level
 
 
-def _show(values):
-    items = [str(v) for v in values[:_SHOWN].tolist()]
-    if values.shape[0] > _SHOWN:
-        items.append("...")
-    return "[" + ", ".join(items) + "]"
-
-
 def check_new_level(level, rows, name, op):
     """Raise ``LoDError`` unless ``level`` is valid offsets ending at ``rows``.
 
@@ -213,13 +204,9 @@ def check_new_level(level, rows, name, op):
         raise LoDError(f"{op}: {name} is empty; a LoD level is offsets starting at 0, "
                        f"e.g. [0, {rows}] for one sequence of all {rows} rows")
     if level[0] != 0:
-        hint = ""
-        if level.min() >= 0:
-            suggested = np.concatenate([[0], np.cumsum(level)])
-            hint = (f"; if these are sequence lengths, pass the offsets they make: "
-                    f"{_show(suggested)}")
         raise LoDError(f"{op}: {name} must be offsets starting at 0 (not lengths), got "
-                       f"{_show(level)} starting at {int(level[0])}{hint}")
+                       f"{show_values(level)} starting at {int(level[0])}"
+                       f"{lengths_hint(level)}")
     problem = lod_problem([level], rows, name)
     if problem is not None:
         problem = problem.replace(f"{name}[0] (the last level)", name)
