@@ -284,6 +284,25 @@ def test_the_trial_pipeline_gives_the_same_rows_on_arrow_pandas_and_map_parquet(
     la.map_parquet(str(root), str(tmp_path / "out"), f)
     mapped = pq.read_table(str(tmp_path / "out"))
     assert dv_rows(mapped) == want
+    # and read back by lodarrow itself (a dataset directory)
+    assert la.read_parquet(str(tmp_path / "out"), "dv", nulls="empty").to_list() == \
+        [v if v is not None else [] for v in mapped.column("dv").to_pylist()]
+
+
+def test_the_trial_pipeline_gives_the_same_rows_through_the_command_line(trial_dataset,
+                                                                        tmp_path):
+    from conftest import run_python
+
+    root, table = trial_dataset
+    want = dv_rows(trial_pipeline(la.col("emb"))(table))
+    emb = f"@emb:lod_level=1:feature_shape={D}"
+    proc = run_python(["-m", "lodarrow", "map", str(root), str(tmp_path / "cli"), "--no-progress",
+                       "--op", "sequence_pool", f"input={emb}", "pool_type=average",
+                       "out=doc_vec",
+                       "--op", "sequence_expand_as", "x=@doc_vec", f"y={emb}", "out=dv"],
+                      timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert dv_rows(pq.read_table(str(tmp_path / "cli"))) == want
 
 
 @pytest.mark.engines
