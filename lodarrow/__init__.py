@@ -22,15 +22,15 @@ except ImportError as _exc:  # a source checkout whose extensions were never bui
 from lodarrow._place import CPUPlace, CUDAPinnedPlace, CUDAPlace
 from lodarrow._tensor import LoDTensor, create_lod_tensor, from_list
 from lodarrow._arrow import from_arrow
-from lodarrow._table import from_table, to_table
-from lodarrow._parquet import iter_parquet, read_parquet, write_parquet
+from lodarrow._tables._table import from_table, to_table
+from lodarrow._tables._parquet import iter_parquet, read_parquet, write_parquet
 from lodarrow._pandas import from_pandas
-from lodarrow._dataset import map_parquet
+from lodarrow._tables._dataset import map_parquet
 from lodarrow import _ops
 from lodarrow._ops import *  # noqa: F401,F403  (the operators, listed once: _ops.__all__)
-from lodarrow._apply import apply, col
-from lodarrow._udf import pipeline, udf
-from lodarrow._spark import spark_map
+from lodarrow._tables._apply import apply, col
+from lodarrow._tables._udf import pipeline, udf
+from lodarrow._tables._spark import spark_map
 
 __version__ = "0.1.0"
 

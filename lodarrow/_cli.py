@@ -319,7 +319,7 @@ def _map_checked(args):
         return _error(f"map: {_message(exc)}")
     f = udfs[0] if len(udfs) == 1 else la.pipeline(*udfs)
     # SOURCE and DEST as map_parquet checks them, before any data is read: usage errors
-    from lodarrow._dataset import _check_dest, resolve_source
+    from lodarrow._tables._dataset import _check_dest, resolve_source
 
     try:
         kind, base, files = resolve_source(args.source, "map", "SOURCE")

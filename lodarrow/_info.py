@@ -94,7 +94,7 @@ def info(path, as_json=False):
 
 def _dataset(root):
     """The report of a Parquet dataset directory: per-column totals over its files."""
-    from lodarrow._dataset import resolve_source
+    from lodarrow._tables._dataset import resolve_source
 
     _, _, files = resolve_source(root, "info")
     columns, num_rows, groups, listing = {}, 0, 0, []

@@ -8,7 +8,7 @@ import numpy as np
 from lodarrow._backends import get_cupy, is_cupy_array
 from lodarrow._elementwise import ElementwiseMixin
 from lodarrow._errors import LoDError, _LengthMismatchError
-from lodarrow._place import (CPUPlace, CUDAPinnedPlace, CUDAPlace, Place, _cuda_place_unchecked,
+from lodarrow._place import (CPUPlace, CUDAPinnedPlace, CUDAPlace, _cuda_place_unchecked,
                              as_place)
 from lodarrow._validation import (
     _levels,

@@ -1,7 +1,7 @@
 """Slow, obviously correct references for the structural operators (docs/operators.md,
-sequence_expand to sequence_slice), written from the semantics with plain Python loops over rows, independently of the
-kernels.  Inputs are plain NumPy data and LoDs as lists of offset lists; outputs are
-``(data, lod)`` with the same conventions.
+sequence_expand to sequence_slice), written from the semantics with plain Python loops over
+rows, independently of the kernels.  Inputs are plain NumPy data and LoDs as lists of offset
+lists; outputs are ``(data, lod)`` with the same conventions.
 """
 
 import numpy as np

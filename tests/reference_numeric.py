@@ -1,9 +1,10 @@
 """Slow, obviously correct NumPy references for the numeric sequence operators.
 
-Written from docs/operators.md (and, for ``sequence_conv``'s padding and ``sequence_topk_avg_pooling``,
-from the structure of Paddle's own CPU loops), independently of lodarrow's kernels: plain
-Python loops over sequences, rows and positions (``ref_pool`` takes each sequence's columns
-at once with NumPy reductions), float64 arithmetic where it matters.
+Written from docs/operators.md (and, for ``sequence_conv``'s padding and
+``sequence_topk_avg_pooling``, from the structure of Paddle's own CPU loops), independently
+of lodarrow's kernels: plain Python loops over sequences, rows and positions (``ref_pool``
+takes each sequence's columns at once with NumPy reductions), float64 arithmetic where it
+matters.
 """
 
 import math

@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lodarrow as la
-from lodarrow._dataset import MapSummary, resolve_source
+from lodarrow._tables._dataset import MapSummary, resolve_source
 
 
 def make_table(n, seed, prefix="r"):
@@ -432,7 +432,7 @@ def test_summary_rates():
 
 
 def test_map_parquet_is_public():
-    assert la.map_parquet.__module__ == "lodarrow._dataset"
+    assert la.map_parquet.__module__ == "lodarrow._tables._dataset"
     assert "map_parquet" in la.__all__
     assert run_python(["-c", "import lodarrow, sys; lodarrow.map_parquet; "
                              "assert 'pyarrow.parquet' not in sys.modules"]).returncode == 0

@@ -64,7 +64,8 @@ def _device_struct(capsule):
 
 
 def expected_arrow(t):
-    """The Arrow array (docs/data-model.md#arrow-mapping) of a host LoDTensor, built with pyarrow's own constructors."""
+    """The Arrow array (docs/data-model.md#arrow-mapping) of a host tensor, built with
+    pyarrow's own constructors."""
     data = np.ascontiguousarray(t.data)
     typ = pa.from_numpy_dtype(data.dtype)
     arr = pa.array(data.reshape(-1), type=typ)

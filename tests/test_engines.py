@@ -225,7 +225,7 @@ def test_spark_map_equals_apply_and_map_parquet(dataset, expected, mapped, spark
     """``la.spark_map(df, f)`` over ``spark.read.parquet``: the same rows, in Spark's types."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from lodarrow._spark import spark_arrow_schema
+    from lodarrow._tables._spark import spark_arrow_schema
 
     src, table = dataset
     f = with_widths(every_operator_pipeline(), table.schema)

@@ -1,4 +1,5 @@
-"""Arrow interop: ``to_arrow``, ``from_arrow`` and ``__arrow_c_array__`` (docs/data-model.md#arrow-mapping)."""
+"""Arrow interop: ``to_arrow``, ``from_arrow`` and ``__arrow_c_array__``
+(docs/data-model.md#arrow-mapping)."""
 
 import duckdb
 import nanoarrow as na
@@ -20,7 +21,7 @@ VARIABLE_KINDS = ["list", "large_list", "list_view", "large_list_view"]
 
 # ---------------------------------------------------------------- independent oracles
 def expected_type(dtype, feature_shape, lod_level, large=True):
-    """The Arrow type of docs/data-model.md#arrow-mapping, spelled out with pyarrow's constructors."""
+    """The Arrow type of docs/data-model.md#arrow-mapping, with pyarrow's constructors."""
     names = {"bool": pa.bool_(), "int8": pa.int8(), "uint8": pa.uint8(), "int16": pa.int16(),
              "uint16": pa.uint16(), "int32": pa.int32(), "int64": pa.int64(),
              "float16": pa.float16(), "float32": pa.float32(), "float64": pa.float64()}

@@ -1,5 +1,5 @@
-"""lod_reset and lod_append (docs/operators.md#lod_reset, #lod_append, #offsets-for-lod_reset-and-lod_append;
-Paddle's documented examples first)."""
+"""lod_reset and lod_append (docs/operators.md#lod_reset, #lod_append,
+#offsets-for-lod_reset-and-lod_append; Paddle's documented examples first)."""
 
 import numpy as np
 import pytest

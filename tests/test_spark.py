@@ -17,7 +17,7 @@ import pytest
 from tables_cases import addresses
 
 import lodarrow as la
-from lodarrow._spark import spark_arrow_schema, spark_arrow_type, to_spark_batch
+from lodarrow._tables._spark import spark_arrow_schema, spark_arrow_type, to_spark_batch
 
 #: pyspark 4.3 warns that it is not yet tested with pandas 3 (mapInArrow uses no pandas).
 _PANDAS3 = pytest.mark.filterwarnings(

@@ -30,9 +30,9 @@ def _row_reference(case, table):
         one = table.slice(i, 1)
         call = {}
         for k, v in args.items():
-            if isinstance(v, list) and v and isinstance(v[0], la._apply.ColumnRef):
+            if isinstance(v, list) and v and isinstance(v[0], la._tables._apply.ColumnRef):
                 call[k] = [la.from_arrow(one.column(c.name)) for c in v]
-            elif isinstance(v, la._apply.ColumnRef):
+            elif isinstance(v, la._tables._apply.ColumnRef):
                 call[k] = la.from_arrow(one.column(v.name))
             else:
                 call[k] = v

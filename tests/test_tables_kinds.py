@@ -187,7 +187,8 @@ def test_object_column_errors_name_column_row_and_level():
 
 # ---------------------------------------------------------------------------- nulls
 def _list_refs(args, schema):
-    return [v for v in la._apply.refs_in(args) if pa.types.is_list(schema.field(v.name).type)]
+    return [v for v in la._tables._apply.refs_in(args)
+            if pa.types.is_list(schema.field(v.name).type)]
 
 
 _SCHEMA = make_table(np.random.default_rng(0), 1).schema
@@ -212,7 +213,7 @@ def test_a_null_row_of_a_list_column_is_a_null_row_of_every_output(case):
     got = la.apply(table, op, out=out, **args)
     # the reference: the row empty in every list column the call reads, zero in plain ones
     emptied = table
-    for ref in la._apply.refs_in(args):
+    for ref in la._tables._apply.refs_in(args):
         j = emptied.schema.get_field_index(ref.name)
         emptied = emptied.set_column(j, ref.name, _empty_where(emptied.column(j), nulls))
     want = la.apply(emptied, op, out=out, **args)

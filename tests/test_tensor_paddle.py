@@ -7,7 +7,7 @@ import lodarrow as la
 from lodarrow import LoDError
 
 
-# ---------------------------------------------------------------- Paddle's create_lod_tensor example
+# ---------------------------------------------------------------- create_lod_tensor example
 def test_seed001_example1_lengths_and_offsets():
     x = la.LoDTensor()
     x.set(np.array([[1, 2], [3, 4], [5, 6], [7, 8], [9, 10]]), la.CPUPlace())
@@ -245,7 +245,7 @@ def test_create_lod_tensor_invalid():
         la.create_lod_tensor((1, 2), [[2]], la.CPUPlace())
 
 
-# ---------------------------------------------------------------- printout (Paddle's documented repr)
+# ---------------------------------------------------------------- printout (Paddle's repr)
 def test_str_matches_paddle_printout():
     x = la.create_lod_tensor(np.array([[1], [2], [3], [4]]).astype('float32'), [[2, 2]],
                              la.CPUPlace())

@@ -1,4 +1,5 @@
-"""Shared boundary helpers: index arrays, pad values (docs/operators.md#exact-pad-values), chunking."""
+"""Shared boundary helpers: index arrays, pad values (docs/operators.md#exact-pad-values),
+chunking, exception names."""
 
 import re
 import traceback

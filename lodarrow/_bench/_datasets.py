@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-from lodarrow._dataset import _READ_BUFFER, _auto_batch_rows
+from lodarrow._tables._dataset import _READ_BUFFER, _auto_batch_rows
 
 __all__ = ["generate", "dataset_udf", "RUNS", "run_one", "measure"]
 
@@ -284,7 +284,7 @@ def _spark_udf_alone(src_files, dest, batch_rows):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lodarrow._spark import _MapBatches, spark_arrow_type
+    from lodarrow._tables._spark import _MapBatches, spark_arrow_type
 
     mapper = _MapBatches(spark_udf())
     spent = 0.0

@@ -1,7 +1,7 @@
 """How an operator runs on the columns of a table (docs/tables.md).
 
 Each operator module declares a ``TABLE`` mapping from the operator's name to its
-:class:`TableContract`; the table engine (``lodarrow._apply``) and ``udf`` read these
+:class:`TableContract`; the table engine (``lodarrow._tables._apply``) and ``udf`` read these
 declarations and name no operator themselves, so a new operator never edits the table layer.
 """
 

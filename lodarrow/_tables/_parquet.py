@@ -21,8 +21,8 @@ import pyarrow as pa
 
 from lodarrow._arrow import to_arrow
 from lodarrow._arrow_layout import arrow_type
-from lodarrow._table import columns_to_tensors, representable_columns, select_columns
-from lodarrow._tables import adapt, is_pandas_frame, is_polars_frame, objects_to_arrow
+from lodarrow._tables._table import columns_to_tensors, representable_columns, select_columns
+from lodarrow._tables._adapters import adapt, is_pandas_frame, is_polars_frame, objects_to_arrow
 from lodarrow._tensor import LoDTensor
 from lodarrow._validation import check_path
 
@@ -450,7 +450,7 @@ def _source(path, fn):
         return check_path(path, f"{fn}: path")  # a file-like object, or the TypeError
     if isinstance(path, str) and "://" in path:
         return path  # a URI (s3://, file://, ...): one file, opened by pyarrow's filesystems
-    from lodarrow._dataset import _reraise, resolve_source
+    from lodarrow._tables._dataset import _reraise, resolve_source
 
     kind, base, files = resolve_source(path, fn, "path")
     if kind == "file":

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 import pyarrow as pa
 
 from lodarrow._arrow import from_arrow, to_arrow
-from lodarrow._tables import representable
+from lodarrow._tables._adapters import representable
 from lodarrow._tensor import LoDTensor
 
 __all__ = ["to_table", "from_table"]

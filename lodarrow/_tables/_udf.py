@@ -10,9 +10,10 @@ result has, by construction.
 import numpy as np
 import pyarrow as pa
 
-from lodarrow._apply import (CONTRACTS, OPERATORS, Call, ColumnRef, check_arguments, check_out,
-                             check_device, check_required, refs_in, resolve_op)
-from lodarrow._tables import is_pandas_frame, variable_levels
+from lodarrow._tables._apply import (CONTRACTS, OPERATORS, Call, ColumnRef, check_arguments,
+                                     check_device, check_out, check_required, refs_in,
+                                     resolve_op)
+from lodarrow._tables._adapters import is_pandas_frame, variable_levels
 
 __all__ = ["udf", "pipeline"]
 

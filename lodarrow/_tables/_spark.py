@@ -58,7 +58,7 @@ def spark_arrow_type(arrow_type):
     Examples
     --------
     >>> import pyarrow as pa
-    >>> from lodarrow._spark import spark_arrow_type
+    >>> from lodarrow._tables._spark import spark_arrow_type
     >>> spark_arrow_type(pa.large_list(pa.list_(pa.float16(), 16)))
     ListType(list<item: list<item: float>>)
     """
@@ -251,7 +251,7 @@ def spark_map(df, f):
     'array<float>'
     >>> out.write.parquet("corpus-mapped/")  # doctest: +SKIP
     """
-    from lodarrow._udf import pipeline, udf
+    from lodarrow._tables._udf import pipeline, udf
 
     try:
         from pyspark.sql import DataFrame

@@ -25,7 +25,7 @@ from lodarrow._arrow import from_arrow, trusted_to_arrow
 from lodarrow._arrow_nulls import check_inner_nulls, drop_rows, spread_rows, validity
 from lodarrow._errors import RegularLevelWarning
 from lodarrow._place import Place, as_place, parse_place
-from lodarrow._tables import adapt, list_levels, representable
+from lodarrow._tables._adapters import adapt, list_levels, representable
 from lodarrow._tensor import LoDTensor
 
 __all__ = ["col", "ColumnRef", "apply", "resolve_op", "n_results", "check_arguments", "run"]
