@@ -101,7 +101,11 @@ class LoDTensor(ElementwiseMixin):
         dtypes bool, int8, uint8, int16, uint16, int32, int64, float16, float32, float64.
         Omitted: an empty tensor to fill with :meth:`set` (Paddle's ``LoDTensor()``).
     lod : list of 1-D arrays of int, optional
-        The offsets of each level, outermost first (``[[0, 2, 3], [0, 2, 4, 7]]``).
+        The offsets of each level, outermost first (``[[0, 2, 3], [0, 2, 4, 7]]``).  Levels
+        given as 1-D int64 NumPy arrays are taken as Arrow's offsets are: the O(1) rules
+        (first offset 0, each level ending where the next begins, the last at the row count)
+        are checked now and the O(n) order scan once, at the first read, so construction
+        costs microseconds at any size (docs/data-model.md#lod-rules).
     lengths : list of 1-D arrays of int, optional
         The same LoD as recursive sequence lengths (``[[2, 1], [2, 2, 3]]``).
     place : CPUPlace, CUDAPlace, CUDAPinnedPlace or str, optional
@@ -156,10 +160,17 @@ class LoDTensor(ElementwiseMixin):
             raise TypeError("LoDTensor: give lod or lengths, not both")
         if lengths is not None:
             levels = _checked_lengths(lengths, self._data.shape[0], "lengths")
-        elif lod is not None:
-            levels = as_lod(lod, self._data.shape[0], "lod")
-        else:
+        elif lod is None:
             levels = ()
+        elif _offset_arrays(lod):
+            # Offsets already held as int64 arrays are taken as Arrow's are: the O(1) bounds
+            # now, the O(n) scan deferred to the first read (see _from_trusted), so building
+            # a tensor costs the same at any size.
+            check_lod(lod, self._data.shape[0], "lod", [0 if o[0] else -1 for o in lod])
+            levels = lod
+            self._unchecked = True
+        else:
+            levels = as_lod(lod, self._data.shape[0], "lod")
         self._offsets = _freeze(levels)
 
     @classmethod
@@ -649,8 +660,9 @@ class LoDTensor(ElementwiseMixin):
             problem = self._scanned_problem()
             if problem:
                 where = "" if what is None else f"{what}: "
-                raise LoDError(f"{where}{problem.replace(self._NAME, name)} (offsets taken "
-                               f"from Arrow are checked when first read)")
+                raise LoDError(f"{where}{problem.replace(self._NAME, name)} (offsets "
+                               f"given as arrays or taken from Arrow are checked when "
+                               f"first read)")
         return self._offsets
 
     def _readable(self, what):
@@ -726,6 +738,13 @@ def _checked_lengths(lengths, n_rows, name):
     levels = lengths_to_offsets(lengths, name)
     check_lod(levels, n_rows, name, [-1] * len(levels))
     return levels
+
+
+def _offset_arrays(lod):
+    """True when every level of ``lod`` is already a 1-D, contiguous, int64 NumPy array."""
+    return (isinstance(lod, (list, tuple)) and len(lod) > 0
+            and all(type(o) is np.ndarray and o.dtype == np.int64 and o.ndim == 1
+                    and o.shape[0] > 0 and o.flags.c_contiguous for o in lod))
 
 
 def _freeze(levels):

@@ -212,7 +212,8 @@ def _levels(lod, name):
     if isinstance(lod, np.ndarray) and lod.ndim == 2:
         return list(lod)
     if isinstance(lod, (str, bytes)) or not hasattr(lod, "__len__"):
-        raise TypeError(f"{name} must be a list of levels (lists of integers), got {type(lod).__name__}")
+        raise TypeError(f"{name} must be a list of levels (lists of integers), "
+                        f"got {type(lod).__name__}")
     levels = list(lod)
     if levels and all(isinstance(v, (int, np.integer)) or getattr(v, "ndim", None) == 0
                       for v in levels):
@@ -296,6 +297,10 @@ def lod_problem(levels, n_rows, name="lod", first_bad=None):
         if bad == 0:
             return (f"invalid LoD: {name}[{k}] must start at 0, found {int(off[0])} at position "
                     f"0{lengths_hint(off)}")
+        if bad > 0 and off.min() < 0:
+            pos = int(np.argmax(off < 0))
+            return (f"invalid LoD: {name}[{k}] has a negative value {int(off[pos])} at "
+                    f"position {pos}")
         if bad > 0:
             return (f"invalid LoD: {name}[{k}] must be non-decreasing; first violation at "
                     f"position {bad} ({int(off[bad - 1])} > {int(off[bad])})")

@@ -133,11 +133,16 @@ def test_constructor_names_level_and_position(p):
     data = np.zeros(int(off[-1]))
     msg = (rf"invalid LoD: lod\[0\] must be non-decreasing; first violation at position {p} "
            rf"\({off[p - 1]} > {off[p]}\)")
-    with pytest.raises(la.LoDError, match=msg):
-        la.LoDTensor(data, lod=[off])
+    # int64 arrays: built in O(1), scanned at the first read (docs/data-model.md#lod-rules)
+    t = la.LoDTensor(data, lod=[off])
+    deferred = msg + r" \(offsets given as arrays or taken from Arrow are checked when first"
+    with pytest.raises(la.LoDError, match=deferred):
+        t.lod()
     outer = np.array([0, n_seq], dtype=np.int64)
     with pytest.raises(la.LoDError, match=msg.replace(r"lod\[0\]", r"lod\[1\]")):
-        la.LoDTensor(data, lod=[outer, off])
+        la.LoDTensor(data, lod=[outer, off]).lod()
+    with pytest.raises(la.LoDError, match=msg):  # a list is converted, so checked at once
+        la.LoDTensor(data, lod=[off.tolist()])
     t = la.LoDTensor(data[:0])
     with pytest.raises(la.LoDError, match=msg):
         t.set_lod([off])
@@ -149,9 +154,39 @@ def test_negative_value_is_still_named_as_such():
     off[PARALLEL_MIN_WORK] = -3
     with pytest.raises(la.LoDError, match=rf"lod\[0\] has a negative value -3 at position "
                                           rf"{PARALLEL_MIN_WORK}"):
-        la.LoDTensor(np.zeros(int(off[-1])), lod=[off])
+        la.LoDTensor(np.zeros(int(off[-1])), lod=[off]).lod()  # scanned at the first read
+    with pytest.raises(la.LoDError, match=rf"lod\[0\] has a negative value -3 at position "
+                                          rf"{PARALLEL_MIN_WORK}"):
+        la.LoDTensor(np.zeros(int(off[-1])), lod=[off.tolist()])
     with pytest.raises(la.LoDError, match=r"lod\[1\] has a negative value -3"):
         la.LoDTensor(np.zeros(int(off[-1])), lod=[[0, 5, 1], off])
+
+
+@pytest.mark.parametrize("read", [
+    lambda t: t.lod(), lambda t: t.recursive_sequence_lengths(), lambda t: t[0],
+    lambda t: t.to_list(), lambda t: la.sequence_pool(t, "sum"), lambda t: t.to_arrow(),
+    lambda t: la.sequence_reverse(t),
+])
+def test_offsets_given_as_arrays_are_never_read_unchecked(read):
+    """O(1) construction: every path that reads the structure runs the deferred scan first."""
+    off = np.array([0, 3, 1, 4], dtype=np.int64)
+    t = la.LoDTensor(np.arange(4.0), lod=[off])       # no error yet: O(1) bounds hold
+    assert "<invalid>" in repr(t)
+    assert not t.has_valid_recursive_sequence_lengths()
+    with pytest.raises(la.LoDError, match=r"lod\[0\] must be non-decreasing; first violation "
+                                          r"at position 2 \(3 > 1\)"):
+        read(t)
+
+
+def test_offsets_given_as_arrays_keep_the_o1_checks():
+    """The checks that cost O(1) still run at construction."""
+    with pytest.raises(la.LoDError, match=r"lod\[0\] must start at 0"):
+        la.LoDTensor(np.arange(4.0), lod=[np.array([1, 4], dtype=np.int64)])
+    with pytest.raises(la.LoDError, match=r"ends at 3 but the data has 4 rows"):
+        la.LoDTensor(np.arange(4.0), lod=[np.array([0, 3], dtype=np.int64)])
+    with pytest.raises(la.LoDError, match=r"lod\[0\] ends at 1 but level 1 has 2 sequences"):
+        la.LoDTensor(np.arange(4.0), lod=[np.array([0, 1], dtype=np.int64),
+                                          np.array([0, 2, 4], dtype=np.int64)])
 
 
 def test_valid_lod_does_not_look_at_signs():
