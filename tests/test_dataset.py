@@ -706,5 +706,21 @@ def test_dataset_section_replaces_itself_and_survives_the_operator_report(tmp_pa
     _datasets.write_section(path, "## Datasets: new\n\nnew figures\n")
     text = path.read_text()
     assert text == "# Performance\n\n## Results\n\n| rows |\n\n## Datasets: new\n\nnew figures\n"
-    assert _report._datasets_section(path) == "## Datasets: new\n\nnew figures\n"
-    assert _report._datasets_section(tmp_path / "absent.md") is None
+    assert _report._kept_sections(path) == ["## Datasets: new\n\nnew figures\n"]
+    assert _report._kept_sections(tmp_path / "absent.md") == []
+
+
+def test_operator_report_keeps_every_section_it_does_not_write(tmp_path, monkeypatch):
+    """A new run rewrites the machine and results sections, and keeps the others in order."""
+    from lodarrow._bench import _report
+
+    path = tmp_path / "performance.md"
+    path.write_text("# Performance\n\n## Machine and run\n\n- old\n\n## Results\n\n| old |\n\n"
+                    "## Parquet writes\n\nprose\n\n## Datasets: x\n\nfigures\n")
+    new = "# Performance\n\n## Machine and run\n\n- new\n\n## Results\n\n| new |\n"
+    monkeypatch.setattr(_report, "to_markdown", lambda report, plot=None: new)
+    _report.write_markdown({}, path)
+    text = path.read_text()
+    assert text.startswith(new) and "| old |" not in text and "- old" not in text
+    assert text.index("## Results") < text.index("## Parquet writes\n\nprose\n") \
+        < text.index("## Datasets: x\n\nfigures\n")

@@ -88,8 +88,8 @@ _BYTES = {
 }
 
 
-_WRITE_NOTE = ("pyarrow's writer: one thread per column, so one here (polars encodes "
-               "row groups on every core); see benchmarks/README.md")
+_WRITE_NOTE = ("polars' writer where polars is installed, with the table's own Arrow schema "
+               "stored (docs/performance.md#parquet-writes)")
 
 
 def all_cases():

@@ -131,30 +131,36 @@ def to_markdown(report, plot=None):
 
 
 def write_markdown(report, path, plot=None):
-    """Write :func:`to_markdown`; ``plot`` (a PNG path) is linked relative to ``path``."""
-    import os
+    """Write :func:`to_markdown`; ``plot`` (a PNG path) is linked relative to ``path``.
 
-    from lodarrow._bench._datasets import write_section
+    The sections this run does not write (``bench --datasets``' figures, the notes written
+    by hand under their own ``## `` headings) are kept, after the results, in their order.
+    """
+    import os
 
     if plot:
         plot = os.path.relpath(os.path.abspath(plot), os.path.dirname(os.path.abspath(path)))
-    kept = _datasets_section(path)  # `bench --datasets` figures: written by another run
+    kept = _kept_sections(path)
     with open(path, "w") as fh:
         fh.write(to_markdown(report, plot))
-    if kept:
-        write_section(path, kept)
+        for section in kept:
+            fh.write("\n" + section.rstrip("\n") + "\n")
 
 
-def _datasets_section(path):
-    from lodarrow._bench._datasets import section_of
+#: The sections :func:`to_markdown` writes; every other ``## `` section of the file is kept.
+_GENERATED = ("## Machine and run", "## Results")
 
+
+def _kept_sections(path):
+    """The ``## `` sections of the Markdown file ``path`` that a new run does not rewrite."""
     try:
         with open(path) as fh:
             text = fh.read()
     except OSError:
-        return None
-    span = section_of(text)
-    return None if span is None else text[span[0]:span[1]]
+        return []
+    parts = ("\n" + text).split("\n## ")[1:]
+    return ["## " + part for part in parts
+            if not any(("## " + part).startswith(head) for head in _GENERATED)]
 
 
 def write_plot(report, path):
