@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from lodarrow import _arrow_decode as _dec
 from lodarrow._arrow_layout import arrow_type, layer_types, plan
-from lodarrow._backends import is_cupy_array
+from lodarrow._cupy import is_cupy_array
 from lodarrow._place import CPUPlace
 from lodarrow._tensor import LoDTensor
 from lodarrow._validation import check_choice

@@ -28,7 +28,7 @@ import numpy as np
 
 from lodarrow._arrow_decode import decode, missing_width
 from lodarrow._arrow_layout import NUM_BUFFERS, arrow_type, plan
-from lodarrow._backends import get_cupy, is_cupy_array
+from lodarrow._cupy import get_cupy, is_cupy_array
 from lodarrow._tensor import LoDTensor, _freeze
 
 __all__ = [
@@ -275,9 +275,7 @@ def export_device_array(t, requested_schema=None, **kwargs):
         else:
             cast_to = requested
     if t._narrow and not on_gpu and schema_type is natural:  # read from 32-bit lists
-        from lodarrow._arrow import to_arrow
-
-        arr = to_arrow(t)
+        arr = t.to_arrow()  # the method, so this module never imports lodarrow._arrow
         if cast_to is None or arr.type == cast_to:
             return arr.__arrow_c_device_array__()
     if on_gpu:

@@ -5,7 +5,7 @@ import operator
 
 import numpy as np
 
-from lodarrow._backends import get_cupy, is_cupy_array
+from lodarrow._cupy import get_cupy, get_cupyx, is_cupy_array
 from lodarrow._elementwise import ElementwiseMixin
 from lodarrow._errors import LoDError, _LengthMismatchError
 from lodarrow._place import (CPUPlace, CUDAPinnedPlace, CUDAPlace, _cuda_place_unchecked,
@@ -51,9 +51,7 @@ def _move(data, place):
             return cupy.asarray(data)
     host = _host(data)
     if isinstance(place, CUDAPinnedPlace):
-        import cupyx
-
-        pinned = cupyx.empty_pinned(host.shape, dtype=host.dtype)
+        pinned = get_cupyx("CUDAPinnedPlace").empty_pinned(host.shape, dtype=host.dtype)
         pinned[...] = host
         return pinned
     return host

@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from lodarrow._backends.cpu import threads_for
+from lodarrow._threads import threads_for
 from lodarrow._errors import LoDError, _NegativeLoDError
 from lodarrow._ext import lod_utils
 
@@ -212,7 +212,8 @@ def _levels(lod, name):
     if isinstance(lod, np.ndarray) and lod.ndim == 2:
         return list(lod)
     if isinstance(lod, (str, bytes)) or not hasattr(lod, "__len__"):
-        raise TypeError(f"{name} must be a list of levels (lists of integers), got {type(lod).__name__}")
+        raise TypeError(f"{name} must be a list of levels (lists of integers), "
+                        f"got {type(lod).__name__}")
     levels = list(lod)
     if levels and all(isinstance(v, (int, np.integer)) or getattr(v, "ndim", None) == 0
                       for v in levels):

@@ -15,14 +15,13 @@ import numpy as np
 
 from lodarrow._ext import (seq_conv, seq_gather, seq_layout, seq_pool, seq_scatter, seq_softmax,
                            seq_topk)
+from lodarrow._plan import conv_source_rows, expand_lod, slice_plan
+from lodarrow._threads import (PARALLEL_MIN_WORK, chunk_bounds, num_threads, plan_threads,
+                               threads_for)
+from lodarrow._threads import row_bounds as _bounds
 
 __all__ = ["CPU", "CPUBackend", "KERNELS", "num_threads", "threads_for", "chunk_bounds",
            "plan_threads", "flat_bytes", "PARALLEL_MIN_WORK", "empty", "POOL_MIN_BYTES"]
-
-#: Below this many elements of work a kernel runs on one thread: OpenMP's start-up would
-#: cost more than it saves on calls that take a few microseconds.
-PARALLEL_MIN_WORK = 1 << 16
-
 
 # --------------------------------------------------------------------------- allocation
 #: Outputs of at least this many bytes (and ``POOL_MIN_BYTES // 8`` elements, a check
@@ -51,8 +50,8 @@ def empty(shape, dtype):
     ``shape`` is a tuple of ints (an int shape is never pooled), ``dtype`` a ``numpy.dtype``
     (or anything ``numpy.dtype`` takes).  A pool array is writable, 64-byte aligned, and
     keeps its ``pyarrow.Buffer`` alive through ``.base``; it is an ordinary ndarray otherwise
-    (``to_arrow`` wraps it zero-copy, pickling copies it).  Errors (negative or absurd sizes, out of memory) are
-    ``numpy.empty``'s.  See docs/ARCHITECTURE.md#rules.
+    (``to_arrow`` wraps it zero-copy, pickling copies it).  Errors (negative or absurd sizes,
+    out of memory) are ``numpy.empty``'s.  See docs/ARCHITECTURE.md#rules.
     """
     try:
         small = prod(shape) < _POOL_MIN_ITEMS  # on every operator call: kept to one C call
@@ -123,23 +122,6 @@ class CPUBackend:
         return "<lodarrow backend cpu>"
 
 
-# --------------------------------------------------------------------------- threads
-def num_threads():
-    """Threads a kernel may use: ``LODARROW_NUM_THREADS`` or the CPUs this process may run on."""
-    env = os.environ.get("LODARROW_NUM_THREADS")
-    if env:
-        return max(1, int(env))
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def threads_for(work):
-    """1 for small work (see ``PARALLEL_MIN_WORK``), else :func:`num_threads`."""
-    return 1 if work < PARALLEL_MIN_WORK else num_threads()
-
-
 #: Cython type names of the fused specialisations, by NumPy dtype.
 _C_TYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.uint8): "uint8_t",
             np.dtype(np.int16): "int16_t", np.dtype(np.uint16): "uint16_t",
@@ -156,71 +138,6 @@ def _by_dtype(fused):
     """
     sigs = fused.__signatures__
     return {dt: sigs[name] for dt, name in _C_TYPES.items() if name in sigs}
-
-
-def chunk_bounds(offsets, n_chunks):
-    """Split the sequences of ``offsets`` into ``n_chunks`` runs of about equal row count.
-
-    Returns int64 sequence indices ``b`` with ``b[0] == 0`` and ``b[-1] == n_sequences``;
-    chunk ``c`` is sequences ``[b[c], b[c + 1])``.  Balancing by rows, not by sequence count,
-    keeps one thread from getting all the long sequences.
-    """
-    n_seq = offsets.shape[0] - 1
-    n_chunks = max(1, min(int(n_chunks), n_seq))
-    # int64 targets: float ones would make searchsorted cast all of ``offsets`` to float64.
-    targets = np.linspace(0, int(offsets[-1]), n_chunks + 1).astype(np.int64)
-    bounds = np.searchsorted(offsets, targets, side="left").astype(np.int64)
-    bounds[0], bounds[-1] = 0, n_seq
-    np.clip(bounds, 0, n_seq, out=bounds)
-    return np.maximum.accumulate(bounds)
-
-
-def plan_threads(offsets, work, by_rows=True):
-    """``(n_threads, bounds)``: threads for ``work`` elements and the sequence chunks.
-
-    One chunk of all sequences when single-threaded; else ``4 * n_threads`` chunks balanced
-    by rows (``by_rows``), or by sequence count where every sequence costs the same.
-    """
-    n_threads = 1 if work < PARALLEL_MIN_WORK else num_threads()
-    n_seq = offsets.shape[0] - 1
-    if n_threads == 1 or n_seq < 2:
-        return 1, _one_chunk(n_seq)
-    if not by_rows:
-        n_chunks = min(n_threads * 4, n_seq)
-        return n_threads, np.arange(n_chunks + 1, dtype=np.int64) * n_seq // n_chunks
-    return n_threads, chunk_bounds(offsets, n_threads * 4)
-
-
-_ONE_CHUNK = {}  # n_seq -> read-only [0, n_seq]: building it costs ~0.4 us per call
-_ONE_CHUNK_SIZE = 256
-
-
-def _one_chunk(n_seq):
-    """The bounds ``[0, n_seq]`` of a single chunk (read-only; the kernels only read it)."""
-    bounds = _ONE_CHUNK.get(n_seq)
-    if bounds is None:
-        bounds = np.array([0, n_seq], dtype=np.int64)
-        bounds.flags.writeable = False
-        if len(_ONE_CHUNK) >= _ONE_CHUNK_SIZE:
-            _ONE_CHUNK.clear()
-        _ONE_CHUNK[n_seq] = bounds
-    return bounds
-
-
-def _bounds(offsets, threads):
-    """Row-balanced chunks for ``threads`` > 1, None (one chunk) for a single thread."""
-    return chunk_bounds(offsets, threads * 4) if threads > 1 else None
-
-
-def conv_source_rows(r0, r1, n, cs, cl):
-    """``(base, stop)``: the rows of an ``n``-row input that the contexts of output rows
-    ``[r0, r1)`` can reach (context start ``cs``, length ``cl``), clipped to the input.
-
-    ``sequence_conv`` converts only these rows to the compute dtype, block by block, on either
-    backend.
-    """
-    base = min(max(0, r0 + cs), n)
-    return base, max(base, min(n, r1 + cs + cl - 1))
 
 
 def flat_bytes(a):
@@ -263,16 +180,6 @@ def concat(out, srcs, src_offsets, out_off):
     threads = threads_for(out.size)
     seq_gather.concat_blocks(out, srcs, src_offsets, out_off, _bounds(out_off, threads),
                              threads)
-
-
-def expand_lod(x_off, rep_off, out_lod):
-    """The offsets of ``expand_blocks``' output (host arrays on either backend)."""
-    seq_gather.expand_lod(x_off, rep_off, out_lod)
-
-
-def slice_plan(seq_off, offset, length, src_start, out_off):
-    """Source starts and output offsets of a slice; the first invalid sequence or -1."""
-    return seq_gather.slice_plan(seq_off, offset, length, src_start, out_off)
 
 
 # --------------------------------------------------------------------------- seq_scatter

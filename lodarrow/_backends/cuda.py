@@ -6,7 +6,8 @@ CPU one of the same name (:mod:`lodarrow._backends.cpu`).  Entries are called in
 module and ``cpu.py`` are the only ones that name ``lodarrow._cuda`` functions.
 """
 
-from lodarrow._backends import cpu, get_cupy
+from lodarrow._backends import cpu
+from lodarrow._cupy import get_cupy
 from lodarrow._cuda import (seq_conv, seq_gather, seq_layout, seq_pool, seq_scatter,
                             seq_softmax, seq_topk)
 

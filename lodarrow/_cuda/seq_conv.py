@@ -3,7 +3,7 @@
 
 import numpy as np
 
-from lodarrow._backends.cpu import conv_source_rows
+from lodarrow._plan import conv_source_rows
 from lodarrow._cuda import ctype_of, cupy, launch_1d, module
 
 __all__ = ["KERNELS", "cupy", "conv"]

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from lodarrow._backends import get_cupy
+from lodarrow._cupy import get_cupy
 from lodarrow._cuda import WORDS, ctype_of, launch_1d, module
 
 __all__ = ["KERNELS", "reverse", "pad", "unpad", "mask", "enumerate_windows", "erase"]

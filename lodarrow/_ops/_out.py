@@ -15,11 +15,10 @@ share memory with an array the kernel reads, as NumPy buffers overlapping operan
 ``landed`` then copies the temporary into ``out``.
 """
 
-import sys
 
 import numpy as np
 
-from lodarrow._backends import is_cupy_array
+from lodarrow._cupy import array_module, is_cupy_array
 
 __all__ = ["into", "landed", "check", "check_shape", "overlaps", "same_buffer", "split"]
 
@@ -76,7 +75,7 @@ def overlaps(out, reads):
     result.  Arrays on another device than ``out`` cannot overlap it.
     """
     gpu = is_cupy_array(out)
-    may_share = sys.modules["cupy"].may_share_memory if gpu else np.may_share_memory
+    may_share = array_module(out).may_share_memory
     return any(a is not None and is_cupy_array(a) == gpu and may_share(out, a) for a in reads)
 
 
