@@ -198,7 +198,29 @@ def test_only_launchers_and_planning_import_the_extension():
     """The compiled code (``lodarrow._ext``) is reached through the CPU launchers, the host
     planning of ``_plan.py``, the LoD checks of ``_validation.py`` (``lod_utils``) and the
     package's ``openmp_enabled``."""
-    allowed = {"lodarrow", "lodarrow._plan", "lodarrow._validation", "lodarrow._backends.cpu"}
+    allowed = {"lodarrow", "lodarrow._plan", "lodarrow._validation"}
     for module, imports in GRAPH.items():
         if any(t == "lodarrow._ext" or t.startswith("lodarrow._ext.") for t in imports):
             assert module.startswith("lodarrow._cpu.") or module in allowed, module
+
+
+def test_twin_launchers_have_the_same_entries():
+    """``_cpu/<group>.py`` and ``_cuda/<group>.py`` come in pairs with the same kernel names
+    and arguments; the backends' tables are exactly their ENTRIES."""
+    import importlib
+    import inspect
+
+    from lodarrow._backends import cpu, cuda
+
+    groups = sorted(p.stem for p in (PACKAGE / "_cpu").glob("seq_*.py"))
+    assert groups == sorted(p.stem for p in (PACKAGE / "_cuda").glob("seq_*.py"))
+    names = set()
+    for group in groups:
+        host = importlib.import_module(f"lodarrow._cpu.{group}").ENTRIES
+        device = importlib.import_module(f"lodarrow._cuda.{group}").ENTRIES
+        assert host.keys() == device.keys(), group
+        for name in host:
+            assert (list(inspect.signature(host[name]).parameters)
+                    == list(inspect.signature(device[name]).parameters)), name
+        names |= host.keys()
+    assert names == cpu.KERNELS.keys() == cuda.KERNELS.keys()
