@@ -29,9 +29,9 @@ _PRINT_EDGE = 10  # elements shown at each end of a long printout
 
 @functools.cache
 def _arrow():
-    """``lodarrow._arrow``, which imports this module: imported on first use, then kept (an
+    """``lodarrow._interop._arrow``, which imports this module: imported on first use, then kept (an
     ``import`` statement in a method costs about a fifth of ``to_arrow``)."""
-    from lodarrow import _arrow
+    from lodarrow._interop import _arrow
 
     return _arrow
 
@@ -551,7 +551,7 @@ class LoDTensor(ElementwiseMixin):
         return _arrow().export_c_array(self, requested_schema)
 
     def __arrow_c_device_array__(self, requested_schema=None, **kwargs):
-        from lodarrow._cdevice import export_device_array
+        from lodarrow._interop._cdevice import export_device_array
 
         return export_device_array(self, requested_schema, **kwargs)
 
@@ -563,7 +563,7 @@ class LoDTensor(ElementwiseMixin):
             raise ModuleNotFoundError(
                 f"to_pandas needs pandas ({exc}); install the pandas extra: "
                 f"pip install 'lodarrow[pandas]'", name="pandas") from None
-        from lodarrow._pandas import to_pandas
+        from lodarrow._interop._pandas import to_pandas
 
         return to_pandas(self)
 

@@ -19,9 +19,7 @@ PACKAGE = ROOT / "lodarrow"
 #: The documented lazy links: (importer, prefix of the imported modules), each taken only
 #: inside a function.  Nothing else may close a circle.
 LAZY_LINKS = (
-    ("lodarrow._tensor", "lodarrow._arrow"),
-    ("lodarrow._tensor", "lodarrow._cdevice"),
-    ("lodarrow._tensor", "lodarrow._pandas"),
+    ("lodarrow._tensor", "lodarrow._interop."),
 )
 
 #: Leaf modules: they import no lodarrow module (``_errors`` aside), so anything may use them.

@@ -46,7 +46,7 @@ def as_lod_tensor(obj, name):
     if isinstance(obj, np.ndarray) or is_cupy_array(obj):
         return LoDTensor(obj)
     if _is_arrow_like(obj) or type(obj).__module__.startswith("pyarrow"):
-        from lodarrow._arrow import from_arrow
+        from lodarrow._interop._arrow import from_arrow
 
         t = from_arrow(obj)
         t._check_valid(name)  # the deferred O(n) offsets scan

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pyarrow as pa
 
-from lodarrow._arrow_layout import FIXED, type_chain
+from lodarrow._interop._arrow_layout import FIXED, type_chain
 from lodarrow._validation import SUPPORTED_DTYPES
 
 __all__ = ["adapt", "objects_to_arrow", "is_pandas_frame", "is_polars_frame", "list_levels",
@@ -27,8 +27,8 @@ def list_levels(arrow_type):
     """``(kinds, leaf)``: the list nesting of a type, outermost first, and its leaf type.
 
     ``kinds`` holds "list", "large_list", "list_view", "large_list_view" or the int size of
-    a fixed-size list (:func:`lodarrow._arrow_layout.type_chain`, in this shape).  Extension
-    types are read as their storage.
+    a fixed-size list (:func:`lodarrow._interop._arrow_layout.type_chain`, in this shape).
+    Extension types are read as their storage.
     """
     chain, leaf = type_chain(arrow_type)
     return [size if kind == FIXED else kind for kind, size in chain], leaf

@@ -85,7 +85,7 @@ def arrow_type(dtype, feature_shape=(), lod_level=0, large_offsets=True):
 
     Examples
     --------
-    >>> from lodarrow._arrow_layout import arrow_type
+    >>> from lodarrow._interop._arrow_layout import arrow_type
     >>> arrow_type("float32", (8,), 1)
     LargeListType(large_list<item: fixed_size_list<item: float>[8]>)
     """
@@ -365,7 +365,7 @@ def describe_type(arrow_type, lod_level=None, feature_shape=None):
     Examples
     --------
     >>> import pyarrow as pa
-    >>> from lodarrow._arrow_layout import describe_type
+    >>> from lodarrow._interop._arrow_layout import describe_type
     >>> d = describe_type(pa.list_(pa.list_(pa.float32())), lod_level=1, feature_shape=(8,))
     >>> d.lod_level, d.feature_shape, d.dtype, d.level_kinds, d.feature_kinds
     (1, (8,), dtype('float32'), ('list',), ('list',))
