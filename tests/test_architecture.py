@@ -23,7 +23,7 @@ LAZY_LINKS = (
 )
 
 #: Leaf modules: they import no lodarrow module (``_errors`` aside), so anything may use them.
-LEAVES = ("lodarrow._cupy", "lodarrow._threads", "lodarrow._errors")
+LEAVES = ("lodarrow._cupy", "lodarrow._threads", "lodarrow._errors", "lodarrow._progress")
 
 
 def _modules():
