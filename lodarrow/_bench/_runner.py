@@ -38,6 +38,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from lodarrow._bench import _cases, _peers, _workloads
+# Importing a library's peers module registers its peers with _peers.
+from lodarrow._bench import (_peers_awkward, _peers_numba, _peers_numpy,  # noqa: F401
+                             _peers_polars, _peers_pyarrow)
 from lodarrow._progress import task_progress
 
 __all__ = ["BenchOptions", "run_bench", "probe_bandwidth", "peak_memory", "time_call",
