@@ -1,6 +1,20 @@
 """A backend's kernel table, built from its launcher modules' ``ENTRIES``."""
 
-__all__ = ["kernel_table", "check_twins"]
+import importlib
+import pkgutil
+
+__all__ = ["launchers", "kernel_table", "check_twins"]
+
+
+def launchers(package):
+    """Every launcher module of ``package`` (``lodarrow._cpu`` or ``lodarrow._cuda``), by name.
+
+    A launcher is a public module of the package (``<group>.py``); finding them here, not
+    listing them, is what lets a new kernel group add its two launchers and touch no backend.
+    """
+    names = sorted(m.name for m in pkgutil.iter_modules(package.__path__)
+                   if not m.name.startswith("_"))
+    return [importlib.import_module(f"{package.__name__}.{name}") for name in names]
 
 
 def kernel_table(*launchers):

@@ -12,9 +12,9 @@ from math import prod
 
 import numpy as np
 
-from lodarrow._backends._table import kernel_table
-from lodarrow._cpu import (flat_bytes, seq_conv, seq_gather, seq_layout, seq_pool, seq_scatter,
-                           seq_softmax, seq_topk)
+from lodarrow import _cpu
+from lodarrow._backends._table import kernel_table, launchers
+from lodarrow._cpu import flat_bytes
 # The thread policy's names, where code written before lodarrow._threads looks for them.
 from lodarrow._threads import (PARALLEL_MIN_WORK, chunk_bounds, num_threads, plan_threads,
                                threads_for)
@@ -121,9 +121,8 @@ class CPUBackend:
         return "<lodarrow backend cpu>"
 
 
-#: Kernel name -> CPU entry point: the table built from the launchers' ``ENTRIES``
+#: Kernel name -> CPU entry point: the ``ENTRIES`` of every launcher ``lodarrow/_cpu/<group>.py``
 #: (``cuda.KERNELS`` has the same names).
-KERNELS = kernel_table(seq_gather, seq_scatter, seq_layout, seq_pool, seq_topk, seq_softmax,
-                       seq_conv)
+KERNELS = kernel_table(*launchers(_cpu))
 
 CPU = CPUBackend(KERNELS)

@@ -7,10 +7,9 @@ they allocate and launch lands on the data's device.  Imported only when data is
 """
 
 from lodarrow._backends import cpu
-from lodarrow._backends._table import check_twins, kernel_table
+from lodarrow import _cuda
+from lodarrow._backends._table import check_twins, kernel_table, launchers
 from lodarrow._cupy import get_cupy
-from lodarrow._cuda import (seq_conv, seq_gather, seq_layout, seq_pool, seq_scatter,
-                            seq_softmax, seq_topk)
 
 __all__ = ["CUDABackend", "KERNELS"]
 
@@ -47,8 +46,7 @@ class CUDABackend:
         return "<lodarrow backend cuda>"
 
 
-#: Kernel name -> CUDA entry point: the table built from the launchers' ``ENTRIES``
-#: (``cpu.KERNELS`` has the same names, checked here).
-KERNELS = kernel_table(seq_gather, seq_scatter, seq_layout, seq_pool, seq_topk, seq_softmax,
-                       seq_conv)
+#: Kernel name -> CUDA entry point: the ``ENTRIES`` of every launcher
+#: ``lodarrow/_cuda/<group>.py`` (``cpu.KERNELS`` has the same names, checked here).
+KERNELS = kernel_table(*launchers(_cuda))
 check_twins(cpu.KERNELS, KERNELS)
