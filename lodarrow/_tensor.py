@@ -28,8 +28,8 @@ _PRINT_EDGE = 10  # elements shown at each end of a long printout
 
 @functools.cache
 def _arrow():
-    """``lodarrow._interop._arrow``, which imports this module: imported on first use, then kept (an
-    ``import`` statement in a method costs about a fifth of ``to_arrow``)."""
+    """``lodarrow._interop._arrow``, which imports this module: imported on first use, then kept
+    (an ``import`` statement in the method would run on every call of a cheap ``to_arrow``)."""
     from lodarrow._interop import _arrow
 
     return _arrow

@@ -26,9 +26,9 @@ __all__ = ["CPU", "CPUBackend", "KERNELS", "num_threads", "threads_for", "chunk_
 #: Outputs of at least this many bytes (and ``POOL_MIN_BYTES // 8`` elements, a check
 #: cheaper than the dtype's size) come from Arrow's memory pool.  The pool keeps freed
 #: pages mapped, so a large output does not fault in (and the kernel zero) every page again,
-#: as a fresh ``numpy.empty`` (an ``mmap`` above glibc's threshold) does: filling a fresh
-#: 61 MB array takes ~2.5x as long as filling a reused one.  Below it ``numpy.empty`` is
-#: cheaper (a pool call costs ~1 us) and glibc reuses freed memory anyway.
+#: as a fresh ``numpy.empty`` (an ``mmap`` above glibc's threshold) does, and those page
+#: faults would dominate a memory-bound kernel.  Below it ``numpy.empty`` is cheaper (a pool
+#: call has a fixed cost a small output does not repay) and glibc reuses freed memory anyway.
 POOL_MIN_BYTES = 1 << 20
 
 #: ``LODARROW_ARROW_POOL=0`` (read at import): every output from ``numpy.empty``.

@@ -23,7 +23,7 @@ def by_dtype(fused):
     """dtype -> the specialisation of a Cython function fused on one element type.
 
     Calling the specialisation skips Cython's dispatcher, which inspects the buffers of
-    every call (about 1 us, a fifth of a small operator call).  A dtype not listed goes to
+    every call, a sizeable share of a small operator call.  A dtype not listed goes to
     ``fused`` itself (``.get(dtype, fused)``), so behaviour and errors stay Cython's.
     """
     sigs = fused.__signatures__

@@ -40,7 +40,7 @@ def conv(out, data, offsets, w, pad_rows, b, cs, cl, up, chunk_elements):
             base, stop = conv_source_rows(r0, r1, n, cs, cl)
             src = data[base:stop].astype(compute)
         # One thread: the product right after runs on BLAS's own threads, and OpenMP
-        # workers still spinning from a parallel gather would fight them (10x slower).
+        # workers still spinning from a parallel gather would fight them for the cores.
         seq_conv.conv_gather(ctx, src, base, offsets, r0, cs, cl, padding, up, use_pad, 1)
         if direct:
             np.matmul(ctx, w, out=out[r0:r1])

@@ -33,13 +33,15 @@ def pool(out, index, data, offsets, pad_row, pool_type):
     work = n * d + n_seq
     nt = threads_for(work)
     # One thread, float32 / float64 sum family or max / min: the same kernels without typed
-    # memoryviews (~1.5k instructions each) nor reshapes; False for anything it cannot take.
+    # memoryviews (each acquired per argument, per call) nor reshapes, which outweigh the
+    # work on small inputs; False for anything it cannot take.
     if (nt == 1 and index is None and data.dtype in _SERIAL_DTYPES
             and seq_pool.pool_float_serial(out, data, offsets, pad_row, d,
                                            _SERIAL_OPS.get(pool_type, -1))):
         return
     # ``(n, d)``, ``(n_seq, d)`` and ``(d,)`` views; a reshape is skipped where the array has
-    # that shape already (2-D data: its feature dimension is ``d``), as it costs ~0.3 us.
+    # that shape already (2-D data: its feature dimension is ``d``): a reshape is a Python
+    # call on every operator call.
     x = np.ascontiguousarray(data)
     if x.ndim != 2:
         x = x.reshape(n, d)

@@ -24,7 +24,8 @@ def softmax(out, data, offsets):
         flat = flat.reshape(n)
     o = out if out.ndim == 1 else out.reshape(n)
     offsets = np.ascontiguousarray(offsets)
-    # exp is ~10x the cost of a read: go parallel earlier than the memory-bound kernels.
+    # exp costs far more than a read: go parallel earlier than the memory-bound kernels
+    # (the work counts each value 16 times).
     nt = threads_for(16 * n)
     bounds = row_bounds(offsets, nt)
     dtype = flat.dtype

@@ -182,8 +182,9 @@ class Plan:
         self.buffer_pos = tuple(pos)
 
 
-# Recently seen (type, plan) pairs, newest first: comparing types with ``==`` costs ~0.1 us,
-# hashing one (what an lru_cache does) ~1.4 us -- a tenth of the whole from_arrow budget.
+# Recently seen (type, plan) pairs, newest first: comparing a type with ``==`` is far cheaper
+# than hashing it (what an lru_cache would do), and from_arrow on a small array is mostly such
+# fixed per-call work.
 # Never reordered in place, so concurrent callers can at worst add a duplicate.
 _RECENT = []
 

@@ -60,7 +60,7 @@ def sequence_expand(x, y, ref_level=-1, name=None, *, out=None):
 
     Examples
     --------
-    The seed's case 1 (repeat whole sequences by ``y``'s level 0) and case 2 (repeat rows):
+    Paddle's case 1 (repeat whole sequences by ``y``'s level 0) and case 2 (repeat rows):
 
     >>> import numpy as np, lodarrow as la
     >>> x = la.create_lod_tensor(np.array([[1], [2], [3], [4]], np.float32), [[2, 2]],
