@@ -14,10 +14,9 @@ everything that differs between the two:
     Level ``level`` of LoDTensor ``t`` as the kernels of this backend take it: the host
     array on the CPU, the device copy cached in ``t`` on the GPU.
 ``kernel(name)``
-    The kernel ``name`` (see ``KERNELS`` in :mod:`lodarrow._backends.cpu` and
-    :mod:`lodarrow._backends.cuda`: the only places that name ``lodarrow._ext`` and
-    ``lodarrow._cuda`` functions).  Both backends' kernels of one name take the same
-    arguments.
+    The kernel ``name``: an entry of the backend's ``KERNELS``, collected from the ``ENTRIES``
+    of its launchers (``lodarrow/_cpu/<group>.py``, ``lodarrow/_cuda/<group>.py``).  Both
+    backends' kernels of one name take the same arguments.
 
 :func:`backend_of` picks the backend of an operator's inputs (refusing a mix of devices);
 :func:`backend_of_array` that of one array.  CuPy is imported only when data is on the GPU or
