@@ -222,3 +222,36 @@ def test_twin_launchers_have_the_same_entries():
                     == list(inspect.signature(device[name]).parameters)), name
         names |= host.keys()
     assert names == cpu.KERNELS.keys() == cuda.KERNELS.keys()
+
+
+#: The layers of docs/ARCHITECTURE.md#the-layers, top first; a module imports only its own
+#: layer and the layers below (the documented lazy link aside).  Modules beside the layers
+#: (``_plan``, ``_validation``, ``_place``, the leaves, the command line) are not listed.
+LAYERS = (
+    ("lodarrow._tables",),
+    ("lodarrow._ops",),
+    ("lodarrow._interop",),
+    ("lodarrow._tensor", "lodarrow._construct", "lodarrow._elementwise"),
+    ("lodarrow._backends",),
+    ("lodarrow._cpu", "lodarrow._cuda"),
+)
+
+
+def _layer(module):
+    for depth, members in enumerate(LAYERS):
+        if any(_under(module, m) for m in members):
+            return depth
+    return None
+
+
+def test_layers_import_downward():
+    upward = []
+    for module, imports in GRAPH.items():
+        mine = _layer(module)
+        if mine is None:
+            continue
+        for target, (line, lazy) in imports.items():
+            theirs = _layer(target)
+            if theirs is not None and theirs < mine and not _allowed(module, target, lazy):
+                upward.append(f"{module} -> {target} (line {line})")
+    assert not upward, upward
