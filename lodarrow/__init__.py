@@ -20,11 +20,12 @@ except ImportError as _exc:  # a source checkout whose extensions were never bui
         "`python setup.py build_ext --inplace`), or run from outside the source tree"
     ) from _exc
 from lodarrow._place import CPUPlace, CUDAPinnedPlace, CUDAPlace
-from lodarrow._tensor import LoDTensor, create_lod_tensor, from_list
-from lodarrow._arrow import from_arrow
+from lodarrow._construct import create_lod_tensor, from_list
+from lodarrow._tensor import LoDTensor
+from lodarrow._interop._arrow import from_arrow
 from lodarrow._tables._table import from_table, to_table
 from lodarrow._tables._parquet import iter_parquet, read_parquet, write_parquet
-from lodarrow._pandas import from_pandas
+from lodarrow._interop._pandas import from_pandas
 from lodarrow._tables._dataset import map_parquet
 from lodarrow import _ops
 from lodarrow._ops import *  # noqa: F401,F403  (the operators, listed once: _ops.__all__)

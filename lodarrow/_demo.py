@@ -18,6 +18,8 @@ import time
 
 import numpy as np
 
+from lodarrow._progress import task_progress
+
 __all__ = ["run_demo", "make_corpus", "DEFAULT_DOCS", "DEFAULT_SEED"]
 
 DEFAULT_SEED = 2024
@@ -131,29 +133,7 @@ class _Out:
                 print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
 
     def progress(self):
-        if self.console and self.progress_enabled:
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-            return Progress(TextColumn("{task.description}"), BarColumn(),
-                            TimeElapsedColumn(), console=self.console, transient=True)
-        return _NullProgress()
-
-
-class _NullProgress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def add_task(self, *args, **kwargs):
-        return 0
-
-    def update(self, *args, **kwargs):
-        pass
-
-    def advance(self, *args, **kwargs):
-        pass
+        return task_progress(self.console, self.console is not None and self.progress_enabled)
 
 
 # ====================================================================== checks

@@ -9,7 +9,7 @@ mix sequences, and raises ``TypeError`` pointing to ``sequence_pool``.
 
 import numpy as np
 
-from lodarrow._backends import get_cupy, is_cupy_array
+from lodarrow._cupy import get_cupy, is_cupy_array
 from lodarrow._errors import LoDError
 from lodarrow._validation import check_dtype
 

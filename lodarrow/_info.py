@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lodarrow._arrow_layout import numpy_dtype, split_levels, type_chain
+from lodarrow._interop._arrow_layout import numpy_dtype, split_levels, type_chain
 
 __all__ = ["info"]
 

@@ -1,8 +1,9 @@
-"""Places: where a LoDTensor's data lives (Paddle's ``CPUPlace``, ``CUDAPlace``, ``CUDAPinnedPlace``)."""
+"""Places: where a LoDTensor's data lives (Paddle's ``CPUPlace``, ``CUDAPlace``,
+``CUDAPinnedPlace``)."""
 
 import operator
 
-from lodarrow._backends import require_gpu
+from lodarrow._cupy import require_gpu
 
 __all__ = ["CPUPlace", "CUDAPlace", "CUDAPinnedPlace", "as_place", "parse_place"]
 

@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from lodarrow._backends.cpu import threads_for
+from lodarrow._threads import threads_for
 from lodarrow._errors import LoDError, _NegativeLoDError
 from lodarrow._ext import lod_utils
 

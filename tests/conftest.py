@@ -156,7 +156,7 @@ def threaded_lengths(rng, n_rows, layout):
 
 def parallel_min_work():
     """Elements of work below which a kernel runs on one thread (``lodarrow._ops``)."""
-    from lodarrow._backends.cpu import PARALLEL_MIN_WORK
+    from lodarrow._threads import PARALLEL_MIN_WORK
 
     return PARALLEL_MIN_WORK
 

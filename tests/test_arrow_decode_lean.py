@@ -6,8 +6,8 @@ import pyarrow as pa
 import pytest
 
 import lodarrow as la
-from lodarrow import _arrow_decode as dec
-from lodarrow._arrow_layout import plan
+from lodarrow._interop import _arrow_decode as dec
+from lodarrow._interop._arrow_layout import plan
 
 DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16",
           "float16", "float32", "float64"]

@@ -1,5 +1,5 @@
 """The Arrow C Device data interface: ``LoDTensor.__arrow_c_device_array__`` and
-``lodarrow._cdevice.import_device_array``.
+``lodarrow._interop._cdevice.import_device_array``.
 
 Expected Arrow arrays are built here directly with pyarrow (``LargeListArray.from_arrays``,
 ``FixedSizeListArray.from_arrays``), independently of ``to_arrow``.
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import lodarrow as la
 from lodarrow import LoDError
-from lodarrow._cdevice import (
+from lodarrow._interop._cdevice import (
     ARROW_DEVICE_CPU,
     ARROW_DEVICE_CUDA,
     ArrowArray,

@@ -553,7 +553,7 @@ def test_not_arrow():
 
 def test_to_arrow_errors():
     with pytest.raises(TypeError, match=r"t must be a LoDTensor, got ndarray"):
-        la._arrow.to_arrow(np.arange(3))
+        la._interop._arrow.to_arrow(np.arange(3))
     with pytest.raises(ValueError, match=r"empty LoDTensor"):
         la.LoDTensor().to_arrow()
     # 2**31 + 1 rows of zero-size features: offsets beyond int32 without the memory
@@ -752,7 +752,7 @@ def test_lod_level_and_feature_shape_argument_errors():
 
 
 def test_describe_type_without_data():
-    from lodarrow._arrow_layout import arrow_type, describe_type
+    from lodarrow._interop._arrow_layout import arrow_type, describe_type
 
     typ = pa.list_(pa.list_(pa.float32()))
     layout = describe_type(typ, lod_level=1, feature_shape=(8,))
@@ -776,7 +776,7 @@ def test_describe_type_without_data():
 
 
 def test_device_path_folds_as_from_arrow():
-    from lodarrow._cdevice import import_device_array
+    from lodarrow._interop._cdevice import import_device_array
 
     t = la.LoDTensor(np.arange(12, dtype=np.int32).reshape(4, 3), lengths=[[1, 3]])
     arr = folded_array(t, ["list_view"])

@@ -109,4 +109,4 @@ def test_errors():
     with pytest.raises(TypeError, match=r"cannot convert a Series of dtype complex128"):
         la.from_pandas(pd.Series([1 + 2j]))
     with pytest.raises(TypeError, match=r"t must be a LoDTensor"):
-        la._pandas.to_pandas(np.arange(3))
+        la._interop._pandas.to_pandas(np.arange(3))

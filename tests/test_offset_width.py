@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import lodarrow as la
-from lodarrow import _arrow
+from lodarrow._interop import _arrow
 
 LIST = pa.list_(pa.list_(pa.int32()))
 LARGE = pa.large_list(pa.large_list(pa.int32()))

@@ -14,7 +14,7 @@ from hypothesis.extra import numpy as hnp
 
 import lodarrow as la
 from lodarrow import LoDError
-from lodarrow._backends.cpu import PARALLEL_MIN_WORK
+from lodarrow._threads import PARALLEL_MIN_WORK
 from lodarrow._ext import lod_utils
 from lodarrow._validation import first_bad_offset, lengths_to_offsets
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import lodarrow as la
 from lodarrow import LoDError
 from lodarrow._backends import row_bytes
-from lodarrow._backends.cpu import PARALLEL_MIN_WORK, chunk_bounds, num_threads, plan_threads
+from lodarrow._threads import PARALLEL_MIN_WORK, chunk_bounds, num_threads, plan_threads
 from lodarrow._validation import as_index_array, coerce_pad_value
 
 

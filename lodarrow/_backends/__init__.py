@@ -14,70 +14,24 @@ everything that differs between the two:
     Level ``level`` of LoDTensor ``t`` as the kernels of this backend take it: the host
     array on the CPU, the device copy cached in ``t`` on the GPU.
 ``kernel(name)``
-    The kernel ``name`` (see ``KERNELS`` in :mod:`lodarrow._backends.cpu` and
-    :mod:`lodarrow._backends.cuda`: the only places that name ``lodarrow._ext`` and
-    ``lodarrow._cuda`` functions).  Both backends' kernels of one name take the same
-    arguments.
+    The kernel ``name``: an entry of the backend's ``KERNELS``, collected from the ``ENTRIES``
+    of its launchers (``lodarrow/_cpu/<group>.py``, ``lodarrow/_cuda/<group>.py``).  Both
+    backends' kernels of one name take the same arguments.
 
 :func:`backend_of` picks the backend of an operator's inputs (refusing a mix of devices);
 :func:`backend_of_array` that of one array.  CuPy is imported only when data is on the GPU or
-a CUDA place is requested.
+a CUDA place is requested (the probes are :mod:`lodarrow._cupy`'s, re-exported here).
 """
 
 import functools
-import sys
 
 import numpy as np
 
 from lodarrow._backends.cpu import CPU
-from lodarrow._errors import BackendError
+from lodarrow._cupy import array_module, get_cupy, is_cupy_array, require_gpu
 
 __all__ = ["get_cupy", "require_gpu", "is_cupy_array", "backend_of", "backend_of_array",
            "cuda_backend", "CPU", "row_bytes"]
-
-_GPU_HINT = ("install the GPU extra: pip install 'lodarrow[gpu]' (from a checkout: pip install "
-             "-e '.[gpu]'), or any cupy-cudaXXx wheel")
-
-
-@functools.cache
-def _import_cupy():
-    try:
-        import cupy
-    except ImportError as exc:  # includes a CuPy that fails to load its CUDA libraries
-        return None, exc
-    return cupy, None
-
-
-def get_cupy(what="this operation"):
-    """Return the ``cupy`` module, or raise ``BackendError`` saying that CuPy is missing."""
-    cupy, exc = _import_cupy()
-    if cupy is None:
-        raise BackendError(f"{what} needs CuPy, which is not installed or failed to import "
-                           f"({exc}); {_GPU_HINT}")
-    return cupy
-
-
-def require_gpu(device_id, what):
-    """Raise ``BackendError`` naming what is missing (CuPy, a GPU, that device) for ``what``."""
-    cupy = get_cupy(what)
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # CUDARuntimeError when there is no driver or no device
-        raise BackendError(f"{what} needs a CUDA GPU, but CuPy finds none ({exc})") from None
-    if count == 0:
-        raise BackendError(f"{what} needs a CUDA GPU, but CuPy finds none")
-    if device_id >= count:
-        raise BackendError(f"{what}: there is no CUDA device {device_id} "
-                           f"(this machine has {count})")
-    return cupy
-
-
-def is_cupy_array(obj):
-    """True for a ``cupy.ndarray``, without importing CuPy."""
-    cls = type(obj)
-    if cls is np.ndarray:  # the usual answer, without the slow look at ``__module__``
-        return False
-    return cls.__name__ == "ndarray" and cls.__module__.startswith("cupy") and "cupy" in sys.modules
 
 
 @functools.cache
@@ -130,5 +84,5 @@ def row_bytes(data):
     if n and width:
         rows = data.view(np.uint8)  # 2-D data: already (n, width), no reshape needed
         return rows if len(shape) == 2 else rows.reshape(n, width)
-    xp = sys.modules["cupy"] if is_cupy_array(data) else np
-    return xp.empty((n, width), dtype=np.uint8)  # nothing to view: no rows or no bytes per row
+    # Nothing to view: no rows or no bytes per row.
+    return array_module(data).empty((n, width), dtype=np.uint8)

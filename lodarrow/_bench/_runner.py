@@ -38,6 +38,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from lodarrow._bench import _cases, _peers, _workloads
+# Importing a library's peers module registers its peers with _peers.
+from lodarrow._bench import (_peers_awkward, _peers_numba, _peers_numpy,  # noqa: F401
+                             _peers_polars, _peers_pyarrow)
+from lodarrow._progress import task_progress
 
 __all__ = ["BenchOptions", "run_bench", "probe_bandwidth", "peak_memory", "time_call",
            "machine_info"]
@@ -345,7 +349,7 @@ def run_bench(options, console=None):
     steps = [(case, None) for case in cases]
     total = sum(1 + len([p for p in _peers.peers_for(c.peers_key) if p[0] in active])
                 for c, _ in steps)
-    progress = _progress(console, options.progress, total)
+    progress = task_progress(console, options.progress, counts=True)
     workloads = {}
     with tempfile.TemporaryDirectory(prefix="lodarrow-bench-") as tmp, progress as bar:
         task = bar.add_task("bench", total=total)
@@ -434,30 +438,3 @@ def _add_ratios(rows, bw):
             r["fraction_of_bandwidth"] = r["gbps"] / bw
         r["ratio_to_best_peer"] = r["best_s"] / best_peer if best_peer else None
         r["best_peer"] = r["library"] != "lodarrow" and r["best_s"] == best_peer
-
-
-class _NoProgress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def add_task(self, *args, **kwargs):
-        return 0
-
-    def update(self, *args, **kwargs):
-        pass
-
-    def advance(self, *args, **kwargs):
-        pass
-
-
-def _progress(console, enabled, total):
-    if not enabled:
-        return _NoProgress()
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn)
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console, transient=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lodarrow._backends import get_cupy
+from lodarrow._cupy import get_cupy
 
 __all__ = ["cupy", "source", "module", "ctype_of", "WORDS",
            "launch_1d"]

@@ -3,10 +3,10 @@
 
 import numpy as np
 
-from lodarrow._backends.cpu import conv_source_rows
+from lodarrow._plan import conv_source_rows
 from lodarrow._cuda import ctype_of, cupy, launch_1d, module
 
-__all__ = ["KERNELS", "cupy", "conv"]
+__all__ = ["ENTRIES", "KERNELS", "cupy", "conv"]
 
 _GROUP = "seq_conv"
 
@@ -14,7 +14,7 @@ _GROUP = "seq_conv"
 KERNELS = tuple(f"lodarrow_seq_conv_gather<{ctype_of(dt)}>" for dt in ("float32", "float64"))
 
 
-def conv(out, data, offsets, w, pad, b, cs, cl, up, chunk_elements):
+def conv(out, data, offsets, w, pad_rows, b, cs, cl, up, chunk_elements):
     """``sequence_conv`` on the device: gather context blocks, one cuBLAS product each."""
     cp = cupy()
     n, d = data.shape
@@ -28,8 +28,8 @@ def conv(out, data, offsets, w, pad, b, cs, cl, up, chunk_elements):
     n_seq = offsets.shape[0] - 1
     step = max(1, chunk_elements // width)
     ctx_buf = cp.empty((min(step, n), width), dtype=compute)
-    use_pad = pad is not None
-    padding = pad if use_pad else cp.empty((1, d), dtype=compute)
+    use_pad = pad_rows is not None
+    padding = pad_rows if use_pad else cp.empty((1, d), dtype=compute)
     data = cp.ascontiguousarray(data)
     kernel = module(_GROUP, KERNELS).get_function(
         f"lodarrow_seq_conv_gather<{ctype_of(compute)}>")
@@ -56,3 +56,8 @@ def conv(out, data, offsets, w, pad, b, cs, cl, up, chunk_elements):
             if b is not None:
                 block += b
             out[r0:r1] = block.astype(out.dtype)
+
+
+# --------------------------------------------------------------------------- entries
+#: Kernel name -> entry point, the arguments of the CPU twin's (``lodarrow/_cpu/seq_conv.py``).
+ENTRIES = {"conv": conv}

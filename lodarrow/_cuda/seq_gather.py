@@ -8,8 +8,9 @@ C-contiguous ``uint8`` row views; offsets are on the device.
 import numpy as np
 
 from lodarrow._cuda import launch_1d, module
+from lodarrow._cupy import get_cupy
 
-__all__ = ["KERNELS", "expand_rows", "expand_blocks", "gather_blocks", "place_blocks"]
+__all__ = ["ENTRIES", "KERNELS", "expand_rows", "expand_blocks", "gather_blocks", "place_blocks"]
 
 _GROUP = "seq_gather"
 _WORDS = ((16, "uint4"), (8, "unsigned long long"), (4, "unsigned int"),
@@ -86,3 +87,39 @@ def place_blocks(out, src, src_off, cursor):
                   (out, src, src_off, cursor, _i64(src_off.shape[0] - 1), _i64(total),
                    _i64(wpr)))
     cursor += src_off[1:] - src_off[:-1]
+
+
+# --------------------------------------------------------------------------- entries
+def _gather_blocks(out, src, src_start, out_off):
+    if out.size == 0:
+        return
+    gather_blocks(out, src, get_cupy().asarray(src_start), out_off)
+
+
+def _concat(out, srcs, src_offsets, out_off):
+    if out.size == 0:
+        return
+    cursor = out_off[:-1].copy()
+    for src, off in zip(srcs, src_offsets):
+        place_blocks(out, src, off, cursor)
+
+
+def _expand_rows(out, src, rep_off):
+    if out.size == 0:
+        return
+    expand_rows(out, src, rep_off)
+
+
+def _expand_blocks(out, src, src_off, rep_off, out_lod):
+    if out.size == 0:
+        return
+    expand_blocks(out, src, src_off, rep_off, out_lod)
+
+
+#: Kernel name -> entry point, the arguments of the CPU twin's (``lodarrow/_cpu/seq_gather.py``).
+ENTRIES = {
+    "expand_rows": _expand_rows,
+    "expand_blocks": _expand_blocks,
+    "gather_blocks": _gather_blocks,
+    "concat": _concat,
+}

@@ -10,10 +10,10 @@ import math
 
 import numpy as np
 
-from lodarrow._backends import get_cupy
+from lodarrow._cupy import get_cupy
 from lodarrow._cuda import WORDS, ctype_of, launch_1d, module
 
-__all__ = ["KERNELS", "reverse", "pad", "unpad", "mask", "enumerate_windows", "erase"]
+__all__ = ["ENTRIES", "KERNELS", "reverse", "pad", "unpad", "mask", "enumerate_windows", "erase"]
 
 _GROUP = "seq_layout"
 _MOVES = ("lodarrow_seq_reverse", "lodarrow_seq_pad", "lodarrow_seq_unpad",
@@ -110,3 +110,51 @@ def erase(values, tokens, offsets):
     if n:
         cupy.cumsum(keep, dtype=cupy.int64, out=running[1:])
     return keep, running[offsets].get()
+
+
+# --------------------------------------------------------------------------- entries
+def _pad(out, data, pad_row, offsets, padded_length):
+    if out.size == 0:
+        return
+    pad(out, get_cupy().ascontiguousarray(data), pad_row.reshape(-1), offsets, padded_length)
+
+
+def _unpad(out, data, offsets):
+    if out.size == 0:
+        return
+    unpad(out, get_cupy().ascontiguousarray(data), offsets)
+
+
+def _reverse(out, data, offsets):
+    if out.size == 0:
+        return
+    reverse(out, get_cupy().ascontiguousarray(data), offsets)
+
+
+def _enumerate_windows(out, data, pad_value, offsets):
+    if out.size == 0:
+        return
+    enumerate_windows(out, get_cupy().ascontiguousarray(data).reshape(-1),
+                      pad_value.reshape(1), offsets)
+
+
+def _erase(values, cmp, toks, offsets):
+    keep, new_offsets = erase(cmp, get_cupy().asarray(toks), offsets)
+    return values[keep], new_offsets
+
+
+def _mask(out, lengths, maxlen):
+    if out.size == 0:
+        return
+    mask(out.reshape(-1), lengths, maxlen)
+
+
+#: Kernel name -> entry point, the arguments of the CPU twin's (``lodarrow/_cpu/seq_layout.py``).
+ENTRIES = {
+    "pad": _pad,
+    "unpad": _unpad,
+    "reverse": _reverse,
+    "enumerate_windows": _enumerate_windows,
+    "erase": _erase,
+    "mask": _mask,
+}

@@ -9,7 +9,7 @@ import numpy as np
 
 from lodarrow._cuda import ctype_of, cupy, launch_1d, module
 
-__all__ = ["KERNELS", "cupy", "pool"]
+__all__ = ["ENTRIES", "KERNELS", "cupy", "pool"]
 
 _GROUP = "seq_pool"
 _WARP_BLOCK = 256          # threads per block for one-warp-per-sequence kernels (8 warps)
@@ -100,3 +100,12 @@ def pool(out, index, data, offsets, pad, pool_type):
                                   np.int32(pool_type == "min"), np.int32(index is not None)))
     if half:
         o[...] = target.astype(cp.float16)
+
+
+# --------------------------------------------------------------------------- entries
+def _pool(out, index, data, offsets, pad_row, pool_type):
+    pool(out, index, data, offsets, cupy().asarray(pad_row), pool_type)
+
+
+#: Kernel name -> entry point, the arguments of the CPU twin's (``lodarrow/_cpu/seq_pool.py``).
+ENTRIES = {"pool": _pool}

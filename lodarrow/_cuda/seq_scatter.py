@@ -5,7 +5,7 @@ import numpy as np
 
 from lodarrow._cuda import ctype_of, cupy, launch_1d, module
 
-__all__ = ["KERNELS", "scatter"]
+__all__ = ["ENTRIES", "KERNELS", "scatter"]
 
 _GROUP = "seq_scatter"
 _DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
@@ -32,3 +32,15 @@ def scatter(out, ids, updates, offsets):
                           np.int64(m), bad))
     found = int(bad.get()[0])
     return m - found if found else -1
+
+
+# --------------------------------------------------------------------------- entries
+def _scatter(out, src, ids, updates, offsets):
+    """One GPU thread per index sequence; returns the first bad id's position, or -1."""
+    if src is not out:
+        out[...] = src
+    return scatter(out, ids, updates, offsets)
+
+
+#: Kernel name -> entry point, the arguments of the CPU twin's (``lodarrow/_cpu/seq_scatter.py``).
+ENTRIES = {"scatter": _scatter}

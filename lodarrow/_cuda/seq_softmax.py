@@ -5,7 +5,7 @@ import numpy as np
 
 from lodarrow._cuda import ctype_of, cupy, module
 
-__all__ = ["KERNELS", "cupy", "softmax"]
+__all__ = ["ENTRIES", "KERNELS", "cupy", "softmax"]
 
 _GROUP = "seq_softmax"
 _WARP_BLOCK = 256          # threads per block (8 warps, one per sequence)
@@ -39,3 +39,8 @@ def softmax(out, data, offsets):
         kernel((grid,), (_WARP_BLOCK,), (target, x, offsets, np.int64(n_seq)))
     if half:
         out.reshape(n)[...] = target.astype(cp.float16)
+
+
+# --------------------------------------------------------------------------- entries
+#: Kernel name -> entry point, the arguments of the CPU twin's (``lodarrow/_cpu/seq_softmax.py``).
+ENTRIES = {"softmax": softmax}

@@ -5,7 +5,7 @@ import numpy as np
 
 from lodarrow._cuda import ctype_of, cupy, launch_1d, module
 
-__all__ = ["KERNELS", "cupy", "topk_avg_pool"]
+__all__ = ["ENTRIES", "KERNELS", "cupy", "topk_avg_pool"]
 
 _GROUP = "seq_topk"
 
@@ -33,3 +33,12 @@ def topk_avg_pool(out, data, in_off, row_off, col_off, ks, channels):
                i64(int(ks.max())), i64(n_seq), i64(total_rows), i64(channels)))
     if target is not out:
         out[...] = target.astype(out.dtype)
+
+
+# --------------------------------------------------------------------------- entries
+def _topk_avg_pool(out, data, in_off, row_off, col_off, ks, channels, longest):
+    topk_avg_pool(out, data, in_off, row_off, col_off, ks, channels)
+
+
+#: Kernel name -> entry point, the arguments of the CPU twin's (``lodarrow/_cpu/seq_topk.py``).
+ENTRIES = {"topk_avg_pool": _topk_avg_pool}

@@ -3,8 +3,9 @@ offsets arguments of ``lod_reset`` / ``lod_append``."""
 
 import numpy as np
 
-from lodarrow._backends import is_cupy_array, row_bytes
-from lodarrow._backends.cpu import chunk_bounds, threads_for
+from lodarrow._backends import row_bytes
+from lodarrow._cupy import is_cupy_array
+from lodarrow._threads import chunk_bounds, threads_for
 from lodarrow._errors import LoDError
 from lodarrow._tensor import LoDTensor
 from lodarrow._validation import (as_index_array, coerce_pad_value, lengths_hint, lod_problem,
@@ -45,7 +46,7 @@ def as_lod_tensor(obj, name):
     if isinstance(obj, np.ndarray) or is_cupy_array(obj):
         return LoDTensor(obj)
     if _is_arrow_like(obj) or type(obj).__module__.startswith("pyarrow"):
-        from lodarrow._arrow import from_arrow
+        from lodarrow._interop._arrow import from_arrow
 
         t = from_arrow(obj)
         t._check_valid(name)  # the deferred O(n) offsets scan

@@ -15,17 +15,17 @@ share memory with an array the kernel reads, as NumPy buffers overlapping operan
 ``landed`` then copies the temporary into ``out``.
 """
 
-import sys
 
 import numpy as np
 
-from lodarrow._backends import is_cupy_array
+from lodarrow._cupy import array_module, device_of, is_cupy_array
 
 __all__ = ["into", "landed", "check", "check_shape", "overlaps", "same_buffer", "split"]
 
 
 def _where(arr):
-    return f"on the GPU (cuda:{arr.device.id})" if is_cupy_array(arr) else "on the CPU"
+    device = device_of(arr)
+    return "on the CPU" if device is None else f"on the GPU (cuda:{device})"
 
 
 def check(out, op, shape, dtype, data, name="out"):
@@ -44,7 +44,7 @@ def check(out, op, shape, dtype, data, name="out"):
             hint = " (for a LoDTensor pass its .data)"
         raise TypeError(f"{op}: {name} must be a numpy.ndarray (a cupy.ndarray for GPU data)"
                         f"{hint}, got {type(out).__name__}")
-    if gpu != is_cupy_array(data) or (gpu and out.device.id != data.device.id):
+    if device_of(out) != device_of(data):
         raise ValueError(f"{op}: {name} is {_where(out)} but the data is {_where(data)}; "
                          f"pass an array on the data's device")
     if out.dtype != dtype:
@@ -76,7 +76,7 @@ def overlaps(out, reads):
     result.  Arrays on another device than ``out`` cannot overlap it.
     """
     gpu = is_cupy_array(out)
-    may_share = sys.modules["cupy"].may_share_memory if gpu else np.may_share_memory
+    may_share = array_module(out).may_share_memory
     return any(a is not None and is_cupy_array(a) == gpu and may_share(out, a) for a in reads)
 
 

@@ -51,7 +51,7 @@ def lod_reset(x, y=None, target_lod=None, name=None):
 
     Examples
     --------
-    The seed's examples, with the offsets the operator really takes:
+    Paddle's examples, with the offsets the operator really takes:
 
     >>> import numpy as np, lodarrow as la
     >>> x = la.create_lod_tensor(np.arange(1, 7, dtype=np.float32).reshape(6, 1),

@@ -8,7 +8,8 @@ import numbers
 
 import numpy as np
 
-from lodarrow._backends import backend_of_array, is_cupy_array
+from lodarrow._backends import backend_of_array
+from lodarrow._cupy import is_cupy_array
 from lodarrow._ops._common import ANY_LEVELS, as_lod_tensor, require_lod_levels
 from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import check, check_shape, into, landed

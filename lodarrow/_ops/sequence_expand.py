@@ -10,6 +10,7 @@ from lodarrow._errors import LoDError
 from lodarrow._ops._common import as_lod_tensor, composed_offsets, require_lod_levels
 from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
+from lodarrow._plan import expand_lod
 from lodarrow._tensor import LoDTensor, _freeze
 from lodarrow._validation import as_int
 
@@ -59,7 +60,7 @@ def sequence_expand(x, y, ref_level=-1, name=None, *, out=None):
 
     Examples
     --------
-    The seed's case 1 (repeat whole sequences by ``y``'s level 0) and case 2 (repeat rows):
+    Paddle's case 1 (repeat whole sequences by ``y``'s level 0) and case 2 (repeat rows):
 
     >>> import numpy as np, lodarrow as la
     >>> x = la.create_lod_tensor(np.array([[1], [2], [3], [4]], np.float32), [[2, 2]],
@@ -114,7 +115,7 @@ def sequence_expand(x, y, ref_level=-1, name=None, *, out=None):
         raise LoDError(f"sequence_expand: x has {x_off.shape[0] - 1} sequences but y's level "
                        f"{ref_level} has {n}; they must match")
     out_lod = np.empty(int(ref[-1]) + 1, dtype=np.int64)
-    be.kernel("expand_lod")(x_off, ref, out_lod)
+    expand_lod(x_off, ref, out_lod)
     shape = (int(out_lod[-1]),) + data.shape[1:]
     with be.device(data):
         res = (be.empty(shape, data.dtype) if out is None

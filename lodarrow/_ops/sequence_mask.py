@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 
-from lodarrow._backends import backend_of_array, is_cupy_array
+from lodarrow._backends import backend_of_array
+from lodarrow._cupy import is_cupy_array
 from lodarrow._ops._common import as_lod_tensor, check_growth, require
 from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed

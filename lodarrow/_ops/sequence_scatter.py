@@ -71,7 +71,7 @@ def sequence_scatter(input, index, updates, name=None, *, out=None):
 
     Examples
     --------
-    The seed's example:
+    Paddle's example:
 
     >>> import numpy as np, lodarrow as la
     >>> x = np.ones((3, 6), np.float32)

@@ -5,10 +5,12 @@ Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequ
 
 import numpy as np
 
-from lodarrow._backends import backend_of, is_cupy_array, row_bytes
+from lodarrow._backends import backend_of, row_bytes
+from lodarrow._cupy import is_cupy_array
 from lodarrow._ops._common import as_lod_tensor, data_of, require_lod_levels
 from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
+from lodarrow._plan import slice_plan
 from lodarrow._tensor import LoDTensor, _freeze
 from lodarrow._validation import as_index_array
 
@@ -74,7 +76,7 @@ def sequence_slice(input, offset, length, name=None, *, out=None):
     lens = _host_indices(length, "length", n)
     src_start = np.empty(n, dtype=np.int64)
     out_off = np.empty(n + 1, dtype=np.int64)
-    bad = be.kernel("slice_plan")(last, off, lens, src_start, out_off)
+    bad = slice_plan(last, off, lens, src_start, out_off)
     if bad >= 0:
         _raise_bad_slice(bad, last, off, lens)
     data = x.data

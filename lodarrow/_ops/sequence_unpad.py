@@ -5,7 +5,8 @@ Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequ
 
 import numpy as np
 
-from lodarrow._backends import backend_of, is_cupy_array
+from lodarrow._backends import backend_of
+from lodarrow._cupy import is_cupy_array
 from lodarrow._ops._common import as_lod_tensor, data_of
 from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed

@@ -9,7 +9,7 @@ column is the caller's own object.
 
 This is a generic engine: what an operator's arguments and results mean in table form is the
 operator's own declaration (``TABLE`` in its module, :mod:`lodarrow._ops._contract`), and the
-Arrow null handling is the Arrow layer's (:mod:`lodarrow._arrow_nulls`).
+Arrow null handling is the Arrow layer's (:mod:`lodarrow._interop._arrow_nulls`).
 """
 
 import difflib
@@ -21,8 +21,8 @@ import numpy as np
 import pyarrow as pa
 
 from lodarrow import _ops
-from lodarrow._arrow import from_arrow, trusted_to_arrow
-from lodarrow._arrow_nulls import check_inner_nulls, drop_rows, spread_rows, validity
+from lodarrow._interop._arrow import from_arrow, trusted_to_arrow
+from lodarrow._interop._arrow_nulls import check_inner_nulls, drop_rows, spread_rows, validity
 from lodarrow._errors import RegularLevelWarning
 from lodarrow._place import Place, as_place, parse_place
 from lodarrow._tables._adapters import adapt, list_levels, representable

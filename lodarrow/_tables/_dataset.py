@@ -15,7 +15,6 @@ it, hidden, and no ``dest``), so ``dest`` exists only as a whole dataset.
 import bisect
 import dataclasses
 import glob
-import math
 import os
 import queue
 import shutil
@@ -28,6 +27,8 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 import pyarrow as pa
 
 from lodarrow._errors import BackendError, LoDError
+from lodarrow._progress import Progress
+from lodarrow._progress import mb as _mb
 
 __all__ = ["map_parquet", "MapSummary", "resolve_source"]
 
@@ -216,7 +217,7 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
     os.makedirs(parent, exist_ok=True)
     staging = os.path.join(parent, f".{name}.lodarrow-tmp-{uuid.uuid4().hex[:12]}")
     os.mkdir(staging)
-    bar = _Progress(len(files), sum(sizes), enabled=progress)
+    bar = Progress(len(files), sum(sizes), enabled=progress)
     stop = threading.Event()
     try:
         def one(k):
@@ -660,71 +661,5 @@ def _isatty(stream):
         return False
 
 
-def _mb(n):
-    if n >= 1e9:
-        return f"{n / 1e9:.2f} GB"
-    return f"{n / 1e6:.1f} MB"
-
-
-class _Progress:
-    """A one-line progress bar on stderr: files, rows, bytes, rate, time left.
-
-    Thread-safe; redrawn at most every 0.2 s.  Bytes are the input files' bytes on disk,
-    counted in proportion to the rows read.
-    """
-
-    def __init__(self, files, total_bytes, enabled, stream=None):
-        self.enabled = enabled
-        self.stream = stream or sys.stderr
-        self.files, self.total = files, total_bytes
-        self.files_done = self.rows = 0
-        self.bytes = 0.0
-        self.t0 = self.last = time.perf_counter()
-        self.lock = threading.Lock()
-        self.shown = False
-
-    def advance(self, rows, nbytes):
-        if not self.enabled:
-            return
-        with self.lock:
-            self.rows += rows
-            self.bytes += nbytes
-            self._draw()
-
-    def file_done(self):
-        if not self.enabled:
-            return
-        with self.lock:
-            self.files_done += 1
-            self._draw(force=self.files_done == self.files)
-
-    def _draw(self, force=False):
-        now = time.perf_counter()
-        if not force and now - self.last < 0.2:
-            return
-        self.last = now
-        elapsed = max(now - self.t0, 1e-9)
-        done = self.files_done == self.files
-        nbytes = self.total if done else self.bytes  # the per-batch shares sum to it
-        rate = nbytes / elapsed
-        frac = 1.0 if done or not self.total else min(self.bytes / self.total, 1.0)
-        width = 20
-        fill = int(frac * width)
-        left = (self.total - nbytes) / rate if rate > 0 else float("nan")
-        eta = f"{elapsed:.1f} s" if done or math.isnan(left) else f"{left:.0f} s left"
-        line = (f"\rmap_parquet [{'#' * fill}{'.' * (width - fill)}] "
-                f"{self.files_done}/{self.files} files  {self.rows:,} rows  "
-                f"{_mb(nbytes)}/{_mb(self.total)}  {_mb(rate)}/s  {eta}  ")
-        self.stream.write(line)
-        self.stream.flush()
-        self.shown = True
-
-    def close(self, ok):
-        if not self.enabled:
-            return
-        with self.lock:
-            if ok and self.files_done < self.files:  # else file_done drew the last state
-                self._draw(force=True)
-            if self.shown:
-                self.stream.write("\n")
-                self.stream.flush()
+#: The bar's old name, for code that imports it from here.
+_Progress = Progress

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 import numpy as np
 import pyarrow as pa
 
-from lodarrow._arrow import to_arrow
-from lodarrow._arrow_layout import arrow_type
+from lodarrow._interop._arrow import to_arrow
+from lodarrow._interop._arrow_layout import arrow_type
 from lodarrow._tables._parquet_writers import choose_engine, write_polars
 from lodarrow._tables._table import columns_to_tensors, representable_columns, select_columns
 from lodarrow._tables._adapters import adapt, is_pandas_frame, is_polars_frame, objects_to_arrow

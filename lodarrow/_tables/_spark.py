@@ -27,7 +27,7 @@ import functools
 import numpy as np
 import pyarrow as pa
 
-from lodarrow._arrow_layout import LARGE_LIST_VIEW, LIST_VIEW, type_chain
+from lodarrow._interop._arrow_layout import LARGE_LIST_VIEW, LIST_VIEW, type_chain
 
 __all__ = ["spark_arrow_schema", "spark_arrow_type", "spark_map", "to_spark_batch"]
 

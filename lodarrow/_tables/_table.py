@@ -5,7 +5,7 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
-from lodarrow._arrow import from_arrow, to_arrow
+from lodarrow._interop._arrow import from_arrow, to_arrow
 from lodarrow._tables._adapters import representable
 from lodarrow._tensor import LoDTensor
 

@@ -26,9 +26,9 @@ import functools
 
 import numpy as np
 
-from lodarrow._arrow_decode import decode, missing_width
-from lodarrow._arrow_layout import NUM_BUFFERS, arrow_type, plan
-from lodarrow._backends import get_cupy, is_cupy_array
+from lodarrow._interop._arrow_decode import decode, missing_width
+from lodarrow._interop._arrow_layout import NUM_BUFFERS, arrow_type, plan
+from lodarrow._cupy import get_cupy, is_cupy_array
 from lodarrow._tensor import LoDTensor, _freeze
 
 __all__ = [
@@ -275,9 +275,7 @@ def export_device_array(t, requested_schema=None, **kwargs):
         else:
             cast_to = requested
     if t._narrow and not on_gpu and schema_type is natural:  # read from 32-bit lists
-        from lodarrow._arrow import to_arrow
-
-        arr = to_arrow(t)
+        arr = t.to_arrow()  # the method, so this module never imports lodarrow._interop._arrow
         if cast_to is None or arr.type == cast_to:
             return arr.__arrow_c_device_array__()
     if on_gpu:
@@ -339,9 +337,9 @@ def _export(pa, t, natural, schema_type, on_gpu):
 
 
 # ---------------------------------------------------------------------------- import
-# The import side only turns C structs into what lodarrow._arrow_decode reads (nodes, a flat
-# list of buffer addresses, a memory) and runs the one decoder over them: the type analysis
-# is pyarrow's import of the ArrowSchema plus lodarrow._arrow_layout.plan.
+# The import side only turns C structs into what lodarrow._interop._arrow_decode reads
+# (nodes, a flat list of buffer addresses, a memory) and runs the one decoder over them: the
+# type analysis is pyarrow's import of the ArrowSchema plus lodarrow._interop._arrow_layout.plan.
 
 
 class _Imported:
@@ -560,7 +558,7 @@ def import_device_array(obj, nulls="error", *, lod_level=None, feature_shape=Non
     Examples
     --------
     >>> import pyarrow as pa
-    >>> from lodarrow._cdevice import import_device_array
+    >>> from lodarrow._interop._cdevice import import_device_array
     >>> arr = pa.array([[[1.0, 2.0], [3.0]], [[4.0]]], pa.large_list(pa.large_list(pa.float64())))
     >>> t = import_device_array(arr)
     >>> t.lod(), t.data.tolist()
@@ -619,7 +617,7 @@ def device_type_of(obj):
     Examples
     --------
     >>> import numpy as np, lodarrow as la
-    >>> from lodarrow._cdevice import device_type_of
+    >>> from lodarrow._interop._cdevice import device_type_of
     >>> device_type_of(la.LoDTensor(np.zeros(3)))
     1
     """

@@ -6,8 +6,8 @@ pandas is imported inside the functions: ``import lodarrow`` does not load it.
 import numpy as np
 import pyarrow as pa
 
-from lodarrow._arrow import from_arrow, to_arrow
-from lodarrow._tables._adapters import objects_to_arrow
+from lodarrow._interop._arrow import from_arrow, to_arrow
+from lodarrow._interop._objects import objects_to_arrow
 from lodarrow._tensor import LoDTensor
 
 __all__ = ["to_pandas", "from_pandas"]

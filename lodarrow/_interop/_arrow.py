@@ -35,9 +35,9 @@ rest.
 import numpy as np
 import pyarrow as pa
 
-from lodarrow import _arrow_decode as _dec
-from lodarrow._arrow_layout import arrow_type, layer_types, plan
-from lodarrow._backends import is_cupy_array
+from lodarrow._interop import _arrow_decode as _dec
+from lodarrow._interop._arrow_layout import arrow_type, layer_types, plan
+from lodarrow._cupy import is_cupy_array
 from lodarrow._place import CPUPlace
 from lodarrow._tensor import LoDTensor
 from lodarrow._validation import check_choice
@@ -297,7 +297,8 @@ def from_arrow(obj, nulls="error", *, lod_level=None, feature_shape=None):
         if isinstance(obj, LoDTensor) and not is_cupy_array(obj._data):
             obj = to_arrow(obj)
         else:
-            from lodarrow._cdevice import ARROW_DEVICE_CPU, device_capsules, import_device_array
+            from lodarrow._interop._cdevice import (ARROW_DEVICE_CPU, device_capsules,
+                                                   import_device_array)
 
             capsules, device_type = device_capsules(obj)  # exported once
             if device_type != ARROW_DEVICE_CPU:  # GPU producers: views on the device, no copy

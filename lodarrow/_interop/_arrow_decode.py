@@ -1,12 +1,12 @@
 """The one Arrow decoder: an Arrow array (tree of nodes) -> LoDTensor data and LoD levels.
 
-It runs a :class:`~lodarrow._arrow_layout.Plan` over any tree of nodes that has ``offset``,
+It runs a :class:`~lodarrow._interop._arrow_layout.Plan` over any tree of nodes that has ``offset``,
 ``null_count``, ``values`` (the child), ``dictionary`` and ``len()`` -- a ``pyarrow.Array``,
-or :mod:`lodarrow._cdevice`'s view of C Device structs -- with the buffers of every node in
+or :mod:`lodarrow._interop._cdevice`'s view of C Device structs -- with the buffers of every node in
 one flat list (the order of ``pyarrow.Array.buffers()``), read through a *memory*:
 
 - :data:`HOST` reads ``pyarrow.Buffer`` s as NumPy views;
-- ``lodarrow._cdevice``'s memories read raw addresses as NumPy views (host memory) or CuPy
+- ``lodarrow._interop._cdevice``'s memories read raw addresses as NumPy views (host memory) or CuPy
   views (CUDA memory).
 
 Offsets end up on the host (a LoDTensor keeps them there); values stay where they are.  The
@@ -15,7 +15,8 @@ cost is O(levels) on the zero-copy paths; the copies are listed in :func:`lodarr
 
 import numpy as np
 
-from lodarrow._arrow_layout import FIXED, LARGE_LIST, LIST, OFFSET_DTYPE, missing_width_message
+from lodarrow._interop._arrow_layout import (FIXED, LARGE_LIST, LIST, OFFSET_DTYPE,
+                                            missing_width_message)
 from lodarrow._errors import LoDError
 
 __all__ = ["HOST", "decode", "join"]

@@ -85,7 +85,7 @@ def arrow_type(dtype, feature_shape=(), lod_level=0, large_offsets=True):
 
     Examples
     --------
-    >>> from lodarrow._arrow_layout import arrow_type
+    >>> from lodarrow._interop._arrow_layout import arrow_type
     >>> arrow_type("float32", (8,), 1)
     LargeListType(large_list<item: fixed_size_list<item: float>[8]>)
     """
@@ -182,8 +182,9 @@ class Plan:
         self.buffer_pos = tuple(pos)
 
 
-# Recently seen (type, plan) pairs, newest first: comparing types with ``==`` costs ~0.1 us,
-# hashing one (what an lru_cache does) ~1.4 us -- a tenth of the whole from_arrow budget.
+# Recently seen (type, plan) pairs, newest first: comparing a type with ``==`` is far cheaper
+# than hashing it (what an lru_cache would do), and from_arrow on a small array is mostly such
+# fixed per-call work.
 # Never reordered in place, so concurrent callers can at worst add a duplicate.
 _RECENT = []
 
@@ -365,7 +366,7 @@ def describe_type(arrow_type, lod_level=None, feature_shape=None):
     Examples
     --------
     >>> import pyarrow as pa
-    >>> from lodarrow._arrow_layout import describe_type
+    >>> from lodarrow._interop._arrow_layout import describe_type
     >>> d = describe_type(pa.list_(pa.list_(pa.float32())), lod_level=1, feature_shape=(8,))
     >>> d.lod_level, d.feature_shape, d.dtype, d.level_kinds, d.feature_kinds
     (1, (8,), dtype('float32'), ('list',), ('list',))
