@@ -3,8 +3,8 @@
 Real engines, no mocks: one local Ray (``ray.init(num_cpus=2)``), one
 ``distributed.LocalCluster`` with two worker processes and one local Spark (``local[2]``, the
 ``spark`` fixture of conftest.py, skipped only where no Java is found), each started once per
-test session (on first use) and shut down at its end.  The data is a multi-file Parquet dataset (several
-row groups per file, a string id, null rows in list columns) and the udf a pipeline that
+test session (on first use) and shut down at its end.  The data is a multi-file Parquet dataset
+(several row groups per file, a string id, null rows in list columns) and the udf a pipeline that
 calls every operator in every row-aligned form (``tables_cases.CASES``).  Each engine cuts the
 data differently (Ray blocks and batches, Dask partitions, Spark's Arrow batches,
 ``map_parquet`` batches); the rows

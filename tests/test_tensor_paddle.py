@@ -131,7 +131,8 @@ def _tensor(rows):
     [
         ([[]], 0, r"lod\[0\] is empty"),
         ([[1, 2, 5]], 5, r"lod\[0\] must start at 0, found 1"),
-        ([[0, 3, 2, 5]], 5, r"lod\[0\] must be non-decreasing; first violation at position 2 \(3 > 2\)"),
+        ([[0, 3, 2, 5]], 5,
+         r"lod\[0\] must be non-decreasing; first violation at position 2 \(3 > 2\)"),
         ([[0]], 5, r"ends at 0 but the data has 5 rows"),
         ([[0, 2, 4]], 5, r"ends at 4 but the data has 5 rows"),
         ([[0, 1, 3], [0, 2, 5]], 5, r"lod\[0\] ends at 3 but level 1 has 2 sequences"),

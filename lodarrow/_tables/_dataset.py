@@ -108,8 +108,9 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
 
     Memory: about ``threads`` x (pyarrow's reader buffers, about four times a batch, + the
     batch decoded ahead + the udf's output batch + the previous one encoded while it is
-    written + 1 MiB per column being read), whatever the number and size of the files and of their row groups: with the
-    default ``batch_rows`` a batch is about 32 MiB decoded, so a few hundred MiB in all
+    written + 1 MiB per column being read), whatever the number and size of the files and
+    of their row groups: with the default ``batch_rows`` a batch is about 32 MiB decoded,
+    so a few hundred MiB in all
     (measured: a peak RSS of 523 MiB for 0.54 GB and 580 MiB for 2.19 GB of input,
     ``docs/performance.md``).
 
