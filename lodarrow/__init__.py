@@ -31,6 +31,7 @@ from lodarrow._ops import *  # noqa: F401,F403  (the operators, listed once: _op
 from lodarrow._tables._apply import apply, col
 from lodarrow._tables._udf import pipeline, udf
 from lodarrow._tables._spark import spark_map
+from lodarrow._training import batch_plan, collate, sequence_lengths
 
 __version__ = "0.1.0"
 
@@ -43,7 +44,9 @@ __all__ = [
     "LoDTensor",
     "RegularLevelWarning",
     "apply",
+    "batch_plan",
     "col",
+    "collate",
     "create_lod_tensor",
     "from_arrow",
     "from_list",
@@ -54,6 +57,7 @@ __all__ = [
     "openmp_enabled",
     "pipeline",
     "read_parquet",
+    "sequence_lengths",
     "spark_map",
     "to_table",
     "udf",
