@@ -104,6 +104,13 @@ def _valid_calls(parquet_path, out_path):
         "collate": {"source": pa.table({"x": pa.array([[1], [2, 3]])}), "rows": [1, 0],
                     "column": "x", "level": 0, "mode": "packed_rows", "pad_value": 0,
                     "row_length": 4, "to": "numpy"},
+        "batch_loader": {"source": pa.table({"x": pa.array([[1], [2, 3]]), "y": [0, 1]}),
+                         "column": "x", "batch_size": 2, "max_tokens": 10, "cost": "padded",
+                         "mode": "packed_rows", "row_length": 4, "level": 0,
+                         "extra_columns": ["y"], "pad_value": 0, "to": "numpy", "bucket": True,
+                         "window": 8, "row_groups": 2, "shuffle": True, "seed": 0,
+                         "drop_last": False, "num_replicas": 1, "rank": 0, "oversize": "alone",
+                         "progress": False},
         "udf": {"op": "sequence_pool", "out": "s", "device": None, "input": la.col("x"),
                 "pool_type": "sum"},
     }

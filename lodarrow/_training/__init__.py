@@ -6,5 +6,6 @@ packed rows) and a streaming loader.  See docs/training.md.
 from lodarrow._training._batching import BatchPlan, batch_plan
 from lodarrow._training._collate import collate
 from lodarrow._training._lengths import sequence_lengths
+from lodarrow._training._loader import BatchLoader, batch_loader
 
-__all__ = ["BatchPlan", "batch_plan", "collate", "sequence_lengths"]
+__all__ = ["BatchLoader", "BatchPlan", "batch_loader", "batch_plan", "collate", "sequence_lengths"]
