@@ -5,7 +5,7 @@ Every function trusts its arguments' types, shapes and values (the Python layer 
 """
 from cython.parallel cimport prange
 from libc.stdint cimport int32_t, int64_t, uint8_t
-from libc.stdlib cimport free, malloc, qsort
+from libc.stdlib cimport calloc, free, malloc, qsort
 from libc.string cimport memcpy
 
 
@@ -31,12 +31,45 @@ cdef int _cmp_down(const void* a, const void* b) noexcept nogil:
     return -1 if x.pos < y.pos else (1 if x.pos > y.pos else 0)
 
 
+cdef int _counting_sort(const int64_t* order, const int64_t* lengths, int64_t lo, int64_t hi,
+                        int64_t* out, int64_t* out_len, bint descending,
+                        int64_t top) noexcept nogil:
+    """Stable counting sort of ``order[lo:hi]`` by length (every length <= ``top``)."""
+    cdef int64_t k, length, total = 0, c
+    cdef int64_t* count = <int64_t*>calloc(top + 2, sizeof(int64_t))
+    if count == NULL:
+        return -1
+    for k in range(lo, hi):
+        length = lengths[order[k]]
+        count[(top - length) if descending else length] += 1
+    for k in range(top + 1):
+        c = count[k]
+        count[k] = total
+        total += c
+    for k in range(lo, hi):
+        length = lengths[order[k]]
+        c = (top - length) if descending else length
+        out[lo + count[c]] = order[k]
+        out_len[lo + count[c]] = length
+        count[c] += 1
+    free(count)
+    return 0
+
+
 cdef int _sort_one(const int64_t* order, const int64_t* lengths, int64_t lo, int64_t hi,
-                   int64_t* out, bint descending) noexcept nogil:
-    """Stable sort of ``order[lo:hi]`` by length into ``out[lo:hi]``; -1 if out of memory."""
-    cdef int64_t n = hi - lo, k
+                   int64_t* out, int64_t* out_len, bint descending) noexcept nogil:
+    """Stable sort of ``order[lo:hi]`` by length into ``out[lo:hi]``; -1 if out of memory.
+
+    A counting sort when the longest length is at most 4x the window (the usual case), else a
+    ``qsort`` of (length, position) pairs."""
+    cdef int64_t n = hi - lo, k, top = 0
     if n <= 0:
         return 0
+    for k in range(lo, hi):
+        if lengths[order[k]] > top:
+            top = lengths[order[k]]
+    if top <= 4 * n + 1024:
+        return _counting_sort(order, lengths, lo, hi, out, out_len, descending, top)
     cdef _item* items = <_item*>malloc(n * sizeof(_item))
     if items == NULL:
         return -1
@@ -47,13 +80,16 @@ cdef int _sort_one(const int64_t* order, const int64_t* lengths, int64_t lo, int
     qsort(items, n, sizeof(_item), _cmp_down if descending else _cmp_up)
     for k in range(n):
         out[lo + k] = items[k].row
+        out_len[lo + k] = items[k].length
     free(items)
     return 0
 
 
 def sort_windows(const int64_t[::1] order, const int64_t[::1] lengths,
-                 const int64_t[::1] windows, int64_t[::1] out, bint descending, int num_threads):
-    """Sort each window ``order[windows[w]:windows[w+1]]`` by length (stable) into ``out``.
+                 const int64_t[::1] windows, int64_t[::1] out, int64_t[::1] out_lengths,
+                 bint descending, int num_threads):
+    """Sort each window ``order[windows[w]:windows[w+1]]`` by length (stable) into ``out``,
+    the lengths in that order into ``out_lengths``.
 
     Returns 0, or -1 when a window's scratch memory could not be allocated.
     """
@@ -64,24 +100,24 @@ def sort_windows(const int64_t[::1] order, const int64_t[::1] lengths,
     cdef const int64_t* po = &order[0]
     cdef const int64_t* pl = &lengths[0]
     cdef int64_t* pout = &out[0]
+    cdef int64_t* plen = &out_lengths[0]
     with nogil:
         for w in prange(nw, num_threads=max(num_threads, 1), schedule="dynamic"):
-            if _sort_one(po, pl, windows[w], windows[w + 1], pout, descending) != 0:
+            if _sort_one(po, pl, windows[w], windows[w + 1], pout, plen, descending) != 0:
                 bad = -1
     return bad
 
 
-def cut_batches(const int64_t[::1] order, const int64_t[::1] lengths,
-                const int64_t[::1] windows, int64_t batch_size, int64_t max_tokens,
-                bint packed, int64_t[::1] bounds):
-    """Cut ``order`` into batches, greedily, never across a window boundary.
+def cut_batches(const int64_t[::1] seq_lengths, const int64_t[::1] windows,
+                int64_t batch_size, int64_t max_tokens, bint packed, int64_t[::1] bounds):
+    """Cut a sequence of lengths (in plan order) into batches, greedily, never across a
+    window boundary.
 
     A batch takes the next sequence while it holds fewer than ``batch_size`` sequences (0: no
     limit) and its cost with that sequence stays within ``max_tokens`` (0: no limit): the
     packed cost is the sum of the lengths, the padded cost ``count * longest``.  An empty batch
     always takes the next sequence, so one longer than the budget is a batch of its own.
-    Writes the batch boundaries (positions in ``order``) to ``bounds`` and returns the number
-    of batches.
+    Writes the batch boundaries (positions) to ``bounds`` and returns the number of batches.
     """
     cdef Py_ssize_t nw = windows.shape[0] - 1, w
     cdef int64_t nb = 0, i, lo, hi, count, longest, total, length, cost, m
@@ -94,7 +130,7 @@ def cut_batches(const int64_t[::1] order, const int64_t[::1] lengths,
             longest = 0
             total = 0
             for i in range(lo, hi):
-                length = lengths[order[i]]
+                length = seq_lengths[i]
                 if count > 0:
                     m = longest if longest > length else length
                     cost = total + length if packed else (count + 1) * m
@@ -113,6 +149,25 @@ def cut_batches(const int64_t[::1] order, const int64_t[::1] lengths,
                 nb += 1
                 bounds[nb] = hi
     return nb
+
+
+def range_stats(const int64_t[::1] seq_lengths, const int64_t[::1] lo, const int64_t[::1] hi,
+                int64_t[::1] tokens, int64_t[::1] longest):
+    """Per batch ``b`` (``seq_lengths[lo[b]:hi[b]]``): the sum into ``tokens[b]``, the longest
+    into ``longest[b]``."""
+    cdef Py_ssize_t b, nb = lo.shape[0]
+    cdef int64_t i, s, m, length
+    with nogil:
+        for b in range(nb):
+            s = 0
+            m = 0
+            for i in range(lo[b], hi[b]):
+                length = seq_lengths[i]
+                s = s + length
+                if length > m:
+                    m = length
+            tokens[b] = s
+            longest[b] = m
 
 
 def batch_stats(const int64_t[::1] indices, const int64_t[::1] lengths,

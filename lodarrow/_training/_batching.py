@@ -2,7 +2,10 @@
 
 import numpy as np
 
-from lodarrow._backends.cpu import threads_for
+from lodarrow._backends.cpu import num_threads
+
+#: Sort windows on several threads from this many sequences on.
+_PARALLEL_SORT = 1 << 20
 from lodarrow._ext import batch_plan as _k
 from lodarrow._validation import as_flag, as_int, as_positive_int, check_choice
 
@@ -186,15 +189,18 @@ def plan_rank(lengths, order, windows, *, sort, batch_size, max_tokens, packed, 
     whole windows to the ranks in turn (the loader: a rank reads only its windows).
     """
     m = len(order)
-    threads = threads_for(m)
+    threads = num_threads() if m >= _PARALLEL_SORT else 1  # OpenMP start-up costs ~ms
     if sort and m:
         sorted_order = np.empty_like(order)
-        if _k.sort_windows(order, lengths, windows, sorted_order, False, threads) != 0:
+        seq_lengths = np.empty_like(order)
+        if _k.sort_windows(order, lengths, windows, sorted_order, seq_lengths, False,
+                           threads) != 0:
             raise MemoryError(f"{_FN}: no memory to sort a window")
         order = sorted_order
+    else:
+        seq_lengths = lengths[order]
     bounds = np.empty(m + 1, dtype=np.int64)
-    nb = _k.cut_batches(order, lengths, windows, batch_size or 0, max_tokens or 0, packed,
-                        bounds)
+    nb = _k.cut_batches(seq_lengths, windows, batch_size or 0, max_tokens or 0, packed, bounds)
     bounds = bounds[:nb + 1]
     lo, hi = bounds[:-1], bounds[1:]
     win = np.searchsorted(windows, lo, side="right") - 1
@@ -205,7 +211,8 @@ def plan_rank(lengths, order, windows, *, sort, batch_size, max_tokens, packed, 
         lo, hi, win = _split_largest(lo, hi, win, num_replicas - len(lo) % num_replicas,
                                      num_replicas)
     nb = len(lo)
-    tokens, longest = _stats(order, lengths, lo, hi, threads)
+    if deal != "window" and balance == "tokens" and num_replicas > 1:
+        tokens, _ = _range_stats(seq_lengths, lo, hi)
 
     if deal == "window":
         perm = rng.permutation(nb) if rng is not None else np.arange(nb)
@@ -214,7 +221,8 @@ def plan_rank(lengths, order, windows, *, sort, batch_size, max_tokens, packed, 
         mine = batch_order[owner == rank]
         others = [np.count_nonzero(owner == r) for r in range(num_replicas)]
     else:
-        batch_order = rng.permutation(nb) if rng is not None else np.arange(nb)
+        # unsorted rows are already in random order: their batches need no second shuffle
+        batch_order = rng.permutation(nb) if rng is not None and sort else np.arange(nb)
         if balance == "tokens" and num_replicas > 1:
             batch_order = _token_steps(batch_order, tokens, num_replicas, rng)
         mine = batch_order[rank::num_replicas]
@@ -229,29 +237,21 @@ def plan_rank(lengths, order, windows, *, sort, batch_size, max_tokens, packed, 
     sizes = mine_hi - mine_lo
     offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
-    pos = np.repeat(mine_lo - offsets[:-1], sizes) + np.arange(offsets[-1], dtype=np.int64)
-    indices = order[pos]
-    tokens = np.empty(len(sizes), dtype=np.int64)
-    longest = np.empty(len(sizes), dtype=np.int64)
-    _k.batch_stats(indices, lengths, offsets, tokens, longest, threads)
+    if len(sizes) and mine_lo[0] == 0 and np.array_equal(mine_lo[1:], mine_hi[:-1]):
+        indices = order[:offsets[-1]]  # batches in order, back to back: no gather
+    else:
+        pos = np.repeat(mine_lo - offsets[:-1], sizes) + np.arange(offsets[-1], dtype=np.int64)
+        indices = order[pos]
+    tokens, longest = _range_stats(seq_lengths, mine_lo, mine_hi)
     return BatchPlan(offsets, indices, tokens, longest, mine_win, rank=rank,
                      num_replicas=num_replicas, seed=seed, epoch=epoch)
 
 
-def _stats(order, lengths, lo, hi, threads):
-    offsets = np.append(lo, hi[-1] if len(hi) else 0).astype(np.int64)
-    # lo/hi are consecutive cuts of ``order`` except where drop_last removed a batch
-    if len(lo) and not np.array_equal(lo[1:], hi[:-1]):
-        sizes = hi - lo
-        offsets = np.zeros(len(lo) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        order = order[np.repeat(lo - offsets[:-1], sizes) + np.arange(offsets[-1])]
-    elif len(lo):
-        order = order[lo[0]:]
-        offsets = offsets - lo[0]
+def _range_stats(seq_lengths, lo, hi):
     tokens = np.empty(len(lo), dtype=np.int64)
     longest = np.empty(len(lo), dtype=np.int64)
-    _k.batch_stats(np.ascontiguousarray(order), lengths, offsets, tokens, longest, threads)
+    _k.range_stats(seq_lengths, np.ascontiguousarray(lo), np.ascontiguousarray(hi), tokens,
+                   longest)
     return tokens, longest
 
 

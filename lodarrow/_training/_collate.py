@@ -4,7 +4,7 @@ import numpy as np
 import pyarrow as pa
 
 from lodarrow._backends import is_cupy_array
-from lodarrow._backends.cpu import threads_for
+from lodarrow._backends.cpu import num_threads
 from lodarrow._ext import batch_plan as _k
 from lodarrow._interop._dense import LIBRARIES, dense_to
 from lodarrow._tensor import LoDTensor
@@ -15,6 +15,8 @@ __all__ = ["collate"]
 
 _FN = "collate"
 MODES = ("padded", "packed", "packed_rows")
+#: Copy a batch on several threads from this many output bytes on (OpenMP start-up costs ~ms).
+_PARALLEL_BYTES = 8 << 20
 
 
 class Sequences:
@@ -29,6 +31,22 @@ class Sequences:
         self.lengths = np.diff(bounds)
         self.values = t.data
         self.on_gpu = is_cupy_array(self.values)
+        self._src = self._pad = None
+
+    def source_bytes(self):
+        """The values as one flat uint8 array, and the bytes of one value row (cached)."""
+        if self._src is None:
+            feature = self.values.shape[1:]
+            self.row_bytes = self.values.dtype.itemsize * int(np.prod(feature, dtype=np.int64))
+            self._src = np.ascontiguousarray(self.values).reshape(-1).view(np.uint8)
+        return self._src, self.row_bytes
+
+    def pad_bytes(self, pad):
+        """``pad`` (an array of the feature shape) as the bytes of one row (cached)."""
+        if self._pad is None or self._pad[0] is not pad:
+            row = np.ascontiguousarray(pad, dtype=self.values.dtype).reshape(-1).view(np.uint8)
+            self._pad = (pad, row)
+        return self._pad[1]
 
     def __len__(self):
         return len(self.starts)
@@ -227,14 +245,15 @@ def _gather(seqs, starts, lengths, dest, slot, pad, total, *, positions, mask, p
     msk = np.empty(total if mask else 0, dtype=np.uint8)
     if mask and prefill:
         msk[:] = 0
-    row_bytes = values.dtype.itemsize * int(np.prod(feature, dtype=np.int64))
-    src = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
-    pad_row = np.ascontiguousarray(pad, dtype=values.dtype).reshape(-1).view(np.uint8)
-    _k.gather_rows(src, row_bytes, starts, lengths, np.ascontiguousarray(dest),
-                   np.zeros(0, np.int64) if slot is None else slot, pad_row,
+    src, row_bytes = seqs.source_bytes()
+    _k.gather_rows(src, row_bytes, starts, lengths, dest,
+                   _NO_SLOT if slot is None else slot, seqs.pad_bytes(pad),
                    out.reshape(-1).view(np.uint8), pos, msk,
-                   threads_for(total * max(row_bytes, 1)))
+                   num_threads() if total * row_bytes >= _PARALLEL_BYTES else 1)
     return out, pos, msk.view(bool)
+
+
+_NO_SLOT = np.zeros(0, np.int64)
 
 
 def _full(pad):

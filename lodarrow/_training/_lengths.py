@@ -58,9 +58,13 @@ def sequence_lengths(source, column=None, *, level=0):
     (array([3, 3]), array([2, 1, 3]))
     """
     if is_parquet_source(source):
-        return _parquet_lengths(source, column, level)
+        return _concat(_parquet_lengths(source, column, level))
     col = column_of(source, column, _FN)
     return _in_memory_lengths(col, level)
+
+
+def _concat(arrays):
+    return np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
 
 
 def _in_memory_lengths(col, level):
@@ -80,17 +84,34 @@ def _host(offsets):
 
 
 def _parquet_lengths(source, column, level):
-    import pyarrow.parquet as pq
-
     parts = ParquetParts(source, _FN)
     name = pick_column(parts.schema, column, _FN)
     level = check_level(level, list_depth(parts.schema.field(name).type), _FN)
-    out = []
-    leaf = None
-    for path, g, _ in parts.parts:
+    return parquet_part_lengths(parts, name, level)
+
+
+def parquet_part_lengths(parts, name, level):
+    """The lengths of every row group of ``parts`` (a list of arrays), read on a few threads:
+    at most that many row groups of one leaf column in memory at once."""
+    import pyarrow.parquet as pq
+
+    from lodarrow._backends.cpu import num_threads
+
+    if not parts.parts:
+        return []
+    with pq.ParquetFile(parts.parts[0][0]) as pf:
+        leaf = leaf_to_read(pf, name)
+
+    def one(part):
+        path, g, _ = part
         with pq.ParquetFile(path, pre_buffer=False) as pf:
-            if leaf is None:
-                leaf = leaf_to_read(pf, name)
-            col = pf.read_row_group(g, columns=[leaf]).column(name)
-            out.append(_in_memory_lengths(col, level))
-    return np.concatenate(out) if out else np.zeros(0, np.int64)
+            col = pf.read_row_group(g, columns=[leaf], use_threads=False).column(name)
+        return _in_memory_lengths(col, level)
+
+    threads = min(num_threads(), len(parts.parts))
+    if threads <= 1:
+        return [one(p) for p in parts.parts]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(one, parts.parts))

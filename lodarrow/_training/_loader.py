@@ -9,9 +9,9 @@ import pyarrow as pa
 
 from lodarrow._training._batching import plan_rank
 from lodarrow._training._collate import LIBRARIES, MODES, as_sequences, collate_rows, convert
-from lodarrow._training._lengths import _in_memory_lengths
+from lodarrow._training._lengths import parquet_part_lengths
 from lodarrow._training._source import (ParquetParts, check_level, column_of, hf_table,
-                                        is_parquet_source, leaf_to_read, list_depth,
+                                        is_parquet_source, list_depth,
                                         pick_column)
 from lodarrow._validation import (as_flag, as_int, as_positive_int, check_choice,
                                   coerce_pad_value)
@@ -210,20 +210,13 @@ class BatchLoader:
         self._nbytes = int(self._seqs.values.nbytes)
 
     def _init_parquet(self, source, column):
-        import pyarrow.parquet as pq
-
         cfg = self.cfg
         parts = ParquetParts(source, _FN)
         self.column = pick_column(parts.schema, column, _FN)
         for name in cfg.extra_columns:
             pick_column(parts.schema, name, _FN)
         check_level(cfg.level, list_depth(parts.schema.field(self.column).type), _FN)
-        lengths, leaf = [], None
-        for path, g, _ in parts.parts:  # lengths only: one leaf, one row group at a time
-            with pq.ParquetFile(path, pre_buffer=False) as pf:
-                leaf = leaf or leaf_to_read(pf, self.column)
-                col = pf.read_row_group(g, columns=[leaf]).column(self.column)
-            lengths.append(_in_memory_lengths(col, cfg.level))
+        lengths = parquet_part_lengths(parts, self.column, cfg.level)  # one leaf, no values
         self._parts = parts
         self._part_seqs = np.array([len(x) for x in lengths], dtype=np.int64)
         self._part_starts = np.concatenate([[0], np.cumsum(self._part_seqs)]).astype(np.int64)
