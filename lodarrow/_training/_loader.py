@@ -234,7 +234,6 @@ class BatchLoader:
         if isinstance(epoch, (bool, np.bool_)):
             raise TypeError("set_epoch: epoch must be an integer, got bool")
         self.epoch = as_int(epoch, "set_epoch: epoch")
-        return self
 
     def plan(self):
         """This rank's :class:`BatchPlan` for the current epoch (sequence positions of the
