@@ -4,7 +4,10 @@ Every function trusts its arguments' types, shapes and values (the Python layer 
 ``lodarrow/_training`` checks them); indices, lengths and offsets are int64 end to end.
 """
 from cython.parallel cimport prange
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport int64_t, uint8_t, uint64_t
+
+cdef extern from *:
+    ctypedef unsigned long long __uint128_t "__uint128_t"
 from libc.stdlib cimport calloc, free, malloc, qsort
 from libc.string cimport memcpy
 
@@ -264,3 +267,41 @@ def gather_rows(const uint8_t[::1] src, int64_t row_bytes, const int64_t[::1] st
                         memcpy(po + j * row_bytes, pad, row_bytes)
                     if msk:
                         mask[j] = 0
+
+
+cdef inline uint64_t _splitmix(uint64_t* state) noexcept nogil:
+    state[0] += <uint64_t>0x9E3779B97F4A7C15
+    cdef uint64_t z = state[0]
+    z = (z ^ (z >> 30)) * <uint64_t>0xBF58476D1CE4E5B9
+    z = (z ^ (z >> 27)) * <uint64_t>0x94D049BB133111EB
+    return z ^ (z >> 31)
+
+
+cdef inline uint64_t _below(uint64_t* state, uint64_t bound) noexcept nogil:
+    """A uniform integer in ``[0, bound)`` (Lemire's multiply-shift with rejection)."""
+    cdef uint64_t x = _splitmix(state)
+    cdef __uint128_t m = <__uint128_t>x * bound
+    cdef uint64_t low = <uint64_t>m, threshold
+    if low < bound:
+        threshold = (0 - bound) % bound
+        while low < threshold:
+            x = _splitmix(state)
+            m = <__uint128_t>x * bound
+            low = <uint64_t>m
+    return <uint64_t>(m >> 64)
+
+
+def permutation(int64_t[::1] out, uint64_t seed):
+    """Write a uniformly random permutation of ``0..len(out)-1`` to ``out`` (Fisher-Yates,
+    SplitMix64 from ``seed``): the same seed gives the same permutation on every machine."""
+    cdef Py_ssize_t n = out.shape[0], i
+    cdef uint64_t state = seed, j
+    cdef int64_t tmp
+    with nogil:
+        for i in range(n):
+            out[i] = i
+        for i in range(n - 1, 0, -1):
+            j = _below(&state, <uint64_t>(i + 1))
+            tmp = out[i]
+            out[i] = out[j]
+            out[j] = tmp

@@ -1,7 +1,8 @@
 """Training-batch benchmarks (docs/training.md#measured): lodarrow against what users write
 today, side by side in one run.
 
-Run ``python -m lodarrow._bench._training [--n 1000000] [--baseline-n 200000]``.  Every
+Run ``python -m lodarrow._bench._training [--n 1000000] [--baseline-n 200000]
+[--plan-n 10000000]``: the data rows use ``n`` sequences, the plan rows ``plan-n`` lengths.  Every
 Python baseline that is too slow to run on all ``n`` sequences is timed on ``baseline-n`` of
 them and scaled linearly to ``n`` (the table says so); lodarrow always runs on all ``n``.
 Optional peers (torch, Hugging Face ``datasets`` and ``transformers``) are skipped when not
@@ -33,10 +34,15 @@ def _time(fn, repeat=3):
     return best
 
 
-def make_data(n, seed=0):
-    """``n`` token sequences, lengths 1..512 (a long tail, as real corpora), token ids < 256."""
+def _lengths(n, seed=0):
+    """Lengths 1..512 with a long tail (geometric, mean ~96), as real corpora."""
     rng = np.random.default_rng(seed)
-    lengths = np.minimum(rng.geometric(1 / 96, n), 512).astype(np.int64)
+    return np.minimum(rng.geometric(1 / 96, n), 512).astype(np.int64)
+
+
+def make_data(n, seed=0):
+    """``n`` token sequences (lengths from :func:`_lengths`), token ids < 256."""
+    lengths = _lengths(n, seed)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     values = (np.arange(offsets[-1]) % 251).astype(np.int32)
@@ -96,7 +102,7 @@ def waste(batches, lengths):
 
 # --- the run --------------------------------------------------------------------------------
 
-def run(n, baseline_n, steps):
+def run(n, baseline_n, steps, plan_n):
     rows = []
 
     def add(what, peer, t_peer, t_la, note=""):
@@ -131,23 +137,32 @@ def run(n, baseline_n, steps):
     except ImportError:
         pass
 
-    # plans
-    t_la = _time(lambda: la.batch_plan(lengths, batch_size=BATCH, window=WINDOW, seed=0))
-    t_py = _time(lambda: py_bucket_sampler(sub_lengths, BATCH, WINDOW, 0), 1) * scale
+    # plans: on plan_n sequences (lengths only)
+    plan_lengths = _lengths(plan_n)
+    pscale = plan_n / baseline_n
+    pscaled = f"{plan_n:,} seqs; timed on {baseline_n:,}, x{pscale:g}"
+    t_la = _time(lambda: la.batch_plan(plan_lengths, batch_size=BATCH, window=WINDOW, seed=0))
+    t_py = _time(lambda: py_bucket_sampler(sub_lengths, BATCH, WINDOW, 0), 1) * pscale
     add(f"bucketing plan (batch {BATCH}, window {WINDOW})", "Python bucketing sampler",
-        t_py, t_la, scaled)
-    t_la = _time(lambda: la.batch_plan(lengths, max_tokens=MAX_TOKENS, window=WINDOW, seed=0))
-    t_py = _time(lambda: py_token_sampler(sub_lengths, MAX_TOKENS, WINDOW, 0), 1) * scale
+        t_py, t_la, pscaled)
+    t_la = _time(lambda: la.batch_plan(plan_lengths, max_tokens=MAX_TOKENS, window=WINDOW,
+                                       seed=0))
+    t_py = _time(lambda: py_token_sampler(sub_lengths, MAX_TOKENS, WINDOW, 0), 1) * pscale
     add(f"token-budget plan ({MAX_TOKENS} padded)", "Python max-tokens sampler", t_py, t_la,
-        scaled)
+        pscaled)
+    t_la = _time(lambda: la.batch_plan(plan_lengths, max_tokens=MAX_TOKENS, window=WINDOW,
+                                       seed=0, num_replicas=8, rank=3, balance="tokens"))
+    add("token-budget plan, 8 ranks, token balance", "(no Python peer)", float("nan"), t_la,
+        f"{plan_n:,} seqs")
     try:
         import torch
 
-        sampler = torch.utils.data.BatchSampler(torch.utils.data.RandomSampler(range(n)), BATCH,
-                                                False)
+        sampler = torch.utils.data.BatchSampler(
+            torch.utils.data.RandomSampler(range(plan_n)), BATCH, False)
         t_py = _time(lambda: list(sampler), 1)
-        t_la = _time(lambda: la.batch_plan(lengths, batch_size=BATCH, seed=0))
-        add(f"random plan (batch {BATCH})", "torch BatchSampler(RandomSampler)", t_py, t_la)
+        t_la = _time(lambda: la.batch_plan(plan_lengths, batch_size=BATCH, seed=0))
+        add(f"random plan (batch {BATCH})", "torch BatchSampler(RandomSampler)", t_py, t_la,
+            f"{plan_n:,} seqs")
     except ImportError:
         torch = None
 
@@ -200,11 +215,11 @@ def run(n, baseline_n, steps):
         pass
 
     # padding waste
-    wastes = [("random batches", la.batch_plan(lengths, batch_size=BATCH, seed=0)),
-              (f"bucketed (window {WINDOW})", la.batch_plan(lengths, batch_size=BATCH,
+    wastes = [("random batches", la.batch_plan(plan_lengths, batch_size=BATCH, seed=0)),
+              (f"bucketed (window {WINDOW})", la.batch_plan(plan_lengths, batch_size=BATCH,
                                                               window=WINDOW, seed=0)),
               (f"token budget {MAX_TOKENS} + window", la.batch_plan(
-                  lengths, max_tokens=MAX_TOKENS, window=WINDOW, seed=0))]
+                  plan_lengths, max_tokens=MAX_TOKENS, window=WINDOW, seed=0))]
 
     # the loader against a tiny model's step
     loader_stats = None
@@ -246,14 +261,18 @@ def _tokenizer():
         return None
 
 
-def report(n, rows, wastes, loader_stats):
+def report(n, rows, wastes, loader_stats, plan_n):
     out = [f"Training batches, {n:,} sequences (lengths 1-512, mean ~96), best of 3",
            "", "| step | baseline | baseline s | lodarrow s | speed-up | note |",
            "| --- | --- | ---: | ---: | ---: | --- |"]
     for what, peer, t_peer, t_la, note in rows:
+        if t_peer != t_peer:  # no peer
+            out.append(f"| {what} | {peer} | | {t_la:.4f} | | {note} |")
+            continue
         out.append(f"| {what} | {peer} | {t_peer:.3f} | {t_la:.4f} | "
                    f"{t_peer / t_la:,.0f}x | {note} |")
-    out += ["", "| plan | padding waste | batches |", "| --- | ---: | ---: |"]
+    out += ["", f"padding waste of each plan ({plan_n:,} sequences)", "",
+            "| plan | padding waste | batches |", "| --- | ---: | ---: |"]
     for name, plan in wastes:
         out.append(f"| {name} | {plan.padding_waste:.1%} | {len(plan):,} |")
     if loader_stats:
@@ -268,11 +287,13 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--baseline-n", type=int, default=200_000)
+    ap.add_argument("--plan-n", type=int, default=10_000_000,
+                    help="sequences of the plan rows (lengths only)")
     ap.add_argument("--steps", type=int, default=300, help="batches collated / loaded")
     args = ap.parse_args(argv)
     baseline_n = min(args.baseline_n, args.n)
-    rows, wastes, loader_stats = run(args.n, baseline_n, args.steps)
-    print(report(args.n, rows, wastes, loader_stats))
+    rows, wastes, loader_stats = run(args.n, baseline_n, args.steps, args.plan_n)
+    print(report(args.n, rows, wastes, loader_stats, args.plan_n))
 
 
 if __name__ == "__main__":

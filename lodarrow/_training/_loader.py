@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pyarrow as pa
 
-from lodarrow._training._batching import plan_rank
+from lodarrow._training._batching import plan_rank, shuffled
 from lodarrow._training._collate import LIBRARIES, MODES, as_sequences, collate_rows, convert
 from lodarrow._training._lengths import parquet_part_lengths
 from lodarrow._training._source import (ParquetParts, check_level, column_of, hf_table,
@@ -245,7 +245,7 @@ class BatchLoader:
         lengths = self.lengths
         if self._parts is None:
             n = len(lengths)
-            order = rng.permutation(n) if cfg.shuffle else np.arange(n, dtype=np.int64)
+            order = shuffled(n, rng) if cfg.shuffle else np.arange(n, dtype=np.int64)
             order = _oversize(order, lengths, cfg)
             m = len(order)
             windows = np.append(np.arange(0, m, cfg.window, dtype=np.int64), m) if m else \
@@ -262,7 +262,7 @@ class BatchLoader:
                 rows = np.concatenate([np.arange(self._part_starts[k], self._part_starts[k + 1])
                                        for k in block]) if len(block) else np.zeros(0, np.int64)
                 if cfg.shuffle:
-                    rows = rows[rng.permutation(len(rows))]
+                    rows = rows[shuffled(len(rows), rng)]
                 rows = _oversize(rows.astype(np.int64), lengths, cfg)
                 pieces.append(rows)
                 bounds.append(bounds[-1] + len(rows))
@@ -349,7 +349,7 @@ class BatchLoader:
                 self._table = table
                 rng = np.random.default_rng([cfg.seed, self.epoch, block_no])
                 n = len(seqs)
-                order = _oversize(rng.permutation(n) if cfg.shuffle else
+                order = _oversize(shuffled(n, rng) if cfg.shuffle else
                                   np.arange(n, dtype=np.int64), seqs.lengths, cfg)
                 plan = plan_rank(seqs.lengths, order, np.array([0, len(order)], np.int64),
                                  sort=cfg.bucket, batch_size=cfg.batch_size,
