@@ -161,3 +161,31 @@ def test_ray_data_iter_batches(dataset):
     finally:
         if started:
             ray.shutdown()
+
+
+def test_level_one_sequences_from_parquet(tmp_path):
+    """Documents of sentences: with level=1 each sentence is a sequence, once per epoch."""
+    rng = np.random.default_rng(3)
+    docs, token = [], 0
+    for _ in range(120):
+        doc = []
+        for _ in range(int(rng.integers(0, 4))):
+            k = int(rng.integers(1, 9))
+            doc.append(list(range(token, token + k)))
+            token += k
+        docs.append(doc)
+    pq.write_table(pa.table({"doc": pa.array(docs)}), tmp_path / "d.parquet", row_group_size=25)
+    sentences = [s for d in docs for s in d]
+    for num_replicas in (1, 2):
+        got = []
+        for rank in range(num_replicas):
+            for b in la.batch_loader(str(tmp_path / "d.parquet"), "doc", level=1,
+                                     max_tokens=20, cost="packed", mode="packed",
+                                     num_replicas=num_replicas, rank=rank, row_groups=2):
+                cu = np.asarray(b["cu_seqlens"])
+                assert cu[-1] <= 20 or len(cu) == 2
+                values = np.asarray(b["values"])
+                for k, row in enumerate(np.asarray(b["rows"])):
+                    assert values[cu[k]:cu[k + 1]].tolist() == sentences[row]
+                got.extend(np.asarray(b["rows"]).tolist())
+        assert sorted(got) == list(range(len(sentences)))

@@ -94,15 +94,9 @@ def py_token_sampler(lengths, max_tokens, window, seed):
     return batches
 
 
-def waste(batches, lengths):
-    tok = sum(int(lengths[b].sum()) for b in batches)
-    pad = sum(len(b) * int(lengths[b].max()) for b in batches)
-    return 1 - tok / pad
-
-
 # --- the run --------------------------------------------------------------------------------
 
-def run(n, baseline_n, steps, plan_n):
+def run(n, baseline_n, steps, plan_n, plan_baseline_n):
     rows = []
 
     def add(what, peer, t_peer, t_la, note=""):
@@ -139,15 +133,17 @@ def run(n, baseline_n, steps, plan_n):
 
     # plans: on plan_n sequences (lengths only)
     plan_lengths = _lengths(plan_n)
-    pscale = plan_n / baseline_n
-    pscaled = f"{plan_n:,} seqs; timed on {baseline_n:,}, x{pscale:g}"
+    plan_base = plan_lengths[:plan_baseline_n].tolist()  # Python samplers hold a list
+    pscale = plan_n / plan_baseline_n
+    pscaled = (f"{plan_n:,} seqs; timed on {plan_baseline_n:,}, x{pscale:g}" if pscale != 1
+               else f"{plan_n:,} seqs")
     t_la = _time(lambda: la.batch_plan(plan_lengths, batch_size=BATCH, window=WINDOW, seed=0))
-    t_py = _time(lambda: py_bucket_sampler(sub_lengths, BATCH, WINDOW, 0), 1) * pscale
+    t_py = _time(lambda: py_bucket_sampler(plan_base, BATCH, WINDOW, 0), 1) * pscale
     add(f"bucketing plan (batch {BATCH}, window {WINDOW})", "Python bucketing sampler",
         t_py, t_la, pscaled)
     t_la = _time(lambda: la.batch_plan(plan_lengths, max_tokens=MAX_TOKENS, window=WINDOW,
                                        seed=0))
-    t_py = _time(lambda: py_token_sampler(sub_lengths, MAX_TOKENS, WINDOW, 0), 1) * pscale
+    t_py = _time(lambda: py_token_sampler(plan_base, MAX_TOKENS, WINDOW, 0), 1) * pscale
     add(f"token-budget plan ({MAX_TOKENS} padded)", "Python max-tokens sampler", t_py, t_la,
         pscaled)
     t_la = _time(lambda: la.batch_plan(plan_lengths, max_tokens=MAX_TOKENS, window=WINDOW,
@@ -289,10 +285,14 @@ def main(argv=None):
     ap.add_argument("--baseline-n", type=int, default=200_000)
     ap.add_argument("--plan-n", type=int, default=10_000_000,
                     help="sequences of the plan rows (lengths only)")
+    ap.add_argument("--plan-baseline-n", type=int, default=None,
+                    help="sequences the Python samplers run on (default: all of plan-n)")
     ap.add_argument("--steps", type=int, default=300, help="batches collated / loaded")
     args = ap.parse_args(argv)
     baseline_n = min(args.baseline_n, args.n)
-    rows, wastes, loader_stats = run(args.n, baseline_n, args.steps, args.plan_n)
+    plan_baseline_n = min(args.plan_baseline_n or args.plan_n, args.plan_n)
+    rows, wastes, loader_stats = run(args.n, baseline_n, args.steps, args.plan_n,
+                                     plan_baseline_n)
     print(report(args.n, rows, wastes, loader_stats, args.plan_n))
 
 
