@@ -4,10 +4,7 @@ Every function trusts its arguments' types, shapes and values (the Python layer 
 ``lodarrow/_training`` checks them); indices, lengths and offsets are int64 end to end.
 """
 from cython.parallel cimport prange
-from libc.stdint cimport int64_t, uint8_t, uint64_t
-
-cdef extern from *:
-    ctypedef unsigned long long __uint128_t "__uint128_t"
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, qsort
 from libc.string cimport memcpy
 
@@ -278,17 +275,25 @@ cdef inline uint64_t _splitmix(uint64_t* state) noexcept nogil:
 
 
 cdef inline uint64_t _below(uint64_t* state, uint64_t bound) noexcept nogil:
-    """A uniform integer in ``[0, bound)`` (Lemire's multiply-shift with rejection)."""
-    cdef uint64_t x = _splitmix(state)
-    cdef __uint128_t m = <__uint128_t>x * bound
-    cdef uint64_t low = <uint64_t>m, threshold
-    if low < bound:
-        threshold = (0 - bound) % bound
-        while low < threshold:
-            x = _splitmix(state)
-            m = <__uint128_t>x * bound
-            low = <uint64_t>m
-    return <uint64_t>(m >> 64)
+    """A uniform integer in ``[0, bound)``: Lemire's multiply-shift with rejection on 32-bit
+    halves (portable C) below 2**32, a rejecting modulo above."""
+    cdef uint64_t x, m, threshold, limit
+    cdef uint32_t b32
+    if bound <= <uint64_t>0xFFFFFFFF:
+        b32 = <uint32_t>bound
+        x = _splitmix(state) >> 32
+        m = x * b32
+        if <uint32_t>m < b32:
+            threshold = (<uint32_t>(0 - b32)) % b32
+            while <uint32_t>m < threshold:
+                x = _splitmix(state) >> 32
+                m = x * b32
+        return m >> 32
+    limit = <uint64_t>0xFFFFFFFFFFFFFFFF - (<uint64_t>0xFFFFFFFFFFFFFFFF % bound + 1) % bound
+    x = _splitmix(state)
+    while x > limit:
+        x = _splitmix(state)
+    return x % bound
 
 
 def permutation(int64_t[::1] out, uint64_t seed):
