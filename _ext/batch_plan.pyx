@@ -170,26 +170,6 @@ def range_stats(const int64_t[::1] seq_lengths, const int64_t[::1] lo, const int
             longest[b] = m
 
 
-def batch_stats(const int64_t[::1] indices, const int64_t[::1] lengths,
-                const int64_t[::1] offsets, int64_t[::1] tokens, int64_t[::1] longest,
-                int num_threads):
-    """Per batch ``b`` (rows ``indices[offsets[b]:offsets[b+1]]``): the sum of the lengths into
-    ``tokens[b]``, the longest into ``longest[b]``."""
-    cdef Py_ssize_t b, nb = offsets.shape[0] - 1
-    cdef int64_t i, s, m, length
-    with nogil:
-        for b in prange(nb, num_threads=max(num_threads, 1), schedule="static"):
-            s = 0
-            m = 0
-            for i in range(offsets[b], offsets[b + 1]):
-                length = lengths[indices[i]]
-                s = s + length
-                if length > m:
-                    m = length
-            tokens[b] = s
-            longest[b] = m
-
-
 def first_fit(const int64_t[::1] sizes, int64_t capacity, int64_t[::1] bin_of):
     """First fit of ``sizes`` (in the given order; sorted decreasing, first-fit-decreasing)
     into bins of ``capacity``: ``bin_of[k]`` is the bin of item ``k``; returns the number of

@@ -171,7 +171,7 @@ class BatchLoader:
     def __init__(self, source, column, cfg):
         self.cfg = cfg
         self.epoch = 0
-        self._seqs = self._parts = self._ray = None
+        self._seqs = self._parts = self._ray = self._cached = None
         if is_parquet_source(source):
             self._init_parquet(source, column)
         elif hasattr(source, "iter_batches") and not isinstance(source, (pa.Table,
@@ -240,6 +240,12 @@ class BatchLoader:
         whole source); for a Parquet source ``plan().windows`` is each batch's block."""
         if self._ray is not None:
             raise ValueError(f"{_FN}: a Ray source is planned block by block as it streams")
+        if self._cached is not None and self._cached[0] == self.epoch:
+            return self._cached[1]
+        self._cached = (self.epoch, self._make_plan())
+        return self._cached[1]
+
+    def _make_plan(self):
         cfg = self.cfg
         rng = np.random.default_rng([cfg.seed, self.epoch])
         lengths = self.lengths

@@ -109,10 +109,6 @@ def arrow_chain(arr):
     return chain, arr
 
 
-def tensor_chain(t):
-    return list(t.offsets)
-
-
 def leaf_to_read(pf, column):
     """The one Parquet leaf column of ``column`` cheapest to read (by compressed size): all
     leaves of a list column carry the same repetition levels."""
