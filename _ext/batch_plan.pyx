@@ -6,7 +6,7 @@ Every function trusts its arguments' types, shapes and values (the Python layer 
 from cython.parallel cimport prange
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, qsort
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 
 ctypedef struct _item:
@@ -290,3 +290,31 @@ def permutation(int64_t[::1] out, uint64_t seed):
             tmp = out[i]
             out[i] = out[j]
             out[j] = tmp
+
+
+def gather_padded(const uint8_t[::1] src, int64_t row_bytes, const int64_t[::1] starts,
+                  const int64_t[::1] rows, const int64_t[::1] lengths, int64_t longest,
+                  const uint8_t[::1] pad_row, uint8_t[::1] out, uint8_t[::1] mask,
+                  int num_threads):
+    """The padded batch of ``rows``: sequence ``rows[k]`` (value rows ``starts[rows[k]]...``,
+    ``lengths[k]`` of them) to output rows ``k * longest...``, padded with ``pad_row`` to
+    ``longest``; ``mask`` gets 1 on the sequence, 0 on the padding."""
+    cdef Py_ssize_t k, n = rows.shape[0]
+    cdef int64_t j, d, ln
+    if n == 0 or longest == 0:
+        return
+    cdef const uint8_t* ps = &src[0] if src.shape[0] > 0 else NULL
+    cdef uint8_t* po = &out[0] if out.shape[0] > 0 else NULL
+    cdef const uint8_t* pad = &pad_row[0] if pad_row.shape[0] > 0 else NULL
+    cdef uint8_t* pm = &mask[0]
+    with nogil:
+        for k in prange(n, num_threads=max(num_threads, 1), schedule="static"):
+            d = k * longest
+            ln = lengths[k]
+            if ln > 0 and row_bytes > 0:
+                memcpy(po + d * row_bytes, ps + starts[rows[k]] * row_bytes, ln * row_bytes)
+            memset(pm + d, 1, ln)
+            memset(pm + d + ln, 0, longest - ln)
+            if row_bytes > 0:
+                for j in range(d + ln, d + longest):
+                    memcpy(po + j * row_bytes, pad, row_bytes)

@@ -155,10 +155,18 @@ def convert(out, on_gpu, to):
 def collate_rows(seqs, rows, mode, pad, row_length=None):
     """:func:`collate` on trusted arguments (``pad`` an array of the feature shape)."""
     lengths = seqs.lengths[rows]
-    starts = seqs.starts[rows]
     n = len(rows)
     longest = int(lengths.max()) if n else 0
     feature = seqs.values.shape[1:]
+    if mode == "padded" and not seqs.on_gpu:
+        src, row_bytes = seqs.source_bytes()
+        values = np.empty((n, longest) + feature, dtype=seqs.values.dtype)
+        mask = np.empty((n, longest), dtype=np.uint8)
+        _k.gather_padded(src, row_bytes, seqs.starts, rows, lengths, longest, seqs.pad_bytes(pad),
+                         values.reshape(-1).view(np.uint8), mask.reshape(-1),
+                         num_threads() if values.nbytes >= _PARALLEL_BYTES else 1)
+        return {"values": values, "lengths": lengths, "attention_mask": mask.view(bool)}
+    starts = seqs.starts[rows]
     if mode == "padded":
         dest = np.arange(n, dtype=np.int64) * longest
         slot = np.full(n, longest, dtype=np.int64)
