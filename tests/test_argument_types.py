@@ -109,8 +109,8 @@ def _valid_calls(parquet_path, out_path):
                          "mode": "packed_rows", "row_length": 4, "level": 0,
                          "extra_columns": ["y"], "pad_value": 0, "to": "numpy", "bucket": True,
                          "window": 8, "row_groups": 2, "shuffle": True, "seed": 0,
-                         "drop_last": False, "num_replicas": 1, "rank": 0, "oversize": "alone",
-                         "progress": False},
+                         "drop_last": False, "num_replicas": 1, "rank": 0, "balance": "tokens",
+                         "oversize": "alone", "progress": False},
         "udf": {"op": "sequence_pool", "out": "s", "device": None, "input": la.col("x"),
                 "pool_type": "sum"},
     }

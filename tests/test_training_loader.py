@@ -189,3 +189,19 @@ def test_level_one_sequences_from_parquet(tmp_path):
                     assert values[cu[k]:cu[k + 1]].tolist() == sentences[row]
                 got.extend(np.asarray(b["rows"]).tolist())
         assert sorted(got) == list(range(len(sentences)))
+
+
+def test_token_balance_deals_blocks_by_tokens(dataset):
+    """balance="tokens": blocks go to the rank with the fewest tokens so far; still every
+    sequence once and as many batches per rank."""
+    totals = {}
+    for balance in ("batches", "tokens"):
+        plans = [la.batch_loader(dataset, "ids", max_tokens=300, row_groups=1, seed=2,
+                                 num_replicas=3, rank=r, balance=balance).plan()
+                 for r in range(3)]
+        rows = np.concatenate([p.indices for p in plans])
+        assert np.array_equal(np.sort(rows), np.arange(N))
+        assert len({len(p) for p in plans}) == 1
+        tokens = [int(p.tokens.sum()) for p in plans]
+        totals[balance] = max(tokens) - min(tokens)
+    assert totals["tokens"] <= totals["batches"]

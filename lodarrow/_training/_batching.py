@@ -194,7 +194,8 @@ def plan_rank(lengths, order, windows, *, sort, batch_size, max_tokens, packed, 
 
     ``deal="round_robin"`` shuffles the batches globally and deals them in turn;
     ``deal="window"`` keeps each window's batches together (shuffled inside it) and deals
-    whole windows to the ranks in turn (the loader: a rank reads only its windows).
+    whole windows to the ranks (the loader: a rank reads only its windows): in turn, or with
+    ``balance="tokens"`` most tokens first, each to the rank with the fewest so far.
     """
     m = len(order)
     threads = num_threads() if m >= _PARALLEL_SORT else 1  # OpenMP start-up costs ~ms
@@ -225,7 +226,13 @@ def plan_rank(lengths, order, windows, *, sort, batch_size, max_tokens, packed, 
     if deal == "window":
         perm = rng.permutation(nb) if rng is not None else np.arange(nb)
         batch_order = perm[np.argsort(win[perm], kind="stable")]
-        owner = win[batch_order] % num_replicas
+        nwin = len(windows) - 1
+        if balance == "tokens" and num_replicas > 1:
+            csum = np.concatenate([[0], np.cumsum(seq_lengths)])
+            owner_of = _longest_first(csum[windows[1:]] - csum[windows[:-1]], num_replicas)
+        else:
+            owner_of = np.arange(nwin) % num_replicas
+        owner = owner_of[win[batch_order]]
         mine = batch_order[owner == rank]
         others = [np.count_nonzero(owner == r) for r in range(num_replicas)]
     else:
@@ -261,6 +268,20 @@ def _range_stats(seq_lengths, lo, hi):
     _k.range_stats(seq_lengths, np.ascontiguousarray(lo), np.ascontiguousarray(hi), tokens,
                    longest)
     return tokens, longest
+
+
+def _longest_first(tokens, num_replicas):
+    """The rank of each window: the windows by tokens, most first, each to the rank with the
+    fewest tokens so far (ties: the lowest rank)."""
+    import heapq
+
+    owner = np.empty(len(tokens), dtype=np.int64)
+    heap = [(0, r) for r in range(num_replicas)]
+    for w in np.argsort(-tokens, kind="stable"):
+        load, r = heapq.heappop(heap)
+        owner[w] = r
+        heapq.heappush(heap, (load + int(tokens[w]), r))
+    return owner
 
 
 def _token_steps(batch_order, tokens, num_replicas, rng):

@@ -23,9 +23,9 @@ _FN = "batch_loader"
 
 def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost="padded",
                  shuffle=True, drop_last=False, seed=0, num_replicas=1, rank=0,
-                 oversize="alone", mode="padded", row_length=None, level=0, pad_value=0,
-                 to="numpy", extra_columns=(), bucket=True, window=65536, row_groups=4,
-                 progress=None):
+                 balance="batches", oversize="alone", mode="padded", row_length=None, level=0,
+                 pad_value=0, to="numpy", extra_columns=(), bucket=True, window=65536,
+                 row_groups=4, progress=None):
     """Stream model-ready batches from a Parquet dataset or a table, following a batch plan.
 
     The lengths are read first (:func:`lodarrow.sequence_lengths`, no values); each epoch's
@@ -54,6 +54,9 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
     seed, num_replicas, rank : int, default 0, 1, 0
         As for :func:`lodarrow.batch_plan` (the epoch comes from
         :meth:`BatchLoader.set_epoch`).
+    balance : {"batches", "tokens"}, default "batches"
+        As for :func:`lodarrow.batch_plan`; for a Parquet source, "tokens" deals the blocks
+        most tokens first, each to the rank with the fewest tokens so far, instead of in turn.
     oversize : {"alone", "error", "drop"}, default "alone"
         As for :func:`lodarrow.batch_plan`.
     mode : {"padded", "packed", "packed_rows"}, default "padded"
@@ -108,6 +111,7 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
     cfg = _Config(batch_size, max_tokens, cost, mode, row_length, level, extra_columns,
                   pad_value, to, bucket, window, row_groups, shuffle, seed, drop_last,
                   num_replicas, rank, oversize, progress)
+    cfg.balance = check_choice(balance, f"{_FN}: balance", ("batches", "tokens"))
     return BatchLoader(source, column, cfg)
 
 
@@ -279,7 +283,7 @@ class BatchLoader:
         return plan_rank(lengths, order, windows, sort=cfg.bucket, batch_size=cfg.batch_size,
                          max_tokens=cfg.max_tokens, packed=cfg.packed,
                          rng=rng if cfg.shuffle else None, drop_last=cfg.drop_last,
-                         num_replicas=cfg.num_replicas, rank=cfg.rank, balance="batches",
+                         num_replicas=cfg.num_replicas, rank=cfg.rank, balance=cfg.balance,
                          deal=deal, seed=cfg.seed, epoch=self.epoch)
 
     def __len__(self):
