@@ -195,11 +195,12 @@ class BatchLoader:
             table = pa.Table.from_batches([source])
         if table is None and isinstance(source, pa.Table):
             table = source
-        self._table = table
+        self._extras = {}
         if table is not None:
             column = pick_column(table.schema, column, _FN)
             for name in cfg.extra_columns:
                 pick_column(table.schema, name, _FN)
+            self._set_extras(table)
             self._seqs = as_sequences(table, column, cfg.level, _FN)
         else:
             source = column_of(source, column, _FN)  # a column, or a TypeError
@@ -333,16 +334,19 @@ class BatchLoader:
                                       for k in block])
             seqs = as_sequences(table, self.column, self.cfg.level, _FN)
             self._check_pad(seqs)
-            # sequence position in the whole source -> position in this block
-            glob = np.concatenate([np.arange(self._part_starts[k], self._part_starts[k + 1])
-                                   for k in block])
-            sorter = np.argsort(glob, kind="stable")
-            self._table = table
+            # sequence position in the whole source -> position in this block: the block's
+            # row groups by first position, and where each starts in the block
+            firsts = self._part_starts[block]
+            local_firsts = np.concatenate([[0], np.cumsum(self._part_seqs[block])[:-1]])
+            by_first = np.argsort(firsts)
+            firsts, local_firsts = firsts[by_first], local_firsts[by_first]
+            self._set_extras(table)
             nbytes = sum(self._parts.nbytes[int(k)] for k in block)
             batches = np.flatnonzero(windows == w)
             for b in batches:
                 rows = plan[int(b)]
-                local = sorter[np.searchsorted(glob, rows, sorter=sorter)]
+                j = np.searchsorted(firsts, rows, side="right") - 1
+                local = rows - firsts[j] + local_firsts[j]
                 yield self._batch(seqs, local, rows)
                 bar.advance(len(rows), nbytes / max(len(batches), 1))
             bar.file_done()
@@ -356,7 +360,7 @@ class BatchLoader:
                 column = pick_column(table.schema, self.column, _FN)
                 seqs = as_sequences(table, column, cfg.level, _FN)
                 self._check_pad(seqs)
-                self._table = table
+                self._set_extras(table)
                 rng = np.random.default_rng([cfg.seed, self.epoch, block_no])
                 n = len(seqs)
                 order = _oversize(shuffled(n, rng) if cfg.shuffle else
@@ -375,10 +379,14 @@ class BatchLoader:
         cfg = self.cfg
         out = collate_rows(seqs, local, cfg.mode, self._pad, cfg.row_length)
         out["rows"] = rows
-        for name in cfg.extra_columns:
-            out[name] = self._table.column(name).take(pa.array(local)).to_numpy(
-                zero_copy_only=False)
+        for name, values in self._extras.items():
+            out[name] = values[local]
         return convert(out, seqs.on_gpu, cfg.to)
+
+    def _set_extras(self, table):
+        """The extra columns of ``table`` (the source, or the block read) as NumPy arrays."""
+        self._extras = {name: table.column(name).to_numpy()
+                        for name in self.cfg.extra_columns}
 
     # --- PyTorch ------------------------------------------------------------------------
     def torch(self):
