@@ -57,7 +57,8 @@ def as_sequences(source, column, level, fn=_FN):
         return source
     col = column_of(source, column, fn)
     if not isinstance(col, LoDTensor):
-        from lodarrow._arrow import from_arrow
+        # the table layer's from_arrow: the same function wherever the interop module lives
+        from lodarrow._tables._table import from_arrow
 
         if isinstance(col, pa.ChunkedArray) and col.num_chunks == 0:
             col = pa.array([], type=col.type)
