@@ -6,7 +6,7 @@ from lodarrow._backends.cpu import num_threads
 
 #: Sort windows on several threads from this many sequences on.
 _PARALLEL_SORT = 1 << 20
-from lodarrow._cpu import batch_plan as _k
+from lodarrow._cpu import _batch_plan as _k
 from lodarrow._validation import as_flag, as_int, as_positive_int, check_choice
 
 __all__ = ["BatchPlan", "batch_plan"]

@@ -5,7 +5,7 @@ import pyarrow as pa
 
 from lodarrow._backends import is_cupy_array
 from lodarrow._backends.cpu import num_threads
-from lodarrow._cpu import batch_plan as _k
+from lodarrow._cpu import _batch_plan as _k
 from lodarrow._interop._dense import LIBRARIES, dense_to
 from lodarrow._tensor import LoDTensor
 from lodarrow._training._source import check_level, column_of, compose
