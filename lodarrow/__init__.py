@@ -32,6 +32,7 @@ from lodarrow._ops import *  # noqa: F401,F403  (the operators, listed once: _op
 from lodarrow._tables._apply import apply, col
 from lodarrow._tables._udf import pipeline, udf
 from lodarrow._tables._spark import spark_map
+from lodarrow._training import batch_loader, batch_plan, collate, sequence_lengths
 
 __version__ = "0.1.0"
 
@@ -44,7 +45,10 @@ __all__ = [
     "LoDTensor",
     "RegularLevelWarning",
     "apply",
+    "batch_loader",
+    "batch_plan",
     "col",
+    "collate",
     "create_lod_tensor",
     "from_arrow",
     "from_list",
@@ -55,6 +59,7 @@ __all__ = [
     "openmp_enabled",
     "pipeline",
     "read_parquet",
+    "sequence_lengths",
     "spark_map",
     "to_table",
     "udf",

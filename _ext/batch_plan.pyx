@@ -1,0 +1,320 @@
+"""Batch-plan and collation kernels for lodarrow's training layer (docs/training.md).
+
+Every function trusts its arguments' types, shapes and values (the Python layer in
+``lodarrow/_training`` checks them); indices, lengths and offsets are int64 end to end.
+"""
+from cython.parallel cimport prange
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc, qsort
+from libc.string cimport memcpy, memset
+
+
+ctypedef struct _item:
+    int64_t length
+    int64_t pos
+    int64_t row
+
+
+cdef int _cmp_up(const void* a, const void* b) noexcept nogil:
+    cdef const _item* x = <const _item*>a
+    cdef const _item* y = <const _item*>b
+    if x.length != y.length:
+        return -1 if x.length < y.length else 1
+    return -1 if x.pos < y.pos else (1 if x.pos > y.pos else 0)
+
+
+cdef int _cmp_down(const void* a, const void* b) noexcept nogil:
+    cdef const _item* x = <const _item*>a
+    cdef const _item* y = <const _item*>b
+    if x.length != y.length:
+        return -1 if x.length > y.length else 1
+    return -1 if x.pos < y.pos else (1 if x.pos > y.pos else 0)
+
+
+cdef int _counting_sort(const int64_t* order, const int64_t* lengths, int64_t lo, int64_t hi,
+                        int64_t* out, int64_t* out_len, bint descending,
+                        int64_t top) noexcept nogil:
+    """Stable counting sort of ``order[lo:hi]`` by length (every length <= ``top``)."""
+    cdef int64_t k, length, total = 0, c
+    cdef int64_t* count = <int64_t*>calloc(top + 2, sizeof(int64_t))
+    if count == NULL:
+        return -1
+    for k in range(lo, hi):
+        length = lengths[order[k]]
+        count[(top - length) if descending else length] += 1
+    for k in range(top + 1):
+        c = count[k]
+        count[k] = total
+        total += c
+    for k in range(lo, hi):
+        length = lengths[order[k]]
+        c = (top - length) if descending else length
+        out[lo + count[c]] = order[k]
+        out_len[lo + count[c]] = length
+        count[c] += 1
+    free(count)
+    return 0
+
+
+cdef int _sort_one(const int64_t* order, const int64_t* lengths, int64_t lo, int64_t hi,
+                   int64_t* out, int64_t* out_len, bint descending) noexcept nogil:
+    """Stable sort of ``order[lo:hi]`` by length into ``out[lo:hi]``; -1 if out of memory.
+
+    A counting sort when the longest length is at most 4x the window (the usual case), else a
+    ``qsort`` of (length, position) pairs."""
+    cdef int64_t n = hi - lo, k, top = 0
+    if n <= 0:
+        return 0
+    for k in range(lo, hi):
+        if lengths[order[k]] > top:
+            top = lengths[order[k]]
+    if top <= 4 * n + 1024:
+        return _counting_sort(order, lengths, lo, hi, out, out_len, descending, top)
+    cdef _item* items = <_item*>malloc(n * sizeof(_item))
+    if items == NULL:
+        return -1
+    for k in range(n):
+        items[k].row = order[lo + k]
+        items[k].length = lengths[items[k].row]
+        items[k].pos = k
+    qsort(items, n, sizeof(_item), _cmp_down if descending else _cmp_up)
+    for k in range(n):
+        out[lo + k] = items[k].row
+        out_len[lo + k] = items[k].length
+    free(items)
+    return 0
+
+
+def sort_windows(const int64_t[::1] order, const int64_t[::1] lengths,
+                 const int64_t[::1] windows, int64_t[::1] out, int64_t[::1] out_lengths,
+                 bint descending, int num_threads):
+    """Sort each window ``order[windows[w]:windows[w+1]]`` by length (stable) into ``out``,
+    the lengths in that order into ``out_lengths``.
+
+    Returns 0, or -1 when a window's scratch memory could not be allocated.
+    """
+    cdef Py_ssize_t w, nw = windows.shape[0] - 1
+    cdef int bad = 0
+    if order.shape[0] == 0:
+        return 0
+    cdef const int64_t* po = &order[0]
+    cdef const int64_t* pl = &lengths[0]
+    cdef int64_t* pout = &out[0]
+    cdef int64_t* plen = &out_lengths[0]
+    with nogil:
+        for w in prange(nw, num_threads=max(num_threads, 1), schedule="dynamic"):
+            if _sort_one(po, pl, windows[w], windows[w + 1], pout, plen, descending) != 0:
+                bad = -1
+    return bad
+
+
+def cut_batches(const int64_t[::1] seq_lengths, const int64_t[::1] windows,
+                int64_t batch_size, int64_t max_tokens, bint packed, int64_t[::1] bounds):
+    """Cut a sequence of lengths (in plan order) into batches, greedily, never across a
+    window boundary.
+
+    A batch takes the next sequence while it holds fewer than ``batch_size`` sequences (0: no
+    limit) and its cost with that sequence stays within ``max_tokens`` (0: no limit): the
+    packed cost is the sum of the lengths, the padded cost ``count * longest``.  An empty batch
+    always takes the next sequence, so one longer than the budget is a batch of its own.
+    Writes the batch boundaries (positions) to ``bounds`` and returns the number of batches.
+    """
+    cdef Py_ssize_t nw = windows.shape[0] - 1, w
+    cdef int64_t nb = 0, i, lo, hi, count, longest, total, length, cost, m
+    with nogil:
+        bounds[0] = 0
+        for w in range(nw):
+            lo = windows[w]
+            hi = windows[w + 1]
+            count = 0
+            longest = 0
+            total = 0
+            for i in range(lo, hi):
+                length = seq_lengths[i]
+                if count > 0:
+                    m = longest if longest > length else length
+                    cost = total + length if packed else (count + 1) * m
+                    if (batch_size > 0 and count >= batch_size) or (
+                            max_tokens > 0 and cost > max_tokens):
+                        nb += 1
+                        bounds[nb] = i
+                        count = 0
+                        longest = 0
+                        total = 0
+                count += 1
+                total += length
+                if length > longest:
+                    longest = length
+            if count > 0:
+                nb += 1
+                bounds[nb] = hi
+    return nb
+
+
+def range_stats(const int64_t[::1] seq_lengths, const int64_t[::1] lo, const int64_t[::1] hi,
+                int64_t[::1] tokens, int64_t[::1] longest):
+    """Per batch ``b`` (``seq_lengths[lo[b]:hi[b]]``): the sum into ``tokens[b]``, the longest
+    into ``longest[b]``."""
+    cdef Py_ssize_t b, nb = lo.shape[0]
+    cdef int64_t i, s, m, length
+    with nogil:
+        for b in range(nb):
+            s = 0
+            m = 0
+            for i in range(lo[b], hi[b]):
+                length = seq_lengths[i]
+                s = s + length
+                if length > m:
+                    m = length
+            tokens[b] = s
+            longest[b] = m
+
+
+def first_fit(const int64_t[::1] sizes, int64_t capacity, int64_t[::1] bin_of):
+    """First fit of ``sizes`` (in the given order; sorted decreasing, first-fit-decreasing)
+    into bins of ``capacity``: ``bin_of[k]`` is the bin of item ``k``; returns the number of
+    bins.  Every size must be <= capacity.  A segment tree of the bins' free space finds the
+    first bin that fits in O(log n).
+    """
+    cdef Py_ssize_t n = sizes.shape[0]
+    if n == 0:
+        return 0
+    cdef int64_t leaves = 1, k, node, nbins = 0, size
+    while leaves < n:
+        leaves *= 2
+    cdef int64_t* free_space = <int64_t*>malloc(2 * leaves * sizeof(int64_t))
+    if free_space == NULL:
+        raise MemoryError()
+    with nogil:
+        for k in range(2 * leaves):
+            free_space[k] = capacity
+        for k in range(n):
+            size = sizes[k]
+            node = 1
+            while node < leaves:  # the leftmost child with room
+                node = 2 * node if free_space[2 * node] >= size else 2 * node + 1
+            free_space[node] -= size
+            bin_of[k] = node - leaves
+            if node - leaves + 1 > nbins:
+                nbins = node - leaves + 1
+            node //= 2
+            while node >= 1:
+                free_space[node] = (free_space[2 * node] if free_space[2 * node]
+                                    > free_space[2 * node + 1] else free_space[2 * node + 1])
+                node //= 2
+    free(free_space)
+    return nbins
+
+
+def gather_rows(const uint8_t[::1] src, int64_t row_bytes, const int64_t[::1] starts,
+                const int64_t[::1] lengths, const int64_t[::1] dest, const int64_t[::1] slot,
+                const uint8_t[::1] pad_row, uint8_t[::1] out, int64_t[::1] positions,
+                uint8_t[::1] mask, int num_threads):
+    """Copy sequence ``k`` (value rows ``starts[k]:starts[k]+lengths[k]`` of ``src``, each
+    ``row_bytes`` long) to output rows ``dest[k]...`` of ``out``.
+
+    Rows ``dest[k]+lengths[k]:dest[k]+slot[k]`` get ``pad_row`` (``slot`` empty: no fill).
+    ``positions`` (if not empty) gets ``0..lengths[k]-1`` at the sequence's output rows;
+    ``mask`` (if not empty) gets 1 there and 0 over the fill.
+    """
+    cdef Py_ssize_t k, n = starts.shape[0]
+    cdef int64_t j, d, ln, fill_to
+    cdef bint fill = slot.shape[0] > 0, pos = positions.shape[0] > 0, msk = mask.shape[0] > 0
+    if n == 0:
+        return
+    cdef const uint8_t* ps = &src[0] if src.shape[0] > 0 else NULL
+    cdef uint8_t* po = &out[0] if out.shape[0] > 0 else NULL
+    cdef const uint8_t* pad = &pad_row[0] if pad_row.shape[0] > 0 else NULL
+    with nogil:
+        for k in prange(n, num_threads=max(num_threads, 1), schedule="dynamic", chunksize=64):
+            d = dest[k]
+            ln = lengths[k]
+            if ln > 0 and row_bytes > 0:
+                memcpy(po + d * row_bytes, ps + starts[k] * row_bytes, ln * row_bytes)
+            if pos:
+                for j in range(ln):
+                    positions[d + j] = j
+            if msk:
+                for j in range(ln):
+                    mask[d + j] = 1
+            if fill:
+                fill_to = d + slot[k]
+                for j in range(d + ln, fill_to):
+                    if row_bytes > 0:
+                        memcpy(po + j * row_bytes, pad, row_bytes)
+                    if msk:
+                        mask[j] = 0
+
+
+cdef inline uint64_t _splitmix(uint64_t* state) noexcept nogil:
+    state[0] += <uint64_t>0x9E3779B97F4A7C15
+    cdef uint64_t z = state[0]
+    z = (z ^ (z >> 30)) * <uint64_t>0xBF58476D1CE4E5B9
+    z = (z ^ (z >> 27)) * <uint64_t>0x94D049BB133111EB
+    return z ^ (z >> 31)
+
+
+cdef inline uint64_t _below(uint64_t* state, uint64_t bound) noexcept nogil:
+    """A uniform integer in ``[0, bound)``: Lemire's multiply-shift with rejection on 32-bit
+    halves (portable C) below 2**32, a rejecting modulo above."""
+    cdef uint64_t x, m, threshold, limit
+    cdef uint32_t b32
+    if bound <= <uint64_t>0xFFFFFFFF:
+        b32 = <uint32_t>bound
+        x = _splitmix(state) >> 32
+        m = x * b32
+        if <uint32_t>m < b32:
+            threshold = (<uint32_t>(0 - b32)) % b32
+            while <uint32_t>m < threshold:
+                x = _splitmix(state) >> 32
+                m = x * b32
+        return m >> 32
+    limit = <uint64_t>0xFFFFFFFFFFFFFFFF - (<uint64_t>0xFFFFFFFFFFFFFFFF % bound + 1) % bound
+    x = _splitmix(state)
+    while x > limit:
+        x = _splitmix(state)
+    return x % bound
+
+
+def permutation(int64_t[::1] out, uint64_t seed):
+    """Write a uniformly random permutation of ``0..len(out)-1`` to ``out`` (Fisher-Yates,
+    SplitMix64 from ``seed``): the same seed gives the same permutation on every machine."""
+    cdef Py_ssize_t n = out.shape[0], i
+    cdef uint64_t state = seed, j
+    cdef int64_t tmp
+    with nogil:
+        for i in range(n):
+            out[i] = i
+        for i in range(n - 1, 0, -1):
+            j = _below(&state, <uint64_t>(i + 1))
+            tmp = out[i]
+            out[i] = out[j]
+            out[j] = tmp
+
+
+def gather_padded(const uint8_t[::1] src, int64_t row_bytes, const int64_t[::1] starts,
+                  const int64_t[::1] rows, const int64_t[::1] lengths, int64_t longest,
+                  const uint8_t[::1] pad_row, uint8_t[::1] out, uint8_t[::1] mask,
+                  int num_threads):
+    """The padded batch of ``rows``: sequence ``rows[k]`` (value rows ``starts[rows[k]]...``,
+    ``lengths[k]`` of them) to output rows ``k * longest...``, padded with ``pad_row`` to
+    ``longest``; ``mask`` gets 1 on the sequence, 0 on the padding."""
+    cdef Py_ssize_t k, n = rows.shape[0]
+    cdef int64_t j, d, ln
+    if n == 0 or longest == 0:
+        return
+    cdef const uint8_t* ps = &src[0] if src.shape[0] > 0 else NULL
+    cdef uint8_t* po = &out[0] if out.shape[0] > 0 else NULL
+    cdef const uint8_t* pad = &pad_row[0] if pad_row.shape[0] > 0 else NULL
+    cdef uint8_t* pm = &mask[0]
+    with nogil:
+        for k in prange(n, num_threads=max(num_threads, 1), schedule="static"):
+            d = k * longest
+            ln = lengths[k]
+            if ln > 0 and row_bytes > 0:
+                memcpy(po + d * row_bytes, ps + starts[rows[k]] * row_bytes, ln * row_bytes)
+            memset(pm + d, 1, ln)
+            memset(pm + d + ln, 0, longest - ln)
+            if row_bytes > 0:
+                for j in range(d + ln, d + longest):
+                    memcpy(po + j * row_bytes, pad, row_bytes)

@@ -1,0 +1,10 @@
+"""The training layer's kernels (``_ext/batch_plan.pyx``): batch plans and collation
+(docs/training.md).  ``lodarrow/_training`` calls them through this module, which is private
+(a leading underscore) because it is no operator launcher: it has no ``ENTRIES`` and no CUDA
+twin.  The kernels trust their arguments, which ``lodarrow/_training`` checks."""
+
+from lodarrow._ext.batch_plan import (cut_batches, first_fit, gather_padded, gather_rows,
+                                      permutation, range_stats, sort_windows)
+
+__all__ = ["cut_batches", "first_fit", "gather_padded", "gather_rows", "permutation",
+           "range_stats", "sort_windows"]

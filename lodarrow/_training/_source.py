@@ -1,0 +1,154 @@
+"""What the training layer reads: a LoDTensor, an Arrow column, a table, a Hugging Face
+``datasets.Dataset`` or a Parquet file / dataset, cut into *parts* (row groups).
+
+See docs/training.md#what-is-read for what each source costs.
+"""
+
+import os
+
+import numpy as np
+import pyarrow as pa
+
+from lodarrow._tensor import LoDTensor
+
+#: The Parquet source grammar is map_parquet's (a file, a directory, a glob, a list of files).
+_PATH_TYPES = (str, os.PathLike, list, tuple)
+
+
+def hf_table(obj):
+    """The Arrow table behind a Hugging Face ``datasets.Dataset`` (no copy), or None."""
+    data = getattr(obj, "data", None)
+    table = getattr(data, "table", None)
+    if not isinstance(table, pa.Table) or not hasattr(obj, "_indices"):
+        return None
+    indices = obj._indices  # a select / shuffle: an index mapping over the table
+    if indices is not None:
+        table = table.take(indices.column(0))
+    return table
+
+
+def is_parquet_source(source):
+    return isinstance(source, _PATH_TYPES) and not isinstance(source, bytes)
+
+
+def column_of(source, column, fn):
+    """The column ``column`` of a table-like ``source`` as a ``pa.ChunkedArray`` or ``pa.Array``;
+    a LoDTensor, an Arrow array or chunked array is returned as it is."""
+    if isinstance(source, (LoDTensor, pa.Array, pa.ChunkedArray)):
+        if column is not None:
+            raise ValueError(f"{fn}: column must be None when source is a single column "
+                             f"({type(source).__name__}); got {column!r}")
+        return source
+    table = hf_table(source)
+    if table is None and isinstance(source, (pa.Table, pa.RecordBatch)):
+        table = source
+    if table is None:
+        raise TypeError(f"{fn}: source must be a LoDTensor, a pyarrow Array, ChunkedArray, "
+                        f"Table or RecordBatch, a datasets.Dataset or a Parquet path, got "
+                        f"{type(source).__name__}")
+    return table.column(pick_column(table.schema, column, fn))
+
+
+def pick_column(schema, column, fn):
+    """The name of the column to read: ``column``, or the one column of ``schema``."""
+    if column is None:
+        if len(schema.names) != 1:
+            raise ValueError(f"{fn}: the source has {len(schema.names)} columns "
+                             f"({', '.join(schema.names)}); name one with column=")
+        return schema.names[0]
+    if not isinstance(column, str):
+        raise TypeError(f"{fn}: column must be a column name (str), got {type(column).__name__}")
+    if column not in schema.names:
+        raise ValueError(f"{fn}: column {column!r} is not in the source (columns: "
+                         f"{', '.join(schema.names)})")
+    return column
+
+
+def list_depth(t):
+    """How many variable-size list levels ``t`` has (the LoD levels)."""
+    depth = 0
+    while pa.types.is_list(t) or pa.types.is_large_list(t):
+        depth += 1
+        t = t.value_type
+    return depth
+
+
+def check_level(level, depth, fn):
+    from lodarrow._validation import as_int
+
+    if isinstance(level, (bool, np.bool_)):
+        raise TypeError(f"{fn}: level must be an integer, got bool")
+    level = as_int(level, f"{fn}: level")
+    if not 0 <= level < max(depth, 1) or depth == 0:
+        raise ValueError(f"{fn}: level must be in [0, {depth}) for a column of {depth} LoD "
+                         f"level(s); got {level}")
+    return level
+
+
+def compose(chain, level):
+    """Value offsets of the level-``level`` sequences, from the offset chain of one list array
+    (``chain[0]`` over its rows, ``chain[k]`` the full offsets of the k-th child)."""
+    lo, hi = chain[0][0], chain[0][-1]
+    if level == 0:
+        bounds = chain[0]
+    else:
+        for off in chain[1:level]:
+            lo, hi = off[lo], off[hi]
+        bounds = chain[level][lo:hi + 1]
+    for off in chain[level + 1:]:
+        bounds = off[bounds]
+    return np.asarray(bounds, dtype=np.int64)
+
+
+def arrow_chain(arr):
+    """The offsets chain of a list array (see :func:`compose`) and its innermost values."""
+    chain = []
+    while pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+        chain.append(np.asarray(arr.offsets).astype(np.int64, copy=False))
+        arr = arr.values
+    return chain, arr
+
+
+def leaf_to_read(pf, column):
+    """The one Parquet leaf column of ``column`` cheapest to read (by compressed size): all
+    leaves of a list column carry the same repetition levels."""
+    schema = pf.schema
+    leaves = [i for i in range(len(schema)) if schema.column(i).path == column
+              or schema.column(i).path.startswith(column + ".")]
+    if len(leaves) <= 1 or pf.metadata.num_row_groups == 0:
+        return column
+    meta = pf.metadata.row_group(0)
+    best = min(leaves, key=lambda i: meta.column(i).total_compressed_size)
+    return schema.column(best).path
+
+
+class ParquetParts:
+    """The row groups of a Parquet source: ``(path, row group, rows)`` in reading order."""
+
+    def __init__(self, source, fn, arg="source"):
+        import pyarrow.parquet as pq
+
+        from lodarrow._tables._dataset import resolve_source
+
+        _, _, files = resolve_source(source, fn, arg)
+        self.files = [p for p, _ in files]
+        self.parts = []
+        self.nbytes = []
+        self.schema = None
+        for path in self.files:
+            meta = pq.ParquetFile(path).metadata
+            if self.schema is None:
+                self.schema = meta.schema.to_arrow_schema()
+            for g in range(meta.num_row_groups):
+                rg = meta.row_group(g)
+                self.parts.append((path, g, rg.num_rows))
+                self.nbytes.append(rg.total_byte_size)
+        self.rows = np.array([p[2] for p in self.parts], dtype=np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(self.rows)]).astype(np.int64)
+
+    def read(self, k, columns):
+        import pyarrow.parquet as pq
+
+        path, g, _ = self.parts[k]
+        with pq.ParquetFile(path, pre_buffer=False) as pf:
+            return pf.read_row_group(g, columns=columns)

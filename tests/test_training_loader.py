@@ -1,0 +1,207 @@
+"""The loader (docs/training.md#loader): a Parquet dataset or a table streamed as batches from
+the plan; every sequence once per epoch across ranks and DataLoader workers; memory bounded
+by blocks of row groups; Hugging Face datasets zero-copy; Ray Data through iter_batches."""
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lodarrow as la
+
+N = 600
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """Two Parquet files (several row groups each) of token ids, a label = the row number."""
+    rng = np.random.default_rng(7)
+    folder = tmp_path_factory.mktemp("train")
+    start = 0
+    for k, n in enumerate((350, 250)):
+        lengths = rng.integers(0, 40, n)
+        ids = pa.array([list(range(start + i, start + i + int(m))) for i, m in enumerate(lengths)],
+                       type=pa.list_(pa.int32()))
+        table = pa.table({"ids": ids, "label": np.arange(start, start + n)})
+        pq.write_table(table, folder / f"part-{k}.parquet", row_group_size=60)
+        start += n
+    return str(folder)
+
+
+def _rows_of(batches):
+    return np.concatenate([np.asarray(b["rows"]) for b in batches])
+
+
+def _check_batch(b, max_tokens=None, key="rows"):
+    if key == "rows":
+        np.testing.assert_array_equal(np.asarray(b["label"]), np.asarray(b["rows"]))
+    lengths = np.asarray(b["lengths"])
+    for k, row in enumerate(np.asarray(b[key])):  # the values are that row's ids
+        np.testing.assert_array_equal(np.asarray(b["values"])[k, :lengths[k]],
+                                      np.arange(row, row + lengths[k]))
+    if max_tokens is not None and len(lengths) > 1:
+        assert len(lengths) * lengths.max() <= max_tokens
+
+
+@pytest.mark.parametrize("num_replicas", [1, 2, 3])
+def test_every_sequence_once_per_epoch_across_ranks(dataset, num_replicas):
+    seen, counts = [], []
+    for rank in range(num_replicas):
+        loader = la.batch_loader(dataset, "ids", max_tokens=300, extra_columns=["label"],
+                                 row_groups=2, seed=5, num_replicas=num_replicas, rank=rank)
+        batches = list(loader)
+        assert len(batches) == len(loader)
+        counts.append(len(batches))
+        for b in batches:
+            _check_batch(b, 300)
+        seen.append(_rows_of(batches))
+    rows = np.concatenate(seen)
+    assert np.array_equal(np.sort(rows), np.arange(N))
+    assert len(set(counts)) == 1
+
+
+def test_blocks_bound_memory_and_plans_repeat(dataset):
+    loader = la.batch_loader(dataset, "ids", batch_size=16, row_groups=2, seed=1)
+    plan = loader.plan()
+    assert all(len(block) <= 2 for block in loader._blocks)
+    # each batch's rows lie in its block's row groups
+    parts = loader._part_starts
+    for b in range(len(plan)):
+        groups = np.searchsorted(parts, plan[b], side="right") - 1
+        assert set(groups.tolist()) <= set(loader._blocks[plan.windows[b]].tolist())
+    again = la.batch_loader(dataset, "ids", batch_size=16, row_groups=2, seed=1).plan()
+    assert np.array_equal(plan.indices, again.indices)
+    loader.set_epoch(1)
+    assert not np.array_equal(plan.indices, loader.plan().indices)
+
+
+def test_modes_and_levels_from_parquet(dataset):
+    packed = list(la.batch_loader(dataset, "ids", max_tokens=200, cost="packed",
+                                  mode="packed", seed=2))
+    assert all(int(b["cu_seqlens"][-1]) <= 200 or len(b["rows"]) == 1 for b in packed)
+    assert np.array_equal(np.sort(_rows_of(packed)), np.arange(N))
+    rows = list(la.batch_loader(dataset, "ids", max_tokens=256, cost="packed",
+                                mode="packed_rows", row_length=64, seed=2))
+    assert all(b["values"].shape[1] == 64 for b in rows)
+
+
+def test_table_source_and_workers_share(dataset):
+    table = pq.read_table(dataset)
+    loader = la.batch_loader(table, "ids", batch_size=32, extra_columns=["label"], window=100)
+    whole = list(loader)
+    for b in whole:
+        _check_batch(b)
+    parts = [list(loader._iterate(w, 3)) for w in range(3)]
+    assert sorted(_rows_of(sum(parts, [])).tolist()) == sorted(_rows_of(whole).tolist())
+
+
+def test_pytorch_dataloader_two_workers(dataset):
+    torch = pytest.importorskip("torch")
+    loader = la.batch_loader(dataset, "ids", max_tokens=400, extra_columns=["label"],
+                             row_groups=1, to="torch", seed=3)
+    dl = torch.utils.data.DataLoader(loader.torch(), batch_size=None, num_workers=2)
+    batches = list(dl)
+    assert len(batches) == len(loader)
+    assert all(isinstance(b["values"], torch.Tensor) for b in batches)
+    rows = _rows_of([{"rows": b["rows"].numpy()} for b in batches])
+    assert np.array_equal(np.sort(rows), np.arange(N)), "no duplicates, nothing missing"
+    for b in batches:
+        assert torch.equal(b["label"], b["rows"])
+
+
+def test_hugging_face_dataset_zero_copy():
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_dict({"ids": [[1, 2, 3], [4], [], [5, 6]], "label": [0, 1, 2, 3]})
+    loader = la.batch_loader(ds, "ids", batch_size=2, extra_columns=["label"], shuffle=False,
+                             bucket=False)
+    table_values = ds.data.table.column("ids").chunk(0).values
+    buf = np.frombuffer(table_values.buffers()[1], dtype=np.int64)
+    assert np.shares_memory(loader._seqs.values, buf)
+    out = list(loader)
+    assert [b["values"].tolist() for b in out] == [[[1, 2, 3], [4, 0, 0]], [[0, 0], [5, 6]]]
+    assert [b["label"].tolist() for b in out] == [[0, 1], [2, 3]]
+
+
+def test_progress_bar(dataset, capsys):
+    list(la.batch_loader(dataset, "ids", batch_size=64, progress=True))
+    err = capsys.readouterr().err
+    assert "batch_loader [####################]" in err and "blocks" in err
+
+
+def test_loader_errors(dataset):
+    with pytest.raises(ValueError, match="batch_size, max_tokens or both"):
+        la.batch_loader(dataset, "ids")
+    with pytest.raises(ValueError, match="'nope' is not in"):
+        la.batch_loader(dataset, "nope", batch_size=2)
+    with pytest.raises(ValueError, match="extra_columns need level=0"):
+        la.batch_loader(dataset, "ids", batch_size=2, level=1, extra_columns=["label"])
+    with pytest.raises(ValueError, match="rank must be in"):
+        la.batch_loader(dataset, "ids", batch_size=2, num_replicas=2, rank=5)
+    with pytest.raises(TypeError, match="extra_columns"):
+        la.batch_loader(dataset, "ids", batch_size=2, extra_columns="label")
+
+
+@pytest.mark.engines
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_ray_data_iter_batches(dataset):
+    ray = pytest.importorskip("ray")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
+    try:
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        ds = ray.data.from_arrow(pq.read_table(dataset))
+        batches = list(la.batch_loader(ds, "ids", max_tokens=300, extra_columns=["label"],
+                                       window=200))
+        for b in batches:
+            _check_batch(b, 300, key="label")  # rows are positions in Ray's block
+        labels = np.concatenate([b["label"] for b in batches])
+        assert np.array_equal(np.sort(labels), np.arange(N))
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def test_level_one_sequences_from_parquet(tmp_path):
+    """Documents of sentences: with level=1 each sentence is a sequence, once per epoch."""
+    rng = np.random.default_rng(3)
+    docs, token = [], 0
+    for _ in range(120):
+        doc = []
+        for _ in range(int(rng.integers(0, 4))):
+            k = int(rng.integers(1, 9))
+            doc.append(list(range(token, token + k)))
+            token += k
+        docs.append(doc)
+    pq.write_table(pa.table({"doc": pa.array(docs)}), tmp_path / "d.parquet", row_group_size=25)
+    sentences = [s for d in docs for s in d]
+    for num_replicas in (1, 2):
+        got = []
+        for rank in range(num_replicas):
+            for b in la.batch_loader(str(tmp_path / "d.parquet"), "doc", level=1,
+                                     max_tokens=20, cost="packed", mode="packed",
+                                     num_replicas=num_replicas, rank=rank, row_groups=2):
+                cu = np.asarray(b["cu_seqlens"])
+                assert cu[-1] <= 20 or len(cu) == 2
+                values = np.asarray(b["values"])
+                for k, row in enumerate(np.asarray(b["rows"])):
+                    assert values[cu[k]:cu[k + 1]].tolist() == sentences[row]
+                got.extend(np.asarray(b["rows"]).tolist())
+        assert sorted(got) == list(range(len(sentences)))
+
+
+def test_token_balance_deals_blocks_by_tokens(dataset):
+    """balance="tokens": blocks go to the rank with the fewest tokens so far; still every
+    sequence once and as many batches per rank."""
+    totals = {}
+    for balance in ("batches", "tokens"):
+        plans = [la.batch_loader(dataset, "ids", max_tokens=300, row_groups=1, seed=2,
+                                 num_replicas=3, rank=r, balance=balance).plan()
+                 for r in range(3)]
+        rows = np.concatenate([p.indices for p in plans])
+        assert np.array_equal(np.sort(rows), np.arange(N))
+        assert len({len(p) for p in plans}) == 1
+        tokens = [int(p.tokens.sum()) for p in plans]
+        totals[balance] = max(tokens) - min(tokens)
+    assert totals["tokens"] <= totals["batches"]
