@@ -27,13 +27,16 @@ class Progress:
 
     Thread-safe (workers call :meth:`advance` and :meth:`file_done`); redrawn at most every
     0.2 s, and once more at the end.  Bytes are the input files' bytes on disk, counted in
-    proportion to the rows read.  ``label`` starts the line; a bar that is not ``enabled``
-    does nothing.
+    proportion to the rows read.  ``label`` starts the line and ``unit`` names what
+    ``files`` counts (a loader's blocks of row groups); a bar that is not ``enabled`` does
+    nothing.
     """
 
-    def __init__(self, files, total_bytes, enabled, stream=None, label="map_parquet"):
+    def __init__(self, files, total_bytes, enabled, stream=None, label="map_parquet",
+                 unit="files"):
         self.enabled = enabled
         self.label = label
+        self.unit = unit
         self.stream = stream or sys.stderr
         self.files, self.total = files, total_bytes
         self.files_done = self.rows = 0
@@ -72,7 +75,7 @@ class Progress:
         left = (self.total - nbytes) / rate if rate > 0 else float("nan")
         eta = f"{elapsed:.1f} s" if done or math.isnan(left) else f"{left:.0f} s left"
         line = (f"\r{self.label} [{'#' * fill}{'.' * (width - fill)}] "
-                f"{self.files_done}/{self.files} files  {self.rows:,} rows  "
+                f"{self.files_done}/{self.files} {self.unit}  {self.rows:,} rows  "
                 f"{mb(nbytes)}/{mb(self.total)}  {mb(rate)}/s  {eta}  ")
         self.stream.write(line)
         self.stream.flush()

@@ -439,24 +439,11 @@ def _oversize(order, lengths, cfg):
 
 
 def _bar(progress, blocks, nbytes):
-    from lodarrow._tables._dataset import _isatty, _Progress
+    from lodarrow._progress import Progress
+    from lodarrow._tables._dataset import _isatty
 
     enabled = _isatty(sys.stderr) if progress is None else progress
-    return _Progress(blocks, nbytes, enabled, stream=_Relabel(sys.stderr))
-
-
-class _Relabel:
-    """stderr, with the bar's label saying what is running."""
-
-    def __init__(self, stream):
-        self.stream = stream
-
-    def write(self, text):
-        self.stream.write(text.replace("map_parquet [", "batch_loader [").replace(
-            " files ", " blocks "))
-
-    def flush(self):
-        self.stream.flush()
+    return Progress(blocks, nbytes, enabled, label="batch_loader", unit="blocks")
 
 
 def _opt_pos(value, name):
