@@ -31,6 +31,8 @@ from lodarrow._ops import *  # noqa: F401,F403  (the operators, listed once: _op
 from lodarrow._tables._apply import apply, col
 from lodarrow._tables._udf import pipeline, udf
 from lodarrow._tables._spark import spark_map
+from lodarrow._interop._torch import from_torch, to_torch
+from lodarrow._interop._awkward import from_awkward, to_awkward
 
 __version__ = "0.1.0"
 
@@ -59,4 +61,5 @@ __all__ = [
     "udf",
     "write_parquet",
 ]
+__all__ += ["from_awkward", "from_torch", "to_awkward", "to_torch"]  # the conversion hub
 __all__ += _ops.__all__  # the operators

@@ -569,6 +569,21 @@ class LoDTensor(ElementwiseMixin):
 
         return to_pandas(self)
 
+    # conversion hub (docs/interop.md): each target library is imported on first use
+    def to_torch(self, layout="varlen", **kwargs):
+        """This tensor in PyTorch: ``layout`` "varlen", "jagged" or "padded" (see
+        :func:`lodarrow.to_torch` and docs/interop.md#pytorch)."""
+        from lodarrow._interop._torch import to_torch
+
+        return to_torch(self, layout, **kwargs)
+
+    def to_awkward(self):
+        """This tensor as an ``awkward.Array``, zero-copy (see :func:`lodarrow.to_awkward`
+        and docs/interop.md#awkward-array)."""
+        from lodarrow._interop._awkward import to_awkward
+
+        return to_awkward(self)
+
     @property
     def __cuda_array_interface__(self):
         if not is_cupy_array(self._data):
