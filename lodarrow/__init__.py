@@ -33,6 +33,7 @@ from lodarrow._tables._udf import pipeline, udf
 from lodarrow._tables._spark import spark_map
 from lodarrow._interop._torch import from_torch, to_torch
 from lodarrow._interop._awkward import from_awkward, to_awkward
+from lodarrow._interop._jax import from_jax, to_jax
 
 __version__ = "0.1.0"
 
@@ -62,4 +63,5 @@ __all__ = [
     "write_parquet",
 ]
 __all__ += ["from_awkward", "from_torch", "to_awkward", "to_torch"]  # the conversion hub
+__all__ += ["from_jax", "to_jax"]
 __all__ += _ops.__all__  # the operators

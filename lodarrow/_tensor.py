@@ -577,6 +577,13 @@ class LoDTensor(ElementwiseMixin):
 
         return to_torch(self, layout, **kwargs)
 
+    def to_jax(self, layout="segments", **kwargs):
+        """This tensor in JAX: ``layout`` "segments" or "padded" (see :func:`lodarrow.to_jax`
+        and docs/interop.md#jax)."""
+        from lodarrow._interop._jax import to_jax
+
+        return to_jax(self, layout, **kwargs)
+
     def to_awkward(self):
         """This tensor as an ``awkward.Array``, zero-copy (see :func:`lodarrow.to_awkward`
         and docs/interop.md#awkward-array)."""

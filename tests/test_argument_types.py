@@ -125,6 +125,15 @@ def _hub_calls():
                            "nulls": "error"}
         out["from_torch"] = {"obj": torch.arange(5.0), "cu_seqlens": torch.tensor([0, 2, 5]),
                              "lod": None, "lengths": None}
+    if _installed("jax"):
+        import jax.numpy as jnp
+
+        out["to_jax"] = {"obj": la.LoDTensor(np.arange(5, dtype=np.float32), [[0, 2, 5]]),
+                         "layout": "segments", "column": None, "pad_value": 0, "maxlen": None,
+                         "nulls": "error"}
+        out["from_jax"] = {"obj": jnp.arange(5.0), "segment_ids": jnp.array([0, 0, 1, 1, 1]),
+                           "num_segments": 2, "group_sizes": None, "lod": None,
+                           "lengths": None}
     if _installed("awkward"):
         import awkward as ak
 

@@ -174,3 +174,35 @@ def host_array(x, fn):
     if is_cupy_array(x):
         return x.get()
     return np.asarray(x)
+
+
+class _Alias:
+    """An ``__array_interface__`` over another array's memory, marked writable.
+
+    NumPy refuses to export a read-only array through DLPack (older DLPack versions cannot
+    signal read-only), and LoD offsets and Arrow buffers are read-only.  JAX and TensorFlow
+    only take DLPack, so they get this alias of the same memory; ``base`` keeps the original
+    alive as long as the alias (and the tensor made from it) lives.  docs/interop.md#copies
+    states the rule that follows: do not write into a converted tensor in place.
+    """
+
+    __slots__ = ("__array_interface__", "base")
+
+    def __init__(self, array):
+        spec = dict(array.__array_interface__)
+        spec["data"] = (spec["data"][0], False)
+        self.__array_interface__ = spec
+        self.base = array
+
+
+def exportable(array):
+    """``array`` itself if DLPack can export it, else a writable alias of its memory."""
+    if is_cupy(array) or array.flags.writeable:
+        return array
+    return np.asarray(_Alias(array))
+
+
+def is_cupy(array):
+    from lodarrow._backends import is_cupy_array
+
+    return is_cupy_array(array)
