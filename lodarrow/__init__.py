@@ -34,6 +34,7 @@ from lodarrow._tables._spark import spark_map
 from lodarrow._interop._torch import from_torch, to_torch
 from lodarrow._interop._awkward import from_awkward, to_awkward
 from lodarrow._interop._jax import from_jax, to_jax
+from lodarrow._interop._tf import from_tf, to_tf
 
 __version__ = "0.1.0"
 
@@ -63,5 +64,5 @@ __all__ = [
     "write_parquet",
 ]
 __all__ += ["from_awkward", "from_torch", "to_awkward", "to_torch"]  # the conversion hub
-__all__ += ["from_jax", "to_jax"]
+__all__ += ["from_jax", "to_jax", "from_tf", "to_tf"]
 __all__ += _ops.__all__  # the operators

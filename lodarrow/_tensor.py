@@ -584,6 +584,13 @@ class LoDTensor(ElementwiseMixin):
 
         return to_jax(self, layout, **kwargs)
 
+    def to_tf(self):
+        """This tensor as a ``tf.RaggedTensor`` with every LoD level (see
+        :func:`lodarrow.to_tf` and docs/interop.md#tensorflow)."""
+        from lodarrow._interop._tf import to_tf
+
+        return to_tf(self)
+
     def to_awkward(self):
         """This tensor as an ``awkward.Array``, zero-copy (see :func:`lodarrow.to_awkward`
         and docs/interop.md#awkward-array)."""

@@ -134,6 +134,11 @@ def _hub_calls():
         out["from_jax"] = {"obj": jnp.arange(5.0), "segment_ids": jnp.array([0, 0, 1, 1, 1]),
                            "num_segments": 2, "group_sizes": None, "lod": None,
                            "lengths": None}
+    if _installed("tensorflow"):
+        import tensorflow as tf
+
+        out["to_tf"] = {"obj": _t(), "column": None, "nulls": "error"}
+        out["from_tf"] = {"obj": tf.ragged.constant([[1.0, 2.0], [3.0]]), "lengths": None}
     if _installed("awkward"):
         import awkward as ak
 
