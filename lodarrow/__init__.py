@@ -35,6 +35,7 @@ from lodarrow._interop._torch import from_torch, to_torch
 from lodarrow._interop._awkward import from_awkward, to_awkward
 from lodarrow._interop._jax import from_jax, to_jax
 from lodarrow._interop._tf import from_tf, to_tf
+from lodarrow._interop._paddle import from_paddle, to_paddle
 
 __version__ = "0.1.0"
 
@@ -64,5 +65,5 @@ __all__ = [
     "write_parquet",
 ]
 __all__ += ["from_awkward", "from_torch", "to_awkward", "to_torch"]  # the conversion hub
-__all__ += ["from_jax", "to_jax", "from_tf", "to_tf"]
+__all__ += ["from_jax", "to_jax", "from_tf", "to_tf", "from_paddle", "to_paddle"]
 __all__ += _ops.__all__  # the operators

@@ -591,6 +591,13 @@ class LoDTensor(ElementwiseMixin):
 
         return to_tf(self)
 
+    def to_paddle(self):
+        """This tensor as PaddlePaddle's own ``LoDTensor`` (see :func:`lodarrow.to_paddle`
+        and docs/interop.md#paddlepaddle)."""
+        from lodarrow._interop._paddle import to_paddle
+
+        return to_paddle(self)
+
     def to_awkward(self):
         """This tensor as an ``awkward.Array``, zero-copy (see :func:`lodarrow.to_awkward`
         and docs/interop.md#awkward-array)."""

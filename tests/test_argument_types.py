@@ -147,7 +147,14 @@ def _hub_calls():
     return out
 
 
+#: Paddle cannot share a process with TensorFlow: its argument checks run with its other tests,
+#: in a process of their own (tests/hub_paddle_cases.py).
+OWN_PROCESS = {"to_paddle", "from_paddle"}
+
+
 def _skip_missing_library(func):
+    if func in OWN_PROCESS:
+        pytest.skip(f"{func}: checked in tests/hub_paddle_cases.py (a process of its own)")
     lib = HUB_LIBRARIES.get(func)
     if lib is not None and not _installed(lib):
         pytest.skip(f"{func} needs {lib}, which is not installed")
@@ -200,7 +207,7 @@ def calls(parquet_path, tmp_path, request):
 
 def test_every_public_function_has_a_valid_call(calls):
     missing = [name for name, _ in _public_functions()
-               if name not in calls and name not in STAR_CALLS
+               if name not in calls and name not in STAR_CALLS and name not in OWN_PROCESS
                and not (name in HUB_LIBRARIES and not _installed(HUB_LIBRARIES[name]))]
     assert not missing, f"add a valid call for {missing} to VALID_CALLS"
 

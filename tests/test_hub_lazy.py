@@ -22,9 +22,12 @@ def test_import_lodarrow_imports_no_target_library():
 @pytest.mark.parametrize("module, extra, call", [
     ("torch", "torch", lambda t: t.to_torch()),
     ("awkward", "awkward", lambda t: t.to_awkward()),
+    ("jax", "jax", lambda t: t.to_jax()),
+    ("tensorflow", "tf", lambda t: t.to_tf()),
+    ("paddle", "paddle", lambda t: t.to_paddle()),
 ])
 def test_a_missing_library_names_its_extra(monkeypatch, module, extra, call):
     monkeypatch.setitem(sys.modules, module, None)  # import raises ImportError
-    t = la.LoDTensor(np.arange(3.0), lengths=[[2, 1]])
+    t = la.LoDTensor(np.arange(3, dtype=np.float32), lengths=[[2, 1]])
     with pytest.raises(ImportError, match=rf"pip install -e '\.\[{extra}\]'"):
         call(t)
