@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from lodarrow._bench import _cases, _peers, _workloads
+from lodarrow._bench import _cases, _hub, _peers, _workloads
 
 __all__ = ["BenchOptions", "run_bench", "probe_bandwidth", "peak_memory", "time_call",
            "machine_info"]
@@ -300,7 +300,9 @@ def _wanted(name, filters):
 
 
 def select_cases(options):
-    return [c for c in _cases.all_cases() if _wanted(c.op, options.ops)]
+    # the conversion hub's cases (lodarrow/_bench/_hub.py) run only when --ops names them
+    return [c for c in _cases.all_cases() if _wanted(c.op, options.ops)] + \
+        _hub.select(options.ops)
 
 
 def _measure(run, norm, expected, case, options):
@@ -329,6 +331,8 @@ def _measure(run, norm, expected, case, options):
 def run_bench(options, console=None):
     """Run the selected cases; return the report dict (machine, bandwidth, rows, skipped)."""
     cases = select_cases(options)
+    hub_cases = [c for c in cases if isinstance(c, _hub.HubCase)]
+    cases = [c for c in cases if not isinstance(c, _hub.HubCase)]
     peer_libs = [lib for lib in _peers.PEER_LIBRARIES if _wanted(lib, options.peers)]
     skipped = {}
     for lib in peer_libs:
@@ -362,6 +366,8 @@ def run_bench(options, console=None):
             for k in [k for k in workloads if k not in later]:
                 del workloads[k]
             gc.collect()
+    if hub_cases:
+        report["rows"].extend(_hub.run(hub_cases, options, bw, _measure, _add_ratios))
     try:
         report["machine"]["load_average_end"] = os.getloadavg()
     except (AttributeError, OSError):
