@@ -116,3 +116,10 @@ def test_table_column_to_tf():
 @given(lod_tensors())
 def test_hypothesis_round_trip(t):
     assert_same(la.from_tf(t.to_tf()), t)
+
+
+def test_dense_to_tf_copies_unaligned_arrays_instead_of_crashing():
+    from lodarrow._interop._dense import dense_to
+
+    x = dense_to(np.arange(10.0)[1:], "tf")  # 8 bytes past an allocation
+    assert x[1:3].numpy().tolist() == [2.0, 3.0]
