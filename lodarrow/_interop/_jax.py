@@ -140,10 +140,12 @@ def to_jax(obj, layout="segments", *, column=None, pad_value=0, maxlen=None, nul
     if data.shape[0] > _common.INT32_MAX:
         raise ValueError(f"{fn}: int32 segment ids cannot index {data.shape[0]} rows; convert "
                          f"in smaller batches (t[i:j])")
-    # one pass: the sequence each row falls in (rows of empty sequences never appear)
-    rows = xp.arange(data.shape[0], dtype=np.int64)
-    ids = (xp.searchsorted(last[1:], rows, side="right")).astype(np.int32)
     sizes = (last[1:] - last[:-1]).astype(np.int32)
+    if xp is np:  # one O(T) pass: each sequence's id repeated over its rows
+        ids = np.repeat(np.arange(n, dtype=np.int32), sizes)
+    else:  # CuPy's repeat takes no per-element counts: the sequence each row falls in
+        rows = xp.arange(data.shape[0], dtype=np.int64)
+        ids = xp.searchsorted(last[1:], rows, side="right").astype(np.int32)
     lod = tuple(_index_array(jax, _host_or_device(t, k), fn, "offsets")
                 for k in range(len(offsets)))
     return JaxSegments(_as_jax(jax, data), _as_jax(jax, ids), n, _as_jax(jax, sizes), lod)
