@@ -575,14 +575,14 @@ class LoDTensor(ElementwiseMixin):
         :func:`lodarrow.to_torch` and docs/interop.md#pytorch)."""
         from lodarrow._interop._torch import to_torch
 
-        return to_torch(self, layout, **kwargs)
+        return to_torch(self, layout=layout, **kwargs)
 
     def to_jax(self, layout="segments", **kwargs):
         """This tensor in JAX: ``layout`` "segments" or "padded" (see :func:`lodarrow.to_jax`
         and docs/interop.md#jax)."""
         from lodarrow._interop._jax import to_jax
 
-        return to_jax(self, layout, **kwargs)
+        return to_jax(self, layout=layout, **kwargs)
 
     def to_tf(self):
         """This tensor as a ``tf.RaggedTensor`` with every LoD level (see

@@ -215,6 +215,8 @@ def test_bad_arguments_are_named():
         la.to_torch([1, 2])
     with pytest.raises(TypeError, match="column"):
         la.to_torch(t, column="x")
+    with pytest.raises(TypeError, match="layout="):
+        la.to_torch(t, "padded")  # a LoDTensor's layout goes by keyword
     with pytest.raises(TypeError, match="a TorchVarlen carries"):
         la.from_torch(t.to_torch(), cu_seqlens=[0, 3])
 
@@ -222,7 +224,7 @@ def test_bad_arguments_are_named():
 # ------------------------------------------------------------------------------- tables
 def test_table_column_to_varlen_without_python_lists():
     tab = table_with_tokens()
-    v = la.to_torch(tab, column="tokens", layout="varlen")
+    v = la.to_torch(tab, "tokens", layout="varlen")  # the column second, as pandas' habit
     assert v.cu_seqlens.tolist() == [0, 2, 2, 5]
     assert v.values.dtype == torch.int32 and v.values.tolist() == [1, 2, 3, 4, 5]
     chunk = tab.column("tokens").chunk(0)

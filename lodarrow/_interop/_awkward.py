@@ -16,7 +16,7 @@ def _ak(fn):
     return import_optional("awkward", fn)
 
 
-def to_awkward(obj, *, column=None, nulls="error"):
+def to_awkward(obj, column=None, *, nulls="error"):
     """A LoDTensor (or a table column) as an ``awkward.Array``, zero-copy.
 
     Every LoD level becomes a ``ListOffsetArray`` whose ``Index64`` is the level's offsets

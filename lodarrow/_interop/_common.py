@@ -60,7 +60,7 @@ def as_tensor(obj, column, fn, nulls="error"):
     if isinstance(obj, LoDTensor):
         if column is not None:
             raise TypeError(f"{fn}: column={column!r} is for tables; a LoDTensor is converted "
-                            f"as a whole")
+                            f"as a whole (give a layout by keyword: layout=...)")
         return obj
     if column is None:
         raise TypeError(f"{fn}: obj must be a LoDTensor, or a table with column=NAME; got "

@@ -69,20 +69,20 @@ def _check_values_dtype(jax, dtype, fn):
                          f"32-bit dtype first")
 
 
-def to_jax(obj, layout="segments", *, column=None, pad_value=0, maxlen=None, nulls="error"):
+def to_jax(obj, column=None, layout="segments", *, pad_value=0, maxlen=None, nulls="error"):
     """A LoDTensor (or a table column) as JAX arrays: segments or padded.
 
     Parameters
     ----------
     obj : LoDTensor or table
         A LoDTensor, or a table with ``column`` (see :func:`lodarrow.to_torch`).
+    column : str, optional
+        The column to convert when ``obj`` is a table.
     layout : {"segments", "padded"}, default "segments"
         ``"segments"``: a :class:`JaxSegments` (values shared, segment ids and group sizes
         computed; for ``jax.ops.segment_sum(values, segment_ids, num_segments,
         indices_are_sorted=True)`` and ``lax.ragged_dot``); ``"padded"``: a
         :class:`JaxPadded`.
-    column : str, optional
-        The column to convert when ``obj`` is a table.
     pad_value : scalar, default 0
         The padding (padded).
     maxlen : int, optional

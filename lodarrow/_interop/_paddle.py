@@ -32,7 +32,7 @@ class _Capsule:
         return (1, 0)  # kDLCPU
 
 
-def to_paddle(obj, *, column=None, nulls="error"):
+def to_paddle(obj, column=None, *, nulls="error"):
     """A LoDTensor (or a table column) as a PaddlePaddle ``LoDTensor``, on the CPU.
 
     Parameters

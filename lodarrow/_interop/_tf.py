@@ -50,7 +50,7 @@ def _as_tf(tf, array):
     return tf.convert_to_tensor(np.ascontiguousarray(array))
 
 
-def to_tf(obj, *, column=None, nulls="error"):
+def to_tf(obj, column=None, *, nulls="error"):
     """A LoDTensor (or a table column) as a ``tf.RaggedTensor`` with every LoD level.
 
     Parameters

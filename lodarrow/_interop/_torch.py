@@ -73,7 +73,7 @@ def _xp(array):
     return np
 
 
-def to_torch(obj, layout="varlen", *, column=None, cu_seqlens_dtype="int32", pad_value=0,
+def to_torch(obj, column=None, layout="varlen", *, cu_seqlens_dtype="int32", pad_value=0,
              maxlen=None, nulls="error"):
     """A LoDTensor (or a table column) as PyTorch tensors, in one of three layouts.
 
@@ -82,13 +82,13 @@ def to_torch(obj, layout="varlen", *, column=None, cu_seqlens_dtype="int32", pad
     obj : LoDTensor or table
         A LoDTensor, or a pyarrow Table / RecordBatch, pandas or polars DataFrame with
         ``column`` naming a list column (read zero-copy through :func:`lodarrow.from_arrow`).
+    column : str, optional
+        The column to convert when ``obj`` is a table.
     layout : {"varlen", "jagged", "padded"}, default "varlen"
         ``"varlen"``: a :class:`TorchVarlen` (values + ``cu_seqlens`` + ``max_seqlen``, for
         ``torch.nn.attention.varlen`` / FlashAttention); ``"jagged"``: a nested tensor of
         layout ``torch.jagged`` (``nested_tensor_from_jagged``, one LoD level); ``"padded"``:
         a :class:`TorchPadded` (values padded to the longest sequence, lengths and mask).
-    column : str, optional
-        The column to convert when ``obj`` is a table.
     cu_seqlens_dtype : {"int32", "int64"}, default "int32"
         The dtype of ``cu_seqlens`` (varlen): int32, as FlashAttention takes it (a cast; a
         ``ValueError`` past 2**31 - 1 rows), or int64 (the offsets themselves, zero-copy).
