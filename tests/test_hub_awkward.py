@@ -5,6 +5,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lodarrow as la
 from conftest import CUDA
@@ -116,8 +117,11 @@ def test_plain_tensor():
 
 
 @settings(max_examples=40)
-@given(lod_tensors())
-def test_hypothesis_round_trip(t):
+@given(lod_tensors(), st.data())
+def test_hypothesis_round_trip(t, data):
+    if t.lod_level and data.draw(st.booleans(), label="slice"):
+        lo = data.draw(st.integers(0, len(t)), label="lo")
+        t = t[lo:data.draw(st.integers(lo, len(t)), label="hi")]
     a = t.to_awkward()
     assert a.tolist() == _reference_list(t)
     assert_same(la.from_awkward(a), t)
