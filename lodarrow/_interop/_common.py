@@ -6,8 +6,9 @@ Every ``to_*`` takes a LoDTensor or a table and a column name; every ``from_*`` 
 
 import numpy as np
 
-__all__ = ["INT32_MAX", "as_tensor", "build", "check_offsets", "host_offsets", "lengths_of",
-           "parts", "rebase_levels"]
+__all__ = ["INT32_MAX", "as_tensor", "build", "check_choice", "check_maxlen", "check_offsets",
+           "check_pad_value", "exportable", "host_array", "host_offsets", "is_cupy", "parts",
+           "rebase_levels"]
 
 INT32_MAX = int(np.iinfo(np.int32).max)
 
@@ -90,11 +91,6 @@ def host_offsets(t, k):
     from lodarrow._backends import is_cupy_array
 
     return t._device_offsets_for(k) if is_cupy_array(t._data) else t._offsets[k]
-
-
-def lengths_of(offsets):
-    """Sequence lengths of one offsets array (NumPy or CuPy), int64."""
-    return offsets[1:] - offsets[:-1]
 
 
 def check_offsets(off, fn, what="offsets"):
