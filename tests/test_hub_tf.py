@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 
 import lodarrow as la
+from conftest import CUDA
 from hub_cases import (ALL_DTYPES, FEATURE_SHAPES, address, all_cases, assert_same, make,
                        ref_padded, table_with_tokens)
 from strategies import lod_tensors
@@ -123,3 +124,15 @@ def test_dense_to_tf_copies_unaligned_arrays_instead_of_crashing():
 
     x = dense_to(np.arange(10.0)[1:], "tf")  # 8 bytes past an allocation
     assert x[1:3].numpy().tolist() == [2.0, 3.0]
+
+
+@pytest.mark.parametrize("backend", [CUDA])
+def test_cuda_round_trip_stays_on_the_device(backend):
+    if not tf.config.list_physical_devices("GPU"):
+        pytest.skip("this TensorFlow build sees no GPU (tensorflow-cpu)")
+    t = make([[2, 0, 3]], "float32", (3,)).cuda()
+    r = t.to_tf()
+    assert "GPU" in r.flat_values.device.upper()
+    back = la.from_tf(r)
+    assert back.place.is_cuda
+    assert_same(back.cpu(), t.cpu())
