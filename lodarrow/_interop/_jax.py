@@ -45,20 +45,28 @@ def _x64(jax):
     return bool(jax.config.jax_enable_x64)
 
 
-def _as_jax(jax, array):
+def _as_jax(jax, array, fresh=False):
     """NumPy / CuPy -> jax.Array through DLPack: shared when the buffer is 64-byte aligned
-    (Arrow's are), else JAX copies it (docs/interop.md#copies)."""
+    (Arrow's are), else JAX copies it (docs/interop.md#copies).
+
+    ``fresh``: a host array made by this conversion (segment ids, a cast, a padded block),
+    which JAX copies into its own memory instead: a NumPy buffer imported through DLPack and
+    released from JAX's threads crashed the process under ``tracemalloc`` (the bench's memory
+    probe), and sharing a temporary saves nothing.
+    """
+    if fresh and not _common.is_cupy(array):
+        return jax.numpy.array(array, copy=True)
     return jax.dlpack.from_dlpack(_common.exportable(array))
 
 
-def _index_array(jax, off, fn, what):
+def _index_array(jax, off, fn, what, fresh=False):
     """int64 offsets -> JAX: as they are with x64, else int32 (a cast; ValueError past 2**31)."""
     if _x64(jax):
-        return _as_jax(jax, off)
+        return _as_jax(jax, off, fresh)
     if off.shape[0] and int(off[-1]) > _common.INT32_MAX:
         raise ValueError(f"{fn}: {what} past 2**31 - 1 need int64: enable it with "
                          f"jax.config.update('jax_enable_x64', True)")
-    return _as_jax(jax, off.astype(np.int32))
+    return _as_jax(jax, off.astype(np.int32), fresh=True)
 
 
 def _check_values_dtype(jax, dtype, fn):
@@ -130,10 +138,11 @@ def to_jax(obj, column=None, layout="segments", *, pad_value=0, maxlen=None, nul
         pdata, lens = padded._data, length._data
         xp = _xp(lens)
         mask = xp.arange(pdata.shape[1], dtype=np.int64)[None, :] < lens[:, None]
-        lod = tuple(_index_array(jax, _host_or_device(padded, k), fn, "offsets")
+        lod = tuple(_index_array(jax, _host_or_device(padded, k), fn, "offsets", fresh=True)
                     for k in range(len(padded._offsets)))
-        return JaxPadded(_as_jax(jax, pdata), _index_array(jax, lens, fn, "lengths"),
-                         _as_jax(jax, mask), lod)
+        return JaxPadded(_as_jax(jax, pdata, fresh=True),
+                         _index_array(jax, lens, fn, "lengths", fresh=True),
+                         _as_jax(jax, mask, fresh=True), lod)
     last = _host_or_device(t, len(offsets) - 1)
     xp = _xp(last)
     n = int(last.shape[0]) - 1
@@ -148,7 +157,8 @@ def to_jax(obj, column=None, layout="segments", *, pad_value=0, maxlen=None, nul
         ids = xp.searchsorted(last[1:], rows, side="right").astype(np.int32)
     lod = tuple(_index_array(jax, _host_or_device(t, k), fn, "offsets")
                 for k in range(len(offsets)))
-    return JaxSegments(_as_jax(jax, data), _as_jax(jax, ids), n, _as_jax(jax, sizes), lod)
+    return JaxSegments(_as_jax(jax, data), _as_jax(jax, ids, fresh=True), n,
+                       _as_jax(jax, sizes, fresh=True), lod)
 
 
 def _xp(array):
