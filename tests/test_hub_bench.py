@@ -28,3 +28,17 @@ def test_rows_are_checked_and_compared(op, peer):
     assert all(r["status"] == "ok" for r in rows), rows
     assert rows[1]["ratio_to_best_peer"] == 1.0
     assert rows[0]["ratio_to_best_peer"] > 0
+
+
+def test_the_jax_rows_run_under_the_memory_probe():
+    """Regression: DLPack-imported temporaries crashed JAX under tracemalloc (the bench's
+    peak-memory probe); run in a process of its own so a crash fails only this test."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("jax")
+    run = subprocess.run([sys.executable, "-m", "lodarrow", "bench", "--ops", "hub_jax",
+                          "--quick", "--scale", "0.1", "--probe-mib", "1", "--repeat", "1",
+                          "--no-progress"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "hub_jax_segments" in run.stdout

@@ -82,15 +82,20 @@ class _Workload:
         offsets = np.zeros(n_seq + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         rows = int(offsets[-1])
+        def arrow_owned(array):
+            # copied into Arrow's memory pool (64-byte aligned), as a column read from Parquet
+            # is: NumPy's own allocations are aligned by chance only
+            return pa.concat_arrays([pa.array(array), pa.array(array[:0])])
+
         if name == "emb":
             data = rng.standard_normal((rows, FEATURES), dtype=np.float32)
-            values = pa.FixedSizeListArray.from_arrays(pa.array(data.reshape(-1)), FEATURES)
+            values = pa.FixedSizeListArray.from_arrays(arrow_owned(data.reshape(-1)), FEATURES)
         else:
             data = rng.integers(0, 50_000, size=rows, dtype=np.int32)
-            values = pa.array(data)
+            values = arrow_owned(data)
         self.name = name
         self.lengths = lengths
-        self.arrow = pa.LargeListArray.from_arrays(pa.array(offsets), values)
+        self.arrow = pa.LargeListArray.from_arrays(arrow_owned(offsets), values)
         self.tensor = la.from_arrow(self.arrow)
         self.table = pa.table({"tokens": self.arrow})
         self.seqs = [data[offsets[i]:offsets[i + 1]] for i in range(n_seq)]
