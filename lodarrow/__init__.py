@@ -32,6 +32,11 @@ from lodarrow._ops import *  # noqa: F401,F403  (the operators, listed once: _op
 from lodarrow._tables._apply import apply, col
 from lodarrow._tables._udf import pipeline, udf
 from lodarrow._tables._spark import spark_map
+from lodarrow._interop._torch import from_torch, to_torch
+from lodarrow._interop._awkward import from_awkward, to_awkward
+from lodarrow._interop._jax import from_jax, to_jax
+from lodarrow._interop._tf import from_tf, to_tf
+from lodarrow._interop._paddle import from_paddle, to_paddle
 from lodarrow._training import batch_loader, batch_plan, collate, sequence_lengths
 
 __version__ = "0.1.0"
@@ -65,4 +70,6 @@ __all__ = [
     "udf",
     "write_parquet",
 ]
+__all__ += ["from_awkward", "from_torch", "to_awkward", "to_torch"]  # the conversion hub
+__all__ += ["from_jax", "to_jax", "from_tf", "to_tf", "from_paddle", "to_paddle"]
 __all__ += _ops.__all__  # the operators

@@ -47,7 +47,9 @@ def build_parser():
                        help="multiply the workload sizes by this (after --quick); e.g. "
                             "0.001 for a smoke test")
     bench.add_argument("--ops", default="", help="comma-separated operators to run: "
-                       "names, prefixes or words of names ('pool,pad,arrow,parquet')")
+                       "names, prefixes or words of names ('pool,pad,arrow,parquet'); 'hub' "
+                       "runs the conversions to torch, JAX, TensorFlow and Awkward "
+                       "(docs/interop.md), which a plain run leaves out")
     bench.add_argument("--peers", default="", help="comma-separated peers to run "
                        "(numpy, polars, awkward, pyarrow, numba); lodarrow always runs")
     bench.add_argument("--repeat", type=int, default=None,

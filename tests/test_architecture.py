@@ -228,6 +228,11 @@ def test_twin_launchers_have_the_same_entries():
 #: layer and the layers below (the documented lazy link aside).  Modules beside the layers
 #: (``_plan``, ``_validation``, ``_place``, the leaves, the command line) are not listed.
 LAYERS = (
+    ("lodarrow._training",),
+    # the conversion hub: a tensor library's forms are built with the operators
+    # (sequence_pad / sequence_unpad) and read from table columns, so it sits on top
+    tuple(f"lodarrow._interop._{m}" for m in ("torch", "jax", "tf", "awkward", "paddle",
+                                               "common", "dense")),
     ("lodarrow._tables",),
     ("lodarrow._ops",),
     ("lodarrow._interop",),

@@ -116,6 +116,66 @@ def _valid_calls(parquet_path, out_path):
     }
 
 
+#: The conversion hub (docs/interop.md): function -> the library its valid call needs; without
+#: that library its cases are skipped (the test extra installs them all).
+HUB_LIBRARIES = {"to_torch": "torch", "from_torch": "torch", "to_awkward": "awkward",
+                 "from_awkward": "awkward", "to_jax": "jax", "from_jax": "jax",
+                 "to_tf": "tensorflow", "from_tf": "tensorflow", "to_paddle": "paddle",
+                 "from_paddle": "paddle"}
+
+
+def _installed(module):
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def _hub_calls():
+    """Valid calls of the hub functions whose library is installed (imported only here)."""
+    out = {}
+    if _installed("torch"):
+        import torch
+
+        out["to_torch"] = {"obj": _t(), "layout": "varlen", "column": None,
+                           "cu_seqlens_dtype": "int32", "pad_value": 0, "maxlen": None,
+                           "nulls": "error"}
+        out["from_torch"] = {"obj": torch.arange(5.0), "cu_seqlens": torch.tensor([0, 2, 5]),
+                             "lod": None, "lengths": None}
+    if _installed("jax"):
+        import jax.numpy as jnp
+
+        out["to_jax"] = {"obj": la.LoDTensor(np.arange(5, dtype=np.float32), [[0, 2, 5]]),
+                         "layout": "segments", "column": None, "pad_value": 0, "maxlen": None,
+                         "nulls": "error"}
+        out["from_jax"] = {"obj": jnp.arange(5.0), "segment_ids": jnp.array([0, 0, 1, 1, 1]),
+                           "num_segments": 2, "group_sizes": None, "lod": None,
+                           "lengths": None}
+    if _installed("tensorflow"):
+        import tensorflow as tf
+
+        out["to_tf"] = {"obj": _t(), "column": None, "nulls": "error"}
+        out["from_tf"] = {"obj": tf.ragged.constant([[1.0, 2.0], [3.0]]), "lengths": None}
+    if _installed("awkward"):
+        import awkward as ak
+
+        out["to_awkward"] = {"obj": _t(), "column": None, "nulls": "error"}
+        out["from_awkward"] = {"array": ak.Array([[1.0, 2.0], [3.0]])}
+    return out
+
+
+#: Paddle cannot share a process with TensorFlow: its argument checks run with its other tests,
+#: in a process of their own (tests/hub_paddle_cases.py).
+OWN_PROCESS = {"to_paddle", "from_paddle"}
+
+
+def _skip_missing_library(func):
+    if func in OWN_PROCESS:
+        pytest.skip(f"{func}: checked in tests/hub_paddle_cases.py (a process of its own)")
+    lib = HUB_LIBRARIES.get(func)
+    if lib is not None and not _installed(lib):
+        pytest.skip(f"{func} needs {lib}, which is not installed")
+
+
 #: Functions whose only parameter is ``*args``: a valid call, and the argument's name.
 STAR_CALLS = {
     "pipeline": (lambda: (la.udf("sequence_pool", out="s", input=la.col("x"), pool_type="sum"),),
@@ -151,6 +211,7 @@ def _cases():
 @pytest.fixture
 def calls(parquet_path, tmp_path, request):
     out = _valid_calls(parquet_path, str(tmp_path / "out.parquet"))
+    out.update(_hub_calls())
     # a Spark DataFrame only for the spark_map cases (the local Spark of conftest.py)
     spark = request.getfixturevalue("spark") if "spark_map" in request.node.name else None
     out["spark_map"] = {
@@ -162,12 +223,14 @@ def calls(parquet_path, tmp_path, request):
 
 def test_every_public_function_has_a_valid_call(calls):
     missing = [name for name, _ in _public_functions()
-               if name not in calls and name not in STAR_CALLS]
+               if name not in calls and name not in STAR_CALLS and name not in OWN_PROCESS
+               and not (name in HUB_LIBRARIES and not _installed(HUB_LIBRARIES[name]))]
     assert not missing, f"add a valid call for {missing} to VALID_CALLS"
 
 
 @pytest.mark.parametrize("func, param", list(_cases()))
 def test_none_argument_is_named(calls, func, param):
+    _skip_missing_library(func)
     obj = getattr(la, func)
     kwargs = dict(calls[func])
     try:
@@ -204,6 +267,7 @@ class _Opaque:
 
 @pytest.mark.parametrize("func, param", [c for c in _cases() if c.values[1] not in (None, "name")])
 def test_wrong_type_argument_is_named(calls, func, param):
+    _skip_missing_library(func)
     obj = getattr(la, func)
     kwargs = dict(calls[func])
     kwargs[param] = _Opaque()

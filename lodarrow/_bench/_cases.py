@@ -92,6 +92,17 @@ _WRITE_NOTE = ("polars' writer where polars is installed, with the table's own A
                "stored (docs/performance.md#parquet-writes)")
 
 
+def wanted(name, filters):
+    """``--ops``/``--peers`` matching: a filter selects ``name`` if ``name`` (or ``name``
+    without ``sequence_``) starts with it, or it equals one of the ``_``-separated words
+    ("pool" selects sequence_pool, "parquet" both Parquet cases, "pad" not "unpad")."""
+    if not filters:
+        return True
+    short = name.removeprefix("sequence_")
+    return any(name.startswith(f) or short.startswith(f) or f in name.split("_")
+               for f in filters)
+
+
 def all_cases():
     """Every case, grouped by workload (so each workload is built once and freed after)."""
     cases = []

@@ -37,7 +37,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from lodarrow._bench import _cases, _peers, _workloads
+from lodarrow._bench import _cases, _hub, _peers, _workloads
+from lodarrow._bench._cases import wanted as _wanted
 # Importing a library's peers module registers its peers with _peers.
 from lodarrow._bench import (_peers_awkward, _peers_numba, _peers_numpy,  # noqa: F401
                              _peers_polars, _peers_pyarrow)
@@ -292,19 +293,10 @@ def _rows_for(case, options):
     return max(200, int(round(case.rows * options.size_factor)))
 
 
-def _wanted(name, filters):
-    """``--ops``/``--peers`` matching: a filter selects ``name`` if ``name`` (or ``name``
-    without ``sequence_``) starts with it, or it equals one of the ``_``-separated words
-    ("pool" selects sequence_pool, "parquet" both Parquet cases, "pad" not "unpad")."""
-    if not filters:
-        return True
-    short = name.removeprefix("sequence_")
-    return any(name.startswith(f) or short.startswith(f) or f in name.split("_")
-               for f in filters)
-
-
 def select_cases(options):
-    return [c for c in _cases.all_cases() if _wanted(c.op, options.ops)]
+    # the conversion hub's cases (lodarrow/_bench/_hub.py) run only when --ops names them
+    return [c for c in _cases.all_cases() if _wanted(c.op, options.ops)] + \
+        _hub.select(options.ops)
 
 
 def _measure(run, norm, expected, case, options):
@@ -333,6 +325,8 @@ def _measure(run, norm, expected, case, options):
 def run_bench(options, console=None):
     """Run the selected cases; return the report dict (machine, bandwidth, rows, skipped)."""
     cases = select_cases(options)
+    hub_cases = [c for c in cases if isinstance(c, _hub.HubCase)]
+    cases = [c for c in cases if not isinstance(c, _hub.HubCase)]
     peer_libs = [lib for lib in _peers.PEER_LIBRARIES if _wanted(lib, options.peers)]
     skipped = {}
     for lib in peer_libs:
@@ -366,6 +360,8 @@ def run_bench(options, console=None):
             for k in [k for k in workloads if k not in later]:
                 del workloads[k]
             gc.collect()
+    if hub_cases:
+        report["rows"].extend(_hub.run(hub_cases, options, bw, _measure, _add_ratios))
     try:
         report["machine"]["load_average_end"] = os.getloadavg()
     except (AttributeError, OSError):

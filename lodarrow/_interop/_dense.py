@@ -42,6 +42,8 @@ def dense_to(array, library):
         jax = import_optional("jax", "conversion to JAX")
         return jax.dlpack.from_dlpack(array)
     if library == "tf":
-        tf = import_optional("tensorflow", "conversion to TensorFlow")
-        return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
+        from lodarrow._interop._tf import _as_tf
+
+        # TensorFlow aborts on unaligned DLPack buffers: _as_tf shares aligned ones only
+        return _as_tf(import_optional("tensorflow", "conversion to TensorFlow"), array)
     raise ValueError(f"library must be one of {', '.join(map(repr, LIBRARIES))}; got {library!r}")
