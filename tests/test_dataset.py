@@ -726,52 +726,9 @@ def test_operator_report_keeps_every_section_it_does_not_write(tmp_path, monkeyp
         < text.index("## Datasets: x\n\nfigures\n")
 
 
-# ------------------------------------------------------------------ the overlapped stages
-def test_prefetch_gives_items_in_order_then_the_error_in_its_turn():
-    from lodarrow._tables._dataset import _Prefetch
-
-    def items():
-        yield 1
-        yield 2
-        raise OSError("bad page")
-
-    p = _Prefetch(items())
-    assert [p.next(), p.next()] == [1, 2]
-    with pytest.raises(OSError, match="bad page"):
-        p.next()
-    p.close()
-    q = _Prefetch(iter([]))
-    with pytest.raises(StopIteration):
-        q.next()
-    with pytest.raises(StopIteration):  # and again: the end is sticky
-        q.next()
-    q.close()
-
-
-def test_prefetch_reads_one_ahead_at_most_and_closes_mid_stream():
-    import threading
-
-    from lodarrow._tables._dataset import _Prefetch
-
-    taken = []
-    gate = threading.Event()
-
-    def items():
-        for k in range(100):
-            taken.append(k)
-            yield k
-
-    p = _Prefetch(items())
-    assert p.next() == 0
-    gate.wait(0.2)  # the thread reads ahead: one item queued, one more being put at most
-    assert len(taken) <= 3
-    p.close()
-    assert not p._thread.is_alive()
-
-
 def test_a_write_error_is_raised_with_its_location(tmp_path, monkeypatch):
-    """An error of the writer thread reaches the caller, named by file and row group, and
-    leaves no output."""
+    """An error of the writer reaches the caller, named by file and row group, and leaves no
+    output."""
     import pyarrow.parquet as pq
 
     src = tmp_path / "in.parquet"

@@ -16,7 +16,6 @@ import bisect
 import dataclasses
 import glob
 import os
-import queue
 import shutil
 import sys
 import threading
@@ -102,15 +101,11 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
     file at the same relative path under ``dest`` (one row group per batch), so hive
     partition directories (``year=2024/part-0.parquet``) and file names are kept.  The udf
     sees the columns stored in each file (hive partition keys stay in the directory names).
-    Within a file three stages overlap: a thread decodes the next batch while the udf runs
-    on this one and another thread encodes the previous output (pyarrow does both without
-    the GIL); batches keep their order.
 
     Memory: about ``threads`` x (pyarrow's reader buffers, about four times a batch, + the
-    batch decoded ahead + the udf's output batch + the previous one encoded while it is
-    written + 1 MiB per column being read), whatever the number and size of the files and
-    of their row groups: with the default ``batch_rows`` a batch is about 32 MiB decoded,
-    so a few hundred MiB in all
+    udf's output batch + that batch encoded while it is written + 1 MiB per column being
+    read), whatever the number and size of the files and of their row groups: with the
+    default ``batch_rows`` a batch is about 32 MiB decoded, so a few hundred MiB in all
     (measured: a peak RSS of 523 MiB for 0.54 GB and 580 MiB for 2.19 GB of input,
     ``docs/performance.md``).
 
@@ -299,16 +294,11 @@ def _map_file(pq, path, out_path, udf, batch_rows, write_options, bar, size, sto
         tmp = os.path.join(folder, f".{leaf}.tmp")
         writer = None
         row = rows_out = 0
-        # Three stages overlap, each releasing the GIL in pyarrow's C++: a thread decodes the
-        # next batch, this thread runs the udf, a thread encodes the previous output.  At most
-        # one batch waits at each stage, so memory stays a few batches.
-        reader = _Prefetch(pf.iter_batches(batch_size=rows, use_threads=True))
-        encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lodarrow-write")
-        pending = None  # (future, rows in, rows out) of the write in flight
         try:
+            batches = pf.iter_batches(batch_size=rows, use_threads=True)
             while True:
                 try:
-                    batch = reader.next()
+                    batch = next(batches)
                 except StopIteration:
                     break
                 except (pa.ArrowException, OSError) as exc:
@@ -319,15 +309,10 @@ def _map_file(pq, path, out_path, udf, batch_rows, write_options, bar, size, sto
                 out = _call(udf, batch, path, starts, row)
                 if writer is None:
                     writer = _open_writer(pq, tmp, schema_out or out.schema, write_options, path)
-                if pending is not None:
-                    _finish_write(pending, bar, size, meta)
-                pending = (encoder.submit(_write, writer, out, path, starts, row),
-                           batch.num_rows)
+                _write(writer, out, path, starts, row)
                 row += batch.num_rows
                 rows_out += out.num_rows
-            if pending is not None:
-                _finish_write(pending, bar, size, meta)
-                pending = None
+                bar.advance(batch.num_rows, size * batch.num_rows / max(meta.num_rows, 1))
             if writer is None:  # a file without rows still gives a file, with the schema
                 if schema_out is None:
                     empty = pa.RecordBatch.from_pylist([], schema=schema_in)
@@ -336,19 +321,12 @@ def _map_file(pq, path, out_path, udf, batch_rows, write_options, bar, size, sto
             writer.close()
             os.replace(tmp, out_path)
         except BaseException:
-            reader.close()
-            if pending is not None:
-                pending[0].cancel()
-            encoder.shutdown(wait=True)  # no write may touch the writer while it closes
             if writer is not None:
                 try:
                     writer.close()
                 except Exception:  # the first error is the one to report
                     pass
             raise
-        finally:
-            reader.close()
-            encoder.shutdown(wait=True)
     bar.file_done()
     return row, rows_out, os.path.getsize(out_path)
 
@@ -399,63 +377,6 @@ def _first_failing_row(udf, batch):
         else:
             lo = mid
     return hi - 1
-
-
-def _finish_write(pending, bar, size, meta):
-    """Wait for the write in flight (its error is raised here) and count its rows."""
-    future, rows_in = pending
-    future.result()
-    bar.advance(rows_in, size * rows_in / max(meta.num_rows, 1))
-
-
-class _Prefetch:
-    """``next(iterator)`` run one item ahead on a thread of its own.
-
-    pyarrow decodes a record batch without the GIL, so the next batch is read while the
-    caller works on this one.  One item is held ahead at most.  An exception raised by the
-    iterator is raised by :meth:`next` in its turn; :meth:`close` stops the thread.
-    """
-
-    _DONE = object()
-
-    def __init__(self, iterator):
-        self._iterator = iterator
-        self._queue = queue.Queue(maxsize=1)
-        self._closed = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="lodarrow-read", daemon=True)
-        self._thread.start()
-
-    def _run(self):
-        while not self._closed.is_set():
-            try:
-                item = (next(self._iterator), None)
-            except StopIteration:
-                item = (self._DONE, None)
-            except BaseException as exc:  # handed to the consumer, in order
-                item = (None, exc)
-            while not self._closed.is_set():
-                try:
-                    self._queue.put(item, timeout=0.05)
-                    break
-                except queue.Full:  # the consumer has not taken the last one yet
-                    continue
-            if item[0] is self._DONE or item[1] is not None:
-                return
-
-    def next(self):
-        """The next item; raises ``StopIteration`` at the end, or the iterator's error."""
-        item, exc = self._queue.get()
-        if exc is not None:
-            raise exc
-        if item is self._DONE:
-            self._queue.put((self._DONE, None))  # a later next() ends too
-            raise StopIteration
-        return item
-
-    def close(self):
-        """Stop reading ahead and wait for the thread (the iterator is not used after)."""
-        self._closed.set()
-        self._thread.join()
 
 
 def _open_writer(pq, tmp, schema, write_options, path):
