@@ -92,7 +92,8 @@ def write_parquet(t_or_dict, path, *, engine="auto", **kwargs):
 
     Together these halve pyarrow's work on a float column (docs/performance.md).  polars'
     writer, about 3x faster again, takes one statistics setting for all columns: off when
-    every column is a LoDTensor, on otherwise; it chooses dictionary pages itself.
+    every column is a LoDTensor, on otherwise; it chooses dictionary pages itself, and its
+    row groups are its own size unless ``row_group_size`` is given.
 
     Examples
     --------

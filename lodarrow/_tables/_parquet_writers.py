@@ -28,10 +28,6 @@ ENGINES = ("auto", "pyarrow", "polars")
 #: ``pyarrow.parquet.write_table`` options polars' writer takes (under the same meaning).
 POLARS_OPTIONS = frozenset({"compression", "compression_level", "row_group_size"})
 
-#: pyarrow's default largest row group (rows), given to polars so both cut files alike.
-_ROW_GROUP_SIZE = 1024 * 1024
-
-
 def polars_writes_type(typ):
     """True if polars writes a column of Arrow type ``typ`` as pyarrow would.
 
@@ -106,7 +102,8 @@ def write_polars(table, path, kwargs, metadata, statistics):
     """Write ``table`` with polars' writer, storing ``table``'s own Arrow schema.
 
     ``metadata`` (bytes -> bytes) becomes the schema's metadata and the file's key-value
-    metadata, as pyarrow's writer stores it.  ``statistics``: whether polars writes column
+    metadata, as pyarrow's writer stores it.  Row groups are polars' size unless
+    ``row_group_size`` is among ``kwargs``.  ``statistics``: whether polars writes column
     statistics (one setting for every column).  A file left half-written by an error is
     removed.
     """
@@ -118,8 +115,11 @@ def write_polars(table, path, kwargs, metadata, statistics):
     compression = kwargs.get("compression", "snappy")
     options = {"compression": "uncompressed" if compression in (None, "none", "NONE")
                else compression.lower(),
-               "row_group_size": kwargs.get("row_group_size") or _ROW_GROUP_SIZE,
                "statistics": statistics, "metadata": stored}
+    if kwargs.get("row_group_size") is not None:
+        # else polars' own size (smaller than pyarrow's 2**20 rows): its row groups are
+        # encoded in parallel, and a row group of 2**20 rows left one core idle
+        options["row_group_size"] = kwargs["row_group_size"]
     if kwargs.get("compression_level") is not None:
         options["compression_level"] = kwargs["compression_level"]
     try:
