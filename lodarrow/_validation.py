@@ -60,11 +60,20 @@ def as_int(value, name):
 def as_positive_int(value, name):
     """``value`` as an integer >= 1: a bool is a ``TypeError``, a smaller integer a
     ``ValueError``; both name the argument."""
+    return _at_least(value, name, 1)
+
+
+def as_nonnegative_int(value, name):
+    """``value`` as an integer >= 0, checked as :func:`as_positive_int` checks."""
+    return _at_least(value, name, 0)
+
+
+def _at_least(value, name, least):
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be an integer, got bool")
     value = as_int(value, name)
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
+    if value < least:
+        raise ValueError(f"{name} must be >= {least}, got {value}")
     return value
 
 

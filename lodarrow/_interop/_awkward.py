@@ -5,7 +5,7 @@ dimensions as ``RegularArray``), offsets and values shared both ways
 
 import numpy as np
 
-from lodarrow._backends import is_cupy_array
+from lodarrow._cupy import is_cupy_array
 from lodarrow._interop import _common
 from lodarrow._interop._optional import import_optional
 

@@ -88,7 +88,7 @@ def parts(t, fn):
 
 def host_offsets(t, k):
     """Level ``k``'s offsets on the device of the data (CuPy data: cached device copy)."""
-    from lodarrow._backends import is_cupy_array
+    from lodarrow._cupy import is_cupy_array
 
     return t._device_offsets_for(k) if is_cupy_array(t._data) else t._offsets[k]
 
@@ -165,7 +165,7 @@ def build(data, levels, fn, place=None):
 
 def host_array(x, fn):
     """A NumPy array of ``x`` (NumPy, CuPy or anything with ``__array__``) for offsets."""
-    from lodarrow._backends import is_cupy_array
+    from lodarrow._cupy import is_cupy_array
 
     if is_cupy_array(x):
         return x.get()
@@ -199,6 +199,6 @@ def exportable(array):
 
 
 def is_cupy(array):
-    from lodarrow._backends import is_cupy_array
+    from lodarrow._cupy import is_cupy_array
 
     return is_cupy_array(array)

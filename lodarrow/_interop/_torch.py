@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from lodarrow._backends import is_cupy_array
+from lodarrow._cupy import is_cupy_array
 from lodarrow._cupy import array_module
 from lodarrow._interop import _common
 from lodarrow._interop._optional import import_optional

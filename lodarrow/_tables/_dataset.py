@@ -581,7 +581,3 @@ def _isatty(stream):
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
-
-
-#: The bar's old name, for code that imports it from here.
-_Progress = Progress

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from lodarrow._interop._arrow import to_arrow
 from lodarrow._interop._arrow_layout import arrow_type
-from lodarrow._tables._parquet_writers import choose_engine, write_polars
+from lodarrow._tables._parquet_writers import choose_engine, remove_partial, write_polars
 from lodarrow._tables._table import columns_to_tensors, representable_columns, select_columns
 from lodarrow._tables._adapters import adapt, is_pandas_frame, is_polars_frame, objects_to_arrow
 from lodarrow._tensor import LoDTensor
@@ -144,11 +144,7 @@ def write_parquet(t_or_dict, path, *, engine="auto", **kwargs):
             if _META_KEY in metadata:
                 writer.add_key_value_metadata({_META_KEY: metadata[_META_KEY]})
     except Exception:
-        if isinstance(path, (str, os.PathLike)):
-            try:
-                os.remove(path)
-            except OSError:
-                pass
+        remove_partial(path)
         raise
 
 

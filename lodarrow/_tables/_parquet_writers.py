@@ -20,7 +20,7 @@ import os
 
 import pyarrow as pa
 
-__all__ = ["ENGINES", "choose_engine", "write_polars"]
+__all__ = ["ENGINES", "choose_engine", "remove_partial", "write_polars"]
 
 #: The values of ``write_parquet(..., engine=)``.
 ENGINES = ("auto", "pyarrow", "polars")
@@ -125,9 +125,14 @@ def write_polars(table, path, kwargs, metadata, statistics):
     try:
         pl.from_arrow(table, rechunk=False).write_parquet(path, **options)
     except Exception:
-        if isinstance(path, (str, os.PathLike)):
-            try:
-                os.remove(path)
-            except OSError:
-                pass
+        remove_partial(path)
         raise
+
+
+def remove_partial(path):
+    """Remove the file a failed write left at ``path`` (nothing for a file-like object)."""
+    if isinstance(path, (str, os.PathLike)):
+        try:
+            os.remove(path)
+        except OSError:
+            pass

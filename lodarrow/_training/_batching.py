@@ -2,14 +2,14 @@
 
 import numpy as np
 
-from lodarrow._backends.cpu import num_threads
+from lodarrow._cpu import _batch_plan as _k
+from lodarrow._threads import num_threads
+from lodarrow._validation import as_flag, as_nonnegative_int, as_positive_int, check_choice
+
+__all__ = ["BatchPlan", "batch_plan"]
 
 #: Sort windows on several threads from this many sequences on.
 _PARALLEL_SORT = 1 << 20
-from lodarrow._cpu import _batch_plan as _k
-from lodarrow._validation import as_flag, as_int, as_positive_int, check_choice
-
-__all__ = ["BatchPlan", "batch_plan"]
 
 _FN = "batch_plan"
 
@@ -349,9 +349,4 @@ def _optional_positive(value, name):
 
 
 def _nonneg(value, name):
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{_FN}: {name} must be an integer, got bool")
-    value = as_int(value, f"{_FN}: {name}")
-    if value < 0:
-        raise ValueError(f"{_FN}: {name} must be >= 0, got {value}")
-    return value
+    return as_nonnegative_int(value, f"{_FN}: {name}")

@@ -3,8 +3,8 @@
 import numpy as np
 import pyarrow as pa
 
-from lodarrow._backends import is_cupy_array
-from lodarrow._backends.cpu import num_threads
+from lodarrow._cupy import is_cupy_array
+from lodarrow._threads import num_threads
 from lodarrow._cpu import _batch_plan as _k
 from lodarrow._interop._dense import LIBRARIES, dense_to
 from lodarrow._tensor import LoDTensor
@@ -235,7 +235,7 @@ def _int32(a, seqs):
 
 
 def _to_device(a):
-    from lodarrow._backends import get_cupy
+    from lodarrow._cupy import get_cupy
 
     return get_cupy("collation on the GPU").asarray(a)
 

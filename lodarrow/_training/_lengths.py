@@ -95,7 +95,7 @@ def parquet_part_lengths(parts, name, level):
     at most that many row groups of one leaf column in memory at once."""
     import pyarrow.parquet as pq
 
-    from lodarrow._backends.cpu import num_threads
+    from lodarrow._threads import num_threads
 
     if not parts.parts:
         return []

@@ -13,8 +13,8 @@ from lodarrow._training._lengths import parquet_part_lengths
 from lodarrow._training._source import (ParquetParts, check_level, column_of, hf_table,
                                         is_parquet_source, list_depth,
                                         pick_column)
-from lodarrow._validation import (as_flag, as_int, as_positive_int, check_choice,
-                                  coerce_pad_value)
+from lodarrow._validation import (as_flag, as_int, as_nonnegative_int, as_positive_int,
+                                  check_choice, coerce_pad_value)
 
 __all__ = ["BatchLoader", "batch_loader"]
 
@@ -451,10 +451,5 @@ def _opt_pos(value, name):
 
 
 def _nonneg(value, name):
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{_FN}: {name} must be an integer, got bool")
-    value = as_int(value, f"{_FN}: {name}")
-    if value < 0:
-        raise ValueError(f"{_FN}: {name} must be >= 0, got {value}")
-    return value
+    return as_nonnegative_int(value, f"{_FN}: {name}")
 
