@@ -133,3 +133,12 @@ def table_with_tokens():
     """A pyarrow Table of an id column and a list column ``tokens``."""
     return pa.table({"id": [1, 2, 3],
                      "tokens": pa.array([[1, 2], [], [3, 4, 5]], type=pa.list_(pa.int32()))})
+
+
+def reference_list(t):
+    """Nested lists from the offsets with Python loops (not lodarrow's to_list)."""
+    rows = np.asarray(t.data).tolist()
+    for off in reversed(t.offsets):
+        o = [int(x) for x in off]
+        rows = [rows[o[i]:o[i + 1]] for i in range(len(o) - 1)]
+    return rows

@@ -10,25 +10,16 @@ from hypothesis import strategies as st
 import lodarrow as la
 from conftest import CUDA
 from hub_cases import (ALL_DTYPES, FEATURE_SHAPES, address, all_cases, assert_same, make,
-                       sliced, table_with_tokens)
+                       reference_list, sliced, table_with_tokens)
 from strategies import lod_tensors
 
 ak = pytest.importorskip("awkward")
 
 
-def _reference_list(t):
-    """Nested lists from the offsets with Python loops (not lodarrow's to_list)."""
-    rows = np.asarray(t.data).tolist()
-    for off in reversed(t.offsets):
-        o = [int(x) for x in off]
-        rows = [rows[o[i]:o[i + 1]] for i in range(len(o) - 1)]
-    return rows
-
-
 @pytest.mark.parametrize("t", all_cases(ALL_DTYPES, FEATURE_SHAPES))
 def test_round_trip(t):
     a = t.to_awkward()
-    assert a.tolist() == _reference_list(t)
+    assert a.tolist() == reference_list(t)
     assert a.ndim == 1 + t.lod_level + len(t.feature_shape)
     assert_same(la.from_awkward(a), t)
 
@@ -123,7 +114,7 @@ def test_hypothesis_round_trip(t, data):
         lo = data.draw(st.integers(0, len(t)), label="lo")
         t = t[lo:data.draw(st.integers(lo, len(t)), label="hi")]
     a = t.to_awkward()
-    assert a.tolist() == _reference_list(t)
+    assert a.tolist() == reference_list(t)
     assert_same(la.from_awkward(a), t)
 
 

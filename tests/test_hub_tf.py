@@ -9,18 +9,10 @@ from hypothesis import given, settings
 import lodarrow as la
 from conftest import CUDA
 from hub_cases import (ALL_DTYPES, FEATURE_SHAPES, address, all_cases, assert_same, make,
-                       ref_padded, table_with_tokens)
+                       ref_padded, reference_list, table_with_tokens)
 from strategies import lod_tensors
 
 tf = pytest.importorskip("tensorflow")
-
-
-def _reference_list(t):
-    rows = np.asarray(t.data).tolist()
-    for off in reversed(t.offsets):
-        o = [int(x) for x in off]
-        rows = [rows[o[i]:o[i + 1]] for i in range(len(o) - 1)]
-    return rows
 
 
 @pytest.mark.parametrize("t", all_cases(ALL_DTYPES, FEATURE_SHAPES))
@@ -33,7 +25,7 @@ def test_round_trip(t):
     for k, s in enumerate(r.nested_row_splits):
         np.testing.assert_array_equal(s.numpy(), t.offsets[k])
     if t.dtype != np.float16:  # to_list goes through Python floats
-        assert r.to_list() == _reference_list(t)
+        assert r.to_list() == reference_list(t)
     assert_same(la.from_tf(r), t)
 
 

@@ -86,6 +86,18 @@ def parts(t, fn):
     return t._data, t._offsets
 
 
+def sequence_parts(obj, column, nulls, fn, plain_way):
+    """``(t, data, offsets)`` of ``obj`` (see :func:`as_tensor`) for a layout of sequences:
+    a tensor without LoD is a ``ValueError`` pointing to ``plain_way``, the target's own
+    conversion of a plain array."""
+    t = as_tensor(obj, column, fn, nulls)
+    data, offsets = parts(t, fn)
+    if not offsets:
+        raise ValueError(f"{fn}: the tensor has no LoD level; use {plain_way} for a plain "
+                         f"tensor")
+    return t, data, offsets
+
+
 def host_offsets(t, k):
     """Level ``k``'s offsets on the device of the data (CuPy data: cached device copy)."""
     from lodarrow._cupy import is_cupy_array

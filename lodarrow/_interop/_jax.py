@@ -125,12 +125,9 @@ def to_jax(obj, column=None, layout="segments", *, pad_value=0, maxlen=None, nul
     _common.check_pad_value(pad_value, fn)
     maxlen = _common.check_maxlen(maxlen, fn)
     fn = f"to_jax({layout!r})"
-    t = _common.as_tensor(obj, column, fn, nulls)
-    data, offsets = _common.parts(t, fn)
+    t, data, offsets = _common.sequence_parts(obj, column, nulls, fn,
+                                              "jax.dlpack.from_dlpack(t)")
     jax = _jax(fn)
-    if not offsets:
-        raise ValueError(f"{fn}: the tensor has no LoD level; use jax.dlpack.from_dlpack(t) "
-                         f"for a plain tensor")
     _check_values_dtype(jax, data.dtype, fn)
     if layout == "padded":
         from lodarrow._ops import sequence_pad

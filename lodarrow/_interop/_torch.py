@@ -127,12 +127,9 @@ def to_torch(obj, column=None, layout="varlen", *, cu_seqlens_dtype="int32", pad
     _common.check_pad_value(pad_value, fn)
     maxlen = _common.check_maxlen(maxlen, fn)
     fn = f"to_torch({layout!r})"
-    t = _common.as_tensor(obj, column, fn, nulls)
-    data, offsets = _common.parts(t, fn)
+    t, data, offsets = _common.sequence_parts(obj, column, nulls, fn,
+                                              "torch.from_dlpack(t) (or t.numpy())")
     torch = _torch(fn)
-    if not offsets:
-        raise ValueError(f"{fn}: the tensor has no LoD level; use torch.from_dlpack(t) (or "
-                         f"t.numpy()) for a plain tensor")
     if layout == "jagged":
         return _to_jagged(torch, t, data, offsets, fn)
     if layout == "padded":
