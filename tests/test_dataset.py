@@ -69,6 +69,14 @@ def hive(tmp_path):
     return src, tables
 
 
+@pytest.fixture(params=["pyarrow", "polars"])
+def engine(request):
+    """Both Parquet writers map_parquet can use (polars' where installed)."""
+    if request.param == "polars":
+        pytest.importorskip("polars")
+    return request.param
+
+
 def output_files(root):
     out = {}
     for d, _, names in os.walk(root):
@@ -77,10 +85,10 @@ def output_files(root):
     return out
 
 
-def test_directory_keeps_hive_layout_and_matches_whole_files(hive, tmp_path):
+def test_directory_keeps_hive_layout_and_matches_whole_files(hive, tmp_path, engine):
     src, tables = hive
     dest = tmp_path / "out"
-    summary = la.map_parquet(src, dest, lengths_udf, batch_rows=32)
+    summary = la.map_parquet(src, dest, lengths_udf, batch_rows=32, engine=engine)
     assert isinstance(summary, MapSummary)
     files = output_files(dest)
     assert sorted(files) == sorted(tables)  # _SUCCESS and the .crc file are skipped
@@ -102,15 +110,16 @@ def test_directory_keeps_hive_layout_and_matches_whole_files(hive, tmp_path):
 
 
 @settings(max_examples=25)
-@given(batch_rows=st.integers(1, 200), threads=st.sampled_from([1, 2, 3]))
+@given(batch_rows=st.integers(1, 200), threads=st.sampled_from([1, 2, 3]),
+       engine=st.sampled_from(["auto", "pyarrow"]))
 def test_any_batch_size_and_thread_count_gives_the_same_files(tmp_path_factory, batch_rows,
-                                                              threads):
+                                                              threads, engine):
     root = tmp_path_factory.mktemp("bs")
     tables = {f"f{k}.parquet": make_table(37 * k, seed=10 + k) for k in range(3)}
     for rel, t in tables.items():
         write(str(root / "src" / rel), t, row_group_size=13)
     la.map_parquet(root / "src", root / "out", lengths_udf, batch_rows=batch_rows,
-                   threads=threads)
+                   threads=threads, engine=engine)
     for rel, t in tables.items():
         got = pq.read_table(root / "out" / rel)
         assert got.equals(pa.Table.from_batches([expected(t)], schema=got.schema)), rel
@@ -146,9 +155,9 @@ def test_resolve_source_kinds_and_order(hive):
     assert (kind, base) == ("glob", str(src))
 
 
-def test_empty_file_gives_an_empty_file_with_the_output_schema(tmp_path):
+def test_empty_file_gives_an_empty_file_with_the_output_schema(tmp_path, engine):
     write(str(tmp_path / "src" / "e.parquet"), make_table(0, 0))
-    la.map_parquet(tmp_path / "src", tmp_path / "out", lengths_udf)
+    la.map_parquet(tmp_path / "src", tmp_path / "out", lengths_udf, engine=engine)
     got = pq.read_table(tmp_path / "out" / "e.parquet")
     assert got.num_rows == 0 and got.schema.names == ["id", "tokens", "w", "n"]
 
@@ -164,16 +173,17 @@ def test_empty_file_gives_an_empty_file_with_the_output_schema(tmp_path):
         def output_schema(self, schema):
             return schema.append(pa.field("n", pa.int32()))
 
-    la.map_parquet(tmp_path / "src", tmp_path / "out2", WithSchema())
+    la.map_parquet(tmp_path / "src", tmp_path / "out2", WithSchema(), engine=engine)
     got = pq.read_table(tmp_path / "out2" / "e.parquet")
     assert WithSchema.calls == 0 and got.schema.field("n").type == pa.int32()
 
 
-def test_table_results_are_written_too(tmp_path):
+def test_table_results_are_written_too(tmp_path, engine):
     t = make_table(100, 3)
     write(str(tmp_path / "src" / "t.parquet"), t)
     la.map_parquet(tmp_path / "src", tmp_path / "out",
-                   lambda b: pa.Table.from_batches([lengths_udf(b)]), batch_rows=30)
+                   lambda b: pa.Table.from_batches([lengths_udf(b)]), batch_rows=30,
+                   engine=engine)
     assert pq.read_table(tmp_path / "out" / "t.parquet").equals(
         pa.Table.from_batches([expected(t)]))
 
@@ -192,11 +202,12 @@ def assert_no_output(tmp_path, dest="out"):
     assert not [n for n in names if "lodarrow-tmp" in n], names
 
 
-def test_udf_error_names_file_row_group_and_row_and_leaves_nothing(hive, tmp_path):
+def test_udf_error_names_file_row_group_and_row_and_leaves_nothing(hive, tmp_path, engine):
     src, _ = hive
     # file year=2024/part-0 has rows "2024-0-0" ...; row 77 is in row group 1 (50 rows each)
     with pytest.raises(ValueError) as info:
-        la.map_parquet(src, tmp_path / "out", failing_udf("2024-0-77"), batch_rows=40)
+        la.map_parquet(src, tmp_path / "out", failing_udf("2024-0-77"), batch_rows=40,
+                       engine=engine)
     message = str(info.value)
     assert "year=2024/part-0.parquet" in message
     assert "row group 1, row 77:" in message
@@ -254,7 +265,7 @@ def test_failed_run_keeps_the_previous_dataset(hive, tmp_path):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_keyboard_interrupt_leaves_nothing(hive, tmp_path, threads):
+def test_keyboard_interrupt_leaves_nothing(hive, tmp_path, threads, engine):
     src, _ = hive
     calls = []
 
@@ -265,7 +276,8 @@ def test_keyboard_interrupt_leaves_nothing(hive, tmp_path, threads):
         return batch
 
     with pytest.raises(KeyboardInterrupt):
-        la.map_parquet(src, tmp_path / "out", interrupted, batch_rows=20, threads=threads)
+        la.map_parquet(src, tmp_path / "out", interrupted, batch_rows=20, threads=threads,
+                       engine=engine)
     assert_no_output(tmp_path)
 
 
@@ -355,7 +367,44 @@ def test_argument_errors(hive, tmp_path):
         la.map_parquet(src, None, lengths_udf)
     with pytest.raises(TypeError, match="bad write option"):
         la.map_parquet(src, out, lengths_udf, no_such_option=1)
+    with pytest.raises(ValueError, match=r"map_parquet: engine must be one of 'auto', "
+                                         r"'pyarrow', 'polars', got 'duckdb'"):
+        la.map_parquet(src, out, lengths_udf, engine="duckdb")
+    with pytest.raises(TypeError, match=r"row_group_size is not a write option here: each "
+                                        r"batch is one row group, so give batch_rows="):
+        la.map_parquet(src, out, lengths_udf, row_group_size=10)
     assert_no_output(tmp_path)
+
+
+def test_write_options_choose_the_writer(hive, tmp_path):
+    """Options polars takes go to polars; a pyarrow-only option or type keeps pyarrow's
+    writer; engine="polars" says why it cannot; the files read back the same."""
+    pytest.importorskip("polars")
+    src, tables = hive
+    rel = "year=2023/part-1.parquet"
+
+    def writer(dest):
+        return pq.ParquetFile(tmp_path / dest / rel).metadata.created_by
+
+    la.map_parquet(src, tmp_path / "zstd", lengths_udf, compression="zstd")
+    assert writer("zstd").startswith("Polars")
+    column = pq.ParquetFile(tmp_path / "zstd" / rel).metadata.row_group(0).column(1)
+    assert column.compression == "ZSTD"
+    la.map_parquet(src, tmp_path / "dict", lengths_udf, use_dictionary=False)
+    assert writer("dict").startswith("parquet-cpp-arrow")
+    with pytest.raises(ValueError, match=r"map_parquet: engine='polars' cannot write this "
+                                         r"table: pyarrow's option use_dictionary= has no "
+                                         r"polars equivalent"):
+        la.map_parquet(src, tmp_path / "no", lengths_udf, use_dictionary=False, engine="polars")
+
+    def as_dictionary(batch):
+        return batch.set_column(0, "id", batch["id"].dictionary_encode())
+
+    la.map_parquet(src, tmp_path / "dictionary", as_dictionary)
+    assert writer("dictionary").startswith("parquet-cpp-arrow")
+    for dest in ("zstd", "dict"):
+        got = pq.read_table(tmp_path / dest / rel)
+        assert got.equals(pa.Table.from_batches([expected(tables[rel])])), dest
 
 
 def test_bad_udf_results_and_bad_files(hive, tmp_path):
@@ -745,5 +794,28 @@ def test_a_write_error_is_raised_with_its_location(tmp_path, monkeypatch):
     monkeypatch.setattr(pq.ParquetWriter, "write", flaky)
     with pytest.raises(OSError, match=r"in.parquet', row group 2, row 20: cannot write the "
                                       r"output: disk full"):
-        la.map_parquet(str(src), str(tmp_path / "out"), lambda b: b, batch_rows=10)
+        la.map_parquet(str(src), str(tmp_path / "out"), lambda b: b, batch_rows=10,
+                       engine="pyarrow")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_polars_write_error_is_raised_with_its_file(tmp_path, monkeypatch):
+    """polars encodes in its own threads, so its error names the file; no output is left."""
+    pl = pytest.importorskip("polars")
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"x": pa.array([[1.0], [2.0, 3.0]] * 50)}), src, row_group_size=10)
+    real = pl.from_arrow
+    calls = []
+
+    def flaky(data, *args, **kwargs):
+        calls.append(len(data))
+        if len(calls) == 3:
+            raise OSError("disk full")
+        return real(data, *args, **kwargs)
+
+    monkeypatch.setattr(pl, "from_arrow", flaky)
+    with pytest.raises(OSError, match=r"in.parquet': cannot write the output: disk full"):
+        la.map_parquet(str(src), str(tmp_path / "out"), lambda b: b, batch_rows=10,
+                       engine="polars")
+    assert calls and not (tmp_path / "out").exists()
+    assert os.listdir(tmp_path) == ["in.parquet"]

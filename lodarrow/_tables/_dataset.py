@@ -15,6 +15,7 @@ it, hidden, and no ``dest``), so ``dest`` exists only as a whole dataset.
 import bisect
 import dataclasses
 import glob
+import itertools
 import os
 import shutil
 import sys
@@ -28,6 +29,8 @@ import pyarrow as pa
 from lodarrow._errors import BackendError, LoDError
 from lodarrow._progress import Progress
 from lodarrow._progress import mb as _mb
+from lodarrow._tables._parquet_writers import check_engine, choose_engine, remove_partial, \
+    sink_polars
 
 __all__ = ["map_parquet", "MapSummary", "resolve_source"]
 
@@ -93,7 +96,7 @@ class MapSummary:
 
 
 def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=False,
-                threads=1, **write_options):
+                threads=1, engine="auto", **write_options):
     """Stream a Parquet file or dataset through a udf into a new Parquet dataset directory.
 
     Each input file is read one record batch at a time (``ParquetFile.iter_batches``, without
@@ -102,12 +105,16 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
     partition directories (``year=2024/part-0.parquet``) and file names are kept.  The udf
     sees the columns stored in each file (hive partition keys stay in the directory names).
 
+    Reading, the udf and encoding overlap: with polars installed its Parquet writer encodes
+    each row group in its own threads, without the GIL, while the next batch is read and
+    mapped (``engine``), which makes a dataset job about twice as fast as pyarrow's own
+    read-and-write loop on 2 cores (docs/performance.md, "Datasets").
+
     Memory: about ``threads`` x (pyarrow's reader buffers, about four times a batch, + the
-    udf's output batch + that batch encoded while it is written + 1 MiB per column being
-    read), whatever the number and size of the files and of their row groups: with the
-    default ``batch_rows`` a batch is about 32 MiB decoded, so a few hundred MiB in all
-    (measured: a peak RSS of 523 MiB for 0.54 GB and 580 MiB for 2.19 GB of input,
-    ``docs/performance.md``).
+    udf's output batch + that batch converted and encoded while it is written + 1 MiB per
+    column being read), whatever the number and size of the files and of their row groups:
+    with the default ``batch_rows`` a batch is about 32 MiB decoded, so several hundred MiB
+    in all (measured: peak RSS flat as the input grows 4x, docs/performance.md, "Datasets").
 
     Parameters
     ----------
@@ -137,12 +144,22 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
         Replace an existing ``dest`` (only once the new dataset is complete).
     threads : int, default 1
         Files processed at once (the udf must be thread-safe; lodarrow's are).  Each file
-        in flight adds its own batches to the memory bound; on idle cores two at a time
-        can overlap one file's Parquet encoding with another's decoding (measured in
-        ``docs/performance.md``: 0.86x the time, 1.6x the peak memory, on 2 shared cores).
+        in flight adds its own batches to the memory bound; with pyarrow's writer, two at a
+        time overlap one file's encoding with another's decoding (polars' writer overlaps
+        them within a file already; docs/performance.md, "Datasets").
+    engine : {"auto", "pyarrow", "polars"}, default "auto"
+        Which writer encodes the output, as in :func:`lodarrow.write_parquet`: ``"auto"``
+        takes polars' where polars is installed and writes the same file as pyarrow (every
+        output column of a type it writes alike, ``write_options`` among ``compression``
+        and ``compression_level``), pyarrow's otherwise; ``"polars"`` raises
+        ``ValueError`` where it would not.  Either file reads back as the same table; polars
+        chooses dictionary pages itself, so its files can differ in size (7% larger on the
+        benchmark's token ids).
     **write_options
         Passed to ``pyarrow.parquet.ParquetWriter`` (``compression``,
-        ``compression_level``, ``use_dictionary``, ...).
+        ``compression_level``, ``use_dictionary``, ...); ``compression`` and
+        ``compression_level`` are polars' too.  Row groups are the batches
+        (``batch_rows``).
 
     Returns
     -------
@@ -155,8 +172,9 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
         If ``udf`` is not callable, returns something other than an Arrow batch or table,
         or an argument has the wrong type.
     ValueError
-        If ``batch_rows`` or ``threads`` is < 1, ``source`` holds no data files, or ``dest``
-        overlaps ``source``.
+        If ``batch_rows`` or ``threads`` is < 1, ``source`` holds no data files, ``dest``
+        overlaps ``source``, or ``engine`` is not a writer (or ``"polars"`` cannot write
+        the output).
     FileNotFoundError
         If ``source`` (or a listed file) does not exist, or a glob matches nothing.
     FileExistsError
@@ -202,6 +220,10 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
                         f"got {type(progress).__name__}")
     if not isinstance(overwrite, bool):
         raise TypeError(f"map_parquet: overwrite must be a bool, got {type(overwrite).__name__}")
+    check_engine(engine, "map_parquet")
+    if "row_group_size" in write_options:
+        raise TypeError("map_parquet: row_group_size is not a write option here: each batch "
+                        "is one row group, so give batch_rows= instead")
     kind, base, files = resolve_source(source, "map_parquet")
     dest = _check_dest(dest, kind, base, files, overwrite)
     if progress is None:
@@ -218,7 +240,7 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
     try:
         def one(k):
             path, rel = files[k]
-            return _map_file(pq, path, os.path.join(staging, rel), udf, batch_rows,
+            return _map_file(pq, path, os.path.join(staging, rel), udf, batch_rows, engine,
                              write_options, bar, sizes[k], stop)
 
         if threads == 1 or len(files) == 1:
@@ -266,7 +288,7 @@ def _in_threads(one, n, threads, stop):
     return [f.result() for f in futures]
 
 
-def _map_file(pq, path, out_path, udf, batch_rows, write_options, bar, size, stop):
+def _map_file(pq, path, out_path, udf, batch_rows, engine, write_options, bar, size, stop):
     """One input file to one output file; returns ``(rows_in, rows_out, bytes_out)``."""
     try:
         # memory: one batch at a time, and column chunks read 1 MiB at a time rather than
@@ -292,43 +314,114 @@ def _map_file(pq, path, out_path, udf, batch_rows, write_options, bar, size, sto
         folder, leaf = os.path.split(out_path)
         os.makedirs(folder, exist_ok=True)
         tmp = os.path.join(folder, f".{leaf}.tmp")
-        writer = None
-        row = rows_out = 0
+        stream = _Outputs(pf, udf, rows, schema_out, path, starts, bar, size, stop)
         try:
-            batches = pf.iter_batches(batch_size=rows, use_threads=True)
-            while True:
-                try:
-                    batch = next(batches)
-                except StopIteration:
-                    break
-                except (pa.ArrowException, OSError) as exc:
-                    _reraise(exc, f"map_parquet: {path!r}, "
-                                        f"{_where(starts, row)}: cannot read")
-                if stop.is_set():
-                    raise _Stopped()
-                out = _call(udf, batch, path, starts, row)
-                if writer is None:
-                    writer = _open_writer(pq, tmp, schema_out or out.schema, write_options, path)
-                _write(writer, out, path, starts, row)
-                row += batch.num_rows
-                rows_out += out.num_rows
-                bar.advance(batch.num_rows, size * batch.num_rows / max(meta.num_rows, 1))
-            if writer is None:  # a file without rows still gives a file, with the schema
-                if schema_out is None:
-                    empty = pa.RecordBatch.from_pylist([], schema=schema_in)
-                    schema_out = _call(udf, empty, path, starts, 0).schema
-                writer = _open_writer(pq, tmp, schema_out, write_options, path)
-            writer.close()
+            first = next(stream, None)
+            if stream.schema is None:  # a file without rows still gives a file, with the schema
+                empty = pa.RecordBatch.from_pylist([], schema=schema_in)
+                stream.schema = _call(udf, empty, path, starts, 0).schema
+            _write_file(pq, stream, first, tmp, rows, engine, write_options)
             os.replace(tmp, out_path)
         except BaseException:
-            if writer is not None:
-                try:
-                    writer.close()
-                except Exception:  # the first error is the one to report
-                    pass
+            remove_partial(tmp)
             raise
     bar.file_done()
-    return row, rows_out, os.path.getsize(out_path)
+    return stream.rows, stream.rows_out, os.path.getsize(out_path)
+
+
+class _Outputs:
+    """The udf's checked output batches of one file, read a batch at a time.
+
+    Counts the rows read and written, advances the progress bar, names the file, the row
+    group and the row in every error, and checks every output batch against ``schema`` (the
+    udf's ``output_schema``, else the first output's), which is known from the first batch on.
+    Either writer consumes it: pyarrow's in this thread, polars' from its own.
+    """
+
+    def __init__(self, pf, udf, rows, schema, path, starts, bar, size, stop):
+        self._batches = pf.iter_batches(batch_size=rows, use_threads=True)
+        self._udf, self.path, self._starts = udf, path, starts
+        self._bar, self._stop = bar, stop
+        self._bytes_per_row = size / max(pf.metadata.num_rows, 1)
+        self.schema = schema
+        self.rows = self.rows_out = 0
+        self.last_row = 0  # where the last batch given out starts
+        self.error = None  # what reading or the udf raised, seen by polars' thread
+
+    def __next__(self):
+        try:
+            return self._next()
+        except StopIteration:
+            raise
+        except BaseException as exc:
+            self.error = exc
+            raise
+
+    def where(self):
+        """``row group g, row r`` of the last batch given out."""
+        return _where(self._starts, self.last_row)
+
+    def __iter__(self):
+        return self
+
+    def _next(self):
+        path, starts, row = self.path, self._starts, self.rows
+        try:
+            batch = next(self._batches)
+        except (pa.ArrowException, OSError) as exc:
+            _reraise(exc, f"map_parquet: {path!r}, {_where(starts, row)}: cannot read")
+        if self._stop.is_set():
+            raise _Stopped()
+        out = _call(self._udf, batch, path, starts, row)
+        if self.schema is None:
+            self.schema = out.schema
+        elif not out.schema.equals(self.schema, check_metadata=False):
+            raise ValueError(
+                f"map_parquet: {path!r}, {_where(starts, row)}: the udf returned a batch "
+                f"whose schema differs from the output file's:\n{out.schema}\nexpected:\n"
+                f"{self.schema}\nevery batch of a file must give the same schema")
+        self.last_row = row
+        self.rows += batch.num_rows
+        self.rows_out += out.num_rows
+        self._bar.advance(batch.num_rows, self._bytes_per_row * batch.num_rows)
+        return out
+
+
+def _write_file(pq, stream, first, tmp, rows, engine, write_options):
+    """Write ``first`` and the rest of ``stream`` to ``tmp``, a row group per batch of ``rows``."""
+    schema, path = stream.schema, stream.path
+    batches = stream if first is None else itertools.chain([first], stream)
+    if choose_engine(engine, schema, write_options, schema.metadata, "map_parquet") == "polars":
+        # polars encodes a batch's row group in its own threads while this file's next
+        # batch is read and mapped (docs/performance.md, "Datasets")
+        try:
+            sink_polars(batches, schema, tmp, {**write_options, "row_group_size": rows})
+        except Exception as exc:
+            if stream.error is not None:  # reading or the udf failed: raised as it was
+                raise stream.error
+            _reraise(exc, f"map_parquet: {path!r}: cannot write the output")
+        return
+    try:
+        writer = pq.ParquetWriter(tmp, schema, **write_options)
+    except TypeError as exc:
+        raise TypeError(f"map_parquet: bad write option for pyarrow.parquet.ParquetWriter "
+                        f"({exc})") from None
+    except (pa.ArrowException, OSError) as exc:
+        _reraise(exc, f"map_parquet: {path!r}: cannot open the output file")
+    try:
+        for out in batches:
+            try:
+                writer.write(out)
+            except (pa.ArrowException, OSError) as exc:
+                _reraise(exc, f"map_parquet: {path!r}, {stream.where()}: cannot write "
+                              f"the output")
+    except BaseException:
+        try:
+            writer.close()
+        except Exception:  # the first error is the one to report
+            pass
+        raise
+    writer.close()
 
 
 def _call(udf, batch, path, starts, row):
@@ -377,29 +470,6 @@ def _first_failing_row(udf, batch):
         else:
             lo = mid
     return hi - 1
-
-
-def _open_writer(pq, tmp, schema, write_options, path):
-    try:
-        return pq.ParquetWriter(tmp, schema, **write_options)
-    except TypeError as exc:
-        raise TypeError(f"map_parquet: bad write option for pyarrow.parquet.ParquetWriter "
-                        f"({exc})") from None
-    except (pa.ArrowException, OSError) as exc:
-        _reraise(exc, f"map_parquet: {path!r}: cannot open the output file")
-
-
-def _write(writer, out, path, starts, row):
-    if not out.schema.equals(writer.schema, check_metadata=False):
-        raise ValueError(
-            f"map_parquet: {path!r}, {_where(starts, row)}: the udf returned a batch whose "
-            f"schema differs from the output file's:\n{out.schema}\nexpected:\n"
-            f"{writer.schema}\nevery batch of a file must give the same schema")
-    try:
-        writer.write(out)
-    except (pa.ArrowException, OSError) as exc:
-        _reraise(exc, f"map_parquet: {path!r}, {_where(starts, row)}: cannot write "
-                            f"the output")
 
 
 def _where(starts, row, stop=None):

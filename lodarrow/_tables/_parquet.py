@@ -127,7 +127,7 @@ def write_parquet(t_or_dict, path, *, engine="auto", **kwargs):
                          "large_offsets": not pa.types.is_list(table.schema.field(name).type)}
                   for name, t in tensors.items()}
         metadata[_META_KEY] = json.dumps({"version": 1, "columns": layout}).encode()
-    if choose_engine(engine, table, kwargs, metadata) == "polars":
+    if choose_engine(engine, table.schema, kwargs, metadata) == "polars":
         write_polars(table, path, kwargs, metadata,
                      statistics=len(tensors) < table.num_columns)
         return

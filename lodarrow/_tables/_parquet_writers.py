@@ -20,7 +20,7 @@ import os
 
 import pyarrow as pa
 
-__all__ = ["ENGINES", "choose_engine", "remove_partial", "write_polars"]
+__all__ = ["ENGINES", "choose_engine", "remove_partial", "sink_polars", "write_polars"]
 
 #: The values of ``write_parquet(..., engine=)``.
 ENGINES = ("auto", "pyarrow", "polars")
@@ -50,21 +50,26 @@ def polars_writes_type(typ):
     return False
 
 
-def choose_engine(engine, table, kwargs, metadata):
-    """``"polars"`` or ``"pyarrow"``: the writer ``write_parquet(..., engine=engine)`` uses.
+def check_engine(engine, fn):
+    """Check ``engine`` (one of :data:`ENGINES`) before any work; ``fn`` names the caller."""
+    if not isinstance(engine, str):
+        raise TypeError(f"{fn}: engine must be one of "
+                        f"{', '.join(map(repr, ENGINES))}, got {type(engine).__name__}")
+    if engine not in ENGINES:
+        raise ValueError(f"{fn}: engine must be one of {', '.join(map(repr, ENGINES))}, "
+                         f"got {engine!r}")
+
+
+def choose_engine(engine, schema, kwargs, metadata, fn="write_parquet"):
+    """``"polars"`` or ``"pyarrow"``: the writer ``fn(..., engine=engine)`` uses for ``schema``.
 
     ``"auto"`` takes polars where it is installed and writes the same file; ``"polars"``
     raises, naming the reason, where it would not.
     """
-    if not isinstance(engine, str):
-        raise TypeError(f"write_parquet: engine must be one of "
-                        f"{', '.join(map(repr, ENGINES))}, got {type(engine).__name__}")
-    if engine not in ENGINES:
-        raise ValueError(f"write_parquet: engine must be one of {', '.join(map(repr, ENGINES))}, "
-                         f"got {engine!r}")
+    check_engine(engine, fn)
     if engine == "pyarrow":
         return "pyarrow"
-    reason = _polars_refusal(table, kwargs, metadata)
+    reason = _polars_refusal(schema, kwargs, metadata)
     if reason is None:
         try:
             import polars  # noqa: F401
@@ -73,21 +78,21 @@ def choose_engine(engine, table, kwargs, metadata):
     if reason is None:
         return "polars"
     if engine == "polars":
-        raise ValueError(f"write_parquet: engine='polars' cannot write this table: {reason}; "
+        raise ValueError(f"{fn}: engine='polars' cannot write this table: {reason}; "
                          f"engine='auto' or 'pyarrow' writes it with pyarrow")
     return "pyarrow"
 
 
-def _polars_refusal(table, kwargs, metadata):
-    """Why polars would not write pyarrow's file of ``table`` (None: it would)."""
+def _polars_refusal(schema, kwargs, metadata):
+    """Why polars would not write pyarrow's file of a table of ``schema`` (None: it would)."""
     extra = sorted(set(kwargs) - POLARS_OPTIONS)
     if extra:
         return f"pyarrow's option {extra[0]}= has no polars equivalent"
     if not isinstance(kwargs.get("compression", "snappy"), (str, type(None))):
         return "a compression per column is pyarrow's option"
-    if table.num_columns == 0:
+    if len(schema) == 0:
         return "the table has no columns"
-    for field in table.schema:
+    for field in schema:
         if not polars_writes_type(field.type):
             return f"column {field.name!r} is of type {field.type}, which polars converts"
     for key, value in (metadata or {}).items():
@@ -109,7 +114,54 @@ def write_polars(table, path, kwargs, metadata, statistics):
     """
     import polars as pl
 
-    schema = table.schema.with_metadata(metadata or None)
+    options = _polars_options(table.schema, kwargs, metadata, statistics)
+    try:
+        pl.from_arrow(table, rechunk=False).write_parquet(path, **options)
+    except Exception:
+        remove_partial(path)
+        raise
+
+
+def sink_polars(batches, schema, path, kwargs):
+    """Stream record batches of ``schema`` into one Parquet file with polars' writer.
+
+    polars pulls the batches (``polars.io.plugins.register_io_source``) and encodes each row
+    group in its own threads, without the GIL, while the next batch is produced: what
+    ``map_parquet`` needs to overlap reading, the udf and encoding.  The file is pyarrow's,
+    as with :func:`write_polars` (``schema`` and its metadata stored).  Row groups hold
+    ``kwargs["row_group_size"]`` rows (the caller's batch size), which also bounds what
+    polars buffers.  An exception raised by ``batches`` propagates unchanged; the caller
+    removes the partial file.
+
+    Parameters
+    ----------
+    batches : iterator of pyarrow.RecordBatch or pyarrow.Table
+        Every one of ``schema`` exactly (the caller checks it).
+    schema : pyarrow.Schema
+        The file's schema; its metadata becomes the file's key-value metadata.
+    path : str
+        Where to write.
+    kwargs : dict
+        Options among :data:`POLARS_OPTIONS`.
+    """
+    import polars as pl
+    from polars.io.plugins import register_io_source
+
+    metadata = schema.metadata
+    frame_schema = pl.from_arrow(schema.empty_table()).schema
+
+    def source(with_columns, predicate, n_rows, batch_size):
+        # polars asks for every column, with no filter or limit: the frame is only written
+        for batch in batches:
+            yield pl.from_arrow(batch, rechunk=False)
+
+    frame = register_io_source(source, schema=frame_schema)
+    frame.sink_parquet(path, **_polars_options(schema, kwargs, metadata, statistics=True))
+
+
+def _polars_options(schema, kwargs, metadata, statistics):
+    """polars' ``write_parquet`` / ``sink_parquet`` options for pyarrow's file of ``schema``."""
+    schema = schema.with_metadata(metadata or None)
     stored = {key.decode(): value.decode() for key, value in (metadata or {}).items()}
     stored["ARROW:schema"] = base64.b64encode(schema.serialize().to_pybytes()).decode()
     compression = kwargs.get("compression", "snappy")
@@ -122,11 +174,7 @@ def write_polars(table, path, kwargs, metadata, statistics):
         options["row_group_size"] = kwargs["row_group_size"]
     if kwargs.get("compression_level") is not None:
         options["compression_level"] = kwargs["compression_level"]
-    try:
-        pl.from_arrow(table, rechunk=False).write_parquet(path, **options)
-    except Exception:
-        remove_partial(path)
-        raise
+    return options
 
 
 def remove_partial(path):
