@@ -68,7 +68,7 @@ def test_lean_equals_general(kind, dtype, lengths):
     else:
         assert lean is None
     t = la.from_arrow(arr)
-    assert t._unchecked  # the deferred scan of untrusted offsets is kept
+    assert not t._unchecked  # a small array is scanned while converted (valid)
     assert t.lod() == [list(np.concatenate([[0], np.cumsum(lengths)]).astype(int))]
 
 

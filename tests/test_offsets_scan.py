@@ -263,22 +263,79 @@ def test_decreasing_arrow_offsets_are_never_read(reader, offsets):
 
 
 def test_the_scan_runs_once(monkeypatch):
+    """A large array's offsets are scanned once, at the first read; a small array's during
+    the conversion (cheaper than deferring); a small bad one is left to the first read, which
+    names the problem, once."""
+    import lodarrow._interop._arrow as arrow_module
     import lodarrow._tensor as tensor_module
 
     calls = []
     real = tensor_module.lod_problem
     monkeypatch.setattr(tensor_module, "lod_problem",
                         lambda *a, **k: calls.append(1) or real(*a, **k))
+    n = arrow_module.EAGER_SCAN_MAX
+    big = la.from_arrow(_arrow_with_offsets(np.arange(n + 1), n_values=n))
+    assert calls == []  # conversion does not scan a large array
+    assert big._unchecked
+    assert len(big) == n and big.lod()[0][-1] == n and big[3].to_list() == [3]
+    assert la.sequence_pool(big, "sum").data[:3].tolist() == [0, 1, 2]
+    assert len(calls) == 1 and not big._unchecked
     t = la.from_arrow(_arrow_with_offsets([0, 1, 3]))
-    assert calls == []  # conversion does not scan
+    assert not t._unchecked  # scanned while converting: valid
     assert t.lod() == [[0, 1, 3]] and t.to_list() == [[0], [1, 2]] and len(t) == 2
     assert t[1].to_list() == [1, 2] and la.sequence_pool(t, "sum").data.tolist() == [0, 3]
     assert len(calls) == 1
-    bad = la.from_arrow(_arrow_with_offsets([0, 3, 1]))
+    bad = la.from_arrow(_arrow_with_offsets([0, 3, 1]))  # converting never raises
+    assert bad._unchecked
     for _ in range(3):
-        with pytest.raises(LoDError):
+        with pytest.raises(LoDError, match=r"non-decreasing; first violation at position 2 "
+                                           r"\(3 > 1\).*checked when first read"):
             bad.to_list()
     assert len(calls) == 2
+
+
+def test_the_eager_scan_matches_the_deferred_one():
+    """Every small array the conversion finds in order passes the full LoD check too (decode
+    makes the levels meet and the last end at the data's rows), and one it does not is
+    refused at the first read."""
+    import pyarrow as pa
+
+    from lodarrow._validation import lod_problem
+
+    rng = np.random.default_rng(7)
+    seen = []  # whether each converted array was left to the first read
+    for k in range(300):
+        depth = 1 + k % 3
+        arr = pa.array(np.arange(12, dtype=np.float32))
+        for _ in range(depth):
+            n = int(rng.integers(1, 6))
+            cuts = np.sort(rng.integers(0, len(arr) + 1, n + 1))
+            cuts[0], cuts[-1] = 0, len(arr)
+            if k % 4 == 0 and n >= 2:  # a decreasing offset
+                cuts[1], cuts[2] = max(cuts[1], cuts[2]), min(cuts[1], cuts[2])
+                cuts[1] += cuts[1] == cuts[2]
+            narrow = k % 2 == 1
+            off = pa.py_buffer(cuts.astype(np.int32 if narrow else np.int64))
+            typ = pa.list_(arr.type) if narrow else pa.large_list(arr.type)
+            try:  # pyarrow checks the O(1) rules of each level
+                arr = pa.Array.from_buffers(typ, n, [None, off], children=[arr])
+            except pa.ArrowInvalid:
+                break
+            if k % 5 == 0 and len(arr) > 1:
+                arr = arr.slice(1)
+        else:
+            try:
+                t = la.from_arrow(arr)
+            except ValueError:
+                continue  # refused by the O(1) checks
+            seen.append(t._unchecked)
+            problem = lod_problem(list(t._offsets), t._data.shape[0])
+            if not t._unchecked:
+                assert problem is None, (k, arr)
+            elif problem is not None:
+                with pytest.raises(LoDError):
+                    t.lod()
+    assert len(seen) > 200 and 10 < sum(seen) < len(seen) - 10
 
 
 def test_a_valid_arrow_tensor_reads_normally():

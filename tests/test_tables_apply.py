@@ -212,6 +212,28 @@ def test_a_udf_s_kept_call_follows_changed_arguments():
     assert h(table).equals(f(table))
 
 
+def test_apply_s_recent_calls_follow_changed_references():
+    """apply reuses the work of a recent call with equal arguments, never a stale one."""
+    table = pa.table({"x": pa.array([[1.0, 5.0], [2.0]]), "y": pa.array([[4.0], [3.0, 1.0]])})
+    r = la.col("x")
+    assert la.apply(table, la.sequence_pool, input=r, pool_type="sum",
+                    out="s").column("s").to_pylist() == [6.0, 2.0]
+    # a fresh, equal reference fits the remembered call
+    assert la.apply(table, la.sequence_pool, input=la.col("x"), pool_type="sum",
+                    out="s").column("s").to_pylist() == [6.0, 2.0]
+    r.name = "y"  # the remembered reference changed in place
+    assert la.apply(table, la.sequence_pool, input=la.col("x"), pool_type="sum",
+                    out="s").column("s").to_pylist() == [6.0, 2.0]
+    assert la.apply(table, la.sequence_pool, input=r, pool_type="sum",
+                    out="s").column("s").to_pylist() == [4.0, 4.0]
+    both = [la.col("x"), la.col("x")]
+    assert la.apply(table, la.sequence_concat, input=both,
+                    out="c").column("c").to_pylist() == [[1.0, 5.0, 1.0, 5.0], [2.0, 2.0]]
+    both[1] = la.col("y")  # the list changed in place
+    assert la.apply(table, la.sequence_concat, input=both,
+                    out="c").column("c").to_pylist() == [[1.0, 5.0, 4.0], [2.0, 3.0, 1.0]]
+
+
 # ---------------------------------------------------------------------------- offset width
 @pytest.mark.parametrize("make, large", [
     (lambda v: pa.array(v, type=pa.list_(pa.float64())), False),

@@ -40,7 +40,7 @@ from lodarrow._interop._arrow_layout import arrow_type, layer_types, plan
 from lodarrow._cupy import is_cupy_array
 from lodarrow._place import CPUPlace
 from lodarrow._tensor import LoDTensor
-from lodarrow._validation import check_choice
+from lodarrow._validation import check_choice, first_bad_offset
 
 __all__ = ["from_arrow", "to_arrow", "export_c_array"]
 
@@ -278,7 +278,9 @@ def from_arrow(obj, nulls="error", *, lod_level=None, feature_shape=None):
     Every level is checked in O(1) to stay inside the array below it, so a malformed array
     cannot make this read out of bounds.  The O(n) scan that offsets never decrease is
     deferred: it runs once, when the tensor first enters an operator (or ``take``), so the
-    conversion itself stays O(levels).
+    conversion itself stays O(levels).  An array of at most ``EAGER_SCAN_MAX`` (4096) offsets
+    in all is scanned here instead, which costs less than deferring; one out of order is
+    still refused at its first read, with the same message.
 
     Examples
     --------
@@ -317,7 +319,30 @@ def from_arrow(obj, nulls="error", *, lod_level=None, feature_shape=None):
         data, levels = _dec.decode(_dec.HOST, chunks, chunks.buffers(), p, nulls, widths)
         if None in widths:
             raise _dec.missing_width(chunks.type, p, widths)
-    return LoDTensor._from_trusted(data, _frozen(levels), _CPU, True, p.narrow)
+    levels = _frozen(levels)
+    return LoDTensor._from_trusted(data, levels, _CPU, not _small_and_in_order(levels),
+                                   p.narrow)
+
+
+#: Decoded offsets up to this many (all levels together) are scanned during the conversion:
+#: for a small batch, a scan costs less than the bookkeeping of deferring it.
+EAGER_SCAN_MAX = 4096
+
+
+def _small_and_in_order(levels):
+    """True if the decoded ``levels`` are few enough to scan now and every one starts at 0 and
+    never decreases (the tensor is then valid: :func:`_dec.decode` makes each level end where
+    the next begins, and the last at the data's rows).  False leaves the scan, and the
+    error message if one is due, to the first read."""
+    total = 0
+    for off in levels:
+        total += off.shape[0]
+    if total > EAGER_SCAN_MAX:
+        return False
+    for off in levels:
+        if first_bad_offset(off) >= 0:
+            return False
+    return True
 
 
 def _from_chunks(chunks, p, nulls):

@@ -81,18 +81,19 @@ class ArrowAdapter:
         return self.table.column(i), False
 
     def finish(self, new):
-        """The table with the ``new`` columns (name -> pa.Array) replaced in place or appended."""
+        """The table with the ``new`` columns (name -> (pa.Field, pa.Array)) replaced in place
+        or appended."""
         table = self.table
         schema = self.schema
         # out names are distinct: the input schema's indices hold; a Table's and a
         # RecordBatch's set_column / append_column keep the schema's metadata and the other
         # fields as they are
-        for name, arr in new.items():
+        for name, (field, arr) in new.items():
             i = schema.get_field_index(name)
             if i >= 0:
-                table = table.set_column(i, name, arr)
+                table = table.set_column(i, field, arr)
             else:
-                table = table.append_column(name, arr)
+                table = table.append_column(field, arr)
         return table
 
 
@@ -125,7 +126,7 @@ class PandasAdapter:
         import pandas as pd
 
         out = self.frame.copy(deep=False)
-        for name, arr in new.items():
+        for name, (_, arr) in new.items():
             out[name] = pd.Series(pd.arrays.ArrowExtensionArray(arr), index=out.index,
                                   name=name, copy=False)
         return out
@@ -168,7 +169,7 @@ class PolarsAdapter:
     def finish(self, new):
         import polars as pl
 
-        return self.frame.with_columns([pl.Series(name, arr) for name, arr in new.items()])
+        return self.frame.with_columns([pl.Series(name, arr) for name, (_, arr) in new.items()])
 
 
 def adapt(table, fn):

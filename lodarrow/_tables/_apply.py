@@ -25,7 +25,7 @@ from lodarrow._interop._arrow import from_arrow, trusted_to_arrow
 from lodarrow._interop._arrow_nulls import check_inner_nulls, drop_rows, spread_rows, validity
 from lodarrow._errors import RegularLevelWarning
 from lodarrow._place import Place, as_place, parse_place
-from lodarrow._tables._adapters import adapt, list_levels, representable
+from lodarrow._tables._adapters import ArrowAdapter, adapt, list_levels, representable
 from lodarrow._tensor import LoDTensor
 
 __all__ = ["col", "ColumnRef", "apply", "resolve_op", "n_results", "check_arguments", "run"]
@@ -331,8 +331,10 @@ def _warn_if_regular(t, ref, fn):
     n = off.shape[0] - 1
     if n < 2:
         return
-    d = int(off[1] - off[0])
-    if d < 2 or off[2] - off[1] != d or off[n] - off[0] != d * n or (np.diff(off) != d).any():
+    first = off.item(0)  # Python ints: cheaper than NumPy scalars for these few reads
+    d = off.item(1) - first
+    if d < 2 or off.item(2) - off.item(1) != d or off.item(n) - first != d * n \
+            or (np.diff(off) != d).any():
         return
     k = t.lod_level - 1  # the levels above the innermost
     warnings.warn(
@@ -403,11 +405,12 @@ class Call:
     many batches pays for it once.  Holds no data."""
 
     __slots__ = ("name", "fn_op", "args", "outs", "device", "fn", "refs", "slots",
-                 "contract", "items", "ref_states", "out")
+                 "contract", "items", "out", "literals", "columns", "lists",
+                 "warn", "fields")
 
     def __init__(self, name, fn_op, args, outs, device, fn):
         self.name, self.fn_op, self.args, self.outs = name, fn_op, args, outs
-        self.items = self.ref_states = self.out = None  # see remember(), apply()
+        self.items = self.out = None  # see remember(), apply()
         self.device, self.fn = device, fn
         self.refs = refs = _unique(refs_in(args))
         # (key, value, kind): 0 a literal, 1 a column (value: its index in refs), 2 a list
@@ -422,14 +425,22 @@ class Call:
                 slots.append((key, v, 0))
         self.slots = tuple(slots)
         self.contract = CONTRACTS[name]
+        # the same, sorted for _run: the literals as a ready dict, the column arguments as
+        # (key, index in refs, must be plain), the lists holding columns as (key, value)
+        self.literals = {key: v for key, v, kind in slots if kind == 0}
+        self.columns = tuple((key, v, key in self.contract.plain)
+                             for key, v, kind in slots if kind == 1)
+        self.lists = tuple((key, v) for key, v, kind in slots if kind == 2)
+        # which columns a regular innermost level may warn about (read without lod_level)
+        self.warn = tuple(r.lod_level is None for r in refs)
+        self.fields = {}  # (out name, Arrow type) -> the result's field, made once
 
     def __call__(self, table):
         return _run(self, table)
 
     def remember(self):
         """Note the arguments' state, for :meth:`fits` (a udf keeps its call)."""
-        self.items = tuple(self.args.items())
-        self.ref_states = _ref_states(self.args)
+        self.items = tuple((key, v, _state(v)) for key, v in self.args.items())
         return self
 
     def fits(self, name, args, outs, device):
@@ -438,33 +449,45 @@ class Call:
         if name != self.name or outs != self.outs or device is not self.device \
                 or self.items is None or len(args) != len(self.items):
             return False
-        for (key, v), (key0, v0) in zip(args.items(), self.items):
-            if v is not v0 or key != key0:
+        for (key, v), (key0, v0, state) in zip(args.items(), self.items):
+            if v is not v0 or key != key0 or (state is not None and _state(v) != state):
                 return False
-        return _ref_states(args) == self.ref_states
+        return True
 
     def fits_apply(self, name, args, out, device):
         """:meth:`fits` for :func:`apply`, whose column references are usually made anew
-        for each call: equal references fit too, and ``out`` is the argument as given."""
+        for each call: equal references fit too (while the remembered ones are unchanged),
+        and ``out`` is the argument as given."""
         if name != self.name or device is not self.device or out != self.out \
                 or len(args) != len(self.items):
             return False
-        for (key, v), (key0, v0) in zip(args.items(), self.items):
-            if key != key0 or (v is not v0 and not (type(v) is ColumnRef and v == v0)):
+        for (key, v), (key0, v0, state) in zip(args.items(), self.items):
+            if key != key0:
                 return False
-        return _ref_states(args) == self.ref_states
+            if v is v0:
+                if state is not None and _state(v) != state:
+                    return False
+            elif not (type(v) is ColumnRef and type(v0) is ColumnRef
+                      and _state(v) == state == _state(v0)):
+                return False
+        return True
+
+
+def _state(v):
+    """What can change in place in an argument value: a column reference's name and
+    options; a list holding references, the references it holds.  None otherwise (a value
+    is compared by identity)."""
+    if isinstance(v, ColumnRef):
+        return (v.name, v.lod_level, v.feature_shape)
+    if isinstance(v, (list, tuple)) and any(isinstance(x, ColumnRef) for x in v):
+        return tuple(_state(x) for x in v if isinstance(x, ColumnRef))
+    return None
 
 
 #: apply's recent calls, newest first: apply in a loop with the same operator and arguments
 #: works its call out once, as a udf does.
 _RECENT_CALLS = []
 _RECENT_CALLS_SIZE = 8
-
-
-def _ref_states(args):
-    """Every column reference among ``args`` with its name and options (a reference is
-    mutable, and a list of them can change in place)."""
-    return [(r, r.name, r.lod_level, r.feature_shape) for r in refs_in(args)]
 
 
 def _index(refs, ref):
@@ -483,8 +506,10 @@ def run(table, name, fn_op, args, outs, device, fn):
 
 
 def _run(c, table, locate=True):
-    fn, name, refs, contract = c.fn, c.name, c.refs, c.contract
-    adapter = adapt(table, fn)
+    fn, refs = c.fn, c.refs
+    kind = type(table)
+    adapter = ArrowAdapter(table) if kind is pa.Table or kind is pa.RecordBatch \
+        else adapt(table, fn)
     n_rows = adapter.n_rows
     raw = []
     keep = None  # rows that are not null in any column read (None: all of them)
@@ -503,39 +528,33 @@ def _run(c, table, locate=True):
         keep = None
     n_kept = n_rows if keep is None else int(np.count_nonzero(keep))
     tensors = []
-    is_list = []
     narrow = True
-    for ref, (data, from_objects, kinds) in zip(refs, raw):
+    for ref, (data, from_objects, kinds), warn in zip(refs, raw, c.warn):
         if keep is not None:
             check_inner_nulls(data, ref.name, fn)  # O(levels) unless there are some
             data = drop_rows(data, keep)
         t = _read(data, ref, fn)
-        if kinds[3] and ref.lod_level is None and locate:
-            _warn_if_regular(t, ref, fn)
-        listed = t.lod_level > 0
-        if listed:
+        if t._offsets:
+            if kinds[3] and warn and locate:
+                _warn_if_regular(t, ref, fn)
             narrow = narrow and (kinds[1] or from_objects)
         tensors.append(t)
-        is_list.append(listed)
-    place = device_place(c.device, fn)
-    call = {}
+    place = None if c.device is None else device_place(c.device, fn)
+    call = dict(c.literals)
     columns = {}
-    for key, v, kind in c.slots:
-        if kind == 1:
-            if is_list[v] and key in contract.plain:
-                raise ValueError(f"{fn}: in table form {name}'s {key} must be a plain column "
-                                 f"(one value per row); column {refs[v].name!r} is a list "
-                                 f"column")
-            t = tensors[v]
-            call[key] = t if place is None else t.to(place)
-            columns[key] = is_list[v]
-        elif kind == 2:
-            items = [tensors[_index(refs, x)] if isinstance(x, ColumnRef) else x for x in v]
-            if place is not None:
-                items = [x.to(place) if isinstance(x, LoDTensor) else x for x in items]
-            call[key] = type(v)(items) if isinstance(v, tuple) else items
-        else:
-            call[key] = v
+    for key, i, plain in c.columns:
+        t = tensors[i]
+        listed = bool(t._offsets)
+        if listed and plain:
+            raise ValueError(f"{fn}: in table form {c.name}'s {key} must be a plain column "
+                             f"(one value per row); column {refs[i].name!r} is a list column")
+        call[key] = t if place is None else t.to(place)
+        columns[key] = listed
+    for key, v in c.lists:
+        items = [tensors[_index(refs, x)] if isinstance(x, ColumnRef) else x for x in v]
+        if place is not None:
+            items = [x.to(place) if isinstance(x, LoDTensor) else x for x in items]
+        call[key] = type(v)(items) if isinstance(v, tuple) else items
     try:
         results = _call(c, call, columns, n_kept)
     except (ValueError, IndexError) as exc:
@@ -546,19 +565,28 @@ def _run(c, table, locate=True):
             raise
         raise located from None
     new = {}
+    fields = c.fields
     for t, out in zip(results, c.outs):
         if out is None:
             continue
         arr = _to_column(t, narrow)
-        new[out] = arr if keep is None else spread_rows(arr, keep)
+        if keep is not None:
+            arr = spread_rows(arr, keep)
+        # a field made once per output name and type: cheaper for pyarrow than a name
+        field = fields.get((out, arr.type))
+        if field is None:
+            field = fields[(out, arr.type)] = pa.field(out, arr.type)
+            if len(fields) > 16:
+                fields.clear()
+        new[out] = (field, arr)
     return adapter.finish(new)
 
 
 def _call(c, call, columns, n_rows):
     """The operator's results on the kept rows, in table form and checked row-aligned."""
-    fn, name, fixup = c.fn, c.name, c.contract.fixup
     result = c.fn_op(**call)
     results = result if isinstance(result, tuple) else (result,)
+    fixup = c.contract.fixup
     out = []
     for i, (t, o) in enumerate(zip(results, c.outs)):
         if o is None:
@@ -567,8 +595,10 @@ def _call(c, call, columns, n_rows):
         if t._place.is_cuda:
             t = t.cpu()
         if fixup is not None:
-            t = fixup(i, t, call, columns, fn)
-        _aligned(t, n_rows, name, o, fn)
+            t = fixup(i, t, call, columns, c.fn)
+        off = t._offsets
+        if (off[0].shape[0] - 1 if off else t._data.shape[0]) != n_rows:
+            _aligned(t, n_rows, c.name, o, c.fn)
         out.append(t)
     return out
 
