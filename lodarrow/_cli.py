@@ -127,6 +127,10 @@ def build_parser():
     mapper.add_argument("--threads", type=int, default=1, help="files processed at once")
     mapper.add_argument("--compression", default=None,
                         help="Parquet compression of the output (default: pyarrow's, snappy)")
+    mapper.add_argument("--engine", choices=("auto", "pyarrow", "polars"), default="auto",
+                        help="the Parquet writer: polars' (encodes in its own threads, "
+                        "overlapped with reading) where installed and able, else pyarrow's "
+                        "(default: auto)")
     mapper.add_argument("--overwrite", action="store_true",
                         help="replace DEST once the new dataset is complete")
     mapper.add_argument("--device", default=None, help="'cuda' to run the operators on the GPU")
@@ -332,7 +336,8 @@ def _map_checked(args):
     try:
         summary = la.map_parquet(args.source, args.dest, f, batch_rows=args.batch_rows,
                                  threads=args.threads, overwrite=args.overwrite,
-                                 progress=False if args.no_progress else None, **options)
+                                 progress=False if args.no_progress else None,
+                                 engine=args.engine, **options)
     except (FileNotFoundError, FileExistsError) as exc:
         return _error(f"map: {_message(exc)}")
     except Exception as exc:  # a failure on the data: the message names file, row group, row

@@ -714,6 +714,16 @@ def test_map_cli_missing_source_and_existing_dest_exit_2(corpus, tmp_path):
     assert sorted(os.listdir(tmp_path / "out")) == ["p0.parquet", "p1.parquet"]
     meta = pq.ParquetFile(tmp_path / "out" / "p0.parquet").metadata
     assert meta.row_group(0).column(0).compression == "ZSTD"
+    for engine, writer in (("pyarrow", "parquet-cpp-arrow"), ("polars", "Polars")):
+        proc = run_map(corpus, tmp_path / engine, "--engine", engine, "--no-progress",
+                       "--op", "sequence_reverse", "x=@x", "out=r")
+        assert proc.returncode == 0, proc.stderr
+        meta = pq.ParquetFile(tmp_path / engine / "p0.parquet").metadata
+        assert meta.created_by.startswith(writer)
+    assert pq.read_table(tmp_path / "pyarrow").equals(pq.read_table(tmp_path / "polars"))
+    proc = run_map(corpus, tmp_path / "x", "--engine", "duckdb", "--op", "sequence_reverse",
+                   "x=@x", "out=r")
+    assert proc.returncode == 2 and "--engine: invalid choice: 'duckdb'" in proc.stderr
 
 
 # ====================================================================== the dataset benchmark
