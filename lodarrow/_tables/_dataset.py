@@ -348,6 +348,9 @@ class _Outputs:
         self.last_row = 0  # where the last batch given out starts
         self.error = None  # what reading or the udf raised, seen by polars' thread
 
+    def __iter__(self):
+        return self
+
     def __next__(self):
         try:
             return self._next()
@@ -360,9 +363,6 @@ class _Outputs:
     def where(self):
         """``row group g, row r`` of the last batch given out."""
         return _where(self._starts, self.last_row)
-
-    def __iter__(self):
-        return self
 
     def _next(self):
         path, starts, row = self.path, self._starts, self.rows
