@@ -6,23 +6,13 @@ Every ``to_*`` takes a LoDTensor or a table and a column name; every ``from_*`` 
 
 import numpy as np
 
-__all__ = ["INT32_MAX", "as_tensor", "build", "check_choice", "check_maxlen", "check_offsets",
+from lodarrow._validation import check_choice
+
+__all__ = ["INT32_MAX", "as_tensor", "build", "check_maxlen", "check_offsets",
            "check_pad_value", "exportable", "host_array", "host_offsets", "is_cupy", "parts",
-           "rebase_levels"]
+           "rebase_levels", "unpad"]
 
 INT32_MAX = int(np.iinfo(np.int32).max)
-
-
-def check_choice(value, name, choices, fn):
-    """``value`` if it is one of the strings ``choices``: else ``TypeError`` (not a string)
-    or ``ValueError`` (another string), each naming ``name``."""
-    if not isinstance(value, str):
-        raise TypeError(f"{fn}: {name} must be one of {', '.join(map(repr, choices))}; got "
-                        f"{type(value).__name__}")
-    if value not in choices:
-        raise ValueError(f"{fn}: {name} must be one of {', '.join(map(repr, choices))}; got "
-                         f"{value!r}")
-    return value
 
 
 def check_maxlen(maxlen, fn):
@@ -55,7 +45,7 @@ def as_tensor(obj, column, fn, nulls="error"):
     """
     from lodarrow._tensor import LoDTensor
 
-    check_choice(nulls, "nulls", ("error", "empty"), fn)
+    check_choice(nulls, f"{fn}: nulls", ("error", "empty"))
     if column is not None and not isinstance(column, str):
         raise TypeError(f"{fn}: column must be a str or None, got {type(column).__name__}")
     if isinstance(obj, LoDTensor):
@@ -214,3 +204,19 @@ def is_cupy(array):
     from lodarrow._cupy import is_cupy_array
 
     return is_cupy_array(array)
+
+
+def unpad(values, lens, outer, fn):
+    """The LoDTensor of padded ``values`` (N, P, ...) with ``lens`` per row, under the checked
+    offset levels ``outer`` (possibly a slice of a larger LoD: rebased, and the rows they cover
+    taken): what every ``from_*(..., layout="padded")`` ends in."""
+    from lodarrow._ops import sequence_unpad
+    from lodarrow._tensor import LoDTensor
+
+    if outer:
+        outer, lo, hi = rebase_levels(outer, values.shape[0], fn)
+        values, lens = values[lo:hi], lens[lo:hi]
+    out = sequence_unpad(LoDTensor(values, lod=outer or None), lens)
+    if values.ndim == 2:  # Paddle's unpad gives (T, 1) for (N, P): rows were scalars
+        return build(out._data.reshape(-1), list(out._offsets), fn)
+    return out

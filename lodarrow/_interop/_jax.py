@@ -9,6 +9,7 @@ import numpy as np
 from lodarrow._cupy import array_module
 from lodarrow._interop import _common
 from lodarrow._interop._optional import import_optional
+from lodarrow._validation import check_choice
 
 __all__ = ["JaxPadded", "JaxSegments", "LAYOUTS", "from_jax", "to_jax"]
 
@@ -121,7 +122,7 @@ def to_jax(obj, column=None, layout="segments", *, pad_value=0, maxlen=None, nul
     ([0, 0, 1, 1, 1], 2)
     """
     fn = "to_jax"
-    _common.check_choice(layout, "layout", LAYOUTS, fn)
+    check_choice(layout, f"{fn}: layout", LAYOUTS)
     _common.check_pad_value(pad_value, fn)
     maxlen = _common.check_maxlen(maxlen, fn)
     fn = f"to_jax({layout!r})"
@@ -314,19 +315,10 @@ def _offsets_from_ids(ids, num_segments, n_rows, fn):
 
 
 def _from_padded(jax, values, lengths, lod, fn):
-    from lodarrow._ops import sequence_unpad
-    from lodarrow._tensor import LoDTensor
-
     lens = _int_array(jax, lengths, fn, "lengths")
     if values.ndim < 2:
         raise ValueError(f"{fn}: padded values need shape (N, P, ...), got {values.shape}")
     outer = [] if lod is None else [
         _common.check_offsets(_int_array(jax, o, fn, f"lod[{k}]"), fn, f"lod[{k}]")
         for k, o in enumerate(lod)]
-    if outer:
-        outer, lo, hi = _common.rebase_levels(outer, values.shape[0], fn)
-        values, lens = values[lo:hi], lens[lo:hi]
-    out = sequence_unpad(LoDTensor(values, lod=outer or None), lens)
-    if values.ndim == 2:  # Paddle's unpad gives (T, 1) for (N, P): rows were scalars
-        return _common.build(out._data.reshape(-1), list(out._offsets), fn)
-    return out
+    return _common.unpad(values, lens, outer, fn)

@@ -13,6 +13,7 @@ from lodarrow._cupy import is_cupy_array
 from lodarrow._cupy import array_module
 from lodarrow._interop import _common
 from lodarrow._interop._optional import import_optional
+from lodarrow._validation import check_choice
 
 __all__ = ["LAYOUTS", "TorchPadded", "TorchVarlen", "from_torch", "to_torch"]
 
@@ -122,8 +123,8 @@ def to_torch(obj, column=None, layout="varlen", *, cu_seqlens_dtype="int32", pad
     ([0, 2, 5], 3)
     """
     fn = "to_torch"
-    _common.check_choice(layout, "layout", LAYOUTS, fn)
-    _common.check_choice(cu_seqlens_dtype, "cu_seqlens_dtype", ("int32", "int64"), fn)
+    check_choice(layout, f"{fn}: layout", LAYOUTS)
+    check_choice(cu_seqlens_dtype, f"{fn}: cu_seqlens_dtype", ("int32", "int64"))
     _common.check_pad_value(pad_value, fn)
     maxlen = _common.check_maxlen(maxlen, fn)
     fn = f"to_torch({layout!r})"
@@ -322,9 +323,6 @@ def _from_nested(torch, nt, fn):
 
 
 def _from_padded(torch, values, lengths, lod, fn):
-    from lodarrow._ops import sequence_unpad
-    from lodarrow._tensor import LoDTensor
-
     lens = lengths
     if isinstance(lens, torch.Tensor):
         lens = _to_array(torch, lens, fn, "lengths")
@@ -335,10 +333,4 @@ def _from_padded(torch, values, lengths, lod, fn):
         raise ValueError(f"{fn}: padded values need shape (N, P, ...), got {values.shape}")
     outer = [] if lod is None else [_offsets(torch, o, fn, f"lod[{k}]")
                                     for k, o in enumerate(lod)]
-    if outer:
-        outer, lo, hi = _common.rebase_levels(outer, values.shape[0], fn)
-        values, lens = values[lo:hi], lens[lo:hi]
-    out = sequence_unpad(LoDTensor(values, lod=outer or None), lens)
-    if values.ndim == 2:  # Paddle's unpad gives (T, 1) for (N, P): rows were scalars
-        return _common.build(out._data.reshape(-1), list(out._offsets), fn)
-    return out
+    return _common.unpad(values, lens, outer, fn)

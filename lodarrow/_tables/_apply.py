@@ -404,33 +404,26 @@ class Call:
     once (the columns read, where each goes), so that a :class:`~lodarrow.udf` applied to
     many batches pays for it once.  Holds no data."""
 
-    __slots__ = ("name", "fn_op", "args", "outs", "device", "fn", "refs", "slots",
-                 "contract", "items", "out", "literals", "columns", "lists",
-                 "warn", "fields")
+    __slots__ = ("name", "fn_op", "args", "outs", "device", "fn", "refs", "contract",
+                 "items", "out", "literals", "columns", "lists", "warn", "fields")
 
     def __init__(self, name, fn_op, args, outs, device, fn):
         self.name, self.fn_op, self.args, self.outs = name, fn_op, args, outs
         self.items = self.out = None  # see remember(), apply()
         self.device, self.fn = device, fn
         self.refs = refs = _unique(refs_in(args))
-        # (key, value, kind): 0 a literal, 1 a column (value: its index in refs), 2 a list
-        # or tuple holding columns
-        slots = []
+        self.contract = contract = CONTRACTS[name]
+        # the arguments sorted for _run: the literals as a ready dict, the column arguments
+        # as (key, index in refs, must be plain), the lists holding columns as (key, value)
+        self.literals, columns, lists = {}, [], []
         for key, v in args.items():
             if isinstance(v, ColumnRef):
-                slots.append((key, _index(refs, v), 1))
+                columns.append((key, _index(refs, v), key in contract.plain))
             elif isinstance(v, (list, tuple)) and any(isinstance(x, ColumnRef) for x in v):
-                slots.append((key, v, 2))
+                lists.append((key, v))
             else:
-                slots.append((key, v, 0))
-        self.slots = tuple(slots)
-        self.contract = CONTRACTS[name]
-        # the same, sorted for _run: the literals as a ready dict, the column arguments as
-        # (key, index in refs, must be plain), the lists holding columns as (key, value)
-        self.literals = {key: v for key, v, kind in slots if kind == 0}
-        self.columns = tuple((key, v, key in self.contract.plain)
-                             for key, v, kind in slots if kind == 1)
-        self.lists = tuple((key, v) for key, v, kind in slots if kind == 2)
+                self.literals[key] = v
+        self.columns, self.lists = tuple(columns), tuple(lists)
         # which columns a regular innermost level may warn about (read without lod_level)
         self.warn = tuple(r.lod_level is None for r in refs)
         self.fields = {}  # (out name, Arrow type) -> the result's field, made once
@@ -596,9 +589,7 @@ def _call(c, call, columns, n_rows):
             t = t.cpu()
         if fixup is not None:
             t = fixup(i, t, call, columns, c.fn)
-        off = t._offsets
-        if (off[0].shape[0] - 1 if off else t._data.shape[0]) != n_rows:
-            _aligned(t, n_rows, c.name, o, c.fn)
+        _aligned(t, n_rows, c.name, o, c.fn)
         out.append(t)
     return out
 
