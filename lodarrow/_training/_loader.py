@@ -122,7 +122,8 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
     -------
     BatchLoader
         An iterable of dicts (the arrays of :func:`lodarrow.collate`, plus ``rows``, the
-        batch's sequences, and the extra columns); ``len`` is the steps left in the epoch;
+        batch's sequences, and the extra columns); ``len`` is the epoch's steps (of this
+        rank; after an elastic resume, in the current world);
         :meth:`BatchLoader.torch` gives a ``torch.utils.data.IterableDataset``.
 
     Raises
@@ -452,7 +453,7 @@ class BatchLoader:
         if self._ray is not None:
             raise TypeError(f"{_FN}: a Ray source has no length before it is read")
         plan, base = self._epoch_plan()
-        return max(plan.steps - (self._cursor - base), 0)
+        return base + plan.steps
 
     # --- epochs and the cursor --------------------------------------------------------------
     def set_epoch(self, epoch, start_step=0):
@@ -475,7 +476,7 @@ class BatchLoader:
         self._segments = [[self.cfg.num_replicas, 0]]
         self._cursor = 0
         if self._ray is None and start_step:
-            steps = len(self)
+            steps = len(self)  # the cursor is 0 here: the whole epoch
             if start_step > steps:
                 raise ValueError(f"set_epoch: start_step={start_step} is past the epoch's "
                                  f"{steps} steps")
