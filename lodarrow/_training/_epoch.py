@@ -196,13 +196,19 @@ def plan_epoch(lengths, args, num_replicas, rng, *, rows=None, part_starts=None)
     return EpochPlan(order, lo, hi, block, seq, args.alpha, dropped, items)
 
 
+def shuffled(n, rng):
+    """A random permutation of ``0..n-1`` from ``rng`` (a compiled Fisher-Yates, twice as
+    fast as NumPy's on large ``n``)."""
+    out = np.empty(n, dtype=np.int64)
+    _k.permutation(out, int(rng.integers(0, 2**63)))
+    return out
+
+
 # --- 1. the stream --------------------------------------------------------------------------
 
 def _stream(n, rows, part_starts, shuffle, rng):
     """The sequences in stream order, and the positions in it where a row group starts (None
     for an in-memory source)."""
-    from lodarrow._training._batching import shuffled
-
     if part_starts is None:
         base = np.arange(n, dtype=np.int64) if rows is None else rows
         return (base[shuffled(len(base), rng)] if shuffle else base), None
@@ -342,8 +348,6 @@ def _strictly_inside(cuts, m):
 def _arrange(stream, lengths, cells, args, rng, in_memory):
     """The stream with each cell's rows shuffled (a Parquet stream is in storage order inside
     a row group) and sorted by length (bucketing); and the lengths in that order."""
-    from lodarrow._training._batching import shuffled
-
     order = stream
     bounds = np.unique(np.concatenate(cells))
     if args.shuffle and not in_memory:  # an in-memory stream is shuffled whole already

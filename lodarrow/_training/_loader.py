@@ -792,7 +792,7 @@ class BatchLoader:
         steps ``i, i + k, ...`` (with ``LODARROW_NUM_THREADS=1``), and the ``DataLoader``
         hands them out in plan order.  ``set_epoch`` reaches persistent workers too; the
         dataset follows torchdata's ``StatefulDataLoader`` protocol (``state_dict`` /
-        ``load_state_dict``).  See docs/training.md#pytorch.
+        ``load_state_dict``).  See docs/training.md#loader.
         """
         from lodarrow._interop._optional import import_optional
         from lodarrow._training._torch import torch_dataset

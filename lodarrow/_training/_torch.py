@@ -1,4 +1,4 @@
-"""A :class:`BatchLoader` as a PyTorch ``IterableDataset`` (docs/training.md#pytorch).
+"""A :class:`BatchLoader` as a PyTorch ``IterableDataset`` (docs/training.md#loader).
 
 Worker ``i`` of ``k`` makes the steps ``i, i + k, ...`` from the cursor, so the ``DataLoader``
 (which takes from its workers in turn) hands the batches out in plan order, whatever ``k``.
