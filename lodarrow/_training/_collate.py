@@ -492,6 +492,8 @@ def collate_rows(seqs, rows, mode, pad, row_length=None, *, placement=None, shap
     ``rows``) the batch is laid out as it says instead of packed again; it is checked to fit
     the batch's lengths.
     """
+    if placement is not None and mode != "packed_rows":
+        raise ValueError(f"{fn}: a placement is for mode='packed_rows' (mode={mode!r})")
     rows = np.asarray(rows, dtype=np.int64)
     lengths = seqs.lengths[rows]
     if mode == "padded":
