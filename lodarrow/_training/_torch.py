@@ -7,6 +7,10 @@ Worker ``i`` of ``k`` makes the steps ``i, i + k, ...`` from the cursor, so the 
   main process) write the loader's position into shared memory; each worker reads it when an
   iteration starts, so persistent workers (``persistent_workers=True``) follow too.  A second
   pass over the same position warns once.
+- **One buffer per batch.**  torch hands a worker's tensors to the main process through
+  shared memory, a segment per tensor (a file, a descriptor and a mapping each).  With
+  ``to="torch"`` a worker instead copies the batch's arrays into one buffer that crosses by
+  value and becomes the dict of tensors again in the main process (:class:`_WireBatch`).
 - **torchdata's ``StatefulDataLoader``.**  ``state_dict`` / ``load_state_dict`` are called in
   each worker: a worker's state is the loader's position and how many batches that worker
   made, so the ``StatefulDataLoader`` resumes with the first batch not yet received.
@@ -28,6 +32,55 @@ def torch_dataset(torch, loader):
     if _CLASS is None:
         _CLASS = _make_class(torch)
     return _CLASS(loader)
+
+
+def _one_storage(out):
+    """A worker's batch as one buffer on the wire (see :class:`_WireBatch`)."""
+    import numpy as np
+
+    arrays = [(k, v) for k, v in out.items() if isinstance(v, np.ndarray)]
+    layout, at = [], 0
+    for key, value in arrays:
+        layout.append((key, value.dtype.str, value.shape, at))
+        at += -(-value.nbytes // 64) * 64
+    buf = bytearray(at)
+    flat = np.frombuffer(buf, np.uint8)
+    for (key, value), (_, _, _, start) in zip(arrays, layout):
+        flat[start:start + value.nbytes] = np.ascontiguousarray(value).reshape(-1).view(
+            np.uint8)
+    rest = {k: v for k, v in out.items() if not isinstance(v, np.ndarray)}
+    return _WireBatch(buf, layout, rest)
+
+
+class _WireBatch:
+    """A batch crossing from a ``DataLoader`` worker: one ``bytearray`` (the arrays, back to
+    back) pickled by value through the worker's queue, unpickled in the main process straight
+    into a dict of torch tensors viewing it.  (A tensor would cross as a shared-memory segment
+    of its own: a file, a descriptor and a mapping per tensor, several milliseconds each on a
+    busy machine.)  Not a ``Mapping``, so ``DataLoader``'s ``default_convert`` leaves it."""
+
+    __slots__ = ("buf", "layout", "rest")
+
+    def __init__(self, buf, layout, rest):
+        self.buf, self.layout, self.rest = buf, layout, rest
+
+    def __reduce__(self):
+        return _rebuild, (self.buf, self.layout, self.rest)
+
+
+def _rebuild(buf, layout, rest):
+    import numpy as np
+    import torch
+
+    flat = np.frombuffer(buf, np.uint8)
+    out = {}
+    for key, dtype, shape, start in layout:
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        piece = flat[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
+        out[key] = torch.from_numpy(piece)
+    out.update(rest)
+    return out
 
 
 def _make_class(torch):
@@ -89,6 +142,8 @@ def _make_class(torch):
             if info is None:
                 return iter(self.loader)
             os.environ["LODARROW_NUM_THREADS"] = "1"  # the workers share the cores
+            if self.loader.cfg.to == "torch":
+                self.loader._one_storage = _one_storage
             return self._worker_pass(info)
 
         def _worker_pass(self, info):
