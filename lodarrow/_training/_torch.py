@@ -128,13 +128,29 @@ def _make_class(torch):
 
         def state_dict(self):
             """The loader's position (in a ``StatefulDataLoader`` worker: with the next step
-            of that worker)."""
+            of that worker, also before it made its first batch)."""
             info = torch.utils.data.get_worker_info()
             if info is None:
                 return self.loader.state_dict()
-            nxt = (self._first if self._first is not None else 0) + self._made * info.num_workers
+            if self._first is None:  # no pass yet: where this worker's pass will start
+                self._sync()
+                _, base = self.loader._epoch_plan()
+                first = self.loader._cursor - base + info.id
+            else:
+                first = self._first
             return {"worker": info.id, "num_workers": info.num_workers,
-                    "loader": self.loader.state_dict(), "next_step": nxt}
+                    "loader": self.loader.state_dict(),
+                    "next_step": first + self._made * info.num_workers}
+
+        def _sync(self):
+            """A worker takes the position the main process published last (set_epoch,
+            load_state_dict), once."""
+            with self._shared.get_lock():
+                shared = json.loads(self._shared.value.decode())
+            if shared["version"] != self._version:
+                self.loader.load_state_dict(shared["state"])
+                self._version = shared["version"]
+            return shared
 
         # --- iteration ------------------------------------------------------------------------
         def __iter__(self):
@@ -149,11 +165,10 @@ def _make_class(torch):
         def _worker_pass(self, info):
             loader = self.loader
             resumed = self._first is not None  # a StatefulDataLoader restored this worker
+            if not resumed:
+                self._sync()
             with self._shared.get_lock():
                 shared = json.loads(self._shared.value.decode())
-                if shared["version"] != self._version and not resumed:
-                    loader.load_state_dict(shared["state"])
-                    self._version = shared["version"]
                 if info.id == 0 and not resumed:
                     if shared["passes"] and not getattr(self, "_warned", False):
                         self._warned = True
