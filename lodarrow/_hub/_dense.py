@@ -4,6 +4,7 @@ NumPy and CuPy arrays go through DLPack, so host memory stays host memory and de
 stays on its device; the result shares the buffer with the input.
 """
 
+from lodarrow._hub._tf import _as_tf
 from lodarrow._interop._optional import import_optional
 
 __all__ = ["LIBRARIES", "dense_to"]
@@ -42,8 +43,6 @@ def dense_to(array, library):
         jax = import_optional("jax", "conversion to JAX")
         return jax.dlpack.from_dlpack(array)
     if library == "tf":
-        from lodarrow._interop._tf import _as_tf
-
         # TensorFlow aborts on unaligned DLPack buffers: _as_tf shares aligned ones only
         return _as_tf(import_optional("tensorflow", "conversion to TensorFlow"), array)
     raise ValueError(f"library must be one of {', '.join(map(repr, LIBRARIES))}; got {library!r}")

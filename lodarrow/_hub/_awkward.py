@@ -6,7 +6,7 @@ dimensions as ``RegularArray``), offsets and values shared both ways
 import numpy as np
 
 from lodarrow._cupy import get_cupy, is_cupy_array
-from lodarrow._interop import _common
+from lodarrow._hub import _common
 from lodarrow._interop._optional import import_optional
 from lodarrow._validation import check_dtype
 
