@@ -32,11 +32,11 @@ from lodarrow._ops import *  # noqa: F401,F403  (the operators, listed once: _op
 from lodarrow._tables._apply import apply, col
 from lodarrow._tables._udf import pipeline, udf
 from lodarrow._tables._spark import spark_map
-from lodarrow._interop._torch import from_torch, to_torch
-from lodarrow._interop._awkward import from_awkward, to_awkward
-from lodarrow._interop._jax import from_jax, to_jax
-from lodarrow._interop._tf import from_tf, to_tf
-from lodarrow._interop._paddle import from_paddle, to_paddle
+from lodarrow._hub._torch import from_torch, to_torch
+from lodarrow._hub._awkward import from_awkward, to_awkward
+from lodarrow._hub._jax import from_jax, to_jax
+from lodarrow._hub._tf import from_tf, to_tf
+from lodarrow._hub._paddle import from_paddle, to_paddle
 from lodarrow._training import batch_loader, batch_plan, collate, sequence_lengths
 
 __version__ = "0.1.0"

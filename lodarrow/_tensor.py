@@ -581,35 +581,35 @@ class LoDTensor(ElementwiseMixin):
     def to_torch(self, layout="varlen", **kwargs):
         """This tensor in PyTorch: ``layout`` "varlen", "jagged" or "padded" (see
         :func:`lodarrow.to_torch` and docs/interop.md#pytorch)."""
-        from lodarrow._interop._torch import to_torch
+        from lodarrow._hub._torch import to_torch
 
         return to_torch(self, layout=layout, **kwargs)
 
     def to_jax(self, layout="segments", **kwargs):
         """This tensor in JAX: ``layout`` "segments" or "padded" (see :func:`lodarrow.to_jax`
         and docs/interop.md#jax)."""
-        from lodarrow._interop._jax import to_jax
+        from lodarrow._hub._jax import to_jax
 
         return to_jax(self, layout=layout, **kwargs)
 
     def to_tf(self):
         """This tensor as a ``tf.RaggedTensor`` with every LoD level (see
         :func:`lodarrow.to_tf` and docs/interop.md#tensorflow)."""
-        from lodarrow._interop._tf import to_tf
+        from lodarrow._hub._tf import to_tf
 
         return to_tf(self)
 
     def to_paddle(self):
         """This tensor as PaddlePaddle's own ``LoDTensor`` (see :func:`lodarrow.to_paddle`
         and docs/interop.md#paddlepaddle)."""
-        from lodarrow._interop._paddle import to_paddle
+        from lodarrow._hub._paddle import to_paddle
 
         return to_paddle(self)
 
     def to_awkward(self):
         """This tensor as an ``awkward.Array``, zero-copy (see :func:`lodarrow.to_awkward`
         and docs/interop.md#awkward-array)."""
-        from lodarrow._interop._awkward import to_awkward
+        from lodarrow._hub._awkward import to_awkward
 
         return to_awkward(self)
 

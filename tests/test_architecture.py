@@ -2,10 +2,11 @@
 
 Every ``import`` of a ``lodarrow`` module counts, at module level and inside functions alike
 (a function-level import is a circle all the same, only postponed).  The graph of
-``lodarrow.*`` modules has no cycle but the documented lazy link: ``LoDTensor``'s interop
-methods (``to_arrow``, ``to_pandas``, ``__arrow_c_device_array__``, ...) import their module
-of ``lodarrow._interop`` inside the method, as pandas' ``DataFrame.to_parquet`` does, because
-those modules build LoDTensors and so import ``lodarrow._tensor``.
+``lodarrow.*`` modules has no cycle but the documented lazy links: ``LoDTensor``'s conversion
+methods (``to_arrow``, ``to_pandas``, ``__arrow_c_device_array__``; ``to_torch``, ``to_jax``,
+...) import their module of ``lodarrow._interop`` or of the hub, ``lodarrow._hub``, inside the
+method, as pandas' ``DataFrame.to_parquet`` does, because those modules build LoDTensors and so
+import ``lodarrow._tensor``.  The same holds between the package's rooms (its subpackages).
 """
 
 import ast
@@ -20,6 +21,7 @@ PACKAGE = ROOT / "lodarrow"
 #: inside a function.  Nothing else may close a circle.
 LAZY_LINKS = (
     ("lodarrow._tensor", "lodarrow._interop."),
+    ("lodarrow._tensor", "lodarrow._hub."),
 )
 
 #: Leaf modules: they import no lodarrow module (``_errors`` aside), so anything may use them.
@@ -152,6 +154,40 @@ def test_no_import_circle_but_the_documented_lazy_link():
     assert not cycles, f"import circles (see docs/ARCHITECTURE.md#import-rules): {detail}"
 
 
+def _room(module):
+    """The room of ``module``: its subpackage of ``lodarrow`` (``lodarrow._ops``), or the
+    module itself for a top-level one (``lodarrow._tensor``)."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_circle_between_rooms_but_the_documented_lazy_link():
+    """Folded onto the rooms (subpackages), the graph has no circle either: a circle through
+    two rooms would be a circle of folders even where no two modules close one."""
+    graph = {}
+    for module, imports in GRAPH.items():
+        edges = graph.setdefault(_room(module), {})
+        for target, (line, lazy) in imports.items():
+            if not _allowed(module, target, lazy) and _room(target) != _room(module):
+                edges.setdefault(_room(target), f"{module} -> {target} (line {line})")
+    for room in list(graph.values()):
+        for target in room:
+            graph.setdefault(target, {})
+    cycles = _cycles({room: set(edges) for room, edges in graph.items()})
+    detail = [[graph[a][b] for a in c for b in sorted(graph[a]) if b in c] for c in cycles]
+    assert not cycles, f"circles between rooms (see docs/ARCHITECTURE.md#import-rules): {detail}"
+
+
+def test_the_hub_is_not_imported_from_below():
+    """Only the public API, the training layer and ``LoDTensor``'s lazy methods import the
+    conversion hub."""
+    allowed = {"lodarrow", "lodarrow._tensor"}
+    for module, imports in GRAPH.items():
+        if _under(module, "lodarrow._hub") or _under(module, "lodarrow._training"):
+            continue
+        bad = [t for t in imports if _under(t, "lodarrow._hub")]
+        assert not bad or module in allowed, f"{module} imports {bad}"
+
+
 def test_the_lazy_link_is_lazy_and_used():
     used = set()
     for importer, prefix in LAZY_LINKS:
@@ -231,8 +267,7 @@ LAYERS = (
     ("lodarrow._training",),
     # the conversion hub: a tensor library's forms are built with the operators
     # (sequence_pad / sequence_unpad) and read from table columns, so it sits on top
-    tuple(f"lodarrow._interop._{m}" for m in ("torch", "jax", "tf", "awkward", "paddle",
-                                               "common", "dense")),
+    ("lodarrow._hub",),
     ("lodarrow._tables",),
     ("lodarrow._ops",),
     ("lodarrow._interop",),

@@ -95,6 +95,62 @@ def test_what_a_lodtensor_cannot_hold_is_refused():
         la.from_awkward([[1, 2]])
 
 
+@pytest.mark.parametrize("lists, lod", [
+    ([[], []], [[0, 0, 0]]),
+    ([[]], [[0, 0]]),
+    ([[[]], []], [[0, 1, 1], [0, 0]]),
+    ([[[], []], []], [[0, 2, 2], [0, 0, 0]]),
+    ([[[[]]]], [[0, 1], [0, 1], [0, 0]]),
+])
+def test_empty_array_is_a_batch_of_empty_sequences(lists, lod):
+    a = ak.Array(lists)  # var * ... * unknown: an EmptyArray under the lists
+    assert "unknown" in str(a.type)
+    got = la.from_awkward(a)
+    assert got.lod() == lod
+    # Awkward's own reading of unknown: float64 (ak.to_numpy of an EmptyArray)
+    assert got.dtype == ak.to_numpy(ak.flatten(a, axis=None)).dtype == np.float64
+    assert got.data.shape == (0,)
+    assert got.to_awkward().tolist() == lists
+    assert_same(la.from_awkward(got.to_awkward()), got)
+
+
+def test_empty_array_sliced_and_under_a_regular_level():
+    got = la.from_awkward(ak.Array([[[], []], [], [[]]])[1:])
+    assert got.lod() == [[0, 0, 1], [0, 0]] and got.data.shape == (0,)
+    # a RegularArray of size 0 over an EmptyArray: rows of feature shape (0,), no LoD
+    got = la.from_awkward(ak.to_regular(ak.Array([[], [], []]), axis=1))
+    assert got.lod() == [] and got.data.shape == (3, 0) and got.dtype == np.float64
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float32", "bool", np.uint8])
+def test_dtype_chooses_the_values_dtype(dtype):
+    got = la.from_awkward(ak.Array([[], [[]]][1:]), dtype=dtype)
+    assert got.dtype == np.dtype(dtype) and got.lod() == [[0, 1], [0, 0]]
+    got = la.from_awkward(ak.Array([[1, 2], [], [3]]), dtype=dtype)
+    assert got.dtype == np.dtype(dtype)
+    assert got.data.tolist() == np.array([1, 2, 3]).astype(dtype).tolist()
+
+
+def test_dtype_equal_to_the_arrays_keeps_the_values_shared():
+    t = make([[2, 0, 3]], "float32", ())
+    got = la.from_awkward(t.to_awkward(), dtype=np.float32)
+    assert address(got.data) == address(t.data)
+
+
+def test_bad_dtype_is_refused_naming_it():
+    with pytest.raises(TypeError, match=r"from_awkward: dtype='U3'"):
+        la.from_awkward(ak.Array([[1.0]]), dtype="U3")
+    with pytest.raises(TypeError, match=r"from_awkward: dtype='nope'"):
+        la.from_awkward(ak.Array([[]]), dtype="nope")
+
+
+def test_empty_array_without_a_list_level_says_why():
+    with pytest.raises(ValueError, match=r"empty with no list level.*no dtype to read"):
+        la.from_awkward(ak.Array([]))
+    with pytest.raises(ValueError, match="no list level"):
+        la.from_awkward(ak.Array([]), dtype="float32")
+
+
 def test_table_column_to_awkward():
     a = la.to_awkward(table_with_tokens(), column="tokens")
     assert a.tolist() == [[1, 2], [], [3, 4, 5]]

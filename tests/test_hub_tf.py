@@ -112,7 +112,7 @@ def test_hypothesis_round_trip(t):
 
 
 def test_dense_to_tf_copies_unaligned_arrays_instead_of_crashing():
-    from lodarrow._interop._dense import dense_to
+    from lodarrow._hub._dense import dense_to
 
     x = dense_to(np.arange(10.0)[1:], "tf")  # 8 bytes past an allocation
     assert x[1:3].numpy().tolist() == [2.0, 3.0]

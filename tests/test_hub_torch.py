@@ -69,7 +69,7 @@ def test_varlen_cu_seqlens_that_start_past_zero_read_a_slice():
 
 
 def test_varlen_int32_overflow_is_an_error_naming_the_way_out(monkeypatch):
-    from lodarrow._interop import _common
+    from lodarrow._hub import _common
 
     monkeypatch.setattr(_common, "INT32_MAX", 4)
     t = make([[2, 3]])

@@ -13,7 +13,7 @@ import pyarrow as pa
 from lodarrow._cupy import is_cupy_array
 from lodarrow._threads import num_threads
 from lodarrow._cpu import _batch_plan as _k
-from lodarrow._interop._dense import LIBRARIES, dense_to, jax_x64
+from lodarrow._hub._dense import LIBRARIES, dense_to, jax_x64
 from lodarrow._tensor import LoDTensor
 from lodarrow._training._source import check_level, column_of, compose
 from lodarrow._validation import (as_index_array, as_positive_int, check_choice,

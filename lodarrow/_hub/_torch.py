@@ -9,10 +9,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from lodarrow._cupy import is_cupy_array
-from lodarrow._cupy import array_module
-from lodarrow._interop import _common
+from lodarrow._cupy import array_module, is_cupy_array
+from lodarrow._hub import _common
 from lodarrow._interop._optional import import_optional
+from lodarrow._ops import sequence_pad
 from lodarrow._validation import check_choice
 
 __all__ = ["LAYOUTS", "TorchPadded", "TorchVarlen", "from_torch", "to_torch"]
@@ -165,8 +165,6 @@ def _to_jagged(torch, t, data, offsets, fn):
 
 
 def _to_padded(torch, t, pad_value, maxlen, fn):
-    from lodarrow._ops import sequence_pad
-
     padded, length = sequence_pad(t, pad_value, maxlen)
     data, lens = padded._data, length._data
     xp = _xp(lens)

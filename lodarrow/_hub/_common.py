@@ -1,4 +1,4 @@
-"""Checks and helpers shared by the conversion hub (docs/interop.md).
+"""Checks and helpers shared by the conversion hub's modules (docs/interop.md).
 
 Every ``to_*`` takes a LoDTensor or a table and a column name; every ``from_*`` ends in
 :func:`build`, which trusts offsets that it has checked itself (one O(levels x rows) pass).
@@ -6,7 +6,12 @@ Every ``to_*`` takes a LoDTensor or a table and a column name; every ``from_*`` 
 
 import numpy as np
 
-from lodarrow._validation import check_choice
+from lodarrow._cupy import is_cupy_array
+from lodarrow._interop._arrow import from_arrow
+from lodarrow._ops import sequence_unpad
+from lodarrow._tables._adapters import adapt
+from lodarrow._tensor import LoDTensor, _freeze
+from lodarrow._validation import check_choice, check_dtype
 
 __all__ = ["INT32_MAX", "as_tensor", "build", "check_maxlen", "check_offsets",
            "check_pad_value", "exportable", "host_array", "host_offsets", "is_cupy", "parts",
@@ -43,8 +48,6 @@ def as_tensor(obj, column, fn, nulls="error"):
     :func:`lodarrow.from_arrow`, so no Python list is built.  A null list raises ``ValueError``
     naming the column and the table row (``nulls="empty"`` reads it as an empty sequence).
     """
-    from lodarrow._tensor import LoDTensor
-
     check_choice(nulls, f"{fn}: nulls", ("error", "empty"))
     if column is not None and not isinstance(column, str):
         raise TypeError(f"{fn}: column must be a str or None, got {type(column).__name__}")
@@ -56,9 +59,6 @@ def as_tensor(obj, column, fn, nulls="error"):
     if column is None:
         raise TypeError(f"{fn}: obj must be a LoDTensor, or a table with column=NAME; got "
                         f"{type(obj).__name__}")
-    from lodarrow._interop._arrow import from_arrow
-    from lodarrow._tables._adapters import adapt
-
     data, _ = adapt(obj, fn).column(column, fn)
     try:
         return from_arrow(data, nulls=nulls)
@@ -90,8 +90,6 @@ def sequence_parts(obj, column, nulls, fn, plain_way):
 
 def host_offsets(t, k):
     """Level ``k``'s offsets on the device of the data (CuPy data: cached device copy)."""
-    from lodarrow._cupy import is_cupy_array
-
     return t._device_offsets_for(k) if is_cupy_array(t._data) else t._offsets[k]
 
 
@@ -153,9 +151,6 @@ def build(data, levels, fn, place=None):
     ``levels`` are int64 NumPy offsets that start at 0 and never decrease (see
     :func:`check_offsets` / :func:`rebase_levels`); the data rows must match the last.
     """
-    from lodarrow._tensor import LoDTensor, _freeze
-    from lodarrow._validation import check_dtype
-
     check_dtype(data.dtype, fn)
     if data.ndim == 0:
         raise ValueError(f"{fn}: the values must have rank >= 1 (rows first), got a scalar")
@@ -167,8 +162,6 @@ def build(data, levels, fn, place=None):
 
 def host_array(x, fn):
     """A NumPy array of ``x`` (NumPy, CuPy or anything with ``__array__``) for offsets."""
-    from lodarrow._cupy import is_cupy_array
-
     if is_cupy_array(x):
         return x.get()
     return np.asarray(x)
@@ -201,8 +194,6 @@ def exportable(array):
 
 
 def is_cupy(array):
-    from lodarrow._cupy import is_cupy_array
-
     return is_cupy_array(array)
 
 
@@ -210,9 +201,6 @@ def unpad(values, lens, outer, fn):
     """The LoDTensor of padded ``values`` (N, P, ...) with ``lens`` per row, under the checked
     offset levels ``outer`` (possibly a slice of a larger LoD: rebased, and the rows they cover
     taken): what every ``from_*(..., layout="padded")`` ends in."""
-    from lodarrow._ops import sequence_unpad
-    from lodarrow._tensor import LoDTensor
-
     if outer:
         outer, lo, hi = rebase_levels(outer, values.shape[0], fn)
         values, lens = values[lo:hi], lens[lo:hi]

@@ -6,6 +6,7 @@ stays on its device; the result shares the buffer with the input.
 
 import numpy as np
 
+from lodarrow._hub._tf import _as_tf
 from lodarrow._interop._optional import import_optional
 
 __all__ = ["LIBRARIES", "check_jax_dtype", "dense_to", "jax_x64"]
@@ -67,8 +68,6 @@ def dense_to(array, library, name="array"):
         check_jax_dtype(array.dtype, name)
         return jax.dlpack.from_dlpack(array)
     if library == "tf":
-        from lodarrow._interop._tf import _as_tf
-
         # TensorFlow aborts on unaligned DLPack buffers: _as_tf shares aligned ones only
         return _as_tf(import_optional("tensorflow", "conversion to TensorFlow"), array)
     raise ValueError(f"library must be one of {', '.join(map(repr, LIBRARIES))}; got {library!r}")

@@ -4,7 +4,7 @@ lodarrow's model comes from (docs/interop.md#paddlepaddle).
 
 import numpy as np
 
-from lodarrow._interop import _common
+from lodarrow._hub import _common
 from lodarrow._interop._optional import import_optional
 
 __all__ = ["from_paddle", "to_paddle"]

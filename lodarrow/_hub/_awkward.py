@@ -5,9 +5,10 @@ dimensions as ``RegularArray``), offsets and values shared both ways
 
 import numpy as np
 
-from lodarrow._cupy import is_cupy_array
-from lodarrow._interop import _common
+from lodarrow._cupy import get_cupy, is_cupy_array
+from lodarrow._hub import _common
 from lodarrow._interop._optional import import_optional
+from lodarrow._validation import check_dtype
 
 __all__ = ["from_awkward", "to_awkward"]
 
@@ -68,7 +69,7 @@ def to_awkward(obj, column=None, *, nulls="error"):
     return ak.Array(node)
 
 
-def from_awkward(array):
+def from_awkward(array, *, dtype=None):
     """A LoDTensor from an Awkward Array of (nested) lists of numbers, zero-copy where it can.
 
     Parameters
@@ -76,7 +77,13 @@ def from_awkward(array):
     array : awkward.Array or awkward.contents.Content
         Lists (``ListOffsetArray``, ``ListArray``, ``RegularArray``) of any depth over numbers
         of one of lodarrow's dtypes; ``RegularArray`` levels below the last variable-length
-        level (and a ``NumpyArray``'s inner dimensions) become the feature shape.
+        level (and a ``NumpyArray``'s inner dimensions) become the feature shape.  Lists
+        whose sequences are all empty (``var * unknown``: an ``EmptyArray`` under them) are
+        read as sequences of no values.
+    dtype : numpy dtype, optional
+        The values' dtype.  None keeps the array's own, and reads an ``EmptyArray``'s
+        (unknown type) as float64, as ``ak.to_numpy`` does; another dtype casts the values
+        (a copy where it differs).
 
     Returns
     -------
@@ -87,10 +94,12 @@ def from_awkward(array):
     Raises
     ------
     TypeError
-        If the array holds records, strings, unions or another dtype.
+        If the array holds records, strings, unions or another dtype, or ``dtype`` is not
+        one of lodarrow's.
     ValueError
         If it holds missing values (option types): fill them first (``ak.fill_none``) or
-        drop them (``ak.drop_none``).
+        drop them (``ak.drop_none``); or if it is an ``EmptyArray`` with no list level above
+        it (``ak.Array([])``: no sequence and no type to read).
     ImportError
         If Awkward Array is not installed.
 
@@ -106,6 +115,11 @@ def from_awkward(array):
     if not isinstance(array, (ak.Array, ak.contents.Content)):
         raise TypeError(f"{fn}: array must be an awkward.Array (ak.from_arrow, ak.Array(...)), "
                         f"got {type(array).__name__}")
+    if dtype is not None:
+        try:
+            dtype = check_dtype(dtype, fn)
+        except TypeError as exc:
+            raise TypeError(f"{fn}: dtype={dtype!r} is not a dtype lodarrow holds ({exc})") from None
     layout = ak.to_layout(array, allow_record=False)
     levels = []  # raw offsets, outermost first (not yet cut to the range above them)
     node = layout
@@ -121,7 +135,7 @@ def from_awkward(array):
             node = node.to_ListOffsetArray64(True)  # starts/stops: packed, a copy
         elif name == "RegularArray" and _has_list_below(node):
             node = node.to_ListOffsetArray64(False)  # a uniform level above a ragged one
-        elif name in ("RegularArray", "NumpyArray"):
+        elif name in ("RegularArray", "NumpyArray", "EmptyArray"):
             break
         elif name == "UnmaskedArray":
             node = node.content  # an option type without a missing value (ak.from_arrow)
@@ -132,11 +146,18 @@ def from_awkward(array):
         else:
             raise TypeError(f"{fn}: cannot read {name} (type {node.form.type}): a LoDTensor "
                             f"holds lists of numbers")
+    if type(node).__name__ == "EmptyArray" and not levels:
+        raise ValueError(f"{fn}: the array is empty with no list level (type "
+                         f"{layout.length} * {layout.form.type}): it has no sequence and no dtype to read; a "
+                         f"batch of empty sequences is a list of empty lists "
+                         f"(ak.Array([[], []])), an empty batch of values ak.Array(np.empty(0))")
     levels = [_common.check_offsets(_common.host_array(o, fn), fn, f"level {k} offsets")
               for k, o in enumerate(levels)]
     n_rows = node.length
     levels, lo, hi = _common.rebase_levels(levels, n_rows, fn)
     data = _leaf(node, lo, hi, fn)
+    if dtype is not None and data.dtype != dtype:
+        data = data.astype(dtype)  # the dtype asked for: a copy
     return _common.build(data, levels, fn)
 
 
@@ -178,14 +199,21 @@ def _leaf(node, lo, hi, fn):
     while type(node).__name__ == "RegularArray":
         sizes.append(node.size)
         node = node.content
-    if type(node).__name__ != "NumpyArray":
+    if type(node).__name__ == "EmptyArray":
+        # ``unknown`` under lists that are all empty: no values, read as float64 like
+        # ak.to_numpy; its length is 0, so every level above ends at 0.
+        xp = get_cupy("from_awkward on the cuda backend") if _on_gpu(node) else np
+        node = None
+        raw = xp.empty(0, dtype=np.float64)
+    elif type(node).__name__ != "NumpyArray":
         raise TypeError(f"{fn}: cannot read {type(node).__name__} under a RegularArray: a "
                         f"LoDTensor holds lists of numbers")
-    if node.parameter("__array__") in ("char", "byte"):
-        raise TypeError(f"{fn}: strings are not numbers (a LoDTensor holds numbers)")
-    raw = node.data
-    if not is_cupy_array(raw):
-        raw = np.asarray(raw)
+    if node is not None:
+        if node.parameter("__array__") in ("char", "byte"):
+            raise TypeError(f"{fn}: strings are not numbers (a LoDTensor holds numbers)")
+        raw = node.data
+        if not is_cupy_array(raw):
+            raw = np.asarray(raw)
     step = int(np.prod(sizes, dtype=np.int64)) if sizes else 1
     inner = raw.shape[1:]
     data = raw[lo * step:hi * step]

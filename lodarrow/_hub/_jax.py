@@ -7,8 +7,9 @@ from typing import NamedTuple
 import numpy as np
 
 from lodarrow._cupy import array_module
-from lodarrow._interop import _common
+from lodarrow._hub import _common
 from lodarrow._interop._optional import import_optional
+from lodarrow._ops import sequence_pad
 from lodarrow._validation import check_choice
 
 __all__ = ["JaxPadded", "JaxSegments", "LAYOUTS", "from_jax", "to_jax"]
@@ -131,8 +132,6 @@ def to_jax(obj, column=None, layout="segments", *, pad_value=0, maxlen=None, nul
     jax = _jax(fn)
     _check_values_dtype(jax, data.dtype, fn)
     if layout == "padded":
-        from lodarrow._ops import sequence_pad
-
         padded, length = sequence_pad(t, pad_value, maxlen)
         pdata, lens = padded._data, length._data
         xp = _xp(lens)

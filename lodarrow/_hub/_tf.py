@@ -4,8 +4,9 @@ int64 row splits, feature dimensions kept in ``flat_values`` (docs/interop.md#te
 
 import numpy as np
 
-from lodarrow._interop import _common
+from lodarrow._hub import _common
 from lodarrow._interop._optional import import_optional
+from lodarrow._ops import sequence_unpad
 
 __all__ = ["from_tf", "to_tf"]
 
@@ -166,8 +167,6 @@ def from_tf(obj, *, lengths=None):
     values = _to_array(tf, obj, fn, "obj")
     if lengths is None:
         return _common.build(values, [], fn)
-    from lodarrow._ops import sequence_unpad
-
     if tf.is_tensor(lengths):
         lengths = _to_array(tf, lengths, fn, "lengths")
     elif not isinstance(lengths, (np.ndarray, list, tuple)) and not hasattr(lengths,
