@@ -323,7 +323,7 @@ def test_jax_never_narrows_64_bit_data_silently(jax_x64_off):
 
 
 def test_dense_to_names_the_array(jax_x64_off):
-    from lodarrow._interop._dense import dense_to
+    from lodarrow._hub._dense import dense_to
 
     with pytest.raises(ValueError, match=r"^my array: JAX keeps uint64"):
         dense_to(np.zeros(2, np.uint64), "jax", name="my array")
