@@ -126,3 +126,7 @@ def test_cuda_round_trip_stays_on_the_device(backend):
     back = la.from_jax(s)
     assert back.place.is_cuda
     assert_same(back.cpu(), t.cpu())
+    # padded values come back through DLPack onto the GPU, their lengths beside them
+    padded = la.from_jax(t.to_jax("padded"))
+    assert padded.place.is_cuda
+    assert_same(padded.cpu(), t.cpu())

@@ -210,12 +210,15 @@ def unpad(values, lens, outer, fn):
     """The LoDTensor of padded ``values`` (N, P, ...) with ``lens`` per row, under the checked
     offset levels ``outer`` (possibly a slice of a larger LoD: rebased, and the rows they cover
     taken): what every ``from_*(..., layout="padded")`` ends in."""
+    from lodarrow._cupy import array_module, is_cupy_array
     from lodarrow._ops import sequence_unpad
     from lodarrow._tensor import LoDTensor
 
     if outer:
         outer, lo, hi = rebase_levels(outer, values.shape[0], fn)
         values, lens = values[lo:hi], lens[lo:hi]
+    if is_cupy_array(values):  # lengths read on the host go beside GPU values (DLPack'd)
+        lens = array_module(values).asarray(lens)
     out = sequence_unpad(LoDTensor(values, lod=outer or None), lens)
     if values.ndim == 2:  # Paddle's unpad gives (T, 1) for (N, P): rows were scalars
         return build(out._data.reshape(-1), list(out._offsets), fn)
