@@ -233,9 +233,7 @@ def test_unpad_lists_readonly_strided_fortran(backend):
     readonly.flags.writeable = False
     for data in (base[:, ::2], np.asfortranarray(base), readonly):
         lens = [1, 0, 3, 2]
-        # lists on the host; on a GPU every input lives on the GPU (mixed devices raise)
-        out = la.sequence_unpad(on_backend(data, backend),
-                                lens if backend == "cpu" else on_backend(np.array(lens), backend))
+        out = la.sequence_unpad(on_backend(data, backend), lens)  # a list: either device
         ref, offsets = ref_unpad(data, lens)
         _same_lod_tensor(out, ref, [offsets], backend)
 
@@ -254,22 +252,22 @@ def test_unpad_lod_inputs_carry_outer_levels(backend):
 def test_unpad_errors(backend):
     x = on_backend(np.ones((3, 4), np.float32), backend)
 
-    def lengths(values):  # as given on the host (lists too), else on x's GPU like every input
-        return values if backend == "cpu" else on_backend(np.asarray(values), backend)
+    def on_x(a):  # an array of lengths lives where x does (a list goes with either device)
+        return on_backend(a, backend)
 
     with pytest.raises(ValueError, match=r"x must have rank >= 2 .* got shape \(3,\)"):
-        la.sequence_unpad(on_backend(np.ones(3, np.float32), backend), lengths([1, 1, 1]))
+        la.sequence_unpad(on_backend(np.ones(3, np.float32), backend), [1, 1, 1])
     with pytest.raises(ValueError, match="length has 2 entries but x has 3 rows"):
-        la.sequence_unpad(x, lengths([1, 1]))
+        la.sequence_unpad(x, [1, 1])
     with pytest.raises(ValueError, match=r"length\[1\] = -1 is negative"):
-        la.sequence_unpad(x, lengths([1, -1, 5]))
+        la.sequence_unpad(x, [1, -1, 5])
     with pytest.raises(ValueError, match=r"length\[2\] = 5 exceeds the padded length of x "
                                          r"\(4"):
-        la.sequence_unpad(x, lengths([1, 1, 5]))
+        la.sequence_unpad(x, [1, 1, 5])
     with pytest.raises(TypeError, match="length must hold integers"):
-        la.sequence_unpad(x, lengths(np.array([1.0, 1.0, 1.0])))
+        la.sequence_unpad(x, on_x(np.array([1.0, 1.0, 1.0])))
     with pytest.raises(ValueError, match="length must be 1-D"):
-        la.sequence_unpad(x, lengths(np.ones((3, 2), np.int64)))
+        la.sequence_unpad(x, on_x(np.ones((3, 2), np.int64)))
 
 
 @cuda_only
