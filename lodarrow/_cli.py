@@ -426,10 +426,10 @@ def _demo(args):
 
 
 def _bench(args):
-    if args.datasets:
-        return _bench_datasets(args)
     if args.device == "cuda":
         return _bench_device(args)
+    if args.datasets:
+        return _bench_datasets(args)
     missing = [mod for mod in ("rich",) if not _importable(mod)]
     if args.plot and not _importable("matplotlib"):
         missing.append("matplotlib")
@@ -475,6 +475,11 @@ def _bench(args):
 
 def _bench_device(args):
     """``bench --device cuda``: the operators on the GPU beside the CPU (plain text out)."""
+    host_only = [flag for flag, given in (("--datasets", args.datasets), ("--peers", args.peers),
+                                          ("--plot", args.plot)) if given]
+    if host_only:
+        return _error(f"bench --device cuda: {', '.join(host_only)} apply to the host bench "
+                      f"only (the device rows are lodarrow on the GPU beside its CPU kernels)")
     if args.scale <= 0:
         return _error("bench: --scale must be > 0")
     if args.repeat is not None and args.repeat < 1:

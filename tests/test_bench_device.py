@@ -41,7 +41,10 @@ def test_without_a_gpu_the_command_says_what_is_missing():
 def test_bad_options_are_refused_before_the_device_is_asked():
     for args, message in ((("--scale", "0"), "--scale must be > 0"),
                           (("--repeat", "0"), "--repeat must be >= 1"),
-                          (("--probe-mib", "0"), "--probe-mib must be >= 1")):
+                          (("--probe-mib", "0"), "--probe-mib must be >= 1"),
+                          (("--peers", "numpy"), "--peers apply to the host bench only"),
+                          (("--datasets", "--plot", "x.png"),
+                           "--datasets, --plot apply to the host bench only")):
         proc = _cli(*args)
         assert proc.returncode != 0 and message in proc.stderr, proc.stderr
 
