@@ -62,6 +62,11 @@ def build_parser():
     bench.add_argument("--markdown", metavar="FILE", help="write the results as Markdown")
     bench.add_argument("--plot", metavar="FILE.png", help="write a bar chart of GB/s")
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
+    bench.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                       help="'cuda': the device rows instead: every operator on the GPU "
+                       "(checked against the CPU result, then timed) beside the CPU, as GB/s "
+                       "and as a fraction of the GPU's copy bandwidth measured in the same "
+                       "run (needs CuPy and a GPU; --probe-mib sizes the copy)")
     bench.add_argument("--datasets", action="store_true",
                        help="instead of the operators: map_parquet against pyarrow alone, Ray "
                        "Data and Dask over a generated Parquet dataset (throughput, peak RSS "
@@ -421,6 +426,8 @@ def _demo(args):
 
 
 def _bench(args):
+    if args.device == "cuda":
+        return _bench_device(args)
     if args.datasets:
         return _bench_datasets(args)
     missing = [mod for mod in ("rich",) if not _importable(mod)]
@@ -464,6 +471,52 @@ def _bench(args):
     if args.plot:
         _report.write_plot(report, args.plot)
     return 0
+
+
+def _bench_device(args):
+    """``bench --device cuda``: the operators on the GPU beside the CPU (plain text out)."""
+    host_only = [flag for flag, given in (("--datasets", args.datasets), ("--peers", args.peers),
+                                          ("--plot", args.plot)) if given]
+    if host_only:
+        return _error(f"bench --device cuda: {', '.join(host_only)} apply to the host bench "
+                      f"only (the device rows are lodarrow on the GPU beside its CPU kernels)")
+    if args.scale <= 0:
+        return _error("bench: --scale must be > 0")
+    if args.repeat is not None and args.repeat < 1:
+        return _error("bench: --repeat must be >= 1")
+    if args.probe_mib < 1:
+        return _error("bench: --probe-mib must be >= 1")
+    from lodarrow._bench import _device, _runner
+    from lodarrow._cupy import require_gpu
+    from lodarrow._errors import BackendError
+
+    try:
+        require_gpu(0, "bench --device cuda")
+    except BackendError as exc:
+        return _error(str(exc))
+    options = _runner.BenchOptions(
+        quick=args.quick, scale=args.scale, ops=_split(args.ops), repeat=args.repeat,
+        budget=args.budget, probe_mib=args.probe_mib, progress=not args.no_progress)
+    if not _device.select_device_cases(options):
+        return _error(f"bench: --ops {args.ops!r} matches no operator")
+    progress = (lambda msg: print(msg, file=sys.stderr, flush=True)) if options.progress \
+        else (lambda msg: None)
+    t0 = time.perf_counter()
+    report = _device.run_device_bench(options, progress=progress)
+    report["wall_s"] = time.perf_counter() - t0
+    report["command"] = "python -m lodarrow " + " ".join(args.argv)
+    for line in _device.device_lines(report):
+        print(line)
+    print(_device.format_table(report))
+    if args.json:
+        from lodarrow._bench import _report
+
+        _report.write_json(report, args.json)
+    if args.markdown:
+        with open(args.markdown, "w") as fh:
+            fh.write(_device.to_markdown(report))
+    bad = [r for r in report["rows"] if r.get("status") != "ok"]
+    return 1 if bad else 0
 
 
 def _bench_datasets(args):

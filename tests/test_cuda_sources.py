@@ -88,7 +88,7 @@ def _instantiation_unit(group):
 def test_source_compiles_with_nvcc(group, tmp_path):
     unit = tmp_path / f"{group}.cu"
     unit.write_text(_instantiation_unit(group))
-    proc = subprocess.run(["nvcc", "-std=c++14", "-ptx", str(unit), "-o",
+    proc = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-ptx", str(unit), "-o",
                            str(tmp_path / f"{group}.ptx")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 

@@ -119,6 +119,23 @@ def test_hypothesis_round_trips(t):
 
 
 @pytest.mark.parametrize("backend", [CUDA])
+@pytest.mark.parametrize("layout", ["segments", "padded"])
+def test_host_tensor_stays_on_the_host_beside_a_gpu(backend, layout):
+    # JAX puts new arrays on its GPU by default: every array of a host tensor's conversion
+    # must still be on the CPU (the values DLPack shares are), and come back to the host
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("JAX has no GPU here")
+    t = make([[2, 0, 3]], "float32", (3,))
+    out = t.to_jax(layout)
+    arrays = [a for a in out._asdict().values() if isinstance(a, jax.Array)]
+    arrays += [a for a in out.lod if isinstance(a, jax.Array)]
+    assert arrays and {next(iter(a.devices())).platform for a in arrays} == {"cpu"}
+    back = la.from_jax(out)
+    assert not back.place.is_cuda
+    assert_same(back, t)
+
+
+@pytest.mark.parametrize("backend", [CUDA])
 def test_cuda_round_trip_stays_on_the_device(backend):
     t = make([[2, 0, 3]], "float32", (3,)).cuda()
     s = t.to_jax()
@@ -126,3 +143,7 @@ def test_cuda_round_trip_stays_on_the_device(backend):
     back = la.from_jax(s)
     assert back.place.is_cuda
     assert_same(back.cpu(), t.cpu())
+    # padded values come back through DLPack onto the GPU, their lengths beside them
+    padded = la.from_jax(t.to_jax("padded"))
+    assert padded.place.is_cuda
+    assert_same(padded.cpu(), t.cpu())

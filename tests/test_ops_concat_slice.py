@@ -129,8 +129,8 @@ def test_concat_multi_level_inputs_must_share_outer_levels():
 # ---------------------------------------------------------------- sequence_slice
 def test_slice_example(backend):
     x = on_backend(la.LoDTensor(np.arange(10).reshape(10, 1), lengths=[[3, 2, 4, 1]]), backend)
-    out = la.sequence_slice(x, offset=np.array([[0], [1], [1], [1]]),
-                            length=np.array([[2], [1], [3], [0]]))
+    out = la.sequence_slice(x, offset=on_backend(np.array([[0], [1], [1], [1]]), backend),
+                            length=on_backend(np.array([[2], [1], [3], [0]]), backend))
     assert_result(out, np.array([[0], [1], [4], [6], [7], [8]]), [[0, 2, 3, 6, 6]], backend)
 
 
@@ -160,7 +160,8 @@ def test_slice_keeps_outer_levels(backend):
 
 def test_slice_zero_sequences(backend):
     x = on_backend(la.LoDTensor(np.zeros((0, 2)), lod=[[0]]), backend)
-    out = la.sequence_slice(x, np.zeros(0, np.int64), np.zeros((0, 1), np.int64))
+    out = la.sequence_slice(x, on_backend(np.zeros(0, np.int64), backend),
+                            on_backend(np.zeros((0, 1), np.int64), backend))
     assert_result(out, np.zeros((0, 2)), [[0]], backend)
 
 

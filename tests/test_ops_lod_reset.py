@@ -242,7 +242,7 @@ def test_append_to_plain_tensor(backend):
 @pytest.mark.parametrize("dtype", INT_DTYPES)
 def test_append_under_existing_levels(backend, dtype):
     x = on_backend(la.LoDTensor(np.arange(6.0), lod=[[0, 2, 6]]), backend)
-    level = np.array([0, 0, 2, 3, 4, 5, 6], dtype=dtype)
+    level = on_backend(np.array([0, 0, 2, 3, 4, 5, 6], dtype=dtype), backend)
     out = la.lod_append(x, level)
     assert_result(out, np.arange(6.0), [[0, 2, 6], [0, 0, 2, 3, 4, 5, 6]], backend)
     out2 = la.lod_append(la.lod_append(la.LoDTensor(np.arange(3)), [0, 3]), [0, 1, 1, 3])

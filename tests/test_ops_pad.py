@@ -233,14 +233,14 @@ def test_unpad_lists_readonly_strided_fortran(backend):
     readonly.flags.writeable = False
     for data in (base[:, ::2], np.asfortranarray(base), readonly):
         lens = [1, 0, 3, 2]
-        out = la.sequence_unpad(on_backend(data, backend), lens)
+        out = la.sequence_unpad(on_backend(data, backend), lens)  # a list: either device
         ref, offsets = ref_unpad(data, lens)
         _same_lod_tensor(out, ref, [offsets], backend)
 
 
 def test_unpad_lod_inputs_carry_outer_levels(backend):
     x = on_backend(la.LoDTensor(np.arange(6.0).reshape(3, 2), lod=[[0, 1, 3]]), backend)
-    out = la.sequence_unpad(x, np.array([2, 0, 1]))
+    out = la.sequence_unpad(x, on_backend(np.array([2, 0, 1]), backend))
     _same_lod_tensor(out, np.array([[0.0], [1.0], [4.0]]), [[0, 1, 3], [0, 2, 2, 3]], backend)
     length = on_backend(la.LoDTensor(np.array([2, 0, 1]), lod=[[0, 2, 3]]), backend)
     out = la.sequence_unpad(on_backend(np.arange(6.0).reshape(3, 2), backend), length)
@@ -251,6 +251,10 @@ def test_unpad_lod_inputs_carry_outer_levels(backend):
 
 def test_unpad_errors(backend):
     x = on_backend(np.ones((3, 4), np.float32), backend)
+
+    def on_x(a):  # an array of lengths lives where x does (a list goes with either device)
+        return on_backend(a, backend)
+
     with pytest.raises(ValueError, match=r"x must have rank >= 2 .* got shape \(3,\)"):
         la.sequence_unpad(on_backend(np.ones(3, np.float32), backend), [1, 1, 1])
     with pytest.raises(ValueError, match="length has 2 entries but x has 3 rows"):
@@ -261,9 +265,9 @@ def test_unpad_errors(backend):
                                          r"\(4"):
         la.sequence_unpad(x, [1, 1, 5])
     with pytest.raises(TypeError, match="length must hold integers"):
-        la.sequence_unpad(x, np.array([1.0, 1.0, 1.0]))
+        la.sequence_unpad(x, on_x(np.array([1.0, 1.0, 1.0])))
     with pytest.raises(ValueError, match="length must be 1-D"):
-        la.sequence_unpad(x, np.ones((3, 2), np.int64))
+        la.sequence_unpad(x, on_x(np.ones((3, 2), np.int64)))
 
 
 @cuda_only

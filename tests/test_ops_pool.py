@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lodarrow as la
-from conftest import (ALL_DTYPES, NUMERIC_DTYPES, SEQUENCE_LAYOUTS, on_backend, parallel_min_work,
-                      threaded, threaded_lengths, to_host)
+from conftest import (ALL_DTYPES, NUMERIC_DTYPES, SEQUENCE_LAYOUTS, cuda_only, on_backend,
+                      parallel_min_work, threaded, threaded_lengths, to_host)
 from reference_numeric import pool_out_dtype, ref_pool
 from strategies import lod_tensors
 
@@ -276,6 +276,19 @@ def test_pad_value_arrays(backend):
     np.testing.assert_array_equal(out[1], [7, 7, 7])
     out = to_host(la.sequence_pool(x, "first", pad_value=np.float32(-0.0)), backend).numpy()
     assert np.signbit(out[1]).all()
+
+
+@cuda_only
+def test_pad_value_may_live_on_the_other_device(backend):
+    # docs/operators.md#exact-pad-values: a pad value is a small parameter, on either device
+    import cupy
+
+    host = la.LoDTensor(np.ones((2, 3), dtype=np.float32), lod=[[0, 2, 2]])
+    for x, pad in ((host, cupy.asarray([1, 2, 3], np.int16)),
+                   (host.cuda(), np.array([1, 2, 3], np.int16))):
+        out = la.sequence_pool(x, "max", pad_value=pad)
+        assert out.place == x.place
+        np.testing.assert_array_equal(out.cpu().numpy()[1], [1, 2, 3])
 
 
 def test_pad_value_errors():

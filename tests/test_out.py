@@ -87,8 +87,8 @@ def _concat(d, s, b):
 def _slice(d, s, b):
     x = _on(_tensor(d, s), b)
     n = len(_LODS[s][-1]) - 1
-    off = np.array([1, 0, 0, 0][:n], dtype=np.int64)
-    length = np.array([1, 0, 2, 1][:n], dtype=np.int64)
+    off = _on(np.array([1, 0, 0, 0][:n], dtype=np.int64), b)
+    length = _on(np.array([1, 0, 2, 1][:n], dtype=np.int64), b)
     return lambda **o: la.sequence_slice(x, off, length, **o)
 
 

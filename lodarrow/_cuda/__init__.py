@@ -18,7 +18,7 @@ __all__ = ["cupy", "source", "module", "ctype_of", "WORDS",
 
 _HERE = Path(__file__).parent
 _COMMON = "lodarrow_common.cuh"
-_OPTIONS = ("--std=c++14",)
+_OPTIONS = ("--std=c++17",)
 
 _CTYPES = {
     "bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",

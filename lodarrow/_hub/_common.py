@@ -6,7 +6,7 @@ Every ``to_*`` takes a LoDTensor or a table and a column name; every ``from_*`` 
 
 import numpy as np
 
-from lodarrow._cupy import is_cupy_array
+from lodarrow._cupy import array_module, is_cupy_array
 from lodarrow._interop._arrow import from_arrow
 from lodarrow._ops import sequence_unpad
 from lodarrow._tables._adapters import adapt
@@ -204,6 +204,8 @@ def unpad(values, lens, outer, fn):
     if outer:
         outer, lo, hi = rebase_levels(outer, values.shape[0], fn)
         values, lens = values[lo:hi], lens[lo:hi]
+    if is_cupy_array(values):  # lengths read on the host go beside GPU values (DLPack'd)
+        lens = array_module(values).asarray(lens)
     out = sequence_unpad(LoDTensor(values, lod=outer or None), lens)
     if values.ndim == 2:  # Paddle's unpad gives (T, 1) for (N, P): rows were scalars
         return build(out._data.reshape(-1), list(out._offsets), fn)

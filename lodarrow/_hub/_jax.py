@@ -58,8 +58,18 @@ def _as_jax(jax, array, fresh=False):
     probe), and sharing a temporary saves nothing.
     """
     if fresh and not _common.is_cupy(array):
-        return jax.numpy.array(array, copy=True)
+        # on JAX's CPU, beside the values DLPack shares: not its default device (a GPU there)
+        with jax.default_device(_cpu_device(jax)):
+            return jax.numpy.array(array, copy=True)
     return jax.dlpack.from_dlpack(_common.exportable(array))
+
+
+def _cpu_device(jax):
+    """JAX's first CPU device (None, JAX's default, where JAX runs without its CPU backend)."""
+    try:
+        return jax.devices("cpu")[0]
+    except RuntimeError:
+        return None
 
 
 def _index_array(jax, off, fn, what, fresh=False):

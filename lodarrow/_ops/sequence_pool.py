@@ -6,9 +6,9 @@ Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequ
 
 import numpy as np
 
-from lodarrow._backends import backend_of, backend_of_array
+from lodarrow._backends import backend_of_array
 from lodarrow._errors import LoDError
-from lodarrow._ops._common import as_lod_tensor, composed_offsets, data_of, pad_array
+from lodarrow._ops._common import as_lod_tensor, composed_offsets, pad_array
 from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed, split
 from lodarrow._tensor import LoDTensor
@@ -138,10 +138,9 @@ def sequence_pool(input, pool_type, is_test=False, pad_value=0.0, return_index=F
         raise ValueError(f"sequence_pool: return_index=True needs pool_type 'max' or 'min', "
                          f"got {pool!r}")
     out_dtype = _F64 if pool in ("average", "sqrt") and dtype.kind in "iu" else dtype
-    if type(pad_value) in (float, int, bool):      # the common case, kept cheap
-        be = backend_of_array(data)
-    else:
-        be = backend_of("sequence_pool", input=data, pad_value=data_of(pad_value))
+    # a pad value is a small parameter that may live on either device
+    # (docs/operators.md#exact-pad-values): the data alone picks the backend
+    be = backend_of_array(data)
     pad = pad_array(pad_value, out_dtype, data.shape[1:], np)
     lod = offsets[:-1]
     shape = (offsets[-1].shape[0] - 1,) + data.shape[1:]

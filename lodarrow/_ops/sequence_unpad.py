@@ -28,7 +28,8 @@ def sequence_unpad(x, length, name=None, *, out=None):
         LoD (``B`` rows cut into sequences, as :func:`sequence_pad` returns for a multi-level
         input), the output keeps it as its outer levels.
     length : array_like or LoDTensor
-        ``B`` lengths, shape ``(B,)`` or ``(B, 1)``, any integer dtype, each in ``[0, L]``.
+        ``B`` lengths, shape ``(B,)`` or ``(B, 1)``, any integer dtype, each in ``[0, L]``;
+        on ``x``'s device, or a Python list (which goes with either).
         When ``x`` has no LoD and ``length`` has one, that LoD is used as the outer levels.
     name : str, optional
         Ignored (Paddle compatibility).
@@ -66,7 +67,9 @@ def sequence_unpad(x, length, name=None, *, out=None):
     array([ 1.,  2.,  6.,  7.,  8., 11., 12., 13., 14.])
     """
     x = as_lod_tensor(x, "x")
-    be = backend_of("sequence_unpad", x=x.data, length=data_of(length))
+    # a Python list of lengths has no device: it goes with x on either (as sequence_slice's)
+    be = backend_of("sequence_unpad", x=x.data,
+                    length=None if isinstance(length, (list, tuple)) else data_of(length))
     data = x.data
     if data.ndim < 2:
         raise ValueError(f"sequence_unpad: x must have rank >= 2 ([batch, padded_length, "
