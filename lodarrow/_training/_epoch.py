@@ -182,6 +182,8 @@ def plan_epoch(lengths, args, num_replicas, rng, *, rows=None, part_starts=None)
         stream = stream[:int(cells[-1][-1])]
     else:
         cells, tails = _weighted_cells(stream, lengths, R, args, edges), 0
+    if args.fixed_size and args.balance != "batches" and edges is None and R > 1:
+        stream, cells = _stratify(stream, lengths, cells, rng)
     order, seq = _arrange(stream, lengths, cells, args, rng, in_memory=part_starts is None)
     items = splits = None
     if args.packing:
@@ -292,7 +294,9 @@ def _weighted_cells(stream, lengths, R, args, edges):
     n_cells = K * R
     fractions = np.arange(1, n_cells, dtype=np.float64) / n_cells
     cw = None
-    if args.balance != "batches" and not args.fixed_size:  # equal rows: equal batch counts
+    # equal rows give equal batch counts; a Parquet source balanced by tokens cuts by tokens
+    # even for fixed-size batches (an in-memory one is stratified instead, see _stratify)
+    if args.balance != "batches" and not (args.fixed_size and edges is None):
         seq = lengths[stream]
         if args.balance == "compute":
             seq = seq.astype(np.float64)
@@ -335,6 +339,29 @@ def _window_cells(m, R, window):
     starts += [last + (rem * r) // R for r in range(R)]
     bounds = np.array(starts + [m], dtype=np.int64)
     return [bounds[k * R:(k + 1) * R + 1] for k in range(full + 1)]
+
+
+def _stratify(stream, lengths, cells, rng):
+    """Equal-count cells of near-equal tokens (a fixed-size plan balanced by tokens, in
+    memory, where any row can go to any rank): each block's rows by length, dealt to its
+    cells in snake order, then shuffled inside each cell."""
+    stream = stream.copy()
+    out = []
+    for bounds in cells:
+        lo, hi, R = int(bounds[0]), int(bounds[-1]), len(bounds) - 1
+        rows = stream[lo:hi]
+        by_length = rows[np.argsort(lengths[rows], kind="stable")]
+        i = np.arange(len(rows))
+        lap = i % (2 * R)
+        cell = np.where(lap < R, lap, 2 * R - 1 - lap)
+        dealt = by_length[np.argsort(cell, kind="stable")]
+        counts = np.bincount(cell, minlength=R)
+        starts = lo + np.concatenate([[0], np.cumsum(counts)])
+        for a, b in zip(starts[:-1], starts[1:]):
+            dealt[a - lo:b - lo] = dealt[a - lo:b - lo][shuffled(int(b - a), rng)]
+        stream[lo:hi] = dealt
+        out.append(starts.astype(np.int64))
+    return stream, out
 
 
 def _strictly_inside(cuts, m):
