@@ -212,8 +212,9 @@ def _stream(n, rows, part_starts, shuffle, rng):
     """The sequences in stream order, and the positions in it where a row group starts (None
     for an in-memory source)."""
     if part_starts is None:
-        base = np.arange(n, dtype=np.int64) if rows is None else rows
-        return (base[shuffled(len(base), rng)] if shuffle else base), None
+        if rows is None:  # a permutation of all rows is the stream itself
+            return (shuffled(n, rng) if shuffle else np.arange(n, dtype=np.int64)), None
+        return (rows[shuffled(len(rows), rng)] if shuffle else rows), None
     counts = np.diff(part_starts)
     parts = rng.permutation(len(counts)) if shuffle else np.arange(len(counts))
     counts = counts[parts]
@@ -307,7 +308,10 @@ def _weighted_cells(stream, lengths, R, args, edges):
     if cw is None:
         cuts = np.round(m * fractions).astype(np.int64)
     else:
-        cuts = np.searchsorted(cw, cw[-1] * fractions, side="left").astype(np.int64) + 1
+        targets = cw[-1] * fractions
+        if cw.dtype.kind == "i":  # integer targets: no float copy of the cumulative sums
+            targets = np.ceil(targets).astype(cw.dtype)
+        cuts = np.searchsorted(cw, targets, side="left").astype(np.int64) + 1
     if edges is not None and len(edges):
         # the distance to a row-group edge in the cells' own weight (rows, tokens, compute)
         if cw is None:
