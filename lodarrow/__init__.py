@@ -10,9 +10,11 @@ and through CuPy on the GPU, chosen by where the data lives.
 """
 
 from lodarrow._errors import BackendError, LoDError, RegularLevelWarning
+from lodarrow._threads import openmp_environment as _openmp_environment
 
 try:
-    from lodarrow._ext.lod_utils import openmp_enabled
+    with _openmp_environment():  # OpenMP loads here (its wait policy: lodarrow/_threads.py)
+        from lodarrow._ext.lod_utils import openmp_enabled
 except ImportError as _exc:  # a source checkout whose extensions were never built
     raise ImportError(
         "lodarrow's compiled kernels are not built in this directory "
