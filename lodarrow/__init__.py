@@ -34,6 +34,7 @@ from lodarrow._ops import *  # noqa: F401,F403  (the operators, listed once: _op
 from lodarrow._tables._apply import apply, col
 from lodarrow._tables._udf import pipeline, udf
 from lodarrow._tables._spark import spark_map
+from lodarrow._tables._engine_writers import dask_write_parquet, ray_parquet_sink
 from lodarrow._hub._torch import from_torch, to_torch
 from lodarrow._hub._awkward import from_awkward, to_awkward
 from lodarrow._hub._jax import from_jax, to_jax
@@ -57,6 +58,7 @@ __all__ = [
     "col",
     "collate",
     "create_lod_tensor",
+    "dask_write_parquet",
     "from_arrow",
     "from_list",
     "from_pandas",
@@ -65,6 +67,7 @@ __all__ = [
     "map_parquet",
     "openmp_enabled",
     "pipeline",
+    "ray_parquet_sink",
     "read_parquet",
     "sequence_lengths",
     "spark_map",
