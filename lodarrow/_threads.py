@@ -25,8 +25,8 @@ import time
 
 import numpy as np
 
-__all__ = ["PARALLEL_MIN_WORK", "LOAD_SAMPLE_S", "num_threads", "threads_for", "usable_cpus",
-           "busy_cpus", "chunk_bounds", "plan_threads", "row_bounds", "openmp_environment"]
+__all__ = ["LOAD_SAMPLE_S", "PARALLEL_MIN_WORK", "busy_cpus", "chunk_bounds", "num_threads",
+           "openmp_environment", "plan_threads", "row_bounds", "threads_for", "usable_cpus"]
 
 #: Below this many elements of work a kernel runs on one thread: OpenMP's start-up would
 #: cost more than it saves on calls that take a few microseconds.

@@ -21,8 +21,12 @@ import uuid
 import pyarrow as pa
 
 from lodarrow._tables._dataset import _publish
-from lodarrow._tables._parquet_writers import check_engine, choose_engine, remove_partial, \
-    sink_polars
+from lodarrow._tables._parquet_writers import (
+    check_engine,
+    choose_engine,
+    remove_partial,
+    sink_polars,
+)
 
 __all__ = ["WriteSummary", "dask_write_parquet", "ray_parquet_sink"]
 
@@ -275,8 +279,9 @@ def ray_parquet_sink(dest, *, partition_cols=None, overwrite=False, engine="auto
     (one per run of rows with the same ``partition_cols`` values), encoded with polars'
     writer where it writes pyarrow's file (``engine``, as in :func:`lodarrow.map_parquet`):
     encoding runs in polars' threads while the next block is produced, in row groups of
-    polars' size (pyarrow's writer: a row group per block).  The files are written into a hidden staging directory beside ``dest``, renamed
-    to ``dest`` only when every task has finished (docs/scale-out.md#ray-data).
+    polars' size (pyarrow's writer: a row group per block).  The files are written into a
+    hidden staging directory beside ``dest``, renamed to ``dest`` only when every task has
+    finished (docs/scale-out.md#ray-data).
 
     Parameters
     ----------
