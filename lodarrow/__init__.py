@@ -10,9 +10,11 @@ and through CuPy on the GPU, chosen by where the data lives.
 """
 
 from lodarrow._errors import BackendError, LoDError, RegularLevelWarning
+from lodarrow._threads import openmp_environment as _openmp_environment
 
 try:
-    from lodarrow._ext.lod_utils import openmp_enabled
+    with _openmp_environment():  # OpenMP loads here (its wait policy: lodarrow/_threads.py)
+        from lodarrow._ext.lod_utils import openmp_enabled
 except ImportError as _exc:  # a source checkout whose extensions were never built
     raise ImportError(
         "lodarrow's compiled kernels are not built in this directory "
@@ -32,6 +34,7 @@ from lodarrow._ops import *  # noqa: F401,F403  (the operators, listed once: _op
 from lodarrow._tables._apply import apply, col
 from lodarrow._tables._udf import pipeline, udf
 from lodarrow._tables._spark import spark_map
+from lodarrow._tables._engine_writers import dask_write_parquet, ray_parquet_sink
 from lodarrow._hub._torch import from_torch, to_torch
 from lodarrow._hub._awkward import from_awkward, to_awkward
 from lodarrow._hub._jax import from_jax, to_jax
@@ -55,6 +58,7 @@ __all__ = [
     "col",
     "collate",
     "create_lod_tensor",
+    "dask_write_parquet",
     "from_arrow",
     "from_list",
     "from_pandas",
@@ -63,6 +67,7 @@ __all__ = [
     "map_parquet",
     "openmp_enabled",
     "pipeline",
+    "ray_parquet_sink",
     "read_parquet",
     "sequence_lengths",
     "spark_map",

@@ -1,39 +1,182 @@
 """The CPU kernels' thread policy, in one place (a leaf module).
 
 A kernel runs on ``threads_for(work)`` OpenMP threads: one below ``PARALLEL_MIN_WORK``
-elements of work, else ``LODARROW_NUM_THREADS`` or the CPUs this process may run on (read on
-every call, so a test or a user can change it at run time).  Threaded kernels take chunks of
-sequences balanced by rows (:func:`chunk_bounds`, :func:`plan_threads`).  Whether the build
-has OpenMP at all is ``lodarrow.openmp_enabled()``; without it every count is honoured
-serially.
+elements of work, else :func:`num_threads`.  That is ``LODARROW_NUM_THREADS`` when set (taken
+as it is: tests and benchmarks ask for exact counts); otherwise the CPUs this process may use
+(its affinity mask, its cgroup's CPU quota, ``OMP_NUM_THREADS`` where set, as Ray and Dask set
+it in their workers), less the CPUs other runnable threads occupy right now.  The environment
+is read on every call, the machine's load at most every ``LOAD_SAMPLE_S`` seconds.
+
+Why the load counts: an OpenMP region ends at a barrier, so a kernel on two threads waits for
+the slower; on a machine whose cores are busy, one of its threads is descheduled for a time
+slice (milliseconds) while the other waits.  Issue 35 measured the default two threads at a
+third of one thread's calls/s beside two busy processes.  Together with a passive OpenMP
+wait policy (:func:`openmp_environment`: idle threads sleep instead of spinning on the cores
+the other processes need) a kernel on a busy machine runs on one thread and an idle machine
+keeps every core.  Threaded kernels take chunks of sequences balanced by rows
+(:func:`chunk_bounds`, :func:`plan_threads`).  Whether the build has OpenMP at all is
+``lodarrow.openmp_enabled()``; without it every count is honoured serially.
 """
 
+import contextlib
+import math
 import os
+import time
 
 import numpy as np
 
-__all__ = ["PARALLEL_MIN_WORK", "num_threads", "threads_for", "chunk_bounds", "plan_threads",
-           "row_bounds"]
+__all__ = ["LOAD_SAMPLE_S", "PARALLEL_MIN_WORK", "busy_cpus", "chunk_bounds", "num_threads",
+           "openmp_environment", "plan_threads", "row_bounds", "threads_for", "usable_cpus"]
 
 #: Below this many elements of work a kernel runs on one thread: OpenMP's start-up would
 #: cost more than it saves on calls that take a few microseconds.
 PARALLEL_MIN_WORK = 1 << 16
 
+#: The machine's load is sampled at most this often (a read of ``/proc/loadavg``, ~3 us).
+LOAD_SAMPLE_S = 0.005
+
 
 def num_threads():
-    """Threads a kernel may use: ``LODARROW_NUM_THREADS`` or the CPUs this process may run on."""
+    """Threads a kernel may use now.
+
+    ``LODARROW_NUM_THREADS`` if set, exactly; else :func:`usable_cpus` less
+    :func:`busy_cpus` (at least 1).
+    """
     env = os.environ.get("LODARROW_NUM_THREADS")
     if env:
         return max(1, int(env))
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    return max(1, min(usable_cpus(), _cpu_count() - busy_cpus()))
 
 
 def threads_for(work):
     """1 for small work (see ``PARALLEL_MIN_WORK``), else :func:`num_threads`."""
     return 1 if work < PARALLEL_MIN_WORK else num_threads()
+
+
+def usable_cpus():
+    """The CPUs this process may use: its affinity mask, capped by its cgroup's CPU quota
+    (rounded up) and by ``OMP_NUM_THREADS`` where that is set (its first entry)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        n = os.cpu_count() or 1
+    quota = _cgroup_quota()
+    if quota is not None:
+        n = min(n, quota)
+    omp = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if omp.isdigit() and int(omp) > 0:
+        n = min(n, int(omp))
+    return max(1, n)
+
+
+_LOAD = {"at": -1.0, "busy": 0}
+_LOADAVG = []  # the open /proc/loadavg (pread from 0 regenerates it), or None where absent
+
+
+def busy_cpus():
+    """CPUs that other runnable threads occupy now: the machine's running threads (the
+    fourth field of ``/proc/loadavg``) but the one asking; 0 where the kernel does not say.
+
+    Sampled at most every ``LOAD_SAMPLE_S`` seconds; the calling thread is running, and a
+    kernel's own OpenMP threads sleep between calls (:func:`openmp_environment`), so the
+    count is other work: other processes, or this process's other threads (Ray's or Dask's
+    tasks, map_parquet's reader and writer).
+    """
+    now = time.monotonic()
+    if now - _LOAD["at"] < LOAD_SAMPLE_S:
+        return _LOAD["busy"]
+    if not _LOADAVG:
+        try:
+            _LOADAVG.append(os.open("/proc/loadavg", os.O_RDONLY | os.O_CLOEXEC))
+        except (OSError, AttributeError):
+            _LOADAVG.append(None)
+    busy = 0
+    if _LOADAVG[0] is not None:
+        try:
+            running = int(os.pread(_LOADAVG[0], 128, 0).split()[3].split(b"/")[0])
+            busy = max(0, running - 1)
+        except (OSError, ValueError, IndexError):
+            busy = 0
+    _LOAD["at"], _LOAD["busy"] = now, busy
+    return busy
+
+
+def _cpu_count():
+    return os.cpu_count() or 1
+
+
+_QUOTA = []
+
+
+def _cgroup_quota():
+    """The cgroup's CPU quota in CPUs (rounded up), None when unlimited; read once."""
+    if not _QUOTA:
+        _QUOTA.append(_read_cgroup_quota())
+    return _QUOTA[0]
+
+
+def _read_cgroup_quota(proc="/proc/self/cgroup", root="/sys/fs/cgroup"):
+    """The CPU quota of this process's cgroup (``proc``: its ``/proc/<pid>/cgroup``) under
+    the cgroup mount ``root``: v2's ``cpu.max``, or v1's ``cpu.cfs_quota_us`` over
+    ``cpu.cfs_period_us``; the cgroup's own files first, then the mount's top."""
+    candidates = []
+    try:
+        with open(proc) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        path = path.rstrip("/")
+        if controllers == "":
+            candidates += [("v2", f"{root}{path}/cpu.max"), ("v2", f"{root}/cpu.max")]
+        elif "cpu" in controllers.split(","):
+            for mount in (f"{root}/cpu", f"{root}/cpu,cpuacct"):
+                candidates += [("v1", f"{mount}{path}"), ("v1", mount)]
+    for kind, where in candidates:
+        try:
+            if kind == "v2":
+                with open(where) as f:
+                    quota, period = f.read().split()[:2]
+                if quota == "max":
+                    return None
+            else:
+                with open(f"{where}/cpu.cfs_quota_us") as f:
+                    quota = f.read().strip()
+                with open(f"{where}/cpu.cfs_period_us") as f:
+                    period = f.read().strip()
+                if int(quota) <= 0:
+                    return None
+            return max(1, math.ceil(int(quota) / int(period)))
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+@contextlib.contextmanager
+def openmp_environment():
+    """Around the first load of the OpenMP runtime (``import lodarrow``): a passive wait
+    policy, unless the user chose one (``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` set).
+
+    GNU OpenMP's default lets a thread that has finished its share spin for about 3 ms
+    (300,000 spins), after a region and at its closing barrier; on a busy machine those spins
+    take the cores that the other processes, and the kernel's own descheduled thread, need.
+    Passive threads sleep at once.  The runtime reads the variable when it loads, so it is
+    set for the import and removed after: processes started later, and other OpenMP runtimes
+    loaded later, see the environment as the user left it.  A runtime that is already loaded
+    (the same ``libgomp`` loaded by another library first) keeps its own setting.
+    """
+    chosen = any(k in os.environ for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"))
+    if not chosen:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    try:
+        yield
+    finally:
+        if not chosen:
+            os.environ.pop("OMP_WAIT_POLICY", None)
 
 
 def chunk_bounds(offsets, n_chunks):

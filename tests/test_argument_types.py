@@ -124,6 +124,11 @@ HUB_LIBRARIES = {"to_torch": "torch", "from_torch": "torch", "to_awkward": "awkw
                  "from_paddle": "paddle"}
 
 
+#: The engines' writers: valid calls where the engine's library is installed.
+WRITER_LIBRARIES = {"ray_parquet_sink": "ray", "dask_write_parquet": "dask"}
+OPTIONAL_LIBRARIES = {**HUB_LIBRARIES, **WRITER_LIBRARIES}
+
+
 def _installed(module):
     import importlib.util
 
@@ -171,7 +176,7 @@ OWN_PROCESS = {"to_paddle", "from_paddle"}
 def _skip_missing_library(func):
     if func in OWN_PROCESS:
         pytest.skip(f"{func}: checked in tests/hub_paddle_cases.py (a process of its own)")
-    lib = HUB_LIBRARIES.get(func)
+    lib = OPTIONAL_LIBRARIES.get(func)
     if lib is not None and not _installed(lib):
         pytest.skip(f"{func} needs {lib}, which is not installed")
 
@@ -212,6 +217,17 @@ def _cases():
 def calls(parquet_path, tmp_path, request):
     out = _valid_calls(parquet_path, str(tmp_path / "out.parquet"))
     out.update(_hub_calls())
+    if _installed("ray"):  # the sink is only built: no Ray is started
+        out["ray_parquet_sink"] = {"dest": str(tmp_path / "ray-out"), "partition_cols": ["k"],
+                                   "overwrite": True, "engine": "auto"}
+    if _installed("dask"):
+        import dask.dataframe as dd
+
+        frame = pd.DataFrame({"k": ["a", "b", "a"], "x": [1.0, 2.0, 3.0]})
+        out["dask_write_parquet"] = {"ddf": dd.from_pandas(frame, npartitions=2),
+                                     "dest": str(tmp_path / "dask-out"),
+                                     "partition_cols": ["k"], "overwrite": True,
+                                     "engine": "auto"}
     # a Spark DataFrame only for the spark_map cases (the local Spark of conftest.py)
     spark = request.getfixturevalue("spark") if "spark_map" in request.node.name else None
     out["spark_map"] = {
@@ -224,7 +240,8 @@ def calls(parquet_path, tmp_path, request):
 def test_every_public_function_has_a_valid_call(calls):
     missing = [name for name, _ in _public_functions()
                if name not in calls and name not in STAR_CALLS and name not in OWN_PROCESS
-               and not (name in HUB_LIBRARIES and not _installed(HUB_LIBRARIES[name]))]
+               and not (name in OPTIONAL_LIBRARIES
+                        and not _installed(OPTIONAL_LIBRARIES[name]))]
     assert not missing, f"add a valid call for {missing} to VALID_CALLS"
 
 

@@ -13,6 +13,8 @@ must be the same as ``apply`` on the whole table, row for row.
 Select these tests with ``-m engines`` (or leave them out with ``-m "not engines"``).
 """
 
+import os
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -243,3 +245,146 @@ def test_spark_map_equals_apply_and_map_parquet(dataset, expected, mapped, spark
     assert got.num_rows == len(table)
     for what, want in (("spark vs apply", expected), ("spark vs map_parquet", mapped)):
         assert_same_rows(got, want, what, check_types=False)
+
+
+def _no_staging_left(parent):
+    return not [n for n in os.listdir(parent) if ".lodarrow-tmp-" in n]
+
+
+def _hive_source(dataset, root):
+    """The dataset's rows under ``lang=en`` / ``lang=fr`` directories (a Hive dataset)."""
+    _, table = dataset
+    src = root / "hive"
+    for lang, phase in (("en", 0), ("fr", 1)):
+        (src / f"lang={lang}").mkdir(parents=True)
+        rows = pa.array(np.arange(len(table)) % 2 == phase)
+        pq.write_table(table.filter(rows), src / f"lang={lang}" / "part-0.parquet",
+                       row_group_size=ROW_GROUP)
+    return src
+
+
+def _read_hive(dest):
+    import pyarrow.dataset as pads
+
+    return sort_by_id(pads.dataset(dest, format="parquet", partitioning="hive").to_table())
+
+
+def test_ray_parquet_sink_equals_apply_and_map_parquet(dataset, expected, mapped, ray_session,
+                                                       tmp_path):
+    """``write_datasink(la.ray_parquet_sink(dest))``: lodarrow's writer and staging."""
+    ray = ray_session
+    src, table = dataset
+    sink = la.ray_parquet_sink(tmp_path / "ray")
+    (ray.data.read_parquet(str(src))
+     .map_batches(every_operator_pipeline(), batch_format="pyarrow", batch_size=64,
+                  zero_copy_batch=True)
+     .write_datasink(sink))
+    got = sort_by_id(pq.read_table(tmp_path / "ray"))
+    assert_same_rows(got, expected, "ray sink vs apply")
+    assert_same_rows(got, mapped, "ray sink vs map_parquet")
+    assert sink.summary.rows == len(table) and sink.summary.dest == str(tmp_path / "ray")
+    assert sorted(os.listdir(tmp_path)) == ["ray"] and _no_staging_left(tmp_path)
+
+
+def test_ray_parquet_sink_keeps_hive_partitions(dataset, ray_session, tmp_path):
+    ray = ray_session
+    src = _hive_source(dataset, tmp_path)
+    f = every_operator_pipeline()
+    la.map_parquet(src, tmp_path / "mapped", f)
+    (ray.data.read_parquet(str(src))  # the key comes back as a column "lang"
+     .map_batches(f, batch_format="pyarrow", batch_size=64)
+     .write_datasink(la.ray_parquet_sink(tmp_path / "ray", partition_cols=["lang"])))
+    assert sorted(os.listdir(tmp_path / "ray")) == ["lang=en", "lang=fr"]
+    assert_same_rows(_read_hive(tmp_path / "ray"), _read_hive(tmp_path / "mapped"),
+                     "ray sink, hive partitions vs map_parquet")
+
+
+def test_ray_parquet_sink_failure_leaves_nothing(dataset, ray_session, tmp_path):
+    ray = ray_session
+    src, _ = dataset
+    f = every_operator_pipeline()
+
+    def fails_late(batch):
+        import pyarrow.compute as pc
+
+        if pc.max(batch["id"]).as_py() >= 2000:
+            raise ValueError("udf failed on purpose")
+        return f(batch)
+
+    with pytest.raises(Exception, match="udf failed on purpose"):
+        (ray.data.read_parquet(str(src))
+         .map_batches(fails_late, batch_format="pyarrow", batch_size=64)
+         .write_datasink(la.ray_parquet_sink(tmp_path / "ray")))
+    assert os.listdir(tmp_path) == [] and _no_staging_left(tmp_path)
+
+
+def _probe():
+    """A function telling what a lodarrow kernel runs on where it is called: ``(threads for
+    large work, usable CPUs, OMP_NUM_THREADS)``; made here, so that Ray and Dask ship it by
+    value (the workers cannot import this test module)."""
+
+    def kernel_threads():
+        import os
+
+        from lodarrow._threads import threads_for, usable_cpus
+
+        return threads_for(1 << 24), usable_cpus(), os.environ.get("OMP_NUM_THREADS")
+
+    return kernel_threads
+
+
+def test_kernel_threads_inside_ray_tasks(ray_session):
+    """Ray sets OMP_NUM_THREADS to a task's CPUs (1 by default): a kernel in a task, or in a
+    map_batches udf, runs on that many threads at most, so two tasks on two cores do not
+    oversubscribe them."""
+    ray = ray_session
+    kernel_threads = _probe()
+    probe = ray.remote(kernel_threads)
+    assert ray.get(probe.remote()) == (1, 1, "1")
+    n, usable, omp = ray.get(probe.options(num_cpus=2).remote())
+    assert omp == "2" and usable == min(2, len(os.sched_getaffinity(0))) and 1 <= n <= usable
+
+    def in_udf(batch):
+        return pa.table({"threads": [kernel_threads()[0]] * batch.num_rows})
+
+    got = ray.data.range(8).map_batches(in_udf, batch_format="pyarrow").take_all()
+    assert {r["threads"] for r in got} == {1}
+
+
+def test_dask_write_parquet_equals_apply_and_map_parquet(dataset, expected, mapped,
+                                                         dask_client, tmp_path):
+    """``la.dask_write_parquet(ddf.map_partitions(f, ...), dest)`` on a LocalCluster."""
+    import dask.dataframe as dd
+
+    src, table = dataset
+    f = every_operator_pipeline()
+    ddf = dd.read_parquet(str(src), dtype_backend="pyarrow")
+    summary = la.dask_write_parquet(ddf.map_partitions(f, meta=f.dask_meta(ddf)),
+                                    tmp_path / "dask")
+    got = sort_by_id(pq.read_table(tmp_path / "dask"))
+    for what, want in (("dask writer vs apply", expected), ("dask writer vs map_parquet",
+                                                            mapped)):
+        assert_same_rows(got, want, what, check_types=False)
+    assert summary.rows == len(table) and _no_staging_left(tmp_path)
+
+
+def test_dask_write_parquet_keeps_hive_partitions(dataset, dask_client, tmp_path):
+    import dask.dataframe as dd
+
+    src = _hive_source(dataset, tmp_path)
+    f = every_operator_pipeline()
+    la.map_parquet(src, tmp_path / "mapped", f)
+    ddf = dd.read_parquet(str(src), dtype_backend="pyarrow")  # "lang": a categorical
+    la.dask_write_parquet(ddf.map_partitions(f, meta=f.dask_meta(ddf)), tmp_path / "dask",
+                          partition_cols=["lang"])
+    assert sorted(os.listdir(tmp_path / "dask")) == ["lang=en", "lang=fr"]
+    assert_same_rows(_read_hive(tmp_path / "dask"), _read_hive(tmp_path / "mapped"),
+                     "dask writer, hive partitions vs map_parquet", check_types=False)
+
+
+def test_kernel_threads_inside_dask_workers(dask_client):
+    """Dask's nanny starts each worker process with OMP_NUM_THREADS=1: a kernel in a task
+    runs on one thread (the LocalCluster has one thread per worker)."""
+    kernel_threads = _probe()
+    assert set(dask_client.run(kernel_threads).values()) == {(1, 1, "1")}
+    assert dask_client.submit(kernel_threads, pure=False).result() == (1, 1, "1")

@@ -17,7 +17,10 @@ RSS is that run's: ``ru_maxrss`` of the child), one after the other:
   through ``map_parquet``;
 * ``ray`` / ``dask``: the same pipeline on a local Ray (2 CPUs; Ray's default Parquet
   reader; ``map_parquet``'s batch size) and on a ``distributed.LocalCluster`` of 2 worker
-  processes (one partition per file), engine start-up timed separately;
+  processes (one partition per file), engine start-up timed separately, written by the
+  engine's own ``write_parquet`` / ``to_parquet``; ``ray + lodarrow sink`` / ``dask +
+  lodarrow writer``: the same, written by ``la.ray_parquet_sink`` /
+  ``la.dask_write_parquet`` (lodarrow's writer and layout);
 * ``spark copy`` / ``spark identity`` / ``spark``: a local Spark (``local[2]``, Arrow batches
   of ``map_parquet``'s size) reading and writing the dataset in the JVM alone, through an
   identity ``mapInArrow`` (what Spark's JVM-Python round trip costs), and through
@@ -184,9 +187,11 @@ def _map_udf_pyarrow(src_files, dest, batch_rows):
                    progress=False, engine="pyarrow")
 
 
-def _ray(src_files, dest, batch_rows):
+def _ray(src_files, dest, batch_rows, lodarrow_sink=False):
     import pyarrow.parquet as pq
     import ray
+
+    import lodarrow as la
 
     if batch_rows is None:  # map_parquet's batches, not Ray's default
         with pq.ParquetFile(src_files[0]) as pf:
@@ -201,18 +206,27 @@ def _ray(src_files, dest, batch_rows):
         t1 = time.perf_counter()
         # the directory, not the list: Ray's resolver of file lists imports fsspec's HTTP
         # filesystem, which fails without aiohttp
-        (ray.data.read_parquet(os.path.dirname(src_files[0]))
-         .map_batches(dataset_udf(), batch_format="pyarrow", batch_size=batch_rows,
-                      zero_copy_batch=True)
-         .write_parquet(dest))
+        mapped = (ray.data.read_parquet(os.path.dirname(src_files[0]))
+                  .map_batches(dataset_udf(), batch_format="pyarrow", batch_size=batch_rows,
+                               zero_copy_batch=True))
+        if lodarrow_sink:
+            mapped.write_datasink(la.ray_parquet_sink(dest))
+        else:
+            mapped.write_parquet(dest)
         return {"startup_s": started, "run_s": time.perf_counter() - t1}
     finally:
         ray.shutdown()
 
 
-def _dask(src_files, dest, batch_rows):
+def _ray_sink(src_files, dest, batch_rows):
+    return _ray(src_files, dest, batch_rows, lodarrow_sink=True)
+
+
+def _dask(src_files, dest, batch_rows, lodarrow_writer=False):
     import dask.dataframe as dd
     from distributed import Client, LocalCluster
+
+    import lodarrow as la
 
     t0 = time.perf_counter()
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
@@ -221,8 +235,16 @@ def _dask(src_files, dest, batch_rows):
         t1 = time.perf_counter()
         f = dataset_udf()
         ddf = dd.read_parquet(os.path.dirname(src_files[0]), dtype_backend="pyarrow")
-        ddf.map_partitions(f, meta=f.dask_meta(ddf)).to_parquet(dest, write_index=False)
+        mapped = ddf.map_partitions(f, meta=f.dask_meta(ddf))
+        if lodarrow_writer:
+            la.dask_write_parquet(mapped, dest)
+        else:
+            mapped.to_parquet(dest, write_index=False)
         return {"startup_s": started, "run_s": time.perf_counter() - t1}
+
+
+def _dask_writer(src_files, dest, batch_rows):
+    return _dask(src_files, dest, batch_rows, lodarrow_writer=True)
 
 
 def _spark_session(batch_rows):
@@ -330,6 +352,8 @@ RUNS = {
     "ray": (_ray, "read_parquet().map_batches(udf, batch_format='pyarrow').write_parquet()"),
     "dask": (_dask, "read_parquet(dtype_backend='pyarrow').map_partitions(udf, "
                     "meta=udf.dask_meta(ddf)).to_parquet()"),
+    "ray + lodarrow sink": (_ray_sink, "the same, .write_datasink(la.ray_parquet_sink(dest))"),
+    "dask + lodarrow writer": (_dask_writer, "the same, la.dask_write_parquet(mapped, dest)"),
     "spark copy": (_spark_copy, "spark.read.parquet().write.parquet(), no Python"),
     "spark identity": (_spark_identity, "df.mapInArrow(identity, df.schema): Spark's JVM-Python "
                                         "round trip alone"),
@@ -339,9 +363,10 @@ RUNS = {
                                                "Spark: lodarrow's share"),
 }
 #: The runs that start an engine (start-up timed apart, no peak RSS: the work is elsewhere).
-ENGINE_RUNS = ("ray", "dask", "spark copy", "spark identity", "spark", "spark_map work alone")
+ENGINE_RUNS = ("ray", "dask", "ray + lodarrow sink", "dask + lodarrow writer", "spark copy",
+               "spark identity", "spark", "spark_map work alone")
 #: What each engine runs (at the large size with the default runs).
-ENGINE_OF = {"ray": ("ray",), "dask": ("dask",),
+ENGINE_OF = {"ray": ("ray", "ray + lodarrow sink"), "dask": ("dask", "dask + lodarrow writer"),
              "spark": ("spark copy", "spark identity", "spark", "spark_map work alone")}
 
 
@@ -396,7 +421,8 @@ def measure(name, src_dir, dest_root, batch_rows, timeout=1800):
 SMALL_RUNS = ("pyarrow copy", "map_parquet identity", "map_parquet identity, pyarrow writer",
               "hand loop + udf", "map_parquet + udf", "map_parquet + udf, threads=2")
 LARGE_RUNS = ("pyarrow copy", "map_parquet identity", "map_parquet identity, pyarrow writer",
-              "map_parquet + udf", "map_parquet + udf, pyarrow writer", "ray", "dask",
+              "map_parquet + udf", "map_parquet + udf, pyarrow writer", "ray",
+              "ray + lodarrow sink", "dask", "dask + lodarrow writer",
               "spark copy", "spark identity", "spark", "spark_map work alone")
 
 
@@ -608,7 +634,7 @@ def summary_lines(report):
     if peaks:
         out.append(f"- Peak RSS (flat as the dataset grows {sizes['large'] / sizes['small']:.0f}"
                    f"x): {'; '.join(peaks)}.")
-    for name in ("ray", "dask"):
+    for name in ("ray", "ray + lodarrow sink", "dask", "dask + lodarrow writer"):
         r = by.get(("large", name))
         if r and "wall_vs_map_parquet" in r:
             same = (f"; against map_parquet with the same (pyarrow's) writer, the engine's own "

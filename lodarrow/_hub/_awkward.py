@@ -119,7 +119,8 @@ def from_awkward(array, *, dtype=None):
         try:
             dtype = check_dtype(dtype, fn)
         except TypeError as exc:
-            raise TypeError(f"{fn}: dtype={dtype!r} is not a dtype lodarrow holds ({exc})") from None
+            raise TypeError(f"{fn}: dtype={dtype!r} is not a dtype lodarrow holds "
+                            f"({exc})") from None
     layout = ak.to_layout(array, allow_record=False)
     levels = []  # raw offsets, outermost first (not yet cut to the range above them)
     node = layout
@@ -148,8 +149,8 @@ def from_awkward(array, *, dtype=None):
                             f"holds lists of numbers")
     if type(node).__name__ == "EmptyArray" and not levels:
         raise ValueError(f"{fn}: the array is empty with no list level (type "
-                         f"{layout.length} * {layout.form.type}): it has no sequence and no dtype to read; a "
-                         f"batch of empty sequences is a list of empty lists "
+                         f"{layout.length} * {layout.form.type}): it has no sequence and no "
+                         f"dtype to read; a batch of empty sequences is a list of empty lists "
                          f"(ak.Array([[], []])), an empty batch of values ak.Array(np.empty(0))")
     levels = [_common.check_offsets(_common.host_array(o, fn), fn, f"level {k} offsets")
               for k, o in enumerate(levels)]
