@@ -4,7 +4,7 @@ Every function trusts its arguments' types, shapes and values (the Python layer 
 ``lodarrow/_training`` checks them); indices, lengths and offsets are int64 end to end.
 """
 from cython.parallel cimport prange
-from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, qsort
 from libc.string cimport memcpy, memset
 
@@ -94,7 +94,7 @@ def sort_windows(const int64_t[::1] order, const int64_t[::1] lengths,
     Returns 0, or -1 when a window's scratch memory could not be allocated.
     """
     cdef Py_ssize_t w, nw = windows.shape[0] - 1
-    cdef int bad = 0
+    cdef int failed = 0
     if order.shape[0] == 0:
         return 0
     cdef const int64_t* po = &order[0]
@@ -104,8 +104,8 @@ def sort_windows(const int64_t[::1] order, const int64_t[::1] lengths,
     with nogil:
         for w in prange(nw, num_threads=max(num_threads, 1), schedule="dynamic"):
             if _sort_one(po, pl, windows[w], windows[w + 1], pout, plen, descending) != 0:
-                bad = -1
-    return bad
+                failed += 1  # a reduction: any window's failure survives the loop
+    return -1 if failed else 0
 
 
 def cut_batches(const int64_t[::1] seq_lengths, const int64_t[::1] windows,
@@ -170,56 +170,184 @@ def range_stats(const int64_t[::1] seq_lengths, const int64_t[::1] lo, const int
             longest[b] = m
 
 
-def first_fit(const int64_t[::1] sizes, int64_t capacity, int64_t[::1] bin_of):
-    """First fit of ``sizes`` (in the given order; sorted decreasing, first-fit-decreasing)
-    into bins of ``capacity``: ``bin_of[k]`` is the bin of item ``k``; returns the number of
-    bins.  Every size must be <= capacity.  A segment tree of the bins' free space finds the
-    first bin that fits in O(log n).
-    """
-    cdef Py_ssize_t n = sizes.shape[0]
+# --- best fit: a treap of the open bins keyed by (free space, bin) -------------------------
+#
+# Best fit puts each item into the bin with the least free space that still holds it (the
+# fullest that fits; the lowest-numbered among equals).  The bins sit in a treap (a binary
+# search tree with random heap priorities: expected depth O(log n)) ordered by (free, bin), so
+# that bin is the tree's lower bound of the item's size.  Nodes are bins, in flat arrays.
+
+ctypedef struct _treap:
+    int64_t* free    # free space of each bin
+    int64_t* left
+    int64_t* right
+    uint64_t* prio
+
+
+cdef inline bint _before(const _treap* t, int64_t a, int64_t b) noexcept nogil:
+    """Whether bin ``a`` comes before bin ``b`` in (free space, bin) order."""
+    return t.free[a] < t.free[b] or (t.free[a] == t.free[b] and a < b)
+
+
+cdef int64_t _merge(_treap* t, int64_t a, int64_t b) noexcept nogil:
+    """The union of treaps ``a`` and ``b``, every key of ``a`` before every key of ``b``."""
+    if a < 0:
+        return b
+    if b < 0:
+        return a
+    if t.prio[a] > t.prio[b]:
+        t.right[a] = _merge(t, t.right[a], b)
+        return a
+    t.left[b] = _merge(t, a, t.left[b])
+    return b
+
+
+cdef void _split(_treap* t, int64_t node, int64_t key, int64_t* lo, int64_t* hi) noexcept nogil:
+    """Split treap ``node`` into the bins before bin ``key`` (``lo``) and the rest (``hi``)."""
+    if node < 0:
+        lo[0] = -1
+        hi[0] = -1
+    elif _before(t, node, key):
+        _split(t, t.right[node], key, &t.right[node], hi)
+        lo[0] = node
+    else:
+        _split(t, t.left[node], key, lo, &t.left[node])
+        hi[0] = node
+
+
+cdef int64_t _drop_first(_treap* t, int64_t node) noexcept nogil:
+    """Treap ``node`` without its first bin."""
+    if t.left[node] < 0:
+        return t.right[node]
+    t.left[node] = _drop_first(t, t.left[node])
+    return node
+
+
+cdef int64_t _insert(_treap* t, int64_t root, int64_t b) noexcept nogil:
+    cdef int64_t lo, hi
+    t.left[b] = -1
+    t.right[b] = -1
+    _split(t, root, b, &lo, &hi)
+    return _merge(t, _merge(t, lo, b), hi)
+
+
+cdef int64_t _best_fit(const int64_t* sizes, int64_t n, int64_t capacity, int64_t* bin_of,
+                       int64_t* offset) noexcept nogil:
+    """Best fit of ``sizes[:n]`` into bins of ``capacity``; the number of bins, -1 when out of
+    memory.  ``offset`` (or NULL) gets each item's first slot in its bin."""
+    cdef _treap t
+    cdef int64_t k, size, node, found, root = -1, nbins = 0, lo, hi
+    cdef uint64_t state = 0x5EED
     if n == 0:
         return 0
-    cdef int64_t leaves = 1, k, node, nbins = 0, size
-    while leaves < n:
-        leaves *= 2
-    cdef int64_t* free_space = <int64_t*>malloc(2 * leaves * sizeof(int64_t))
-    if free_space == NULL:
-        raise MemoryError()
-    with nogil:
-        for k in range(2 * leaves):
-            free_space[k] = capacity
-        for k in range(n):
-            size = sizes[k]
-            node = 1
-            while node < leaves:  # the leftmost child with room
-                node = 2 * node if free_space[2 * node] >= size else 2 * node + 1
-            free_space[node] -= size
-            bin_of[k] = node - leaves
-            if node - leaves + 1 > nbins:
-                nbins = node - leaves + 1
-            node //= 2
-            while node >= 1:
-                free_space[node] = (free_space[2 * node] if free_space[2 * node]
-                                    > free_space[2 * node + 1] else free_space[2 * node + 1])
-                node //= 2
-    free(free_space)
+    t.free = <int64_t*>malloc(n * sizeof(int64_t))
+    t.left = <int64_t*>malloc(n * sizeof(int64_t))
+    t.right = <int64_t*>malloc(n * sizeof(int64_t))
+    t.prio = <uint64_t*>malloc(n * sizeof(uint64_t))
+    if t.free == NULL or t.left == NULL or t.right == NULL or t.prio == NULL:
+        free(t.free)
+        free(t.left)
+        free(t.right)
+        free(t.prio)
+        return -1
+    for k in range(n):
+        size = sizes[k]
+        found = -1
+        node = root
+        while node >= 0:  # the lower bound of size: the fullest bin that holds the item
+            if t.free[node] >= size:
+                found = node
+                node = t.left[node]
+            else:
+                node = t.right[node]
+        if found < 0:  # a new bin
+            found = nbins
+            nbins += 1
+            t.free[found] = capacity
+            t.prio[found] = _splitmix(&state)
+        else:  # out of the tree, to go back with its new key
+            _split(&t, root, found, &lo, &hi)
+            root = _merge(&t, lo, _drop_first(&t, hi))
+        bin_of[k] = found
+        if offset != NULL:
+            offset[k] = capacity - t.free[found]
+        t.free[found] -= size
+        root = _insert(&t, root, found)
+    free(t.free)
+    free(t.left)
+    free(t.right)
+    free(t.prio)
     return nbins
+
+
+def best_fit(const int64_t[::1] sizes, int64_t capacity, int64_t[::1] bin_of,
+             int64_t[::1] offset=None):
+    """Best fit of ``sizes`` (in the given order; sorted decreasing: best-fit decreasing) into
+    bins of ``capacity``: each item goes to the fullest bin that holds it (the lowest-numbered
+    among equally full ones), a new bin when none does, in O(log n).
+
+    ``bin_of[k]`` gets the bin of item ``k``, ``offset[k]`` (if given) its first slot there
+    (the bin's fill before it).  Every size must be in ``[0, capacity]``.  Returns the number
+    of bins.
+    """
+    cdef Py_ssize_t n = sizes.shape[0]
+    cdef int64_t nbins
+    if n == 0:
+        return 0
+    cdef int64_t* po = &offset[0] if offset is not None else NULL
+    with nogil:
+        nbins = _best_fit(&sizes[0], n, capacity, &bin_of[0], po)
+    if nbins < 0:
+        raise MemoryError()
+    return nbins
+
+
+def best_fit_windows(const int64_t[::1] sizes, const int64_t[::1] windows, int64_t capacity,
+                     int64_t[::1] bin_of, int64_t[::1] offset, int64_t[::1] n_bins,
+                     int num_threads):
+    """:func:`best_fit` of each window ``sizes[windows[w]:windows[w+1]]`` on its own:
+    ``bin_of`` and ``offset`` as there (bins numbered from 0 in each window), ``n_bins[w]``
+    the window's number of bins.
+
+    Returns 0, or -1 when a window's scratch memory could not be allocated.
+    """
+    cdef Py_ssize_t w, nw = windows.shape[0] - 1
+    cdef int failed = 0
+    cdef int64_t lo, got
+    if sizes.shape[0] == 0:
+        n_bins[:] = 0
+        return 0
+    cdef const int64_t* ps = &sizes[0]
+    cdef int64_t* pb = &bin_of[0]
+    cdef int64_t* po = &offset[0]
+    with nogil:
+        for w in prange(nw, num_threads=max(num_threads, 1), schedule="dynamic"):
+            lo = windows[w]
+            got = _best_fit(ps + lo, windows[w + 1] - lo, capacity, pb + lo, po + lo)
+            n_bins[w] = got
+            if got < 0:
+                failed += 1  # a reduction: any window's failure survives the loop
+    return -1 if failed else 0
 
 
 def gather_rows(const uint8_t[::1] src, int64_t row_bytes, const int64_t[::1] starts,
                 const int64_t[::1] lengths, const int64_t[::1] dest, const int64_t[::1] slot,
                 const uint8_t[::1] pad_row, uint8_t[::1] out, int64_t[::1] positions,
-                uint8_t[::1] mask, int num_threads):
-    """Copy sequence ``k`` (value rows ``starts[k]:starts[k]+lengths[k]`` of ``src``, each
+                uint8_t[::1] mask, const int32_t[::1] ids, int32_t[::1] token_ids,
+                int32_t fill_id, int num_threads):
+    """Copy item ``k`` (value rows ``starts[k]:starts[k]+lengths[k]`` of ``src``, each
     ``row_bytes`` long) to output rows ``dest[k]...`` of ``out``.
 
-    Rows ``dest[k]+lengths[k]:dest[k]+slot[k]`` get ``pad_row`` (``slot`` empty: no fill).
-    ``positions`` (if not empty) gets ``0..lengths[k]-1`` at the sequence's output rows;
-    ``mask`` (if not empty) gets 1 there and 0 over the fill.
+    Rows ``dest[k]+lengths[k]:dest[k]+slot[k]`` (the fill; ``slot`` empty: none) get
+    ``pad_row``.  The per-row outputs, each skipped when empty: ``positions`` gets
+    ``0..lengths[k]-1`` at the item's rows and 0 over the fill, ``mask`` 1 and 0,
+    ``token_ids`` ``ids[k]`` and ``fill_id``.
     """
     cdef Py_ssize_t k, n = starts.shape[0]
     cdef int64_t j, d, ln, fill_to
+    cdef int32_t label
     cdef bint fill = slot.shape[0] > 0, pos = positions.shape[0] > 0, msk = mask.shape[0] > 0
+    cdef bint lab = token_ids.shape[0] > 0
     if n == 0:
         return
     cdef const uint8_t* ps = &src[0] if src.shape[0] > 0 else NULL
@@ -237,13 +365,21 @@ def gather_rows(const uint8_t[::1] src, int64_t row_bytes, const int64_t[::1] st
             if msk:
                 for j in range(ln):
                     mask[d + j] = 1
+            if lab:
+                label = ids[k]
+                for j in range(ln):
+                    token_ids[d + j] = label
             if fill:
                 fill_to = d + slot[k]
                 for j in range(d + ln, fill_to):
                     if row_bytes > 0:
                         memcpy(po + j * row_bytes, pad, row_bytes)
+                    if pos:
+                        positions[j] = 0
                     if msk:
                         mask[j] = 0
+                    if lab:
+                        token_ids[j] = fill_id
 
 
 cdef inline uint64_t _splitmix(uint64_t* state) noexcept nogil:

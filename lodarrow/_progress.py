@@ -33,8 +33,10 @@ class Progress:
     """
 
     def __init__(self, files, total_bytes, enabled, stream=None, label="map_parquet",
-                 unit="files"):
+                 unit="files", tokens=False):
         self.enabled = enabled
+        self.count_tokens = tokens  # a loader's bar shows tokens/s
+        self.tokens = 0
         self.label = label
         self.unit = unit
         self.stream = stream or sys.stderr
@@ -45,12 +47,13 @@ class Progress:
         self.lock = threading.Lock()
         self.shown = False
 
-    def advance(self, rows, nbytes):
+    def advance(self, rows, nbytes, tokens=0):
         if not self.enabled:
             return
         with self.lock:
             self.rows += rows
             self.bytes += nbytes
+            self.tokens += tokens
             self._draw()
 
     def file_done(self):
@@ -74,8 +77,10 @@ class Progress:
         fill = int(frac * width)
         left = (self.total - nbytes) / rate if rate > 0 else float("nan")
         eta = f"{elapsed:.1f} s" if done or math.isnan(left) else f"{left:.0f} s left"
+        extra = (f"{self.tokens:,} tokens  {self.tokens / elapsed:,.0f} tokens/s  "
+                 if self.count_tokens else "")
         line = (f"\r{self.label} [{'#' * fill}{'.' * (width - fill)}] "
-                f"{self.files_done}/{self.files} {self.unit}  {self.rows:,} rows  "
+                f"{self.files_done}/{self.files} {self.unit}  {self.rows:,} rows  {extra}"
                 f"{mb(nbytes)}/{mb(self.total)}  {mb(rate)}/s  {eta}  ")
         self.stream.write(line)
         self.stream.flush()

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import lodarrow as la
-from lodarrow._training._collate import pack_rows
+from reference_packing import best_fit_decreasing
 
 
 def _seqs(tensor, level):
@@ -37,29 +37,28 @@ def _reference(seqs, rows, mode, pad, row_length=None):
         for n in lengths:
             cu.append(cu[-1] + n)
         return {"values": [v for s in picked for v in s], "cu_seqlens": cu,
-                "max_seqlen": longest, "position_ids": [i for n in lengths for i in range(n)]}
-    # packed rows: first fit, longest first (ties in the batch's order)
-    rows_ = []
-    for k in sorted(range(len(picked)), key=lambda k: -lengths[k]):
-        for row in rows_:
-            if sum(lengths[j] for j in row) + lengths[k] <= row_length:
-                row.append(k)
-                break
-        else:
-            rows_.append([k])
-    values, pos, cus = [], [], []
+                "max_seqlen": longest, "position_ids": [i for n in lengths for i in range(n)],
+                "seq_idx": [k for k, n in enumerate(lengths) for _ in range(n)]}
+    if mode == "segments":
+        return {"values": [v for s in picked for v in s], "num_segments": len(picked),
+                "segment_ids": [k for k, n in enumerate(lengths) for _ in range(n)],
+                "position_ids": [i for n in lengths for i in range(n)], "lengths": lengths}
+    # packed rows: best fit, longest first (ties in the batch's order)
+    rows_ = best_fit_decreasing(lengths, row_length)
+    values, pos, cus, seq_idx = [], [], [], []
     for row in rows_:
         vals = [v for k in row for v in picked[k]]
         fill = row_length - len(vals)
         values.append(vals + [np.full(picked[0].shape[1:], pad, picked[0].dtype)] * fill)
         pos.append([i for k in row for i in range(lengths[k])] + [0] * fill)
+        seq_idx.append([k for k in row for _ in range(lengths[k])] + [-1] * fill)
         cu = [0]
         for k in row:
             cu.append(cu[-1] + lengths[k])
         cus.append(cu)
     most = max((len(c) for c in cus), default=1)
     cus = [c + [c[-1]] * (most - len(c)) for c in cus]
-    return {"values": values, "position_ids": pos, "cu_seqlens": cus}
+    return {"values": values, "position_ids": pos, "cu_seqlens": cus, "seq_idx": seq_idx}
 
 
 def _check(got, want, dtype, feature):
@@ -68,7 +67,7 @@ def _check(got, want, dtype, feature):
             expect = np.array(value, dtype=dtype).reshape(got[key].shape)
             assert got[key].dtype == dtype
             np.testing.assert_array_equal(got[key], expect)
-        elif key == "max_seqlen":
+        elif key in ("max_seqlen", "num_segments"):
             assert got[key] == value
         else:
             np.testing.assert_array_equal(got[key], np.array(value).reshape(got[key].shape))
@@ -77,7 +76,7 @@ def _check(got, want, dtype, feature):
 @given(data=st.data(), level_count=st.integers(1, 3),
        dtype=st.sampled_from(["float32", "int64", "float16", "bool", "uint8"]),
        feature=st.sampled_from([(), (3,), (2, 2)]),
-       mode=st.sampled_from(["padded", "packed", "packed_rows"]))
+       mode=st.sampled_from(["padded", "packed", "packed_rows", "segments"]))
 def test_collate_equals_the_reference(data, level_count, dtype, feature, mode):
     from strategies import lod_lengths
 
@@ -116,14 +115,6 @@ def test_collate_to_torch_is_zero_copy_dlpack():
     assert b["cu_seqlens"].tolist() == [0, 2, 3] and b["max_seqlen"] == 2
 
 
-def test_pack_rows_is_first_fit_decreasing():
-    seq_row, dest, n_rows, cu = pack_rows(np.array([3, 5, 2, 4, 1]), 6)
-    # FFD: 5 -> row 0, 4 -> row 1, 3 -> row 2, 2 -> row 1, 1 -> row 0
-    assert seq_row.tolist() == [2, 0, 1, 1, 0] and n_rows == 3
-    assert cu.tolist() == [[0, 5, 6], [0, 4, 6], [0, 3, 3]]
-    assert dest.tolist() == [12, 0, 10, 6, 5]
-
-
 def test_collate_errors():
     col = pa.array([[1, 2, 3], [4]])
     with pytest.raises(ValueError, match="rows holds 2"):
@@ -134,6 +125,8 @@ def test_collate_errors():
         la.collate(col, row_length=3)
     with pytest.raises(ValueError, match="sequence 0 has 3 tokens, more than row_length=2"):
         la.collate(col, mode="packed_rows", row_length=2)
+    with pytest.raises(ValueError, match="sequence 0 has 3 tokens"):
+        la.collate(col, [1, 0], mode="packed_rows", row_length=2, oversize="error")  # its row
     with pytest.raises(ValueError, match="mode must be"):
         la.collate(col, mode="flat")
     with pytest.raises(TypeError, match="pad_value"):
@@ -149,7 +142,10 @@ def test_collate_on_the_gpu():
         pytest.skip("no CUDA device")
     t = la.LoDTensor(np.arange(6.0).reshape(6, 1), [[0, 3, 4, 6]])
     g = t.cuda()
-    for mode, kw in [("padded", {}), ("packed", {}), ("packed_rows", {"row_length": 4})]:
+    for mode, kw in [("padded", {}), ("packed", {}), ("packed_rows", {"row_length": 4}),
+                     ("packed_rows", {"row_length": 2, "oversize": "split", "num_rows": 5}),
+                     ("padded", {"pad_widths": (2, 8), "num_rows": 3}),
+                     ("segments", {"pad_to_multiple_of": 4, "num_segments": 3})]:
         want = la.collate(t, [2, 0], mode=mode, **kw)
         got = la.collate(g, [2, 0], mode=mode, **kw)
         for key in want:

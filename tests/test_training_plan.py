@@ -162,28 +162,37 @@ def _check_epoch(plans, n, kw):
        max_tokens=st.one_of(st.none(), st.integers(1, 200)),
        cost=st.sampled_from(["padded", "packed"]),
        window=st.one_of(st.none(), st.integers(1, 50)),
-       balance=st.sampled_from(["batches", "tokens"]))
+       balance=st.sampled_from(["batches", "tokens", "compute"]))
 def test_plan_properties(lengths, num_replicas, seed, batch_size, max_tokens, cost, window,
                          balance):
     if batch_size is None and max_tokens is None:
         batch_size = 3
     kw = dict(batch_size=batch_size, max_tokens=max_tokens, cost=cost, window=window,
-              seed=seed, balance=balance)
-    batches = len(la.batch_plan(lengths, **kw))
-    if -(-batches // num_replicas) * num_replicas > len(lengths):  # too few to split
-        with pytest.raises(ValueError, match="too few sequences"):
+              seed=seed, balance=balance, alpha=0.01)
+    if 0 < len(lengths) < num_replicas:  # not one sequence for every rank
+        with pytest.raises(ValueError, match="cannot give each of num_replicas"):
             _all_ranks(lengths, num_replicas, **kw)
         return
-    plans = _all_ranks(lengths, num_replicas, **kw)
-    _check_epoch(plans, len(lengths), kw)
-    again = _all_ranks(lengths, num_replicas, **kw)
-    for a, b in zip(plans, again):
-        assert np.array_equal(a.offsets, b.offsets) and np.array_equal(a.indices, b.indices)
-    # drop_last: no duplicates, equal counts, only complete fixed-size batches
+    try:
+        plans = _all_ranks(lengths, num_replicas, **kw)
+    except ValueError as exc:  # only single-sequence batches, and no multiple of the ranks
+        assert "every batch holds one sequence" in str(exc) or "batch_size=1" in str(exc)
+        assert batch_size == 1 or max_tokens is not None
+        plans = None
+    if plans is not None:
+        _check_epoch(plans, len(lengths), kw)
+        again = _all_ranks(lengths, num_replicas, **kw)
+        for a, b in zip(plans, again):
+            assert np.array_equal(a.offsets, b.offsets) and np.array_equal(a.indices, b.indices)
+    # drop_last: no duplicates, equal counts; a fixed-size plan keeps only full batches and
+    # drops less than one step
     dropped = _all_ranks(lengths, num_replicas, drop_last=True, **kw)
     rows = np.concatenate([p.indices for p in dropped])
     assert len(rows) == len(np.unique(rows))
     assert len({len(p) for p in dropped}) == 1
+    if max_tokens is None:
+        assert all((p.sizes == batch_size).all() for p in dropped)
+        assert len(lengths) - len(rows) < num_replicas * batch_size
 
 
 def test_plans_differ_by_seed_and_epoch():
@@ -225,15 +234,42 @@ def test_oversize_rules():
     assert sorted(dropped.indices.tolist()) == [0, 2, 3]
 
 
-def test_split_rule_balances_batch_counts():
-    plans = _all_ranks([5] * 10, 3, batch_size=4, shuffle=False)  # 3 batches of 4, 4, 2
+def test_ranks_get_equal_shares_and_steps():
+    plans = _all_ranks([5] * 10, 3, batch_size=4, shuffle=False)  # cells of 3, 3, 4 rows
     assert [len(p) for p in plans] == [1, 1, 1]
-    plans = _all_ranks([5] * 10, 4, batch_size=4, shuffle=False)  # the largest one is split
+    plans = _all_ranks([5] * 10, 4, batch_size=4, shuffle=False)
     assert [len(p) for p in plans] == [1, 1, 1, 1]
-    assert sorted(len(p.indices) for p in plans) == [2, 2, 2, 4]
+    assert sorted(len(p.indices) for p in plans) == [2, 2, 3, 3]
     assert sorted(np.concatenate([p.indices for p in plans]).tolist()) == list(range(10))
     plans = _all_ranks([5] * 10, 4, batch_size=4, shuffle=False, drop_last=True)
-    assert [len(p) for p in plans] == [0, 0, 0, 0]  # only 2 complete batches for 4 ranks
+    assert [len(p) for p in plans] == [0, 0, 0, 0]  # not one full step of 4 x 4
+    plans = _all_ranks([5] * 40, 4, batch_size=4, shuffle=False, drop_last=True)
+    assert [len(p) for p in plans] == [2, 2, 2, 2]  # 32 of 40: the 8 left fill no step
+    # a block whose batch count is no multiple of the ranks splits its largest batch
+    plans = _all_ranks([5] * 9, 2, max_tokens=20, cost="packed", shuffle=False)
+    assert [len(p) for p in plans] == [2, 2]
+    assert sorted(np.concatenate([p.indices for p in plans]).tolist()) == list(range(9))
+    with pytest.raises(ValueError, match="cannot give each of num_replicas=4"):
+        la.batch_plan([1, 2, 3], batch_size=1, num_replicas=4)
+    with pytest.raises(ValueError, match="every batch holds one sequence"):
+        la.batch_plan([1] * 5, batch_size=1, num_replicas=2)
+    plans = _all_ranks([1] * 5, 2, batch_size=1, drop_last=True)
+    assert [len(p) for p in plans] == [2, 2]
+
+
+def test_compute_balance_evens_out_quadratic_cost():
+    lengths = np.maximum(np.random.default_rng(2).lognormal(5, 1, 20000).astype(int), 1)
+    alpha = 1 / 512
+    kw = dict(max_tokens=16384, cost="packed", window=2048, seed=1)
+    cost = lengths + alpha * lengths.astype(float) ** 2
+
+    def step_ratio(plans):
+        per = np.stack([[cost[b].sum() for b in p] for p in plans])
+        return np.median(per.max(0) / per.mean(0)), per.sum(1)
+    balanced, totals = step_ratio(_all_ranks(lengths, 4, balance="compute", alpha=alpha, **kw))
+    plain, _ = step_ratio(_all_ranks(lengths, 4, **kw))
+    assert balanced <= 1.05 < plain
+    assert totals.max() / totals.mean() < 1.05
 
 
 def test_plan_argument_errors():
@@ -249,6 +285,10 @@ def test_plan_argument_errors():
         la.batch_plan([1.5, 2.0], batch_size=1)
     with pytest.raises(ValueError, match="seed must be >= 0"):
         la.batch_plan([1], batch_size=1, seed=-1)
+    with pytest.raises(ValueError, match="alpha must be a finite number >= 0"):
+        la.batch_plan([1], batch_size=1, balance="compute", alpha=-1.0)
+    with pytest.raises(ValueError, match="balance must be"):
+        la.batch_plan([1], batch_size=1, balance="cost")
 
 
 def test_plan_is_data():

@@ -3,8 +3,8 @@
 (a leading underscore) because it is no operator launcher: it has no ``ENTRIES`` and no CUDA
 twin.  The kernels trust their arguments, which ``lodarrow/_training`` checks."""
 
-from lodarrow._ext.batch_plan import (cut_batches, first_fit, gather_padded, gather_rows,
-                                      permutation, range_stats, sort_windows)
+from lodarrow._ext.batch_plan import (best_fit, best_fit_windows, cut_batches, gather_padded,
+                                      gather_rows, permutation, range_stats, sort_windows)
 
-__all__ = ["cut_batches", "first_fit", "gather_padded", "gather_rows", "permutation",
-           "range_stats", "sort_windows"]
+__all__ = ["best_fit", "best_fit_windows", "cut_batches", "gather_padded", "gather_rows",
+           "permutation", "range_stats", "sort_windows"]

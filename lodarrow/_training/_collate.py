@@ -1,4 +1,11 @@
-"""Collation: a batch of rows to model-ready arrays (docs/training.md#collation)."""
+"""Collation: a batch of rows to model-ready arrays (docs/training.md#collation).
+
+Packed rows are planned by a :class:`Placement` (best-fit decreasing, :func:`pack_placement`)
+that a batch plan can compute once and :func:`collate_rows` consumes; without one,
+:func:`collate_rows` packs the batch itself.
+"""
+
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -6,17 +13,28 @@ import pyarrow as pa
 from lodarrow._cupy import is_cupy_array
 from lodarrow._threads import num_threads
 from lodarrow._cpu import _batch_plan as _k
-from lodarrow._interop._dense import LIBRARIES, dense_to
+from lodarrow._interop._dense import LIBRARIES, dense_to, jax_x64
 from lodarrow._tensor import LoDTensor
 from lodarrow._training._source import check_level, column_of, compose
-from lodarrow._validation import as_index_array, as_positive_int, check_choice, coerce_pad_value
+from lodarrow._validation import (as_index_array, as_positive_int, check_choice,
+                                  coerce_pad_value)
 
 __all__ = ["collate"]
 
 _FN = "collate"
-MODES = ("padded", "packed", "packed_rows")
+MODES = ("padded", "packed", "packed_rows", "segments")
+OVERSIZE = ("split", "drop", "error")
+#: The arrays collation makes whose values are indices, positions or lengths: for JAX without
+#: ``jax_enable_x64`` they become int32 when their values fit (an error otherwise), where any
+#: other 64-bit array is an error (JAX would narrow it silently).  "rows" is the loader's.
+INDEX_KEYS = frozenset({"cu_seqlens", "position_ids", "lengths", "seq_idx", "segment_ids",
+                        "seq_row", "rows"})
 #: Copy a batch on several threads from this many output bytes on (OpenMP start-up costs ~ms).
 _PARALLEL_BYTES = 8 << 20
+#: Pack windows on several threads from this many items on.
+_PARALLEL_ITEMS = 1 << 16
+_INT32_MAX = int(np.iinfo(np.int32).max)
+_INT32_MIN = int(np.iinfo(np.int32).min)
 
 
 class Sequences:
@@ -66,8 +84,270 @@ def as_sequences(source, column, level, fn=_FN):
     return Sequences(col, level, fn)
 
 
+class Shape(NamedTuple):
+    """The shape options of a batch, checked once by :func:`check_shape` (None: not set)."""
+
+    oversize: str = "error"
+    num_rows: object = None
+    pad_to_multiple_of: object = None
+    pad_widths: object = None
+    num_segments: object = None
+
+
+#: Which modes each shape option applies to.
+_APPLIES = {"oversize": ("packed_rows",), "num_rows": ("padded", "packed_rows"),
+            "pad_to_multiple_of": ("padded", "segments"), "pad_widths": ("padded", "segments"),
+            "num_segments": ("segments",)}
+
+
+def check_shape(mode, fn=_FN, *, oversize=None, num_rows=None, pad_to_multiple_of=None,
+                pad_widths=None, num_segments=None):
+    """The shape options of ``mode`` checked once, as a :class:`Shape`.
+
+    An option given for a mode it does not apply to is a ``ValueError`` (it would be ignored
+    silently otherwise), as are ``pad_to_multiple_of`` and ``pad_widths`` together.
+    """
+    given = {"oversize": oversize, "num_rows": num_rows,
+             "pad_to_multiple_of": pad_to_multiple_of, "pad_widths": pad_widths,
+             "num_segments": num_segments}
+    for name, value in given.items():
+        if value is not None and mode not in _APPLIES[name]:
+            modes = " or ".join(repr(m) for m in _APPLIES[name])
+            raise ValueError(f"{fn}: {name} applies to mode={modes} only (mode={mode!r})")
+    if pad_to_multiple_of is not None and pad_widths is not None:
+        raise ValueError(f"{fn}: give pad_to_multiple_of or pad_widths, not both")
+    if oversize is not None:
+        oversize = check_choice(oversize, f"{fn}: oversize", OVERSIZE)
+    if num_rows is not None:
+        num_rows = as_positive_int(num_rows, f"{fn}: num_rows")
+    if pad_to_multiple_of is not None:
+        pad_to_multiple_of = as_positive_int(pad_to_multiple_of, f"{fn}: pad_to_multiple_of")
+    if num_segments is not None:
+        num_segments = as_positive_int(num_segments, f"{fn}: num_segments")
+    if pad_widths is not None:
+        if isinstance(pad_widths, (str, bytes)) or not hasattr(pad_widths, "__iter__"):
+            raise TypeError(f"{fn}: pad_widths must be a sequence of positive integers, got "
+                            f"{type(pad_widths).__name__}")
+        widths = [as_positive_int(w, f"{fn}: pad_widths[{i}]") for i, w in
+                  enumerate(pad_widths)]
+        if not widths:
+            raise ValueError(f"{fn}: pad_widths is empty; give at least one width")
+        pad_widths = tuple(sorted(set(widths)))
+    return Shape(oversize or "error", num_rows, pad_to_multiple_of, pad_widths, num_segments)
+
+
+_NO_SHAPE = Shape()
+
+
+class Placement(NamedTuple):
+    """Where each item of a packed batch goes: one entry per *item* (a sequence, or a
+    ``row_length`` chunk of one under ``oversize="split"``), sorted by (row, offset), that is
+    in the order the tokens appear in the flattened rows.  Made by :func:`pack_placement`.
+
+    Attributes
+    ----------
+    seq : numpy.ndarray of int64
+        The item's sequence: its position in the lengths packed (for :func:`collate_rows`,
+        in the batch's ``rows``).
+    start : numpy.ndarray of int64
+        The item's first token inside its sequence (0 unless split).
+    length : numpy.ndarray of int64
+        The item's tokens (at most ``row_length``).
+    row : numpy.ndarray of int64
+        The item's row (non-decreasing).
+    offset : numpy.ndarray of int64
+        The item's first slot in its row (items of a row are back to back from slot 0).
+    n_rows : int
+        The number of rows.
+    row_length : int
+        The slots of a row.
+    dropped : numpy.ndarray of int64
+        The sequences left out by ``oversize="drop"`` (positions in the lengths packed).
+    """
+
+    seq: np.ndarray
+    start: np.ndarray
+    length: np.ndarray
+    row: np.ndarray
+    offset: np.ndarray
+    n_rows: int
+    row_length: int
+    dropped: np.ndarray
+
+    @property
+    def tokens(self):
+        """The tokens placed (an int)."""
+        return int(self.length.sum())
+
+    def row_tokens(self):
+        """The tokens of each row, int64 ``(n_rows,)``."""
+        return np.bincount(self.row, weights=self.length, minlength=self.n_rows).astype(np.int64)
+
+    def select_rows(self, lo, hi):
+        """Rows ``lo..hi-1`` as a placement of their own, for a batch of those rows.
+
+        Returns ``(members, placement)``: ``members`` the positions (ascending, in the lengths
+        this placement packed) of the sequences those rows hold, and the rows' placement with
+        rows numbered from 0 and ``seq`` indexing ``members``.  A split sequence whose chunks
+        lie on both sides of ``lo`` or ``hi`` is a member of both batches (each with its
+        chunks).
+        """
+        lo = int(lo)
+        hi = int(hi)
+        if not 0 <= lo <= hi <= self.n_rows:
+            raise ValueError(f"select_rows: rows {lo}..{hi} are not within 0..{self.n_rows}")
+        a, b = np.searchsorted(self.row, [lo, hi])
+        members, seq = np.unique(self.seq[a:b], return_inverse=True)
+        return members, Placement(seq.astype(np.int64).reshape(-1), self.start[a:b],
+                                  self.length[a:b], self.row[a:b] - lo, self.offset[a:b],
+                                  hi - lo, self.row_length, _EMPTY)
+
+
+_EMPTY = np.zeros(0, np.int64)
+_EMPTY.flags.writeable = False
+
+
+def packing_efficiency(placement, num_rows=None):
+    """The share of row slots holding tokens: ``tokens / (rows * row_length)``, where rows is
+    ``placement.n_rows`` or ``num_rows`` if larger (a batch padded with empty rows).  1.0 for
+    no rows at all (no slot is wasted)."""
+    rows = max(placement.n_rows, num_rows or 0)
+    return placement.tokens / (rows * placement.row_length) if rows else 1.0
+
+
+def _windows(n, window):
+    """Bounds of the windows of ``window`` consecutive positions (None: one window)."""
+    if window is None or n == 0:
+        return np.array([0, n], dtype=np.int64)
+    return np.append(np.arange(0, n, window, dtype=np.int64), n)
+
+
+def _best_fit_decreasing(lengths, windows, row_length):
+    """Best-fit decreasing of ``lengths`` (each <= ``row_length``) within ``windows``.
+
+    Returns the positions in packing order (by window, longest first, stable), their rows
+    (a window's after the previous window's) and offsets in that order, and the number of
+    rows.
+    """
+    n = len(lengths)
+    threads = num_threads() if n >= _PARALLEL_ITEMS else 1
+    order = np.empty(n, dtype=np.int64)
+    sizes = np.empty(n, dtype=np.int64)
+    if _k.sort_windows(np.arange(n, dtype=np.int64), lengths, windows, order, sizes, True,
+                       threads) != 0:
+        raise MemoryError("packing: out of memory sorting a window")
+    bin_of = np.empty(n, dtype=np.int64)
+    offset = np.empty(n, dtype=np.int64)
+    n_bins = np.empty(len(windows) - 1, dtype=np.int64)
+    if _k.best_fit_windows(sizes, windows, row_length, bin_of, offset, n_bins, threads) != 0:
+        raise MemoryError("packing: out of memory packing a window")
+    first = np.cumsum(n_bins) - n_bins
+    bin_of += np.repeat(first, np.diff(windows))
+    return order, bin_of, offset, int(n_bins.sum())
+
+
+def pack_rows(lengths, row_length, *, window=None):
+    """Best-fit decreasing packing of ``lengths`` into rows of ``row_length`` slots.
+
+    Within each window of ``window`` consecutive lengths (None: all of them), the longest
+    first, each goes to the fullest row it fits (a new row when none does); a window's rows
+    come after the previous window's.  Every length must be in ``[0, row_length]``.
+
+    Returns
+    -------
+    row, offset : numpy.ndarray of int64
+        Each length's row and first slot in it (a row's items sit back to back, longest
+        first).
+    n_rows : int
+    """
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    order, rows, offsets, n_rows = _best_fit_decreasing(lengths, _windows(len(lengths), window),
+                                                        row_length)
+    row = np.empty_like(rows)
+    offset = np.empty_like(offsets)
+    row[order] = rows
+    offset[order] = offsets
+    return row, offset, n_rows
+
+
+def pack_placement(lengths, row_length, *, window=None, oversize="error", ids=None, fn=_FN):
+    """Pack sequences of ``lengths`` into rows of ``row_length`` (best-fit decreasing within
+    windows of ``window`` consecutive sequences, see :func:`pack_rows`) as a :class:`Placement`.
+
+    ``oversize`` says what happens to a sequence longer than ``row_length``: ``"split"`` cuts
+    it into ``row_length`` chunks (the last one shorter), each an item packed like any other
+    (a full chunk fills a row of its own); ``"drop"`` leaves it out (``Placement.dropped``);
+    ``"error"`` raises a ``ValueError`` naming it (``ids[k]`` when ``ids`` is given, else its
+    position ``k``).
+    """
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    row_length = as_positive_int(row_length, f"{fn}: row_length")
+    if window is not None:
+        window = as_positive_int(window, f"{fn}: window")
+    oversize = check_choice(oversize, f"{fn}: oversize", OVERSIZE)
+    n = len(lengths)
+    over = lengths > row_length
+    dropped = _EMPTY
+    chunks = np.ones(n, dtype=np.int64)
+    if over.any():
+        if oversize == "error":
+            k = int(np.argmax(over))
+            name = int(ids[k]) if ids is not None else k
+            raise ValueError(f"{fn}: sequence {name} has {int(lengths[k])} tokens, more than "
+                             f"row_length={row_length} (oversize='error'; 'split' cuts it "
+                             f"into chunks of row_length, 'drop' leaves it out)")
+        if oversize == "drop":
+            dropped = np.flatnonzero(over)
+            chunks[over] = 0
+        else:
+            chunks[over] = -(-lengths[over] // row_length)
+    item_bounds = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(chunks, out=item_bounds[1:])
+    seq = np.repeat(np.arange(n, dtype=np.int64), chunks)
+    start = (np.arange(len(seq), dtype=np.int64) - item_bounds[seq]) * row_length
+    length = np.minimum(lengths[seq] - start, row_length)
+    windows = item_bounds[_windows(n, window)]
+    order, rows, offsets, n_rows = _best_fit_decreasing(length, windows, row_length)
+    by_row = np.argsort(rows, kind="stable")  # within a row, packing order = offset order
+    items = order[by_row]
+    return Placement(seq[items], start[items], length[items], rows[by_row], offsets[by_row],
+                     n_rows, row_length, dropped)
+
+
+def _check_placement(p, lengths, row_length, fn):
+    """A placement made elsewhere must fit this batch: every item within its sequence and its
+    row, rows in order, a row's items back to back (the kernels trust all of it)."""
+    m = len(p.seq)
+    if p.row_length != row_length:
+        raise ValueError(f"{fn}: the placement has row_length={p.row_length}, not "
+                         f"{row_length}")
+    if not m:
+        return
+    if p.seq.min() < 0 or p.seq.max() >= len(lengths):
+        raise ValueError(f"{fn}: the placement refers to sequence {int(p.seq.max())}; the "
+                         f"batch has {len(lengths)}")
+    end = p.start + p.length
+    new_row = np.empty(m, dtype=bool)
+    new_row[0] = True
+    np.not_equal(p.row[1:], p.row[:-1], out=new_row[1:])
+    follows = np.empty(m, dtype=np.int64)
+    follows[0] = 0
+    follows[1:] = (p.offset + p.length)[:-1]
+    bad = ((p.start < 0) | (p.length < 0) | (end > lengths[p.seq])
+           | (p.offset + p.length > row_length) | (p.row < 0) | (p.row >= p.n_rows)
+           | (p.offset != np.where(new_row, 0, follows)))
+    bad[1:] |= p.row[1:] < p.row[:-1]
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise ValueError(f"{fn}: the placement does not fit this batch at item {k} (sequence "
+                         f"{int(p.seq[k])} of {int(lengths[p.seq[k]])} tokens, chunk "
+                         f"{int(p.start[k])}+{int(p.length[k])}, row {int(p.row[k])} offset "
+                         f"{int(p.offset[k])}): was it made from other lengths?")
+
+
 def collate(source, rows=None, *, column=None, level=0, mode="padded", pad_value=0,
-            row_length=None, to="numpy"):
+            row_length=None, to="numpy", oversize=None, num_rows=None,
+            pad_to_multiple_of=None, pad_widths=None, num_segments=None):
     """Turn a batch of sequences into model-ready arrays, in one call.
 
     Parameters
@@ -82,27 +362,49 @@ def collate(source, rows=None, *, column=None, level=0, mode="padded", pad_value
     level : int, default 0
         Which LoD level is the sequence: its values, across every deeper level, are one
         sequence (the boundaries of the deeper levels are not kept).
-    mode : {"padded", "packed", "packed_rows"}, default "padded"
-        "padded": ``values`` of shape ``(batch, longest, *feature)``, ``lengths``,
+    mode : {"padded", "packed", "packed_rows", "segments"}, default "padded"
+        "padded": ``values`` of shape ``(batch, width, *feature)``, ``lengths``,
         ``attention_mask`` (bool, True on tokens).  "packed": the varlen form of
-        FlashAttention: ``values`` ``(total, *feature)``, ``cu_seqlens`` (int32, ``batch+1``),
-        ``max_seqlen``, ``position_ids`` (the position of each token in its sequence),
-        ``lengths``.  "packed_rows": the sequences packed first-fit-decreasing into rows of
-        ``row_length`` tokens: ``values`` ``(n_rows, row_length, *feature)``,
-        ``position_ids`` and ``attention_mask`` ``(n_rows, row_length)``, ``cu_seqlens``
-        (int32, ``(n_rows, most_per_row + 1)``, each row's padded by repeating its last
-        entry), ``seq_row`` (the row of each sequence), ``max_seqlen``, ``lengths``.
+        FlashAttention and Hugging Face's flattening: ``values`` ``(total, *feature)``,
+        ``cu_seqlens`` (int32, ``batch+1``), ``max_seqlen``, ``position_ids`` (the position
+        of each token in its sequence), ``seq_idx`` (int32, the sequence of each token:
+        its position in the batch), ``lengths``.  "packed_rows": the sequences packed
+        best-fit decreasing into rows of ``row_length`` tokens: ``values``
+        ``(n_rows, row_length, *feature)``; ``position_ids``, ``attention_mask`` and
+        ``seq_idx`` (-1 on padding) ``(n_rows, row_length)``; ``cu_seqlens`` (int32,
+        ``(n_rows, most_per_row + 1)``, each row's padded by repeating its last entry);
+        ``seq_row`` (the row of each sequence, its first chunk's when split, -1 when
+        dropped); ``max_seqlen``; ``lengths``.  "segments": JAX's layout: ``values``
+        ``(width, *feature)``, ``segment_ids`` (int32, the sequence of each token,
+        ``num_segments`` on padding), ``num_segments`` (an int), ``position_ids``,
+        ``lengths`` (``(num_segments,)``).  See docs/training.md#collation.
     pad_value : scalar, default 0
         The value of padding positions.
     row_length : int, optional
-        The length of a packed row (mode "packed_rows" only; no sequence may be longer).
+        The length of a packed row (mode "packed_rows" only).
     to : {"numpy", "torch", "jax", "tf"}, default "numpy"
-        The arrays' library: NumPy (CuPy for GPU data) or a zero-copy DLPack view.
+        The arrays' library: NumPy (CuPy for GPU data) or a zero-copy DLPack view.  JAX
+        without ``jax_enable_x64`` gets the index arrays (``cu_seqlens``, ``position_ids``,
+        ``lengths``, ``seq_idx``, ``segment_ids``, ``seq_row``) as int32.
+    oversize : {"error", "split", "drop"}, optional
+        "packed_rows": a sequence longer than ``row_length`` is an error (the default), cut
+        into ``row_length`` chunks, each its own sequence in ``cu_seqlens`` whose positions
+        restart at 0 ("split"), or left out ("drop").
+    num_rows : int, optional
+        "padded" and "packed_rows": pad the batch with empty rows (no tokens, mask False) to
+        exactly this many rows, for one shape per run.
+    pad_to_multiple_of : int, optional
+        "padded": round the width up to a multiple of this; "segments": the flat length.
+    pad_widths : sequence of int, optional
+        "padded": the width is the smallest of these that holds the longest sequence;
+        "segments": the flat length the smallest that holds the tokens.
+    num_segments : int, optional
+        "segments": the (static) number of segments; default the batch's sequences.
 
     Returns
     -------
     dict
-        The arrays named above (``max_seqlen`` is an int).
+        The arrays named above (``max_seqlen`` and ``num_segments`` are ints).
 
     Raises
     ------
@@ -110,7 +412,11 @@ def collate(source, rows=None, *, column=None, level=0, mode="padded", pad_value
         If an argument has the wrong type (the message names it).
     ValueError
         If a row is out of range, a choice is unknown, ``row_length`` is missing for
-        "packed_rows" (or given for another mode) or shorter than a sequence.
+        "packed_rows" (or given for another mode), a shape option is given for a mode it
+        does not apply to, a sequence is longer than ``row_length`` with
+        ``oversize="error"``, the batch needs more than ``num_rows`` rows, more segments
+        than ``num_segments`` or a width beyond the largest of ``pad_widths``, or ``to="jax"``
+        meets 64-bit values without ``jax_enable_x64``.
 
     Examples
     --------
@@ -132,6 +438,9 @@ def collate(source, rows=None, *, column=None, level=0, mode="padded", pad_value
     if (mode == "packed_rows") != (row_length is not None):
         raise ValueError(f"{_FN}: row_length is needed with mode='packed_rows' and only then "
                          f"(mode={mode!r}, row_length={row_length!r})")
+    shape = check_shape(mode, _FN, oversize=oversize, num_rows=num_rows,
+                        pad_to_multiple_of=pad_to_multiple_of, pad_widths=pad_widths,
+                        num_segments=num_segments)
     seqs = as_sequences(source, column, level)
     if rows is None:
         rows = np.arange(len(seqs), dtype=np.int64)
@@ -142,96 +451,182 @@ def collate(source, rows=None, *, column=None, level=0, mode="padded", pad_value
             raise ValueError(f"{_FN}: rows holds {bad}, out of range for {len(seqs)} sequences")
     pad = coerce_pad_value(pad_value, seqs.values.dtype, seqs.values.shape[1:],
                            name=f"{_FN}: pad_value")
-    out = collate_rows(seqs, rows, mode, pad, row_length)
+    out = collate_rows(seqs, rows, mode, pad, row_length, shape=shape)
     return convert(out, seqs.on_gpu, to)
 
 
-def convert(out, on_gpu, to):
-    """The arrays of ``out`` on the data's device (CuPy for GPU data), then as ``to``'s."""
-    if on_gpu:
-        out = {k: _to_device(v) if isinstance(v, np.ndarray) else v for k, v in out.items()}
-    return {k: v if isinstance(v, int) else dense_to(v, to) for k, v in out.items()}
+def convert(out, on_gpu, to, fn=_FN):
+    """The arrays of ``out`` on the data's device (CuPy for GPU data), then as ``to``'s.
+
+    For JAX without ``jax_enable_x64``, 64-bit arrays named in :data:`INDEX_KEYS` become
+    int32 (a ``ValueError`` if a value does not fit); any other 64-bit array is a
+    ``ValueError`` naming its key (JAX would narrow it silently).
+    """
+    narrow = to == "jax" and not jax_x64()
+    result = {}
+    for key, value in out.items():
+        if isinstance(value, int):
+            result[key] = value
+            continue
+        if narrow and key in INDEX_KEYS and value.dtype.itemsize == 8:
+            value = _narrow(value, key, fn)
+        if on_gpu and isinstance(value, np.ndarray):
+            value = _to_device(value)
+        result[key] = dense_to(value, to, name=f"{fn}: {key!r}")
+    return result
 
 
-def collate_rows(seqs, rows, mode, pad, row_length=None):
-    """:func:`collate` on trusted arguments (``pad`` an array of the feature shape)."""
+def _narrow(a, key, fn):
+    if a.size and (int(a.max()) > _INT32_MAX or int(a.min()) < _INT32_MIN):
+        raise ValueError(f"{fn}: {key!r} holds values beyond int32, which JAX keeps only with "
+                         f"64-bit types enabled: jax.config.update('jax_enable_x64', True)")
+    return a.astype(np.int32)
+
+
+def collate_rows(seqs, rows, mode, pad, row_length=None, *, placement=None, shape=_NO_SHAPE,
+                 fn=_FN):
+    """:func:`collate` on trusted arguments (``pad`` an array of the feature shape, ``shape``
+    from :func:`check_shape`).
+
+    With ``placement`` (mode "packed_rows": a :class:`Placement` whose ``seq`` indexes
+    ``rows``) the batch is laid out as it says instead of packed again; it is checked to fit
+    the batch's lengths.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
     lengths = seqs.lengths[rows]
+    if mode == "padded":
+        return _padded(seqs, rows, lengths, pad, shape, fn)
+    if mode == "packed":
+        return _packed(seqs, rows, lengths, pad)
+    if mode == "segments":
+        return _segments(seqs, rows, lengths, pad, shape, fn)
+    if placement is None:
+        placement = pack_placement(lengths, row_length, oversize=shape.oversize, ids=rows,
+                                   fn=fn)
+    else:
+        _check_placement(placement, lengths, row_length, fn)
+    return _packed_rows(seqs, rows, lengths, pad, placement, shape, fn)
+
+
+def _width(need, shape, what, fn):
+    """The padded width (or flat length) for ``need`` under the shape's bucketing."""
+    if shape.pad_widths is not None:
+        k = int(np.searchsorted(shape.pad_widths, need))
+        if k == len(shape.pad_widths):
+            raise ValueError(f"{fn}: the batch's {what} is {need}, more than the largest of "
+                             f"pad_widths={shape.pad_widths}")
+        return shape.pad_widths[k]
+    if shape.pad_to_multiple_of is not None:
+        return -(-need // shape.pad_to_multiple_of) * shape.pad_to_multiple_of
+    return need
+
+
+def _padded(seqs, rows, lengths, pad, shape, fn):
     n = len(rows)
-    longest = int(lengths.max()) if n else 0
+    width = _width(int(lengths.max()) if n else 0, shape, "longest sequence", fn)
+    n_out = n
+    if shape.num_rows is not None:
+        if n > shape.num_rows:
+            raise ValueError(f"{fn}: the batch has {n} sequences, more than num_rows="
+                             f"{shape.num_rows}")
+        n_out = shape.num_rows
     feature = seqs.values.shape[1:]
-    if mode == "padded" and not seqs.on_gpu:
+    if seqs.on_gpu:
+        values, _, mask, _ = _gather(seqs, seqs.starts[rows], lengths,
+                                     np.arange(n, dtype=np.int64) * width, n_out * width, pad,
+                                     covered=0, mask=True)
+        values = values.reshape((n_out, width) + feature)
+        mask = mask.reshape(n_out, width)
+    else:
         src, row_bytes = seqs.source_bytes()
-        values = np.empty((n, longest) + feature, dtype=seqs.values.dtype)
-        mask = np.empty((n, longest), dtype=np.uint8)
-        _k.gather_padded(src, row_bytes, seqs.starts, rows, lengths, longest, seqs.pad_bytes(pad),
+        values = np.empty((n_out, width) + feature, dtype=seqs.values.dtype)
+        mask = np.empty((n_out, width), dtype=np.uint8)
+        _k.gather_padded(src, row_bytes, seqs.starts, rows, lengths, width, seqs.pad_bytes(pad),
                          values.reshape(-1).view(np.uint8), mask.reshape(-1),
                          num_threads() if values.nbytes >= _PARALLEL_BYTES else 1)
-        return {"values": values, "lengths": lengths, "attention_mask": mask.view(bool)}
-    starts = seqs.starts[rows]
-    if mode == "padded":
-        dest = np.arange(n, dtype=np.int64) * longest
-        slot = np.full(n, longest, dtype=np.int64)
-        total = n * longest
-        values, positions, mask = _gather(seqs, starts, lengths, dest, slot, pad, total,
-                                          positions=False, mask=True)
-        return {"values": values.reshape((n, longest) + feature), "lengths": lengths,
-                "attention_mask": mask.reshape(n, longest)}
-    if mode == "packed":
-        cu = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(lengths, out=cu[1:])
-        values, positions, _ = _gather(seqs, starts, lengths, cu[:-1], None, pad, int(cu[-1]),
-                                       positions=True, mask=False)
-        return {"values": values, "cu_seqlens": _int32(cu, seqs), "max_seqlen": longest,
-                "position_ids": positions, "lengths": lengths}
-    if longest > row_length:
-        k = int(np.argmax(lengths > row_length))
-        raise ValueError(f"{_FN}: sequence {int(rows[k])} has {int(lengths[k])} tokens, more "
-                         f"than row_length={row_length}")
-    seq_row, dest, n_rows, cu = pack_rows(lengths, row_length)
-    values, positions, mask = _gather(seqs, starts, lengths, dest, None, pad,
-                                      n_rows * row_length, positions=True, mask=True,
-                                      prefill=True)
-    shape = (n_rows, row_length)
-    return {"values": values.reshape(shape + feature), "position_ids": positions.reshape(shape),
-            "attention_mask": mask.reshape(shape), "cu_seqlens": _int32(cu, seqs),
-            "seq_row": seq_row, "max_seqlen": longest, "lengths": lengths}
+        values[n:] = pad
+        mask[n:] = 0
+        mask = mask.view(bool)
+    if n_out > n:
+        lengths = np.concatenate([lengths, np.zeros(n_out - n, dtype=np.int64)])
+    return {"values": values, "lengths": lengths, "attention_mask": mask}
 
 
-def pack_rows(lengths, row_length):
-    """First-fit-decreasing packing of ``lengths`` into rows of ``row_length``.
+def _cu_seqlens(lengths):
+    cu = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=cu[1:])
+    return cu
 
-    Returns the row of each sequence, its first position in the flattened rows, the number of
-    rows and the per-row ``cu_seqlens`` (int64, ``(n_rows, most_per_row + 1)``, padded by
-    repeating each row's last entry).  In a row, sequences keep the first-fit order (longest
-    first).
-    """
-    n = len(lengths)
-    ffd = np.argsort(-lengths, kind="stable")
-    bin_of = np.empty(n, dtype=np.int64)
-    n_rows = _k.first_fit(np.ascontiguousarray(lengths[ffd]), row_length, bin_of)
-    seq_row = np.empty(n, dtype=np.int64)
-    seq_row[ffd] = bin_of
-    by_row = ffd[np.argsort(bin_of, kind="stable")]  # sequences row by row, FFD order inside
-    row_sorted = seq_row[by_row]
-    counts = np.bincount(row_sorted, minlength=n_rows)
-    first = np.zeros(n_rows + 1, dtype=np.int64)
+
+def _packed(seqs, rows, lengths, pad):
+    n = len(rows)
+    cu = _cu_seqlens(lengths)
+    values, positions, _, seq_idx = _gather(seqs, seqs.starts[rows], lengths, cu[:-1],
+                                            int(cu[-1]), pad, positions=True,
+                                            ids=np.arange(n, dtype=np.int32))
+    return {"values": values, "cu_seqlens": _int32(cu, "cu_seqlens"),
+            "max_seqlen": int(lengths.max()) if n else 0, "position_ids": positions,
+            "seq_idx": seq_idx, "lengths": lengths}
+
+
+def _segments(seqs, rows, lengths, pad, shape, fn):
+    n = len(rows)
+    num_segments = shape.num_segments if shape.num_segments is not None else n
+    if n > num_segments:
+        raise ValueError(f"{fn}: the batch has {n} sequences, more than num_segments="
+                         f"{num_segments}")
+    cu = _cu_seqlens(lengths)
+    total = int(cu[-1])
+    width = _width(total, shape, "token count", fn)
+    values, positions, _, segment_ids = _gather(seqs, seqs.starts[rows], lengths, cu[:-1],
+                                                width, pad, covered=total, positions=True,
+                                                ids=np.arange(n, dtype=np.int32),
+                                                fill_id=num_segments)
+    if num_segments > n:
+        lengths = np.concatenate([lengths, np.zeros(num_segments - n, dtype=np.int64)])
+    return {"values": values, "segment_ids": segment_ids, "num_segments": num_segments,
+            "position_ids": positions, "lengths": lengths}
+
+
+def _packed_rows(seqs, rows, lengths, pad, p, shape, fn):
+    R = p.row_length
+    n_out = p.n_rows
+    if shape.num_rows is not None:
+        if p.n_rows > shape.num_rows:
+            raise ValueError(f"{fn}: the batch needs {p.n_rows} rows of {R}, more than "
+                             f"num_rows={shape.num_rows}")
+        n_out = shape.num_rows
+    m = len(p.seq)
+    last = np.ones(m, dtype=bool)  # the last item of its row: the row's tail is its fill
+    np.not_equal(p.row[1:], p.row[:-1], out=last[:-1])
+    slot = p.length.copy()
+    slot[last] = R - p.offset[last]
+    values, positions, mask, seq_idx = _gather(
+        seqs, seqs.starts[rows[p.seq]] + p.start, p.length, p.row * R + p.offset, n_out * R,
+        pad, slot=slot, covered=p.n_rows * R, positions=True, mask=True,
+        ids=p.seq.astype(np.int32), fill_id=-1)
+    counts = np.bincount(p.row, minlength=n_out)
+    first = np.zeros(n_out + 1, dtype=np.int64)
     np.cumsum(counts, out=first[1:])
-    rank_in_row = np.arange(n, dtype=np.int64) - first[row_sorted]
-    csum = np.cumsum(lengths[by_row]) - lengths[by_row]
-    within = csum - csum[first[row_sorted]] if n else csum
-    dest = np.empty(n, dtype=np.int64)
-    dest[by_row] = row_sorted * row_length + within
-    most = int(counts.max()) if n_rows else 0
-    cu = np.zeros((n_rows, most + 1), dtype=np.int64)
-    cu[row_sorted, rank_in_row + 1] = within + lengths[by_row]
-    # pad each row by repeating its last entry
-    cu = np.maximum.accumulate(cu, axis=1)
-    return seq_row, dest, n_rows, cu
+    cu = np.zeros((n_out, int(counts.max()) + 1 if n_out else 1), dtype=np.int64)
+    cu[p.row, np.arange(m, dtype=np.int64) - first[p.row] + 1] = p.offset + p.length
+    cu = np.maximum.accumulate(cu, axis=1)  # each row padded by repeating its last entry
+    seq_row = np.full(len(rows), -1, dtype=np.int64)
+    placed, first_item = np.unique(p.seq, return_index=True)
+    seq_row[placed] = p.row[first_item]
+    feature = seqs.values.shape[1:]
+    shape2 = (n_out, R)
+    return {"values": values.reshape(shape2 + feature), "position_ids": positions.reshape(shape2),
+            "attention_mask": mask.reshape(shape2), "cu_seqlens": _int32(cu, "cu_seqlens"),
+            "seq_idx": seq_idx.reshape(shape2), "seq_row": seq_row,
+            "max_seqlen": int(p.length.max()) if m else 0, "lengths": lengths}
 
 
-def _int32(a, seqs):
-    out = a.astype(np.int32)
-    return _to_device(out) if seqs.on_gpu else out
+def _int32(a, name):
+    if a.size and int(a.max()) > _INT32_MAX:
+        raise ValueError(f"{_FN}: {name} past 2**31 - 1 does not fit int32 (a batch of "
+                         f"{int(a.max())} tokens)")
+    return a.astype(np.int32)
 
 
 def _to_device(a):
@@ -240,56 +635,65 @@ def _to_device(a):
     return get_cupy("collation on the GPU").asarray(a)
 
 
-def _gather(seqs, starts, lengths, dest, slot, pad, total, *, positions, mask, prefill=False):
-    """Copy each sequence to rows ``dest[k]...`` of a new ``(total, *feature)`` array."""
-    values = seqs.values
-    feature = values.shape[1:]
+def _gather(seqs, starts, lengths, dest, total, pad, *, slot=None, covered=None,
+            positions=False, mask=False, ids=None, fill_id=0):
+    """Copy item ``k`` (``lengths[k]`` value rows from ``starts[k]``) to rows ``dest[k]...``
+    of a new ``(total, *feature)`` array.
+
+    The kernel writes rows ``[0, covered)`` (default ``total``) completely: the items, and with
+    ``slot`` the fill after each; rows from ``covered`` on are padding.  Besides the values:
+    ``positions`` (int64, the position in the item, 0 on padding), ``mask`` (bool, True on
+    tokens) and, for ``ids`` (int32, one per item), each token's item id (``fill_id`` on
+    padding); each None when not asked for.
+    """
+    covered = total if covered is None else covered
     if seqs.on_gpu:
-        return _gather_gpu(values, starts, lengths, dest, slot, pad, total, positions, mask,
-                           prefill)
-    out = (np.empty if not prefill else _full(pad))((total,) + feature, dtype=values.dtype)
+        return _gather_gpu(seqs.values, starts, lengths, dest, total, pad, positions, mask,
+                           ids, fill_id)
+    values = seqs.values
+    out = np.empty((total,) + values.shape[1:], dtype=values.dtype)
     pos = np.empty(total if positions else 0, dtype=np.int64)
-    if positions and prefill:
-        pos[:] = 0
     msk = np.empty(total if mask else 0, dtype=np.uint8)
-    if mask and prefill:
-        msk[:] = 0
+    tid = np.empty(total if ids is not None else 0, dtype=np.int32)
     src, row_bytes = seqs.source_bytes()
-    _k.gather_rows(src, row_bytes, starts, lengths, dest,
-                   _NO_SLOT if slot is None else slot, seqs.pad_bytes(pad),
-                   out.reshape(-1).view(np.uint8), pos, msk,
+    _k.gather_rows(src, row_bytes, starts, lengths, dest, _NO_SLOT if slot is None else slot,
+                   seqs.pad_bytes(pad), out.reshape(-1).view(np.uint8), pos, msk,
+                   _NO_IDS if ids is None else ids, tid, fill_id,
                    num_threads() if total * row_bytes >= _PARALLEL_BYTES else 1)
-    return out, pos, msk.view(bool)
+    if covered < total:
+        out[covered:] = pad
+        pos[covered:] = 0
+        msk[covered:] = 0
+        tid[covered:] = fill_id
+    return (out, pos if positions else None, msk.view(bool) if mask else None,
+            tid if ids is not None else None)
 
 
 _NO_SLOT = np.zeros(0, np.int64)
+_NO_IDS = np.zeros(0, np.int32)
 
 
-def _full(pad):
-    def make(shape, dtype):
-        out = np.empty(shape, dtype=dtype)
-        out[...] = pad
-        return out
-    return make
-
-
-def _gather_gpu(values, starts, lengths, dest, slot, pad, total, positions, mask, prefill):
+def _gather_gpu(values, starts, lengths, dest, total, pad, positions, mask, ids, fill_id):
     """The GPU path: index arrays built on the host, one gather on the device."""
     import lodarrow._backends as _b
 
     cp = _b.get_cupy("collation on the GPU")
     n_tok = int(lengths.sum())
-    seq = np.repeat(np.arange(len(lengths)), lengths)
+    item = np.repeat(np.arange(len(lengths)), lengths)
     within = np.arange(n_tok, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    src_rows = cp.asarray(starts[seq] + within)
-    dst_rows = cp.asarray(dest[seq] + within)
+    src_rows = cp.asarray(starts[item] + within)
+    dst_rows = cp.asarray(dest[item] + within)
     out = cp.empty((total,) + values.shape[1:], dtype=values.dtype)
     out[...] = cp.asarray(pad)
     out[dst_rows] = values[src_rows]
-    pos = cp.zeros(total if positions else 0, dtype=cp.int64)
+    pos = msk = tid = None
     if positions:
+        pos = cp.zeros(total, dtype=cp.int64)
         pos[dst_rows] = cp.asarray(within)
-    msk = cp.zeros(total if mask else 0, dtype=bool)
     if mask:
+        msk = cp.zeros(total, dtype=bool)
         msk[dst_rows] = True
-    return out, pos, msk
+    if ids is not None:
+        tid = cp.full(total, fill_id, dtype=cp.int32)
+        tid[dst_rows] = cp.asarray(ids[item])
+    return out, pos, msk, tid

@@ -90,28 +90,39 @@ def _parquet_lengths(source, column, level):
     return parquet_part_lengths(parts, name, level)
 
 
-def parquet_part_lengths(parts, name, level):
+def parquet_part_lengths(parts, name, level, with_nulls=False):
     """The lengths of every row group of ``parts`` (a list of arrays), read on a few threads:
-    at most that many row groups of one leaf column in memory at once."""
+    at most that many row groups of one leaf column in memory at once.  With ``with_nulls``
+    also each row group's null rows (their row numbers in the row group): the lengths pass
+    sees them for free, so a loader knows them before its first batch."""
     import pyarrow.parquet as pq
 
     from lodarrow._threads import num_threads
+    from lodarrow._training._columns import null_rows
 
     if not parts.parts:
-        return []
+        return ([], []) if with_nulls else []
     with pq.ParquetFile(parts.parts[0][0]) as pf:
         leaf = leaf_to_read(pf, name)
 
     def one(part):
         path, g, _ = part
-        with pq.ParquetFile(path, pre_buffer=False) as pf:
-            col = pf.read_row_group(g, columns=[leaf], use_threads=False).column(name)
-        return _in_memory_lengths(col, level)
+        try:
+            with pq.ParquetFile(path, pre_buffer=False) as pf:
+                col = pf.read_row_group(g, columns=[leaf], use_threads=False).column(name)
+        except (OSError, pa.ArrowException) as exc:
+            raise ValueError(f"{_FN}: cannot read row group {g} of {path!r}: {exc}") from None
+        lengths = _in_memory_lengths(col, level)
+        return (lengths, null_rows(col)) if with_nulls else lengths
 
     threads = min(num_threads(), len(parts.parts))
     if threads <= 1:
-        return [one(p) for p in parts.parts]
-    from concurrent.futures import ThreadPoolExecutor
+        out = [one(p) for p in parts.parts]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(one, parts.parts))
+        with ThreadPoolExecutor(threads) as pool:
+            out = list(pool.map(one, parts.parts))
+    if with_nulls:
+        return [o[0] for o in out], [o[1] for o in out]
+    return out

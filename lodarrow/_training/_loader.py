@@ -1,66 +1,104 @@
-"""A streaming loader: batches from a plan, read a few row groups at a time
-(docs/training.md#loader)."""
+"""A streaming loader: the batches of the global plan, read a few row groups at a time
+(docs/training.md#loader).
 
-import os
+Every rank computes the epoch's whole plan (:mod:`lodarrow._training._epoch`) and delivers
+its share in plan order; workers (``DataLoader`` processes) take every ``num_workers``-th
+step, so what the training loop received is a step count whatever the worker count.  All
+that can be known from the footers, the lengths and the arguments is checked here, when the
+loader is made.
+"""
+
+import queue
 import sys
+import threading
+import warnings
 
 import numpy as np
 import pyarrow as pa
 
-from lodarrow._training._batching import plan_rank, shuffled
-from lodarrow._training._collate import LIBRARIES, MODES, as_sequences, collate_rows, convert
+from lodarrow._training._collate import (LIBRARIES, MODES, as_sequences, check_shape,
+                                         collate_rows, convert)
+from lodarrow._training._columns import ExtraColumn, check_jax_x64, null_rows
+from lodarrow._training._epoch import PLAN_VERSION, PlanArgs, plan_epoch
 from lodarrow._training._lengths import parquet_part_lengths
+from lodarrow._training._resume import FORMAT, check_state, fingerprint, segment_plan
 from lodarrow._training._source import (ParquetParts, check_level, column_of, hf_table,
-                                        is_parquet_source, list_depth,
-                                        pick_column)
+                                        is_parquet_source, list_depth, pick_column)
 from lodarrow._validation import (as_flag, as_int, as_nonnegative_int, as_positive_int,
                                   check_choice, coerce_pad_value)
 
 __all__ = ["BatchLoader", "batch_loader"]
 
 _FN = "batch_loader"
+NULLS = ("error", "empty", "drop")
+BALANCES = ("batches", "tokens", "compute")
 
 
 def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost="padded",
                  shuffle=True, drop_last=False, seed=0, num_replicas=1, rank=0,
-                 balance="batches", oversize="alone", mode="padded", row_length=None, level=0,
-                 pad_value=0, to="numpy", extra_columns=(), bucket=True, window=65536,
-                 row_groups=4, progress=None):
-    """Stream model-ready batches from a Parquet dataset or a table, following a batch plan.
+                 balance="batches", alpha=0.0, oversize="alone", nulls="error", mode="padded",
+                 row_length=None, level=0, pad_value=0, to="numpy", extra_columns=(),
+                 bucket=True, window=65536, row_groups=4, num_rows=None,
+                 pad_to_multiple_of=None, pad_widths=None, num_segments=None, prefetch=2,
+                 progress=None):
+    """Stream model-ready batches from a Parquet dataset or a table, following one global plan.
 
-    The lengths are read first (:func:`lodarrow.sequence_lengths`, no values); each epoch's
-    plan (:func:`lodarrow.batch_plan`) is the same on every rank.  A Parquet source is read
-    ``row_groups`` row groups at a time (a *block*; the row groups are shuffled, then the rows
-    inside each block): batches never cross a block, blocks are dealt to the ranks in turn
-    and, inside a rank, to the ``DataLoader`` workers, so each worker holds one block at a
-    time and every sequence is read once per epoch.  An in-memory source (a table, a column,
-    a Hugging Face dataset: its Arrow table, zero-copy) is planned in windows of ``window``
-    sequences.  A Ray Data ``Dataset`` (or a ``DataIterator`` from ``get_dataset_shard``) is
-    streamed through its ``iter_batches``, ``window`` rows a block, each block planned on
-    its own (Ray shards it: ``num_replicas`` must be 1).  See docs/training.md#loader.
+    The lengths are read first (:func:`lodarrow.sequence_lengths`, no values) and everything
+    that can be known before the first batch is checked then.  Each epoch's plan is one
+    function of the lengths, the source's row groups, the arguments, ``seed`` and the epoch,
+    the same on every rank: every rank gets the same number of steps, and across the ranks
+    every sequence is delivered exactly once per epoch (``drop_last``, ``oversize="drop"`` and
+    ``nulls="drop"`` drop only what they say, counted in :meth:`BatchLoader.statistics`),
+    whatever the number of row groups.  A Parquet source is read a block at a time: each
+    rank's share of a block covers about ``row_groups`` row groups; a row group is split into
+    row ranges only where ranks need it.  The loader's position is data
+    (:meth:`BatchLoader.state_dict`): it resumes exactly, on the same or another number of
+    ranks.  See docs/training.md#loader.
 
     Parameters
     ----------
     source : str, list, pyarrow.Table or Array, LoDTensor, datasets.Dataset or ray.data.Dataset
-        A Parquet file, directory, glob or list of files, or an in-memory source.
+        A Parquet file, directory, glob or list of files, or an in-memory source.  A Ray Data
+        ``Dataset`` (or a ``DataIterator`` from ``get_dataset_shard``) is streamed through its
+        ``iter_batches``, ``window`` rows a block, each planned on its own (``num_replicas``
+        must be 1: Ray shards it; such a loader has no state to resume).
     column : str, optional
         The list column of sequences; optional when the source has one column.
     batch_size, max_tokens : int, optional
-        As for :func:`lodarrow.batch_plan`.
+        The most sequences, and the token budget, of a batch (at least one of them).
     cost : {"padded", "packed"}, default "padded"
-        As for :func:`lodarrow.batch_plan`.
-    shuffle, drop_last : bool, default True, False
-        As for :func:`lodarrow.batch_plan`.
+        How a batch counts against ``max_tokens``: ``count * longest`` or the sum of lengths.
+    shuffle : bool, default True
+        Shuffle (row groups, rows inside each block, and steps); False keeps the source order.
+    drop_last : bool, default False
+        Drop what cannot fill a step: a fixed-size plan (``batch_size`` without
+        ``max_tokens``) drops fewer than ``num_replicas * batch_size`` sequences so that every
+        batch is full; otherwise the last step's sequences are split across the ranks.
     seed, num_replicas, rank : int, default 0, 1, 0
-        As for :func:`lodarrow.batch_plan` (the epoch comes from
-        :meth:`BatchLoader.set_epoch`).
-    balance : {"batches", "tokens"}, default "batches"
-        As for :func:`lodarrow.batch_plan`; for a Parquet source, "tokens" deals the blocks
-        most tokens first, each to the rank with the fewest tokens so far, instead of in turn.
-    oversize : {"alone", "error", "drop"}, default "alone"
-        As for :func:`lodarrow.batch_plan`.
-    mode : {"padded", "packed", "packed_rows"}, default "padded"
-        As for :func:`lodarrow.collate`.
+        The randomness (with the epoch: :meth:`BatchLoader.set_epoch`), the ranks and this
+        one's number.
+    balance : {"batches", "tokens", "compute"}, default "batches"
+        "batches": each rank gets an equal share of sequences, batches in random order.
+        "tokens": ranks get equal tokens, and each step holds every rank's batch of the same
+        rank by size (each step's batches of similar tokens).  "compute": the same with the
+        cost ``len + alpha * len**2`` (attention's quadratic term).
+    alpha : float, default 0.0
+        The quadratic weight of ``balance="compute"``.
+    oversize : {"alone", "error", "drop", "split"}, default "alone"
+        A sequence longer than ``max_tokens`` (or than ``row_length`` with
+        ``mode="packed_rows"``): a batch of its own, a ``ValueError`` when the loader is made,
+        or left out (counted).  Under ``mode="packed_rows"`` "alone" is an error too (a row
+        cannot hold it), and "split" cuts it into ``row_length`` chunks, each its own sequence
+        in ``cu_seqlens`` (positions restart at 0 in each chunk; ``seq_idx`` names the
+        sequence; counted in the statistics).
+    nulls : {"error", "empty", "drop"}, default "error"
+        A null row of the sequence column: a ``ValueError`` when the loader is made (naming
+        the file, row group and row), an empty sequence, or left out (counted).
+    mode : {"padded", "packed", "packed_rows", "segments"}, default "padded"
+        As for :func:`lodarrow.collate`.  With "packed_rows" and ``max_tokens`` (or
+        ``num_rows``) the plan itself packs: each rank's share of a block is packed best-fit
+        decreasing into rows of ``row_length``, and a batch is ``num_rows`` (default
+        ``max_tokens // row_length``) rows: one shape for the whole run.
     row_length : int, optional
         As for :func:`lodarrow.collate`.
     level : int, default 0
@@ -68,33 +106,46 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
     pad_value : scalar, default 0
         As for :func:`lodarrow.collate`.
     to : {"numpy", "torch", "jax", "tf"}, default "numpy"
-        As for :func:`lodarrow.collate`.
+        As for :func:`lodarrow.collate`.  With "jax" and ``jax_enable_x64`` off, a 64-bit
+        column is a ``ValueError`` (JAX would narrow it silently).
     extra_columns : sequence of str, default ()
-        Other columns (labels, ids ...) given with each batch, as arrays of the batch's rows,
-        in its order (``level`` 0 only).
+        Other columns (labels, ids ...) given with each batch (``level`` 0 only): numbers and
+        bools as arrays of the batch's rows (a column with nulls keeps its dtype, with a bool
+        ``<name>_mask``); strings, lists and other types as ``pyarrow.Array``.
     bucket : bool, default True
-        Sort by length inside each block or window (little padding); False: random batches.
+        Sort by length inside each rank's share of a block (little padding); False: random.
     window : int, default 65536
-        The bucketing window of an in-memory source, and the block of a Ray source (rows).
+        The sequences of one rank's share of a block, for an in-memory source (and the block
+        of a Ray source).
     row_groups : int, default 4
-        Row groups per block of a Parquet source: what one worker holds in memory.
+        About how many row groups one rank's share of a block covers (a Parquet source):
+        what one reader holds in memory, and how many row groups a batch mixes.
+    num_rows, pad_to_multiple_of, pad_widths, num_segments : optional
+        Fixed shapes, as for :func:`lodarrow.collate` (``num_rows``: the rows of every
+        packed-rows batch).
+    prefetch : int, default 2
+        Batches made ahead in a background thread when iterated in this process (the kernels
+        and Parquet decoding release the GIL); 0: made when asked for.
     progress : bool, optional
-        Show a progress bar on stderr; default: when stderr is a terminal.
+        Show a progress bar (batches, tokens/s) on stderr; default: when stderr is a terminal.
 
     Returns
     -------
     BatchLoader
         An iterable of dicts (the arrays of :func:`lodarrow.collate`, plus ``rows``, the
-        batch's sequences, and the extra columns); ``len`` is this rank's batch count;
+        batch's sequences, and the extra columns); ``len`` is the epoch's steps (of this
+        rank; after an elastic resume, in the current world);
         :meth:`BatchLoader.torch` gives a ``torch.utils.data.IterableDataset``.
 
     Raises
     ------
     TypeError
-        If an argument has the wrong type (the message names it).
+        If an argument has the wrong type (the message names it), or a column's type differs
+        across files with no lossless conversion.
     ValueError
-        If a value does not fit (the message names the argument), as for
-        :func:`lodarrow.batch_plan` and :func:`lodarrow.collate`.
+        If a value does not fit (the message names the argument), a sequence is over-long
+        under ``oversize="error"``, a null row under ``nulls="error"``, a 64-bit column
+        for ``to="jax"`` without x64, or too few sequences for the ranks.
 
     Examples
     --------
@@ -108,22 +159,28 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
     [[5, 6]] [0]
     [[1, 2, 3]] [0]
     """
-    cfg = _Config(batch_size, max_tokens, cost, mode, row_length, level, extra_columns,
-                  pad_value, to, bucket, window, row_groups, shuffle, seed, drop_last,
-                  num_replicas, rank, oversize, progress)
-    cfg.balance = check_choice(balance, f"{_FN}: balance", ("batches", "tokens"))
+    cfg = _Config(batch_size=batch_size, max_tokens=max_tokens, cost=cost, mode=mode,
+                  row_length=row_length, level=level, extra_columns=extra_columns,
+                  pad_value=pad_value, to=to, bucket=bucket, window=window,
+                  row_groups=row_groups, shuffle=shuffle, seed=seed, drop_last=drop_last,
+                  num_replicas=num_replicas, rank=rank, oversize=oversize, nulls=nulls,
+                  balance=balance, alpha=alpha, prefetch=prefetch, progress=progress,
+                  num_rows=num_rows, pad_to_multiple_of=pad_to_multiple_of,
+                  pad_widths=pad_widths, num_segments=num_segments)
     return BatchLoader(source, column, cfg)
 
 
 class _Config:
-    def __init__(self, batch_size, max_tokens, cost, mode, row_length, level, extra_columns,
+    def __init__(self, *, batch_size, max_tokens, cost, mode, row_length, level, extra_columns,
                  pad_value, to, bucket, window, row_groups, shuffle, seed, drop_last,
-                 num_replicas, rank, oversize, progress):
+                 num_replicas, rank, oversize, nulls, balance, alpha, prefetch, progress,
+                 num_rows, pad_to_multiple_of, pad_widths, num_segments):
         self.batch_size = _opt_pos(batch_size, "batch_size")
         self.max_tokens = _opt_pos(max_tokens, "max_tokens")
         if self.batch_size is None and self.max_tokens is None:
             raise ValueError(f"{_FN}: give batch_size, max_tokens or both (both are None)")
-        self.packed = check_choice(cost, f"{_FN}: cost", ("padded", "packed")) == "packed"
+        self.cost = check_choice(cost, f"{_FN}: cost", ("padded", "packed"))
+        self.packed = self.cost == "packed"
         self.mode = check_choice(mode, f"{_FN}: mode", MODES)
         self.row_length = _opt_pos(row_length, "row_length")
         if (self.mode == "packed_rows") != (self.row_length is not None):
@@ -139,14 +196,17 @@ class _Config:
             if not isinstance(name, str):
                 raise TypeError(f"{_FN}: extra_columns[{k}] must be a str, got "
                                 f"{type(name).__name__}")
+        if len(set(extra_columns)) != len(extra_columns):
+            raise ValueError(f"{_FN}: extra_columns names a column twice: {list(extra_columns)}")
         if extra_columns and self.level != 0:
             raise ValueError(f"{_FN}: extra_columns need level=0 (rows), got level={level}")
         self.extra_columns = list(extra_columns)
-        self.pad_value = pad_value
-        if pad_value is None or not (isinstance(pad_value, (int, float, np.generic))
-                                     or hasattr(pad_value, "__array__")):
+        if pad_value is None or isinstance(pad_value, (str, bytes)) or not (
+                isinstance(pad_value, (int, float, np.generic)) or hasattr(pad_value,
+                                                                         "__array__")):
             raise TypeError(f"{_FN}: pad_value must be a number, got "
                             f"{type(pad_value).__name__}")
+        self.pad_value = pad_value
         self.to = check_choice(to, f"{_FN}: to", LIBRARIES)
         self.bucket = as_flag(bucket, f"{_FN}: bucket")
         self.window = as_positive_int(window, f"{_FN}: window")
@@ -159,23 +219,78 @@ class _Config:
         if self.rank >= self.num_replicas:
             raise ValueError(f"{_FN}: rank must be in [0, num_replicas={num_replicas}), "
                              f"got {rank}")
-        self.oversize = check_choice(oversize, f"{_FN}: oversize", ("alone", "error", "drop"))
+        self.oversize = check_choice(oversize, f"{_FN}: oversize",
+                                     ("alone", "error", "drop", "split"))
+        if self.oversize == "split" and self.mode != "packed_rows":
+            raise ValueError(f"{_FN}: oversize='split' applies to mode='packed_rows' only "
+                             f"(mode={mode!r})")
+        packing = self.mode == "packed_rows"
+        self.shape = check_shape(self.mode, _FN, oversize=(
+            ("split" if self.oversize == "split" else "error") if packing else None),
+            num_rows=num_rows, pad_to_multiple_of=pad_to_multiple_of, pad_widths=pad_widths,
+            num_segments=num_segments)
+        # packed rows planned: batches of rows_per_batch rows (one shape for the run)
+        self.rows_per_batch = None
+        if packing and (self.shape.num_rows is not None or self.max_tokens is not None):
+            self.rows_per_batch = self.shape.num_rows or self.max_tokens // self.row_length
+            if self.rows_per_batch == 0:
+                raise ValueError(f"{_FN}: max_tokens={self.max_tokens} is less than one row "
+                                 f"of row_length={self.row_length}")
+            self.shape = self.shape._replace(num_rows=self.rows_per_batch)
+        self.nulls = check_choice(nulls, f"{_FN}: nulls", NULLS)
+        self.balance = check_choice(balance, f"{_FN}: balance", BALANCES)
+        if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, (int, float,
+                                                                           np.number)):
+            raise TypeError(f"{_FN}: alpha must be a number, got {type(alpha).__name__}")
+        self.alpha = float(alpha)
+        if not (self.alpha >= 0 and np.isfinite(self.alpha)):
+            raise ValueError(f"{_FN}: alpha must be a finite number >= 0, got {alpha!r}")
+        self.prefetch = _nonneg(prefetch, "prefetch")
         if progress is not None:
             progress = as_flag(progress, f"{_FN}: progress")
         self.progress = progress
+
+    def plan_args(self, cell_rows):
+        return PlanArgs(batch_size=self.batch_size, max_tokens=self.max_tokens,
+                        packed=self.packed, bucket=self.bucket, shuffle=self.shuffle,
+                        drop_last=self.drop_last, balance=self.balance, alpha=self.alpha,
+                        oversize="alone" if self.oversize == "split" else self.oversize,
+                        cell_rows=cell_rows, fn=_FN, row_length=self.row_length,
+                        rows_per_batch=self.rows_per_batch, split=self.oversize == "split")
+
+    def fingerprint(self, column):
+        """The arguments that decide the plan and the batches (a saved state names them)."""
+        return {"column": column, "level": self.level, "batch_size": self.batch_size,
+                "max_tokens": self.max_tokens, "cost": self.cost, "shuffle": self.shuffle,
+                "drop_last": self.drop_last, "balance": self.balance, "alpha": self.alpha,
+                "oversize": self.oversize, "nulls": self.nulls, "mode": self.mode,
+                "row_length": self.row_length, "bucket": self.bucket, "window": self.window,
+                "row_groups": self.row_groups, "shape": [self.shape.num_rows,
+                                                         self.shape.pad_to_multiple_of,
+                                                         self.shape.pad_widths and
+                                                         list(self.shape.pad_widths),
+                                                         self.shape.num_segments]}
 
 
 class BatchLoader:
     """An iterable of training batches (made by :func:`lodarrow.batch_loader`).
 
-    Iterating gives this rank's batches of the current epoch (:meth:`set_epoch`); inside a
-    PyTorch ``DataLoader`` worker (:meth:`torch`), that worker's share of them.
+    Iterating gives this rank's batches of the current epoch from the cursor on (the steps
+    already received are skipped without being read); :meth:`set_epoch`,
+    :meth:`state_dict` and :meth:`load_state_dict` move the cursor; :meth:`torch` gives a
+    PyTorch ``IterableDataset`` (torchdata's ``StatefulDataLoader`` protocol included).
     """
 
     def __init__(self, source, column, cfg):
         self.cfg = cfg
         self.epoch = 0
-        self._seqs = self._parts = self._ray = self._cached = None
+        self._cursor = 0                       # steps of the epoch received
+        self._segments = [[cfg.num_replicas, 0]]
+        self._fresh = True                     # set_epoch / load_state_dict since the last pass
+        self._warned = False
+        self._plans = {}
+        self._parts = self._ray = None
+        self._dropped_nulls = self._oversize_dropped = 0
         if is_parquet_source(source):
             self._init_parquet(source, column)
         elif hasattr(source, "iter_batches") and not isinstance(source, (pa.Table,
@@ -184,10 +299,14 @@ class BatchLoader:
                 raise ValueError(f"{_FN}: num_replicas must be 1 for a Ray source (Ray Data "
                                  f"shards it: streaming_split / get_dataset_shard)")
             self._ray, self.column = source, column
+            return
         else:
             self._init_memory(source, column)
+        self._check_lengths()
+        self._source_print = fingerprint(self.lengths, self._file_list())
+        self.plan()  # epoch 0's plan: what the arguments cannot do fails here
 
-    # --- sources ------------------------------------------------------------------------
+    # --- sources --------------------------------------------------------------------------
     def _init_memory(self, source, column):
         cfg = self.cfg
         table = hf_table(source)
@@ -200,157 +319,421 @@ class BatchLoader:
             column = pick_column(table.schema, column, _FN)
             for name in cfg.extra_columns:
                 pick_column(table.schema, name, _FN)
-            self._set_extras(table)
-            self._seqs = as_sequences(table, column, cfg.level, _FN)
+            _check_sequence_type(table.schema.field(column).type, column)
+            col = table.column(column)
+            self._nulls = [null_rows(col)]
+            self._extra_specs = [ExtraColumn(n, table.schema.field(n).type,
+                                             table.column(n).null_count)
+                                 for n in cfg.extra_columns]
+            self._memory_extras = {e.name: e.prepare(table.column(e.name))
+                                   for e in self._extra_specs}
         else:
             source = column_of(source, column, _FN)  # a column, or a TypeError
             column = None
             if cfg.extra_columns:
                 raise ValueError(f"{_FN}: extra_columns need a table source, got "
                                  f"{type(source).__name__}")
-            self._seqs = as_sequences(source, column, cfg.level, _FN)
+            if not hasattr(source, "offsets"):
+                _check_sequence_type(source.type, "the source")
+            self._nulls = [null_rows(source)] if isinstance(source, (pa.Array,
+                                                                    pa.ChunkedArray)) else []
+            self._extra_specs, self._memory_extras = [], {}
+            col = source
         self.column = column
+        self._row_nulls = self._nulls[0] if self._nulls else np.zeros(0, np.int64)
+        self._seqs = as_sequences(table if table is not None else col, column, cfg.level, _FN)
         self.lengths = self._seqs.lengths
-        self._check_pad(self._seqs)
+        self._seq_of_row = None
+        self._pad = self._pad_for(self._seqs)
+        self._check_to(self._seqs.values.dtype)
         self._nbytes = int(self._seqs.values.nbytes)
+        self._part_starts = None
 
     def _init_parquet(self, source, column):
         cfg = self.cfg
         parts = ParquetParts(source, _FN)
+        if parts.schema is None:
+            raise ValueError(f"{_FN}: the source holds no Parquet file")
         self.column = pick_column(parts.schema, column, _FN)
         for name in cfg.extra_columns:
             pick_column(parts.schema, name, _FN)
-        check_level(cfg.level, list_depth(parts.schema.field(self.column).type), _FN)
-        lengths = parquet_part_lengths(parts, self.column, cfg.level)  # one leaf, no values
+        types = parts.unify([self.column] + cfg.extra_columns)
+        _check_sequence_type(types[self.column], self.column)
+        check_level(cfg.level, list_depth(types[self.column]), _FN)
+        lengths, nulls = parquet_part_lengths(parts, self.column, cfg.level, with_nulls=True)
         self._parts = parts
-        self._part_seqs = np.array([len(x) for x in lengths], dtype=np.int64)
-        self._part_starts = np.concatenate([[0], np.cumsum(self._part_seqs)]).astype(np.int64)
+        self._nulls = nulls
+        part_seqs = np.array([len(x) for x in lengths], dtype=np.int64)
+        self._part_starts = np.concatenate([[0], np.cumsum(part_seqs)]).astype(np.int64)
         self.lengths = (np.concatenate(lengths) if lengths else np.zeros(0, np.int64))
         self._nbytes = int(sum(parts.nbytes))
+        self._extra_specs = [ExtraColumn(n, types[n], parts.null_count(n) != 0)
+                             for n in cfg.extra_columns]
+        empty = as_sequences(pa.array([], type=types[self.column]), None, cfg.level, _FN)
+        self._pad = self._pad_for(empty)
+        self._check_to(empty.values.dtype)
+        rows = np.concatenate([[0], np.cumsum(parts.rows)])
+        self._row_nulls = (np.concatenate([n + rows[k] for k, n in enumerate(nulls)])
+                           if nulls else np.zeros(0, np.int64))
 
-    def _check_pad(self, seqs):
-        self._pad = coerce_pad_value(self.cfg.pad_value, seqs.values.dtype,
-                                     seqs.values.shape[1:], name=f"{_FN}: pad_value")
+    def _pad_for(self, seqs):
+        return coerce_pad_value(self.cfg.pad_value, seqs.values.dtype, seqs.values.shape[1:],
+                                name=f"{_FN}: pad_value")
 
-    # --- the plan -----------------------------------------------------------------------
-    def set_epoch(self, epoch):
-        """Use epoch ``epoch``'s plan from now on (call it on every rank, as with
-        ``DistributedSampler``)."""
-        if isinstance(epoch, (bool, np.bool_)):
-            raise TypeError("set_epoch: epoch must be an integer, got bool")
-        self.epoch = as_int(epoch, "set_epoch: epoch")
+    def _check_to(self, value_dtype):
+        if self.cfg.to != "jax":
+            return
+        dtypes = {self.column or "the source": value_dtype}
+        dtypes.update({e.name: e.dtype for e in self._extra_specs})
+        check_jax_x64(dtypes, _FN)
+
+    def _check_lengths(self):
+        """Nulls and over-long sequences, known from the lengths pass: before any batch."""
+        cfg = self.cfg
+        if len(self._row_nulls) and cfg.nulls == "error":
+            row = int(self._row_nulls[0])
+            raise ValueError(f"{_FN}: {self._where(row)} of column {self.column!r} is null "
+                             f"({len(self._row_nulls)} null row(s)); pass nulls='empty' to read "
+                             f"them as empty sequences or nulls='drop' to leave them out")
+        exclude = []
+        if cfg.nulls == "drop" and len(self._row_nulls):
+            seq = self._sequences_of_rows(self._row_nulls)
+            self._dropped_nulls = len(seq)
+            exclude.append(seq)
+        limits = []
+        if cfg.max_tokens is not None and cfg.oversize in ("error", "drop") and \
+                cfg.rows_per_batch is None:
+            limits.append(("max_tokens", cfg.max_tokens))
+        if cfg.mode == "packed_rows" and cfg.oversize != "split":
+            limits.append(("row_length", cfg.row_length))
+        self._oversize_dropped = 0
+        for name, limit in limits:
+            over = np.flatnonzero(self.lengths > limit)
+            if not len(over):
+                continue
+            if cfg.oversize == "drop":
+                exclude.append(over)
+                continue
+            k = int(over[0])
+            raise ValueError(f"{_FN}: sequence {k} ({self._where_seq(k)}) has "
+                             f"{int(self.lengths[k])} tokens, more than {name}={limit} "
+                             f"({len(over)} such sequence(s)); oversize='drop' leaves them out"
+                             + (", 'split' cuts them into rows" if name == "row_length" else
+                                ", oversize='alone' gives each a batch of its own"))
+        self._base_rows = None
+        if exclude:
+            keep = np.ones(len(self.lengths), bool)
+            for rows in exclude:
+                keep[rows] = False
+            self._base_rows = np.flatnonzero(keep)
+            over = len(self.lengths) - len(self._base_rows) - self._dropped_nulls
+            self._oversize_dropped = over
+
+    def _sequences_of_rows(self, rows):
+        """The sequence positions of table rows (level 0: the rows themselves)."""
+        if self.cfg.level == 0:
+            return rows
+        return np.zeros(0, np.int64)  # a null row holds no deeper sequence
+
+    def _where(self, row):
+        if self._parts is None:
+            return f"row {row}"
+        k = int(np.searchsorted(np.cumsum(self._parts.rows), row, side="right"))
+        path, g, _ = self._parts.parts[k]
+        first = int(np.sum(self._parts.rows[:k]))
+        return f"row {row - first} of row group {g} of {path!r}"
+
+    def _where_seq(self, k):
+        if self._parts is None:
+            return f"row {k}" if self.cfg.level == 0 else f"level {self.cfg.level}"
+        p = int(np.searchsorted(self._part_starts, k, side="right")) - 1
+        path, g, _ = self._parts.parts[p]
+        at = f"row {k - self._part_starts[p]} of " if self.cfg.level == 0 else ""
+        return f"{at}row group {g} of {path!r}"
+
+    def _file_list(self):
+        if self._parts is None:
+            return None
+        import os as _os
+
+        sizes = {}
+        for path, _, rows in self._parts.parts:
+            name = _os.path.basename(path)
+            sizes.setdefault(name, [int(_os.path.getsize(path)), 0])
+            sizes[name][1] += int(rows)
+        return sorted([name, size, rows] for name, (size, rows) in sizes.items())
+
+    # --- the plan ---------------------------------------------------------------------------
+    def _cell_rows(self):
+        if self._parts is None:
+            return self.cfg.window
+        mean = float(np.mean(np.diff(self._part_starts))) if len(self._part_starts) > 1 else 1
+        return max(1, int(round(self.cfg.row_groups * mean)))
+
+    def _epoch_plan(self):
+        """The plan of the current segment of the epoch, and the epoch step it starts at."""
+        cfg = self.cfg
+        return segment_plan(self.lengths, cfg.plan_args(self._cell_rows()), self._segments,
+                            cfg.seed, self.epoch, self._part_starts, self._plans,
+                            base_rows=self._base_rows)
 
     def plan(self):
         """This rank's :class:`BatchPlan` for the current epoch (sequence positions of the
-        whole source); for a Parquet source ``plan().windows`` is each batch's block."""
+        whole source; ``windows`` is each batch's block), from the current segment's start."""
+        from lodarrow._training._batching import rank_plan
+
         if self._ray is not None:
             raise ValueError(f"{_FN}: a Ray source is planned block by block as it streams")
-        if self._cached is not None and self._cached[0] == self.epoch:
-            return self._cached[1]
-        self._cached = (self.epoch, self._make_plan())
-        return self._cached[1]
-
-    def _make_plan(self):
-        cfg = self.cfg
-        rng = np.random.default_rng([cfg.seed, self.epoch])
-        lengths = self.lengths
-        if self._parts is None:
-            n = len(lengths)
-            order = shuffled(n, rng) if cfg.shuffle else np.arange(n, dtype=np.int64)
-            order = _oversize(order, lengths, cfg)
-            m = len(order)
-            windows = np.append(np.arange(0, m, cfg.window, dtype=np.int64), m) if m else \
-                np.array([0, 0], dtype=np.int64)
-            deal = "round_robin"
-            self._blocks = None
-        else:
-            nparts = len(self._part_seqs)
-            part_order = rng.permutation(nparts) if cfg.shuffle else np.arange(nparts)
-            blocks = [part_order[i:i + cfg.row_groups]
-                      for i in range(0, nparts, cfg.row_groups)]
-            pieces, bounds = [], [0]
-            for block in blocks:
-                rows = np.concatenate([np.arange(self._part_starts[k], self._part_starts[k + 1])
-                                       for k in block]) if len(block) else np.zeros(0, np.int64)
-                if cfg.shuffle:
-                    rows = rows[shuffled(len(rows), rng)]
-                rows = _oversize(rows.astype(np.int64), lengths, cfg)
-                pieces.append(rows)
-                bounds.append(bounds[-1] + len(rows))
-            order = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
-            windows = np.array(bounds, dtype=np.int64)
-            deal = "window"
-            self._blocks = blocks
-        return plan_rank(lengths, order, windows, sort=cfg.bucket, batch_size=cfg.batch_size,
-                         max_tokens=cfg.max_tokens, packed=cfg.packed,
-                         rng=rng if cfg.shuffle else None, drop_last=cfg.drop_last,
-                         num_replicas=cfg.num_replicas, rank=cfg.rank, balance=cfg.balance,
-                         deal=deal, seed=cfg.seed, epoch=self.epoch)
+        plan, _ = self._epoch_plan()
+        return rank_plan(plan, self.cfg.rank, seed=self.cfg.seed, epoch=self.epoch)
 
     def __len__(self):
         if self._ray is not None:
             raise TypeError(f"{_FN}: a Ray source has no length before it is read")
-        return len(self.plan())
+        plan, base = self._epoch_plan()
+        return base + plan.steps
 
-    # --- iteration ----------------------------------------------------------------------
-    def __iter__(self):
-        return self._iterate(0, 1)
+    # --- epochs and the cursor --------------------------------------------------------------
+    def set_epoch(self, epoch, start_step=0):
+        """Use epoch ``epoch``'s plan from now on, from step ``start_step`` (call it on every
+        rank, as with ``DistributedSampler``).
 
-    def _iterate(self, worker, num_workers):
+        ``start_step`` is a counter the training loop keeps (the steps of this epoch it
+        received, as with any ``DataLoader``): iteration resumes with the first step not yet
+        received, on the same ``num_replicas``.
+        """
+        if isinstance(epoch, (bool, np.bool_)):
+            raise TypeError("set_epoch: epoch must be an integer, got bool")
+        epoch = as_int(epoch, "set_epoch: epoch")
+        if epoch < 0:
+            raise ValueError(f"set_epoch: epoch must be >= 0, got {epoch}")
+        if isinstance(start_step, (bool, np.bool_)):
+            raise TypeError("set_epoch: start_step must be an integer, got bool")
+        start_step = as_nonnegative_int(start_step, "set_epoch: start_step")
+        self.epoch = epoch
+        self._segments = [[self.cfg.num_replicas, 0]]
+        self._cursor = 0
+        if self._ray is None and start_step:
+            steps = len(self)  # the cursor is 0 here: the whole epoch
+            if start_step > steps:
+                raise ValueError(f"set_epoch: start_step={start_step} is past the epoch's "
+                                 f"{steps} steps")
+        self._cursor = start_step
+        self._fresh = True
+
+    def state_dict(self, steps=None):
+        """The loader's position as a small JSON-serialisable dict (docs/training.md#resuming).
+
+        Parameters
+        ----------
+        steps : int, optional
+            The steps of the current epoch the training loop received, when batches reach it
+            through a ``DataLoader`` with workers (which this object does not see); default:
+            what this object delivered itself.
+
+        Returns
+        -------
+        dict
+            ``format``, ``plan_version``, ``args`` (the planning arguments), ``source`` (the
+            source's fingerprint: sequences, tokens, a digest of the lengths, files), ``seed``,
+            ``epoch``, ``cursor``, ``num_replicas`` and ``segments`` (the world sizes this
+            epoch ran on, with the step each began at).
+        """
         if self._ray is not None:
-            yield from self._iterate_ray(worker, num_workers)
+            raise TypeError(f"{_FN}: a Ray source has no state to save (Ray Data streams it)")
+        cursor = self._cursor
+        if steps is not None:
+            cursor = as_nonnegative_int(steps, "state_dict: steps")
+        return {"format": FORMAT, "plan_version": PLAN_VERSION,
+                "args": self.cfg.fingerprint(self.column), "source": dict(self._source_print),
+                "seed": self.cfg.seed, "epoch": self.epoch, "cursor": cursor,
+                "num_replicas": self.cfg.num_replicas,
+                "segments": [list(s) for s in self._segments]}
+
+    def load_state_dict(self, state, strict=True):
+        """Resume from :meth:`state_dict`: the next batch is the first one not yet received.
+
+        On another ``num_replicas`` than at the save, the sequences not yet received are
+        planned again for this world (an elastic resume): across the runs every sequence of
+        the epoch is still delivered exactly once, with equal steps on every rank.
+
+        Parameters
+        ----------
+        state : dict
+            What :meth:`state_dict` returned (through JSON or not).
+        strict : bool, default True
+            A state saved for another source or other planning arguments is a ``ValueError``
+            naming every difference; False resumes anyway, at the saved epoch and step of
+            this loader's plan, with no exactly-once guarantee (a ``UserWarning`` lists the
+            differences).
+        """
+        strict = as_flag(strict, "load_state_dict: strict")
+        if self._ray is not None:
+            raise TypeError(f"{_FN}: a Ray source has no state to load")
+        expected = self.state_dict()
+        problems = check_state(state, expected, strict)
+        epoch = as_nonnegative_int(state["epoch"], "load_state_dict: state['epoch']")
+        cursor = as_nonnegative_int(state["cursor"], "load_state_dict: state['cursor']")
+        segments = state["segments"]
+        if (not isinstance(segments, list) or not segments or any(
+                not isinstance(s, (list, tuple)) or len(s) != 2 for s in segments)):
+            raise ValueError("load_state_dict: state['segments'] must be a list of "
+                             "[num_replicas, first_step] pairs")
+        segments = [[as_positive_int(r, "load_state_dict: segments"),
+                     as_nonnegative_int(f, "load_state_dict: segments")] for r, f in segments]
+        if problems:
+            warnings.warn(f"load_state_dict(strict=False): resuming although "
+                          f"{'; '.join(problems)}", UserWarning, stacklevel=2)
+            segments = [[self.cfg.num_replicas, 0]]
+        elif segments[-1][0] != self.cfg.num_replicas:
+            segments.append([self.cfg.num_replicas, cursor])
+        self.epoch = epoch
+        self._segments = segments
+        self._cursor = cursor
+        self._fresh = True
+        plan, base = self._epoch_plan()
+        if cursor - base > plan.steps:
+            raise ValueError(f"load_state_dict: the saved cursor {cursor} is past the epoch's "
+                             f"{base + plan.steps} steps")
+
+    def statistics(self):
+        """What the current epoch's plan does, as data (docs/training.md#statistics).
+
+        Returns
+        -------
+        dict
+            ``steps``; per rank ``sequences``, ``tokens`` and ``padded_tokens``;
+            ``padding`` (the share of padding in padded batches); ``dropped`` (sequences left
+            out, by reason: ``nulls``, ``oversize``, ``drop_last``); ``step_balance``
+            (max/mean per step of tokens and of compute, median and worst); ``decodes`` (for
+            a Parquet source: how many times the ranks decode each row group in the epoch,
+            one reader per rank).
+        """
+        from lodarrow._training._stats import plan_statistics
+
+        plan, base = self._epoch_plan()
+        return plan_statistics(plan, base, self)
+
+    # --- iteration ----------------------------------------------------------------------------
+    def __iter__(self):
+        if self._ray is not None:
+            return self._iterate_ray(0, 1)
+        self._note_pass()
+        return self._deliver()
+
+    def _note_pass(self):
+        if not self._fresh and not self._warned:
+            self._warned = True
+            warnings.warn(f"{_FN}: epoch {self.epoch} is iterated again from step "
+                          f"{self._cursor}: the same batches as before (call set_epoch(epoch) "
+                          f"before each epoch, or load_state_dict to resume)", UserWarning,
+                          stacklevel=3)
+        self._fresh = False
+
+    def _deliver(self):
+        """This process's iteration: batches in plan order, made ahead in a thread; the
+        cursor counts what was handed out."""
+        plan, base = self._epoch_plan()
+        start = self._cursor - base
+        if start >= plan.steps:
             return
-        plan = self.plan()
-        if self._parts is None:
-            units = len(plan)
-            nbytes = self._nbytes * len(plan.indices) // max(len(self.lengths), 1)
-        else:
-            mine = set(plan.windows.tolist())
-            units = len(mine)
-            nbytes = sum(self._parts.nbytes[int(k)] for w in mine for k in self._blocks[w])
-        bar = _bar(self.cfg.progress, units, nbytes)
+        bar = _bar(self.cfg.progress, plan.steps - start, self._nbytes, plan.steps)
+        share = self._nbytes / max(plan.steps, 1)
         ok = False
+        made = self._produce(plan, range(start, plan.steps))
+        if self.cfg.prefetch:
+            made = _prefetched(made, self.cfg.prefetch)
         try:
-            if self._parts is None:
-                for b in range(worker, len(plan), num_workers):
-                    rows = plan[b]
-                    yield self._batch(self._seqs, rows, rows)
-                    bar.advance(len(rows), nbytes / max(len(plan), 1))
-                    bar.file_done()
-            else:
-                yield from self._iterate_blocks(plan, worker, num_workers, bar)
+            for step, batch, tokens in made:
+                self._cursor = base + step + 1
+                bar.advance(int(plan.hi[self.cfg.rank, step] - plan.lo[self.cfg.rank, step]),
+                            share, tokens)
+                bar.file_done()
+                yield batch
             ok = True
         finally:
+            made.close()
             bar.close(ok)
 
-    def _iterate_blocks(self, plan, worker, num_workers, bar):
-        windows = plan.windows
-        mine = [w for k, w in enumerate(dict.fromkeys(windows.tolist()))
-                if k % num_workers == worker]
-        for w in mine:
-            block = self._blocks[w]
-            table = pa.concat_tables([self._parts.read(int(k), [self.column]
-                                                       + self.cfg.extra_columns)
-                                      for k in block])
-            seqs = as_sequences(table, self.column, self.cfg.level, _FN)
-            self._check_pad(seqs)
-            # sequence position in the whole source -> position in this block: the block's
-            # row groups by first position, and where each starts in the block
-            firsts = self._part_starts[block]
-            local_firsts = np.concatenate([[0], np.cumsum(self._part_seqs[block])[:-1]])
-            by_first = np.argsort(firsts)
-            firsts, local_firsts = firsts[by_first], local_firsts[by_first]
-            self._set_extras(table)
-            nbytes = sum(self._parts.nbytes[int(k)] for k in block)
-            batches = np.flatnonzero(windows == w)
-            for b in batches:
-                rows = plan[int(b)]
-                j = np.searchsorted(firsts, rows, side="right") - 1
-                local = rows - firsts[j] + local_firsts[j]
-                yield self._batch(seqs, local, rows)
-                bar.advance(len(rows), nbytes / max(len(batches), 1))
-            bar.file_done()
-            del table, seqs
+    def _worker_steps(self, worker, num_workers, first=None):
+        plan, base = self._epoch_plan()
+        start = self._cursor - base
+        first = start + worker if first is None else first
+        return plan, range(first, plan.steps, num_workers)
+
+    def _produce(self, plan, steps):
+        """``(step, batch, tokens)`` for each step of ``steps`` (this rank's), reading each
+        block once for the steps that need it."""
+        rank = self.cfg.rank
+        if self._parts is None:
+            for s in steps:
+                yield s, self._batch(self._seqs, None, plan, s, self._memory_extras), \
+                    int(plan.tokens[rank, s])
+            return
+        steps = list(steps)
+        blocks = plan.block[rank, steps] if steps else np.zeros(0, np.int64)
+        k = 0
+        while k < len(steps):
+            j = k
+            while j < len(steps) and blocks[j] == blocks[k]:
+                j += 1
+            group = steps[k:j]
+            seqs, local_of, extras = self._read(
+                np.concatenate([plan.batch(rank, s) for s in group]))
+            for s in group:
+                yield s, self._batch(seqs, local_of, plan, s, extras), int(plan.tokens[rank, s])
+            del seqs, extras
+            k = j
+
+    def _read(self, rows):
+        """Read the sequences ``rows`` (positions in the source) from the row groups holding
+        them: the Sequences, a map from positions to the read table's, the extra columns."""
+        parts = self._parts
+        level0 = self.cfg.level == 0
+        p = np.searchsorted(self._part_starts, rows, side="right") - 1
+        needed = np.unique(p)
+        tables, firsts, offsets, done = [], [], [], 0
+        for k in needed:
+            mine = rows[p == k] - self._part_starts[k]
+            lo, hi = (int(mine.min()), int(mine.max()) + 1) if level0 else (0, None)
+            table = parts.read(int(k), [self.column] + self.cfg.extra_columns, lo, hi)
+            tables.append(table)
+            firsts.append(self._part_starts[k] + lo)
+            offsets.append(done)
+            done += len(table) if level0 else int(self._part_starts[k + 1]
+                                                   - self._part_starts[k])
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        seqs = as_sequences(table, self.column, self.cfg.level, _FN)
+        firsts = np.asarray(firsts, np.int64)
+        offsets = np.asarray(offsets, np.int64)
+
+        def local_of(batch_rows):
+            i = np.searchsorted(needed, np.searchsorted(self._part_starts, batch_rows,
+                                                        side="right") - 1)
+            return batch_rows - firsts[i] + offsets[i]
+
+        extras = {e.name: e.prepare(table.column(e.name)) for e in self._extra_specs}
+        return seqs, local_of, extras
+
+    def _batch(self, seqs, local_of, plan, step, extras):
+        """Step ``step``'s batch of this rank: ``local_of`` maps source positions to those of
+        ``seqs`` (None: the same)."""
+        cfg = self.cfg
+        placement = None
+        if plan.items is not None:
+            rows, placement = plan.placement(cfg.rank, step)
+        else:
+            rows = plan.batch(cfg.rank, step)
+        local = rows if local_of is None else local_of(rows)
+        out = collate_rows(seqs, local, cfg.mode, self._pad, cfg.row_length,
+                           placement=placement, shape=cfg.shape, fn=_FN)
+        out["rows"] = rows
+        arrow = {}
+        for spec in self._extra_specs:
+            spec.take(extras[spec.name], local, out if spec.numeric else arrow)
+        out = convert(out, seqs.on_gpu, cfg.to, _FN)
+        out.update(arrow)
+        return out
 
     def _iterate_ray(self, worker, num_workers):
         cfg = self.cfg
@@ -358,92 +741,108 @@ class BatchLoader:
         for table in self._ray.iter_batches(batch_size=cfg.window, batch_format="pyarrow"):
             if block_no % num_workers == worker:
                 column = pick_column(table.schema, self.column, _FN)
+                col = table.column(column)
+                if col.null_count and cfg.nulls == "error":
+                    raise ValueError(f"{_FN}: row {int(null_rows(col)[0])} of Ray block "
+                                     f"{block_no} of column {column!r} is null; pass "
+                                     f"nulls='empty' or nulls='drop'")
                 seqs = as_sequences(table, column, cfg.level, _FN)
-                self._check_pad(seqs)
-                self._set_extras(table)
-                rng = np.random.default_rng([cfg.seed, self.epoch, block_no])
-                n = len(seqs)
-                order = _oversize(shuffled(n, rng) if cfg.shuffle else
-                                  np.arange(n, dtype=np.int64), seqs.lengths, cfg)
-                plan = plan_rank(seqs.lengths, order, np.array([0, len(order)], np.int64),
-                                 sort=cfg.bucket, batch_size=cfg.batch_size,
-                                 max_tokens=cfg.max_tokens, packed=cfg.packed,
-                                 rng=rng if cfg.shuffle else None, drop_last=cfg.drop_last,
-                                 num_replicas=1, rank=0, balance="batches",
-                                 deal="round_robin", seed=cfg.seed, epoch=self.epoch)
-                for rows in plan:
-                    yield self._batch(seqs, rows, rows)
+                specs = [ExtraColumn(n, table.schema.field(n).type, table.column(n).null_count)
+                         for n in cfg.extra_columns]
+                self._extra_specs = specs
+                extras = {e.name: e.prepare(table.column(e.name)) for e in specs}
+                self._pad = self._pad_for(seqs)
+                rows = None
+                if cfg.nulls == "drop" and col.null_count and cfg.level == 0:
+                    keep = np.ones(len(seqs), bool)
+                    keep[null_rows(col)] = False
+                    rows = np.flatnonzero(keep)
+                from lodarrow._training._resume import rng_of
+
+                plan = plan_epoch(seqs.lengths, cfg.plan_args(cfg.window), 1,
+                                  rng_of(cfg.seed, self.epoch, block_no + 1), rows=rows)
+                for s in range(plan.steps):
+                    yield self._batch(seqs, None, plan, s, extras)
             block_no += 1
 
-    def _batch(self, seqs, local, rows):
-        cfg = self.cfg
-        out = collate_rows(seqs, local, cfg.mode, self._pad, cfg.row_length)
-        out["rows"] = rows
-        for name, values in self._extras.items():
-            out[name] = values[local]
-        return convert(out, seqs.on_gpu, cfg.to)
-
-    def _set_extras(self, table):
-        """The extra columns of ``table`` (the source, or the block read) as NumPy arrays."""
-        self._extras = {name: table.column(name).to_numpy()
-                        for name in self.cfg.extra_columns}
-
-    # --- PyTorch ------------------------------------------------------------------------
+    # --- PyTorch ------------------------------------------------------------------------------
     def torch(self):
         """This loader as a ``torch.utils.data.IterableDataset``.
 
-        Give it to ``DataLoader(dataset, batch_size=None, num_workers=k)``: each worker
-        iterates its share (Parquet blocks, or every k-th batch of an in-memory source), with
-        ``LODARROW_NUM_THREADS=1``; together they give this rank's batches once.
+        Give it to ``DataLoader(dataset, batch_size=None, num_workers=k)``: worker ``i`` makes
+        steps ``i, i + k, ...`` (with ``LODARROW_NUM_THREADS=1``), and the ``DataLoader``
+        hands them out in plan order.  ``set_epoch`` reaches persistent workers too; the
+        dataset follows torchdata's ``StatefulDataLoader`` protocol (``state_dict`` /
+        ``load_state_dict``).  See docs/training.md#pytorch.
         """
         from lodarrow._interop._optional import import_optional
+        from lodarrow._training._torch import torch_dataset
 
         torch = import_optional("torch", "BatchLoader.torch")
-        return _torch_class(torch)(self)
+        return torch_dataset(torch, self)
 
 
-_TORCH_CLASS = None
+def _check_sequence_type(t, name):
+    """The sequence column must be a list column (the message says what it is instead)."""
+    if list_depth(t) == 0:
+        raise TypeError(f"{_FN}: column {name!r} is {t}, not a list column of sequences; "
+                        f"name the list column with column=")
 
 
-def _torch_class(torch):
-    global _TORCH_CLASS
-    if _TORCH_CLASS is None:
-        class TorchBatches(torch.utils.data.IterableDataset):
-            """A :class:`BatchLoader` as a PyTorch ``IterableDataset``."""
+def _prefetched(made, depth):
+    """Run the generator ``made`` in a background thread, ``depth`` items ahead."""
+    q = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
 
-            def __init__(self, loader):
-                super().__init__()
-                self.loader = loader
+    def work():
+        try:
+            for item in made:
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    break
+            q.put(done)
+        except BaseException as exc:  # handed to the consumer, raised there
+            q.put(exc)
+        finally:
+            made.close()
 
-            def __iter__(self):
-                info = torch.utils.data.get_worker_info()
-                if info is None:
-                    return iter(self.loader)
-                os.environ["LODARROW_NUM_THREADS"] = "1"  # the workers share the cores
-                return self.loader._iterate(info.id, info.num_workers)
+    thread = threading.Thread(target=work, name="lodarrow-prefetch", daemon=True)
+    thread.start()
 
-            def __len__(self):
-                return len(self.loader)
+    def consume():
+        try:
+            while True:
+                item = q.get()
+                if item is done:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            while thread.is_alive():
+                try:
+                    q.get(timeout=0.05)
+                except queue.Empty:
+                    pass
+            thread.join()
 
-            def set_epoch(self, epoch):
-                self.loader.set_epoch(epoch)
-
-        _TORCH_CLASS = TorchBatches
-    return _TORCH_CLASS
+    return consume()
 
 
-def _oversize(order, lengths, cfg):
-    from lodarrow._training._batching import _apply_oversize
-
-    return _apply_oversize(order, lengths, cfg.max_tokens, cfg.oversize)
-
-
-def _bar(progress, blocks, nbytes):
+def _bar(progress, steps, nbytes, total_steps):
     from lodarrow._progress import Progress
     from lodarrow._tables._dataset import _isatty
 
     enabled = _isatty(sys.stderr) if progress is None else progress
-    return Progress(blocks, nbytes, enabled, label="batch_loader", unit="blocks")
+    return Progress(steps, nbytes * steps / max(total_steps, 1), enabled,
+                    label="batch_loader", unit="batches", tokens=True)
 
 
 def _opt_pos(value, name):

@@ -123,7 +123,11 @@ def leaf_to_read(pf, column):
 
 
 class ParquetParts:
-    """The row groups of a Parquet source: ``(path, row group, rows)`` in reading order."""
+    """The row groups of a Parquet source: ``(path, row group, rows)`` in reading order.
+
+    Every file's footer is read here, once: the row counts, the byte sizes, and the schema of
+    each file.  :meth:`unify` checks the columns the loader reads across files.
+    """
 
     def __init__(self, source, fn, arg="source"):
         import pyarrow.parquet as pq
@@ -131,24 +135,124 @@ class ParquetParts:
         from lodarrow._tables._dataset import resolve_source
 
         _, _, files = resolve_source(source, fn, arg)
+        self.fn = fn
         self.files = [p for p, _ in files]
         self.parts = []
         self.nbytes = []
-        self.schema = None
+        self.schemas = []
+        self.metas = []
         for path in self.files:
-            meta = pq.ParquetFile(path).metadata
-            if self.schema is None:
-                self.schema = meta.schema.to_arrow_schema()
+            try:
+                meta = pq.ParquetFile(path).metadata
+            except (OSError, pa.ArrowException) as exc:
+                raise ValueError(f"{fn}: cannot read the Parquet footer of {path!r}: "
+                                 f"{exc}") from None
+            self.metas.append(meta)
+            self.schemas.append(meta.schema.to_arrow_schema())
             for g in range(meta.num_row_groups):
                 rg = meta.row_group(g)
                 self.parts.append((path, g, rg.num_rows))
                 self.nbytes.append(rg.total_byte_size)
+        self.schema = self.schemas[0] if self.schemas else None
         self.rows = np.array([p[2] for p in self.parts], dtype=np.int64)
         self.starts = np.concatenate([[0], np.cumsum(self.rows)]).astype(np.int64)
+        self.types = {}
 
-    def read(self, k, columns):
+    def unify(self, columns):
+        """The type each of ``columns`` is read as: the same in every file, or a safe widening
+        of every file's type (int32 -> int64, float32 -> float64, list -> large_list ...);
+        else a ``TypeError`` naming two files and both types.  Known before any row is read.
+        """
+        for name in columns:
+            first = None
+            for path, schema in zip(self.files, self.schemas):
+                if name not in schema.names:
+                    raise ValueError(f"{self.fn}: column {name!r} is in {self.files[0]!r} but "
+                                     f"not in {path!r}")
+                t = schema.field(name).type
+                if first is None:
+                    first, target = (path, t), t
+                    continue
+                if t.equals(target):
+                    continue
+                wider = widen(target, t)
+                if wider is None:
+                    raise TypeError(f"{self.fn}: column {name!r} is {first[1]} in "
+                                    f"{first[0]!r} but {t} in {path!r}, and neither converts "
+                                    f"to the other without loss")
+                target = wider
+            self.types[name] = target
+        return dict(self.types)
+
+    def null_count(self, name):
+        """Nulls of top-level column ``name`` in the whole source, from the footers' column
+        statistics (None when a row group has none)."""
+        total = 0
+        for meta, schema in zip(self.metas, self.schemas):
+            idx = [i for i in range(meta.num_columns)
+                   if meta.schema.column(i).path.split(".")[0] == name]
+            for g in range(meta.num_row_groups):
+                for i in idx[:1]:
+                    stats = meta.row_group(g).column(i).statistics
+                    if stats is None or not stats.has_null_count:
+                        return None
+                    total += stats.null_count
+        return total
+
+    def part_of(self, rows):
+        """The row group of each sequence position in ``rows``."""
+        return np.searchsorted(self.starts, rows, side="right") - 1
+
+    def read(self, k, columns, lo=0, hi=None):
+        """Rows ``[lo, hi)`` of row group ``k`` (its own row numbers), ``columns`` cast to the
+        unified types; errors name the file and the row group."""
         import pyarrow.parquet as pq
 
         path, g, _ = self.parts[k]
-        with pq.ParquetFile(path, pre_buffer=False) as pf:
-            return pf.read_row_group(g, columns=columns)
+        try:
+            with pq.ParquetFile(path, pre_buffer=False) as pf:
+                table = pf.read_row_group(g, columns=columns, use_threads=False)
+        except (OSError, pa.ArrowException) as exc:
+            raise ValueError(f"{self.fn}: cannot read row group {g} of {path!r}: {exc}") from None
+        if lo or (hi is not None and hi < table.num_rows):
+            table = table.slice(lo, (table.num_rows if hi is None else hi) - lo)
+        want = [self.types.get(c) for c in columns]
+        if any(t is not None and not table.schema.field(c).type.equals(t)
+               for c, t in zip(columns, want)):
+            table = table.cast(pa.schema([pa.field(c, t or table.schema.field(c).type)
+                                          for c, t in zip(columns, want)]))
+        return table
+
+
+def widen(a, b):
+    """The type both ``a`` and ``b`` convert to without loss, or None."""
+    if a.equals(b):
+        return a
+    if _is_list(a) and _is_list(b):
+        inner = widen(a.value_type, b.value_type)
+        if inner is None:
+            return None
+        large = pa.types.is_large_list(a) or pa.types.is_large_list(b)
+        return pa.large_list(inner) if large else pa.list_(inner)
+    if pa.types.is_fixed_size_list(a) and pa.types.is_fixed_size_list(b):
+        if a.list_size != b.list_size:
+            return None
+        inner = widen(a.value_type, b.value_type)
+        return None if inner is None else pa.list_(inner, a.list_size)
+    for kind in (pa.types.is_signed_integer, pa.types.is_unsigned_integer,
+                 pa.types.is_floating):
+        if kind(a) and kind(b):
+            return a if a.bit_width >= b.bit_width else b
+    if pa.types.is_unsigned_integer(a) and pa.types.is_signed_integer(b):
+        a, b = b, a
+    if pa.types.is_signed_integer(a) and pa.types.is_unsigned_integer(b):
+        return a if a.bit_width > b.bit_width else (
+            pa.int64() if b.bit_width < 64 else None)
+    strings = {pa.string(): 0, pa.large_string(): 1, pa.binary(): 2, pa.large_binary(): 3}
+    if a in strings and b in strings and (strings[a] < 2) == (strings[b] < 2):
+        return a if strings[a] >= strings[b] else b
+    return None
+
+
+def _is_list(t):
+    return pa.types.is_list(t) or pa.types.is_large_list(t)

@@ -1,0 +1,564 @@
+"""The global plan of one epoch: every rank's batches, step by step (docs/training.md#plans).
+
+One function, :func:`plan_epoch`, decides which sequences go in which batch of which rank at
+which step.  It is a pure function of the lengths, the source's layout (the row groups of a
+Parquet source), the arguments, ``seed`` and ``epoch``: every rank computes the whole plan and
+takes its share, so ranks, workers, statistics and resume all derive from it.
+
+How a plan is made
+------------------
+1. **The stream.**  The sequences in a random order: a permutation of the rows for an
+   in-memory source (random access is free); for a Parquet source the row groups in a random
+   order, each row group's rows in storage order (a reader decodes whole row groups).
+2. **Cells.**  The stream is cut into ``K * R`` consecutive *cells* (``R`` ranks, ``K``
+   blocks): cell ``(k, r)`` is rank ``r``'s share of block ``k``.  Cells are equal in rows
+   (fixed-size plans: exactly so many full batches each) or in the balanced measure (tokens,
+   or ``len + alpha * len**2`` for ``balance="compute"``); for a Parquet source a cut moves to
+   a row-group boundary when one is near, so most row groups are read by one rank only.  A
+   row group is cut into row ranges only where a cell needs it: when there are fewer row
+   groups than ranks, or to even out the ranks.
+3. **Batches.**  Inside a cell the rows are shuffled (Parquet), sorted by length (bucketing)
+   and cut greedily under ``batch_size`` / ``max_tokens``.
+4. **Steps.**  The cells of a block get as many batches each: a block whose batch count is
+   no multiple of ``R`` splits its largest batches (every sequence still once, no budget
+   exceeded), then ranks with a surplus hand batches to ranks short of one.  With
+   ``balance="tokens"`` / ``"compute"`` each cell's batches are sorted by cost, so step ``j``
+   of a block holds every rank's ``j``-th largest batch (matched quantiles: the ranks of a
+   step wait little for one another); the steps of a block are then shuffled alike on every
+   rank.
+"""
+
+import numpy as np
+
+from lodarrow._cpu import _batch_plan as _k
+from lodarrow._threads import num_threads
+
+__all__ = ["PLAN_VERSION", "EpochPlan", "PlanArgs", "plan_epoch"]
+
+#: Bumped whenever the planning algorithm changes: a saved loader state names it.
+PLAN_VERSION = 2
+#: Snap a cell's cut to a row-group boundary this close (a share of the cell's rows).
+_SNAP = 0.125
+#: Sort cells on several threads from this many sequences on.
+_PARALLEL_SORT = 1 << 20
+
+
+class PlanArgs:
+    """The planning arguments (already checked by the caller)."""
+
+    __slots__ = ("batch_size", "max_tokens", "packed", "bucket", "shuffle", "drop_last",
+                 "balance", "alpha", "oversize", "cell_rows", "fn", "row_length",
+                 "rows_per_batch", "split")
+
+    def __init__(self, *, batch_size, max_tokens, packed, bucket, shuffle, drop_last, balance,
+                 alpha, oversize, cell_rows, fn, row_length=None, rows_per_batch=None,
+                 split=False):
+        self.batch_size, self.max_tokens, self.packed = batch_size, max_tokens, packed
+        self.bucket, self.shuffle, self.drop_last = bucket, shuffle, drop_last
+        self.balance, self.alpha, self.oversize = balance, alpha, oversize
+        self.cell_rows, self.fn = cell_rows, fn
+        # packed rows planned here: batches of ``rows_per_batch`` rows of ``row_length``
+        self.row_length, self.rows_per_batch, self.split = row_length, rows_per_batch, split
+
+    @property
+    def fixed_size(self):
+        return self.batch_size is not None and self.max_tokens is None and not self.packing
+
+    @property
+    def packing(self):
+        return self.rows_per_batch is not None
+
+
+class EpochPlan:
+    """Every rank's batches of one epoch (or of what was left of it, after an elastic resume).
+
+    Batch ``(r, s)`` (rank ``r``, step ``s``) holds the sequences
+    ``order[lo[r, s]:hi[r, s]]``; ``block[r, s]`` is the block it was cut from (batches of
+    one block are read together).  ``dropped`` counts what the plan left out, by reason.
+    """
+
+    def __init__(self, order, lo, hi, block, seq, alpha, dropped, items=None):
+        self.order, self.lo, self.hi, self.block = order, lo, hi, block
+        # packed rows: ``order`` lists items (a sequence, or a chunk of one), and ``items``
+        # their (start, row, offset) arrays; ``seq`` their lengths
+        self.items = items
+        self.num_replicas, self.steps = lo.shape
+        self.dropped = dropped
+        self._seq, self._alpha, self._compute = seq, alpha, None
+        flat_lo, flat_hi = lo.ravel(), hi.ravel()
+        tokens = np.empty(len(flat_lo), np.int64)
+        longest = np.empty(len(flat_lo), np.int64)
+        if len(flat_lo):
+            _k.range_stats(seq, np.ascontiguousarray(flat_lo), np.ascontiguousarray(flat_hi),
+                           tokens, longest)
+        self.tokens = tokens.reshape(lo.shape)
+        self.longest = longest.reshape(lo.shape)
+
+    @property
+    def compute(self):
+        """Each batch's cost ``sum(len) + alpha * sum(len**2)`` (float64)."""
+        if self._compute is None:
+            squares = np.zeros(len(self._seq) + 1, np.float64)
+            np.cumsum(self._seq.astype(np.float64) ** 2, out=squares[1:])
+            self._compute = self.tokens + self._alpha * (squares[self.hi] - squares[self.lo])
+        return self._compute
+
+    def batch(self, rank, step):
+        """The rows (sequence positions) of rank ``rank``'s batch at step ``step``."""
+        rows = self.order[self.lo[rank, step]:self.hi[rank, step]]
+        return rows if self.items is None else np.unique(rows)
+
+    def placement(self, rank, step):
+        """A packed batch's layout: ``(rows, Placement)``, the placement's ``seq`` indexing
+        ``rows``."""
+        from lodarrow._training._collate import Placement
+
+        a, b = self.lo[rank, step], self.hi[rank, step]
+        seq = self.order[a:b]
+        rows, index = np.unique(seq, return_inverse=True)
+        start, row, offset = (x[a:b] for x in self.items[:3])
+        first = int(row[0]) if b > a else 0
+        n_rows = int(row[-1]) - first + 1 if b > a else 0
+        return rows, Placement(index.astype(np.int64).reshape(-1), start, self._seq[a:b],
+                               row - first, offset, n_rows, self.items[3],
+                               np.zeros(0, np.int64))
+
+    def rows_of_steps(self, start, stop):
+        """Every sequence of steps ``[start, stop)``, all ranks together."""
+        if stop <= start:
+            return np.zeros(0, np.int64)
+        lo, hi = self.lo[:, start:stop].ravel(), self.hi[:, start:stop].ravel()
+        sizes = hi - lo
+        pos = np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
+        return self.order[pos] if self.items is None else np.unique(self.order[pos])
+
+    @property
+    def sizes(self):
+        return self.hi - self.lo
+
+
+def plan_epoch(lengths, args, num_replicas, rng, *, rows=None, part_starts=None):
+    """The plan of one epoch (see the module's docstring).
+
+    Parameters
+    ----------
+    lengths : numpy.ndarray of int64
+        Every sequence's length (the whole source).
+    args : PlanArgs
+        The checked planning arguments.
+    num_replicas : int
+        The ranks.
+    rng : numpy.random.Generator
+        The epoch's randomness (``default_rng([seed, epoch, ...])``).
+    rows : numpy.ndarray of int64, optional
+        Plan only these sequences (an elastic resume: those not yet received); default all.
+    part_starts : numpy.ndarray of int64, optional
+        The first sequence of each row group, and the total (a Parquet source).
+    """
+    fn = args.fn
+    stream, edges = _stream(len(lengths), rows, part_starts, args.shuffle, rng)
+    dropped = {"oversize": 0, "drop_last": 0}
+    if args.max_tokens is not None and args.oversize == "drop":
+        keep = lengths[stream] <= args.max_tokens
+        if not keep.all():
+            dropped["oversize"] = int(len(keep) - np.count_nonzero(keep))
+            edges = _edges_after(edges, keep)
+            stream = stream[keep]
+    m, R = len(stream), num_replicas
+    if m < R:
+        if m and not args.drop_last:
+            raise ValueError(f"{fn}: {m} sequence(s) cannot give each of num_replicas={R} "
+                             f"ranks a batch; use fewer ranks, or drop_last=True to drop them")
+        dropped["drop_last"] += m
+        return _empty(lengths, R, args.alpha, dropped)
+    if args.fixed_size and args.drop_last:
+        cells, tails = _fixed_cells(m, R, args, edges)
+        if cells is None:
+            dropped["drop_last"] += m
+            return _empty(lengths, R, args.alpha, dropped)
+        dropped["drop_last"] += m - int(cells[-1][-1])
+        stream = stream[:int(cells[-1][-1])]
+    else:
+        cells, tails = _weighted_cells(stream, lengths, R, args, edges), 0
+    order, seq = _arrange(stream, lengths, cells, args, rng, in_memory=part_starts is None)
+    items = splits = None
+    if args.packing:
+        order, seq, items, cells, splits = _pack(order, seq, cells, args)
+        blocks = _cut_rows(items[1], cells, args, R)
+    else:
+        blocks = _cut(seq, cells, tails, args, R)
+    lo, hi, block, extra_drop = _steps(blocks, seq, args, R, rng, splits)
+    dropped["drop_last"] += extra_drop
+    if tails and len(cells) > 1:  # the tail step is read with the last block
+        block[block == len(cells) - 1] = len(cells) - 2
+    return EpochPlan(order, lo, hi, block, seq, args.alpha, dropped, items)
+
+
+# --- 1. the stream --------------------------------------------------------------------------
+
+def _stream(n, rows, part_starts, shuffle, rng):
+    """The sequences in stream order, and the positions in it where a row group starts (None
+    for an in-memory source)."""
+    from lodarrow._training._batching import shuffled
+
+    if part_starts is None:
+        base = np.arange(n, dtype=np.int64) if rows is None else rows
+        return (base[shuffled(len(base), rng)] if shuffle else base), None
+    counts = np.diff(part_starts)
+    parts = rng.permutation(len(counts)) if shuffle else np.arange(len(counts))
+    counts = counts[parts]
+    firsts = np.zeros(len(counts), np.int64)
+    np.cumsum(counts[:-1], out=firsts[1:])
+    stream = np.repeat(part_starts[:-1][parts] - firsts, counts) + np.arange(
+        counts.sum(), dtype=np.int64)
+    edges = firsts[counts > 0]
+    if rows is not None:
+        keep = np.zeros(n, bool)
+        keep[rows] = True
+        keep = keep[stream]
+        edges = _edges_after(edges, keep)
+        stream = stream[keep]
+    return stream, edges
+
+
+def _edges_after(edges, keep):
+    """Row-group starts in the stream after ``stream[keep]``."""
+    if edges is None:
+        return None
+    before = np.concatenate([[0], np.cumsum(keep)])
+    return np.unique(before[edges])
+
+
+# --- 2. cells ---------------------------------------------------------------------------------
+
+def _blocks_wanted(m, R, cell_rows):
+    return max(1, min(m // R, m // max(R * cell_rows, 1)))
+
+
+def _fixed_cells(m, R, args, edges):
+    """Cells of exactly ``S_k * batch_size`` rows (every batch full: a fixed-size plan with
+    ``drop_last``), and the tail: the rows that fill no step, dropped (``drop_last``) or
+    dealt as one last step of smaller batches.
+
+    Returns ``(cells, tail_blocks)``: a list of per-block cell boundaries (positions in the
+    stream, ``R + 1`` each) and how many of the last blocks are tails (their cells are cut
+    into 1 or 2 batches each, not by ``batch_size``).
+    """
+    bs = args.batch_size
+    full_steps = m // (R * bs)
+    rem = m - full_steps * R * bs
+    tail = None
+    if rem and not args.drop_last:
+        if rem >= R:
+            tail = (rem, 1)
+        elif full_steps >= 1 and bs >= 2:
+            full_steps -= 1
+            tail = (rem + R * bs, 2)
+        else:
+            raise ValueError(f"{args.fn}: {m} sequences cannot be dealt to num_replicas={R} "
+                             f"ranks in equal steps of batches of at most batch_size={bs} "
+                             f"sequences; use drop_last=True to drop the last {rem}")
+    if full_steps == 0 and tail is None:
+        return None, 0
+    K = min(_blocks_wanted(m, R, args.cell_rows), full_steps) if full_steps else 0
+    cells, start = [], 0
+    for k in range(K):
+        steps = full_steps // K + (k < full_steps % K)
+        cells.append(start + np.arange(R + 1, dtype=np.int64) * steps * bs)
+        start += R * steps * bs
+    if tail is not None:
+        rows, _ = tail
+        sizes = np.full(R, rows // R, np.int64)
+        sizes[:rows % R] += 1
+        cells.append(start + np.concatenate([[0], np.cumsum(sizes)]))
+    return cells, (tail[1] if tail else 0)
+
+
+def _weighted_cells(stream, lengths, R, args, edges):
+    """Cells of equal weight (rows, tokens or compute), cut at row-group edges when near.
+    A fixed-size plan's cells are equal in rows (its batch counts then match)."""
+    m = len(stream)
+    if edges is None and (args.balance == "batches" or args.fixed_size):
+        return _window_cells(m, R, args.cell_rows)
+    K = _blocks_wanted(m, R, args.cell_rows)
+    n_cells = K * R
+    fractions = np.arange(1, n_cells, dtype=np.float64) / n_cells
+    cw = None
+    if args.balance != "batches" and not args.fixed_size:  # equal rows: equal batch counts
+        seq = lengths[stream]
+        if args.balance == "compute":
+            seq = seq.astype(np.float64)
+            seq += args.alpha * seq * seq
+        cw = np.cumsum(seq)
+        if cw[-1] <= 0:
+            cw = None
+    if cw is None:
+        cuts = np.round(m * fractions).astype(np.int64)
+    else:
+        cuts = np.searchsorted(cw, cw[-1] * fractions, side="left").astype(np.int64) + 1
+    if edges is not None and len(edges):
+        tol = _SNAP * m / n_cells
+        right = np.clip(np.searchsorted(edges, cuts), 0, len(edges) - 1)
+        left = np.maximum(right - 1, 0)
+        nearest = np.where(np.abs(edges[left] - cuts) <= np.abs(edges[right] - cuts),
+                           edges[left], edges[right])
+        cuts = np.where(np.abs(nearest - cuts) <= tol, nearest, cuts)
+    cuts = _strictly_inside(cuts, m)
+    bounds = np.concatenate([[0], cuts, [m]]).astype(np.int64)
+    return [bounds[k * R:(k + 1) * R + 1] for k in range(K)]
+
+
+def _window_cells(m, R, window):
+    """In-memory cells of exactly ``window`` rows, the last block's cells sharing what is
+    left (at least one row each): the bucketing windows of :func:`lodarrow.batch_plan`."""
+    full = max(-(-m // (R * window)) - 1, 0)
+    rem = m - full * R * window
+    if full and rem < R:
+        full -= 1
+        rem += R * window
+    starts = (np.arange(full * R, dtype=np.int64) * window).tolist()
+    last = full * R * window
+    starts += [last + (rem * r) // R for r in range(R)]
+    bounds = np.array(starts + [m], dtype=np.int64)
+    return [bounds[k * R:(k + 1) * R + 1] for k in range(full + 1)]
+
+
+def _strictly_inside(cuts, m):
+    """Cut positions made strictly increasing inside ``(0, m)``: every cell non-empty."""
+    cuts = np.sort(cuts)
+    n = len(cuts)
+    low = np.arange(1, n + 1, dtype=np.int64)
+    high = m - np.arange(n, 0, -1, dtype=np.int64)
+    cuts = np.clip(cuts, low, high)
+    # strictly increasing: c_j >= c_{j-1} + 1  <=>  c_j - j non-decreasing
+    shifted = np.maximum.accumulate(cuts - np.arange(n))
+    return shifted + np.arange(n)
+
+
+# --- 3. batches -------------------------------------------------------------------------------
+
+def _arrange(stream, lengths, cells, args, rng, in_memory):
+    """The stream with each cell's rows shuffled (a Parquet stream is in storage order inside
+    a row group) and sorted by length (bucketing); and the lengths in that order."""
+    from lodarrow._training._batching import shuffled
+
+    order = stream
+    bounds = np.unique(np.concatenate(cells))
+    if args.shuffle and not in_memory:  # an in-memory stream is shuffled whole already
+        order = order.copy()
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            order[lo:hi] = order[lo:hi][shuffled(int(hi - lo), rng)]
+    if not args.bucket or len(order) == 0:
+        return order, np.ascontiguousarray(lengths[order])
+    sorted_order = np.empty_like(order)
+    seq = np.empty_like(order)
+    threads = num_threads() if len(order) >= _PARALLEL_SORT else 1
+    if _k.sort_windows(order, lengths, bounds, sorted_order, seq, False, threads) != 0:
+        raise MemoryError(f"{args.fn}: no memory to sort a cell")
+    return sorted_order, seq
+
+
+def _cut(seq, cells, tails, args, R):
+    """Each block's batches, cell by cell: ``[(lo array, hi array) per rank]`` per block."""
+    blocks = []
+    bs, mt = args.batch_size or 0, args.max_tokens or 0
+    for k, bounds in enumerate(cells):
+        tail = tails if k == len(cells) - 1 and tails else 0
+        lanes = []
+        for r in range(R):
+            lo, hi = int(bounds[r]), int(bounds[r + 1])
+            if tail:  # a tail cell: one batch, or two halves
+                mids = [lo, (lo + hi) // 2, hi] if tail == 2 else [lo, hi]
+                lanes.append((np.array(mids[:-1], np.int64), np.array(mids[1:], np.int64)))
+                continue
+            cut = np.empty(hi - lo + 1, np.int64)
+            nb = _k.cut_batches(seq, np.array([lo, hi], np.int64), bs, mt, args.packed, cut)
+            cut[0] = lo  # the kernel starts its bounds at 0
+            lanes.append((cut[:nb].copy(), cut[1:nb + 1].copy()))
+        blocks.append(lanes)
+    return blocks
+
+
+def _pack(order, seq, cells, args):
+    """Packed rows, planned: each cell's sequences packed best-fit decreasing into rows of
+    ``row_length`` (split into chunks first under ``oversize="split"``).  Returns the items
+    in row order (their sequences, lengths, and ``(start, row, offset, row_length)``, rows
+    numbered across the plan), the cells in item positions, and where a batch may be split
+    (row starts)."""
+    from lodarrow._training._collate import pack_placement
+
+    L = args.row_length
+    out_seq, out_len, starts, rows, offsets, new_cells = [], [], [], [], [], []
+    pos = row_base = 0
+    for bounds in cells:
+        new = [pos]
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            p = pack_placement(seq[lo:hi], L, oversize="split" if args.split else "error",
+                               fn=args.fn)
+            out_seq.append(order[lo:hi][p.seq])
+            out_len.append(p.length)
+            starts.append(p.start)
+            rows.append(p.row + row_base)
+            offsets.append(p.offset)
+            row_base += p.n_rows
+            pos += len(p.seq)
+            new.append(pos)
+        new_cells.append(np.array(new, np.int64))
+    cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64))
+    row = cat(rows)
+    splits = np.ones(len(row) + 1, bool)
+    splits[1:-1] = row[1:] != row[:-1]
+    return (cat(out_seq), np.ascontiguousarray(cat(out_len)),
+            (cat(starts), row, cat(offsets), L), new_cells, splits)
+
+
+def _cut_rows(row, cells, args, R):
+    """Each cell's items cut into batches of ``rows_per_batch`` rows."""
+    blocks = []
+    per = args.rows_per_batch
+    for bounds in cells:
+        lanes = []
+        for r in range(R):
+            lo, hi = int(bounds[r]), int(bounds[r + 1])
+            if hi == lo:
+                lanes.append((np.zeros(0, np.int64), np.zeros(0, np.int64)))
+                continue
+            rel = row[lo:hi] - row[lo]
+            cuts = lo + np.flatnonzero(np.diff(rel // per)) + 1
+            edges = np.concatenate([[lo], cuts, [hi]]).astype(np.int64)
+            lanes.append((edges[:-1], edges[1:]))
+        blocks.append(lanes)
+    return blocks
+
+
+# --- 4. steps ---------------------------------------------------------------------------------
+
+def _steps(blocks, seq, args, R, rng, splits=None):
+    """Equal batch counts per rank in every block, batches matched into steps."""
+    los, his, block_ids, dropped = [], [], [], 0
+    carry = None
+    csum = sq = None
+    if args.balance != "batches":
+        csum = np.concatenate([[0], np.cumsum(seq)])
+    if args.balance == "compute":
+        sq = np.concatenate([[0.0], np.cumsum(seq.astype(np.float64) ** 2)])
+    for k, lanes in enumerate(blocks):
+        if carry is not None:  # a block that could not be evened out joins this one
+            lanes = [(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+                     for a, b in zip(carry, lanes)]
+            carry = None
+        evened = _even_out(lanes, R, splits)
+        if evened is None:
+            if k + 1 < len(blocks):
+                carry = lanes
+                continue
+            if not args.drop_last:
+                raise ValueError(f"{args.fn}: the sequences cannot be dealt to num_replicas="
+                                 f"{R} ranks in equal steps: every batch holds one sequence "
+                                 f"and their count is no multiple of {R}; use drop_last=True")
+            evened, lost = _deal(lanes, R, drop=True)
+            dropped += lost
+        lo = np.stack([lane[0] for lane in evened])
+        hi = np.stack([lane[1] for lane in evened])
+        lo, hi = _match(lo, hi, csum, sq, args, rng)
+        los.append(lo)
+        his.append(hi)
+        block_ids.append(np.full(lo.shape, k, np.int64))
+    if not los:
+        z = np.zeros((R, 0), np.int64)
+        return z, z.copy(), z.copy(), dropped
+    return np.hstack(los), np.hstack(his), np.hstack(block_ids), dropped
+
+
+def _even_out(lanes, R, splits=None):
+    """Give every lane as many batches: split the largest batches until the block's count is
+    a multiple of ``R`` (a split exceeds no budget), then move surplus batches to the lanes
+    short of one.  None when no batch can be split."""
+    counts = [len(lo) for lo, _ in lanes]
+    total = sum(counts)
+    if total % R == 0 and min(counts) == max(counts):
+        return lanes
+    lanes = [(lo.copy(), hi.copy()) for lo, hi in lanes]
+    while total % R:
+        short = min(len(lo) for lo, _ in lanes)
+        best = None
+        for r, (lo, hi) in enumerate(lanes):
+            if not len(lo):
+                continue
+            size = hi - lo
+            if splits is not None:  # a batch of one row cannot be split
+                size = np.array([np.count_nonzero(splits[a + 1:b]) + 1 for a, b in
+                                 zip(lo, hi)])
+            j = int(np.argmax(size))
+            key = (len(lo) == short, int(size[j]))
+            if key[1] >= 2 and (best is None or key > best[0]):
+                best = (key, r, j)
+        if best is None:
+            return None
+        _, r, j = best
+        lo, hi = lanes[r]
+        mid = (lo[j] + hi[j]) // 2
+        if splits is not None:  # the row start nearest the middle
+            inside = lo[j] + 1 + np.flatnonzero(splits[lo[j] + 1:hi[j]])
+            mid = int(inside[np.argmin(np.abs(inside - mid))])
+        lanes[r] = (np.insert(lo, j + 1, mid), np.insert(hi, j, mid))
+        total += 1
+    return _deal(lanes, R, drop=False)[0]
+
+
+def _deal(lanes, R, drop):
+    """Move surplus batches to the lanes short of ``total // R``; with ``drop`` the batches
+    left over (fewer than ``R``: what cannot fill a step) are dropped.  A lane gives away
+    batches spread evenly over its (length-sorted) batches, so the receiver gets typical
+    ones.  Returns the lanes and the sequences dropped."""
+    total = sum(len(lo) for lo, _ in lanes)
+    target = total // R
+    spare_lo, spare_hi, out = [], [], []
+    for lo, hi in lanes:
+        extra = len(lo) - target
+        if extra <= 0:
+            out.append([lo, hi])
+            continue
+        give = np.unique(np.linspace(0, len(lo) - 1, extra).round().astype(np.int64))
+        keep = np.ones(len(lo), bool)
+        keep[give] = False
+        out.append([lo[keep], hi[keep]])
+        spare_lo.extend(lo[give].tolist())
+        spare_hi.extend(hi[give].tolist())
+    for lane in out:
+        need = target - len(lane[0])
+        if need > 0:
+            lane[0] = np.concatenate([lane[0], spare_lo[-need:]]).astype(np.int64)
+            lane[1] = np.concatenate([lane[1], spare_hi[-need:]]).astype(np.int64)
+            del spare_lo[-need:], spare_hi[-need:]
+    lost = int(sum(b - a for a, b in zip(spare_lo, spare_hi)))
+    return [(lo, hi) for lo, hi in out], lost
+
+
+def _match(lo, hi, csum, sq, args, rng):
+    """Order each lane's batches into steps: by cost (matched quantiles) for the balances
+    "tokens" and "compute", shuffled per lane for "batches"; steps shuffled alike."""
+    R, T = lo.shape
+    if T == 0:
+        return lo, hi
+    if args.balance != "batches":
+        cost = (csum[hi] - csum[lo]).astype(np.float64)
+        if args.balance == "compute":
+            cost = cost + args.alpha * (sq[hi] - sq[lo])
+        by_cost = np.argsort(-cost, axis=1, kind="stable")
+        lo = np.take_along_axis(lo, by_cost, 1)
+        hi = np.take_along_axis(hi, by_cost, 1)
+        if args.shuffle:
+            perm = rng.permutation(T)
+            lo, hi = lo[:, perm], hi[:, perm]
+    elif args.shuffle:
+        perm = np.argsort(rng.random((R, T)), axis=1)
+        lo = np.take_along_axis(lo, perm, 1)
+        hi = np.take_along_axis(hi, perm, 1)
+    return lo, hi
+
+
+def _empty(lengths, R, alpha, dropped):
+    z = np.zeros((R, 0), np.int64)
+    return EpochPlan(np.zeros(0, np.int64), z, z.copy(), z.copy(), np.zeros(0, np.int64),
+                     alpha, dropped)

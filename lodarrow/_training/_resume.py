@@ -1,0 +1,112 @@
+"""A loader's position as data: the state a checkpoint keeps, and the plans it implies
+(docs/training.md#resuming).
+
+The state is small whatever the dataset's size: the plan version, the planning arguments, a
+fingerprint of the source, the seed, the epoch, the cursor (steps of the epoch the training
+loop received) and the world sizes the epoch ran on.  From it, :func:`segment_plan` rebuilds
+the plan that delivers exactly the sequences not yet received:
+
+- the same ``num_replicas`` as at the save: the epoch's plan, from step ``cursor`` on;
+- another ``num_replicas`` (an *elastic* resume): the sequences of the steps not yet received
+  are planned again for the new world, as a new *segment* of the epoch (its own randomness:
+  ``seed``, ``epoch`` and the segment's number).  A chain of changes is a chain of segments.
+
+Worker counts do not enter: batches reach the training loop in plan order whatever the
+number of ``DataLoader`` workers or prefetch threads, so a step count alone says what was
+received.
+"""
+
+import hashlib
+import json
+
+import numpy as np
+
+from lodarrow._training._epoch import PLAN_VERSION, plan_epoch
+
+__all__ = ["FORMAT", "check_state", "fingerprint", "segment_plan"]
+
+FORMAT = "lodarrow.batch_loader"
+
+
+def fingerprint(lengths, files=None):
+    """What identifies a source: its sequence count, tokens, a digest of the lengths, and for
+    a Parquet source the files (relative names, sizes, rows) as a digest."""
+    digest = hashlib.blake2b(np.ascontiguousarray(lengths, dtype=np.int64).view(np.uint8),
+                             digest_size=16).hexdigest()
+    out = {"sequences": int(len(lengths)), "tokens": int(lengths.sum()),
+           "lengths_digest": digest}
+    if files is not None:
+        text = json.dumps(files, sort_keys=True).encode()
+        out["files"] = len(files)
+        out["files_digest"] = hashlib.blake2b(text, digest_size=16).hexdigest()
+    return out
+
+
+def rng_of(seed, epoch, segment):
+    key = [seed, epoch] if segment == 0 else [seed, epoch, segment]
+    return np.random.default_rng(key)
+
+
+def segment_plan(lengths, args, segments, seed, epoch, part_starts=None, cache=None,
+                 base_rows=None):
+    """The plan of the last segment of ``segments`` and the step it starts at.
+
+    ``segments`` lists ``(num_replicas, first_step)`` in the order the epoch ran them:
+    segment ``i`` delivered steps ``[first_step_i, first_step_{i+1})`` of the epoch.
+    ``cache`` (a dict) keeps the plans already made, keyed by their segment prefix;
+    ``base_rows`` are the sequences the epoch plans (default all: nulls and over-long
+    sequences a loader drops are not among them).
+    """
+    plan, rows, base, key = None, base_rows, 0, (epoch,)
+    for i, (replicas, first) in enumerate(segments):
+        if plan is not None:
+            if replicas == plan.num_replicas:  # a restart on the same world: the same plan
+                continue
+            # what segment i-1 had not delivered when segment i began
+            rows = np.sort(plan.rows_of_steps(first - base, plan.steps))
+            base = first
+        key = key + ((replicas, first),)
+        hit = None if cache is None else cache.get(key)
+        if hit is None:
+            hit = plan_epoch(lengths, args, replicas, rng_of(seed, epoch, i), rows=rows,
+                             part_starts=part_starts)
+            if cache is not None:
+                if len(cache) > 4:
+                    cache.clear()
+                cache[key] = hit
+        plan = hit
+    return plan, base
+
+
+def check_state(state, expected, strict, fn="load_state_dict"):
+    """Check a saved state against this loader (``expected``: what its state_dict would
+    hold): a ``ValueError`` naming every difference, unless ``strict`` is False."""
+    if not isinstance(state, dict):
+        raise TypeError(f"{fn}: state must be a dict (from state_dict()), got "
+                        f"{type(state).__name__}")
+    if state.get("format") != FORMAT:
+        raise ValueError(f"{fn}: state is not a batch_loader state (format "
+                         f"{state.get('format')!r}, expected {FORMAT!r})")
+    for key in ("epoch", "cursor", "num_replicas", "segments", "seed", "plan_version"):
+        if key not in state:
+            raise ValueError(f"{fn}: state has no {key!r}")
+    problems = []
+    if state["plan_version"] != PLAN_VERSION:
+        problems.append(f"plan_version {state['plan_version']} was saved, this lodarrow plans "
+                        f"with version {PLAN_VERSION}")
+    if state["seed"] != expected["seed"]:
+        problems.append(f"seed {state['seed']} was saved, the loader has {expected['seed']}")
+    for name, saved in sorted(state.get("args", {}).items()):
+        now = expected["args"].get(name)
+        if saved != now:
+            problems.append(f"argument {name}={saved!r} was saved, the loader has {now!r}")
+    for name, saved in sorted(state.get("source", {}).items()):
+        now = expected["source"].get(name)
+        if saved != now:
+            problems.append(f"source {name} {saved!r} was saved, the loader's is {now!r}")
+    if problems and strict:
+        raise ValueError(f"{fn}: the state does not match this loader: " + "; ".join(problems)
+                         + ". Pass strict=False to resume anyway (the plan of the current "
+                         "source and arguments, from the saved step: no exactly-once "
+                         "guarantee)")
+    return problems

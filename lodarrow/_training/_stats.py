@@ -1,0 +1,78 @@
+"""What an epoch's plan does, as data: the loader's statistics (docs/training.md#statistics)."""
+
+import numpy as np
+
+__all__ = ["plan_statistics"]
+
+
+def plan_statistics(plan, base, loader):
+    """The statistics of ``plan`` (the current segment of the loader's epoch, from step
+    ``base`` of the epoch) for :meth:`BatchLoader.statistics`."""
+    sizes, tokens = plan.sizes, plan.tokens
+    padded = sizes * plan.longest
+    total_padded = int(padded.sum())
+    out = {
+        "epoch": loader.epoch,
+        "num_replicas": plan.num_replicas,
+        "first_step": base,
+        "steps": plan.steps,
+        "sequences": sizes.sum(axis=1).tolist(),
+        "tokens": tokens.sum(axis=1).tolist(),
+        "padded_tokens": padded.sum(axis=1).tolist(),
+        "padding": 0.0 if total_padded == 0 else 1.0 - int(tokens.sum()) / total_padded,
+        "dropped": {"nulls": int(loader._dropped_nulls),
+                    "oversize": int(loader._oversize_dropped + plan.dropped["oversize"]),
+                    "drop_last": int(plan.dropped["drop_last"])},
+        "step_balance": {"tokens": _ratios(tokens), "compute": _ratios(plan.compute)},
+    }
+    if plan.items is not None:
+        out["packing"] = _packing(plan, loader.cfg)
+    if loader._parts is not None:
+        out["decodes"] = _decodes(plan, loader)
+    return out
+
+
+def _packing(plan, cfg):
+    """Planned packed rows: the share of row slots holding tokens (rows with data, and the
+    batches' fixed ``num_rows``), and the sequences split into chunks."""
+    _, row, _, length = plan.items
+    used = 0
+    for r in range(plan.num_replicas):
+        for a, b in zip(plan.lo[r], plan.hi[r]):
+            if b > a:
+                used += int(row[b - 1] - row[a] + 1)
+    tokens = int(plan.tokens.sum())
+    slots = plan.num_replicas * plan.steps * cfg.rows_per_batch * length
+    seqs, counts = np.unique(plan.order, return_counts=True)
+    return {"row_length": int(length), "rows_per_batch": int(cfg.rows_per_batch),
+            "efficiency": tokens / (used * length) if used else 1.0,
+            "batch_efficiency": tokens / slots if slots else 1.0,
+            "split": int(np.count_nonzero(counts > 1))}
+
+
+def _ratios(cost):
+    """max / mean over the ranks of each step: the median and the worst step."""
+    cost = np.asarray(cost, np.float64)
+    if cost.shape[1] == 0:
+        return {"median": 1.0, "max": 1.0}
+    mean = cost.mean(axis=0)
+    ok = mean > 0
+    ratio = np.where(ok, cost.max(axis=0) / np.where(ok, mean, 1.0), 1.0)
+    return {"median": float(np.median(ratio)), "max": float(ratio.max())}
+
+
+def _decodes(plan, loader):
+    """How many times the epoch decodes each row group: once per (rank, block) that reads it
+    (one reader per rank; ``DataLoader`` workers each read the blocks of their steps)."""
+    starts = loader._part_starts
+    n_parts = len(starts) - 1
+    counts = np.zeros(n_parts, np.int64)
+    for r in range(plan.num_replicas):
+        for k in np.unique(plan.block[r]):
+            steps = np.flatnonzero(plan.block[r] == k)
+            rows = np.concatenate([plan.batch(r, s) for s in steps])
+            counts[np.unique(np.searchsorted(starts, rows, side="right") - 1)] += 1
+    read = counts[counts > 0]
+    return {"row_groups": int(n_parts), "max": int(counts.max()) if n_parts else 0,
+            "mean": float(read.mean()) if len(read) else 0.0,
+            "per_row_group": counts.tolist() if n_parts <= 4096 else None}
