@@ -171,7 +171,7 @@ def test_empty_directory_and_non_parquet_file(tmp_path):
                             ("b.parquet", (bad / "a.parquet").read_bytes()[:-8] + b"\xff\xff"
                              b"\x00\x00PAR1", "does not fit")):
         (bad / name).write_bytes(data)
-        for fn in (la.read_parquet, la.iter_parquet):
+        for fn in (la.read_parquet, la.iter_parquet, la.sequence_lengths):
             with pytest.raises(pa.ArrowInvalid, match=re.escape(str(bad / name)) + ".*" + why):
                 fn(bad)
     (bad / "b.parquet").unlink()

@@ -3,7 +3,7 @@
 Parquet keeps a list column's lengths in its data pages (repetition levels), so the lengths of
 a corpus cost decoding one leaf column.  This module keeps them (docs/training.md#lengths-cache):
 
-- **The cache**: one ``.npz`` per (data file, list column, LoD level) under
+- **The cache**: one small file per (data file, list column, LoD level) under
   ``<cache dir>/lengths-v1/``, named by the SHA-256 of the file's :class:`Fingerprint` (its
   path or URI, size, modification time and the SHA-256 of its Parquet footer), the column
   and the level.  A file that changes gets another fingerprint, so a stale entry is never
@@ -31,6 +31,7 @@ import os
 import shutil
 import threading
 import uuid
+import warnings
 
 import numpy as np
 import pyarrow as pa
@@ -242,7 +243,7 @@ def clear_lengths_cache(cache_dir=None):
                         _SUBDIR)
     n = 0
     for _, _, names in os.walk(root):
-        n += sum(1 for name in names if name.endswith(".npz"))
+        n += sum(1 for name in names if name.endswith(_ENTRY_SUFFIX))
     shutil.rmtree(root, ignore_errors=True)
     return n
 
@@ -328,33 +329,31 @@ class LengthsStore:
 
     def _entry_path(self, fp, column, level):
         digest = hashlib.sha256(json.dumps([fp.key(), column, level]).encode()).hexdigest()
-        return os.path.join(self.directory, digest[:2], digest + ".npz")
+        return os.path.join(self.directory, digest[:2], digest + _ENTRY_SUFFIX)
 
     def _read_entry(self, fp, column, level):
         if self.directory is None:
             return None
         path = self._entry_path(fp, column, level)
         try:
-            with np.load(path, allow_pickle=False) as z:
-                if str(z["key"]) != fp.key():  # another file's entry: never served
-                    return None
-                counts, lengths = z["counts"], z["lengths"]
-                null_counts, null_rows, rows = z["null_counts"], z["null_rows"], z["rows"]
-        except (OSError, KeyError, ValueError):  # absent, or unreadable: decode again
+            with open(path, "rb") as f:
+                data = f.read()
+            header, lengths, null_rows = _parse_entry(data)
+        except (OSError, ValueError, KeyError, TypeError):  # absent or unreadable: decode
             return None
-        if len(counts) != fp.num_row_groups:
-            return None
+        if header["key"] != fp.key() or len(header["counts"]) != fp.num_row_groups:
+            return None  # another file's entry (never served)
         out = []
         a = b = 0
-        for g in range(len(counts)):
-            seq = lengths[a:a + counts[g]]
-            a += counts[g]
+        for count, nulls, rows in zip(header["counts"], header["null_counts"],
+                                      header["rows"]):
             mask = None
-            if null_counts[g]:
-                mask = np.zeros(rows[g], bool)
-                mask[null_rows[b:b + null_counts[g]]] = True
-            b += null_counts[g]
-            out.append((seq, mask))
+            if nulls:
+                mask = np.zeros(rows, bool)
+                mask[null_rows[b:b + nulls]] = True
+            out.append((lengths[a:a + count], mask))
+            a += count
+            b += nulls
         return out
 
     def _from_sidecar(self, fp, column, level):
@@ -397,26 +396,63 @@ class LengthsStore:
                      for _, m in groups]
         path = self._entry_path(fp, column, level)
         folder = os.path.dirname(path)
-        os.makedirs(folder, exist_ok=True)
         tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}."
                                    f"{uuid.uuid4().hex[:8]}.tmp")
+        header = {"key": fp.key(), "file": fp.as_json(), "column": column, "level": level,
+                  "counts": [len(seq) for seq, _ in groups],
+                  "null_counts": [len(r) for r in null_rows],
+                  "rows": [int(r) for r in rows]}
         try:
+            os.makedirs(folder, exist_ok=True)
             with open(tmp, "wb") as f:
-                np.savez(f, key=np.array(fp.key()),
-                         counts=np.array([len(s) for s, _ in groups], np.int64),
-                         lengths=_concat([s for s, _ in groups]),
-                         null_counts=np.array([len(r) for r in null_rows], np.int64),
-                         null_rows=_concat(null_rows), rows=rows)
+                f.write(_entry_bytes(header, _concat([seq for seq, _ in groups]),
+                                     _concat(null_rows)))
             os.replace(tmp, path)  # atomic: a reader sees no entry or a whole one
+        except OSError as exc:  # a read-only or full disk: the lengths are right, say so once
+            _remove(tmp, None)
+            warnings.warn(f"lodarrow: cannot write the lengths cache in "
+                          f"{os.path.dirname(self.directory)!r} ({exc}); lengths will be "
+                          f"decoded at every start: set LODARROW_CACHE_DIR or cache_dir= to a "
+                          f"writable directory, or cache_dir=False", RuntimeWarning,
+                          stacklevel=4)
+            self.directory = None
+            return
         except BaseException:
-            try:
-                os.remove(tmp)
-            except OSError:
-                pass
+            _remove(tmp, None)
             raise
         with self._lock:
             self._entries[(fp.key(), column, level)] = [
                 (np.asarray(s, np.int64), m) for s, m in groups]
+
+
+#: A cache entry: this magic, the header's length (8 bytes, little-endian), the header (JSON:
+#: the file's fingerprint, the column, the level, per row group the sequence count, the null
+#: row count and the row count), then the lengths and the null rows as raw little-endian
+#: int64.  Read whole in one ``read``, and viewed, not parsed (``numpy.frombuffer``).
+_ENTRY_MAGIC = b"LODARROW-LENGTHS-1\n"
+_ENTRY_SUFFIX = ".lengths"
+
+
+def _entry_bytes(header, lengths, null_rows):
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)  # the arrays start 8-byte aligned
+    return b"".join([_ENTRY_MAGIC, len(text).to_bytes(8, "little"), text,
+                     lengths.astype("<i8", copy=False).tobytes(),
+                     null_rows.astype("<i8", copy=False).tobytes()])
+
+
+def _parse_entry(data):
+    m = len(_ENTRY_MAGIC)
+    if data[:m] != _ENTRY_MAGIC:
+        raise ValueError("not a lengths entry")
+    n = int.from_bytes(data[m:m + 8], "little")
+    header = json.loads(data[m + 8:m + 8 + n])
+    start = m + 8 + n
+    total, nulls = sum(header["counts"]), sum(header["null_counts"])
+    if len(data) != start + 8 * (total + nulls):
+        raise ValueError("a truncated lengths entry")
+    arrays = np.frombuffer(data, dtype="<i8", offset=start)
+    return header, arrays[:total], arrays[total:]
 
 
 def _concat(arrays):
@@ -439,7 +475,7 @@ def read_sidecar(fp):
         else:
             with fp.filesystem.open_input_file(path) as f:
                 data = f.readall()
-        table = pq.read_table(pa.BufferReader(data))
+        table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
         binding = json.loads((table.schema.metadata or {})[_SIDECAR_KEY])
     except (OSError, pa.ArrowException, KeyError, ValueError, TypeError):
         return None  # absent or unreadable: the lengths are decoded instead
@@ -451,18 +487,23 @@ def read_sidecar(fp):
     levels = table.column("level").to_pylist()
     groups = table.column("row_group").to_pylist()
     rows = table.column("rows").to_pylist()
+    # the list columns as flat values and offsets: one NumPy view each, sliced per entry
     lengths = table.column("lengths").combine_chunks()
     nulls = table.column("null_rows").combine_chunks()
+    l_off = np.asarray(lengths.offsets)
+    l_val = np.asarray(lengths.values, dtype=np.int64)
+    n_off = np.asarray(nulls.offsets)
+    n_val = np.asarray(nulls.values, dtype=np.int64)
+    n_valid = np.asarray(nulls.is_valid())
     for i, (c, lv, g, n) in enumerate(zip(columns, levels, groups, rows)):
-        seq = np.asarray(lengths[i].values, dtype=np.int64)
         mask = None
-        if nulls[i].is_valid:
+        if n_valid[i]:
             mask = np.zeros(n, bool)
-            mask[np.asarray(nulls[i].values, dtype=np.int64)] = True
-        out.setdefault((c, lv), {})[g] = (seq, mask)
+            mask[n_val[n_off[i]:n_off[i + 1]]] = True
+        out.setdefault((c, lv), {})[g] = (l_val[l_off[i]:l_off[i + 1]], mask)
     result = {}
     for k, per in out.items():
-        if sorted(per) != list(range(fp.num_row_groups)):
+        if len(per) != fp.num_row_groups or sorted(per) != list(range(fp.num_row_groups)):
             return None
         result[k] = [per[g] for g in range(fp.num_row_groups)]
     return result

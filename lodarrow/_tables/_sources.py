@@ -274,7 +274,7 @@ def _remote_head(fs, info):
     if info.size is not None and info.size < 12:
         return b""
     try:
-        with fs.open_input_file(info) as f:
+        with fs.open_input_file(info.path) as f:
             return f.read_at(4, 0)
     except Exception:  # unreadable: not data (a data file's own error comes when it is read)
         return b""
