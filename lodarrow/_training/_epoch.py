@@ -37,8 +37,10 @@ __all__ = ["PLAN_VERSION", "EpochPlan", "PlanArgs", "plan_epoch"]
 
 #: Bumped whenever the planning algorithm changes: a saved loader state names it.
 PLAN_VERSION = 2
-#: Snap a cell's cut to a row-group boundary this close (a share of the cell's rows).
-_SNAP = 0.125
+#: Snap a cell's cut to a row-group boundary this close (a share of the cell's weight): far
+#: with ``balance="batches"`` (decode each row group once), near with "tokens" / "compute"
+#: (the ranks' totals stay within about 1%).
+_SNAP = {"batches": 0.125, "tokens": 0.01, "compute": 0.01}
 #: Sort cells on several threads from this many sequences on.
 _PARALLEL_SORT = 1 << 20
 
@@ -194,13 +196,19 @@ def plan_epoch(lengths, args, num_replicas, rng, *, rows=None, part_starts=None)
     return EpochPlan(order, lo, hi, block, seq, args.alpha, dropped, items)
 
 
+def shuffled(n, rng):
+    """A random permutation of ``0..n-1`` from ``rng`` (a compiled Fisher-Yates, twice as
+    fast as NumPy's on large ``n``)."""
+    out = np.empty(n, dtype=np.int64)
+    _k.permutation(out, int(rng.integers(0, 2**63)))
+    return out
+
+
 # --- 1. the stream --------------------------------------------------------------------------
 
 def _stream(n, rows, part_starts, shuffle, rng):
     """The sequences in stream order, and the positions in it where a row group starts (None
     for an in-memory source)."""
-    from lodarrow._training._batching import shuffled
-
     if part_starts is None:
         base = np.arange(n, dtype=np.int64) if rows is None else rows
         return (base[shuffled(len(base), rng)] if shuffle else base), None
@@ -297,7 +305,7 @@ def _weighted_cells(stream, lengths, R, args, edges):
     else:
         cuts = np.searchsorted(cw, cw[-1] * fractions, side="left").astype(np.int64) + 1
     if edges is not None and len(edges):
-        tol = _SNAP * m / n_cells
+        tol = _SNAP[args.balance] * m / n_cells
         right = np.clip(np.searchsorted(edges, cuts), 0, len(edges) - 1)
         left = np.maximum(right - 1, 0)
         nearest = np.where(np.abs(edges[left] - cuts) <= np.abs(edges[right] - cuts),
@@ -340,8 +348,6 @@ def _strictly_inside(cuts, m):
 def _arrange(stream, lengths, cells, args, rng, in_memory):
     """The stream with each cell's rows shuffled (a Parquet stream is in storage order inside
     a row group) and sorted by length (bucketing); and the lengths in that order."""
-    from lodarrow._training._batching import shuffled
-
     order = stream
     bounds = np.unique(np.concatenate(cells))
     if args.shuffle and not in_memory:  # an in-memory stream is shuffled whole already
@@ -471,39 +477,49 @@ def _steps(blocks, seq, args, R, rng, splits=None):
 
 
 def _even_out(lanes, R, splits=None):
-    """Give every lane as many batches: split the largest batches until the block's count is
-    a multiple of ``R`` (a split exceeds no budget), then move surplus batches to the lanes
-    short of one.  None when no batch can be split."""
+    """Give every lane as many batches.  First each lane short of the longest splits its own
+    largest batches (a split exceeds no budget, and no rank reads another's rows); where that
+    is not enough, the block's batch count is made a multiple of ``R`` by splits and surplus
+    batches move to the lanes short of one.  ``splits`` marks the positions a batch may be
+    split at (packed rows: row starts; default anywhere).  None when no batch can be split."""
     counts = [len(lo) for lo, _ in lanes]
-    total = sum(counts)
-    if total % R == 0 and min(counts) == max(counts):
+    if min(counts) == max(counts):
         return lanes
     lanes = [(lo.copy(), hi.copy()) for lo, hi in lanes]
+    top = max(counts)
+    for r in range(R):
+        while len(lanes[r][0]) < top and _split_one(lanes, r, splits):
+            pass
+    if min(len(lo) for lo, _ in lanes) == top:
+        return lanes
+    total = sum(len(lo) for lo, _ in lanes)
     while total % R:
         short = min(len(lo) for lo, _ in lanes)
-        best = None
-        for r, (lo, hi) in enumerate(lanes):
-            if not len(lo):
-                continue
-            size = hi - lo
-            if splits is not None:  # a batch of one row cannot be split
-                size = np.array([np.count_nonzero(splits[a + 1:b]) + 1 for a, b in
-                                 zip(lo, hi)])
-            j = int(np.argmax(size))
-            key = (len(lo) == short, int(size[j]))
-            if key[1] >= 2 and (best is None or key > best[0]):
-                best = (key, r, j)
-        if best is None:
+        order = sorted(range(R), key=lambda r: len(lanes[r][0]) != short)
+        if not any(_split_one(lanes, r, splits) for r in order):
             return None
-        _, r, j = best
-        lo, hi = lanes[r]
-        mid = (lo[j] + hi[j]) // 2
-        if splits is not None:  # the row start nearest the middle
-            inside = lo[j] + 1 + np.flatnonzero(splits[lo[j] + 1:hi[j]])
-            mid = int(inside[np.argmin(np.abs(inside - mid))])
-        lanes[r] = (np.insert(lo, j + 1, mid), np.insert(hi, j, mid))
         total += 1
     return _deal(lanes, R, drop=False)[0]
+
+
+def _split_one(lanes, r, splits):
+    """Split lane ``r``'s largest batch in two; False if no batch of it can be split."""
+    lo, hi = lanes[r]
+    if not len(lo):
+        return False
+    if splits is None:
+        size = hi - lo
+    else:  # a batch of one row cannot be split
+        size = np.array([np.count_nonzero(splits[a + 1:b]) + 1 for a, b in zip(lo, hi)])
+    j = int(np.argmax(size))
+    if size[j] < 2:
+        return False
+    mid = (lo[j] + hi[j]) // 2
+    if splits is not None:  # the row start nearest the middle
+        inside = lo[j] + 1 + np.flatnonzero(splits[lo[j] + 1:hi[j]])
+        mid = int(inside[np.argmin(np.abs(inside - mid))])
+    lanes[r] = (np.insert(lo, j + 1, mid), np.insert(hi, j, mid))
+    return True
 
 
 def _deal(lanes, R, drop):

@@ -11,6 +11,7 @@ loader is made.
 import os
 import queue
 import sys
+import weakref
 import threading
 import warnings
 
@@ -307,6 +308,7 @@ class BatchLoader:
         self._plans = {}
         self._parts = self._ray = None
         self._dropped_nulls = self._oversize_dropped = 0
+        self._datasets = weakref.WeakSet()     # torch datasets to tell of a new position
         if is_parquet_source(source):
             self._init_parquet(source, column)
         elif hasattr(source, "iter_batches") and not isinstance(source, (pa.Table,
@@ -538,6 +540,7 @@ class BatchLoader:
                                  f"{steps} steps")
         self._cursor = start_step
         self._fresh = True
+        self._tell_datasets()
 
     def state_dict(self, steps=None):
         """The loader's position as a small JSON-serialisable dict (docs/training.md#resuming).
@@ -609,10 +612,26 @@ class BatchLoader:
         self._segments = segments
         self._cursor = cursor
         self._fresh = True
+        self._tell_datasets()
         plan, base = self._epoch_plan()
         if cursor - base > plan.steps:
             raise ValueError(f"load_state_dict: the saved cursor {cursor} is past the epoch's "
                              f"{base + plan.steps} steps")
+
+    def _tell_datasets(self):
+        for dataset in list(self._datasets):
+            dataset._publish()
+
+    def __getstate__(self):
+        # what a DataLoader worker gets (pickled under the spawn start method): no caches
+        state = dict(self.__dict__)
+        state["_datasets"] = None
+        state["_plans"] = {}
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._datasets = weakref.WeakSet()
 
     def statistics(self):
         """What the current epoch's plan does, as data (docs/training.md#statistics).
@@ -791,7 +810,7 @@ class BatchLoader:
         steps ``i, i + k, ...`` (with ``LODARROW_NUM_THREADS=1``), and the ``DataLoader``
         hands them out in plan order.  ``set_epoch`` reaches persistent workers too; the
         dataset follows torchdata's ``StatefulDataLoader`` protocol (``state_dict`` /
-        ``load_state_dict``).  See docs/training.md#pytorch.
+        ``load_state_dict``).  See docs/training.md#loader.
         """
         from lodarrow._interop._optional import import_optional
         from lodarrow._training._torch import torch_dataset

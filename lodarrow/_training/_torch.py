@@ -1,4 +1,4 @@
-"""A :class:`BatchLoader` as a PyTorch ``IterableDataset`` (docs/training.md#pytorch).
+"""A :class:`BatchLoader` as a PyTorch ``IterableDataset`` (docs/training.md#loader).
 
 Worker ``i`` of ``k`` makes the steps ``i, i + k, ...`` from the cursor, so the ``DataLoader``
 (which takes from its workers in turn) hands the batches out in plan order, whatever ``k``.
@@ -42,21 +42,26 @@ def _make_class(torch):
             self._made = 0        # batches this worker made in the current pass
             self._first = None    # this worker's first step of the current pass
             self._publish()
+            loader._datasets.add(self)  # loader.set_epoch / load_state_dict publish too
 
         # --- the position, shared with the workers ----------------------------------------
         def _publish(self):
-            self._version += 1
-            text = json.dumps({"version": self._version, "passes": 0,
-                               "state": self.loader.state_dict()}).encode()
-            if len(text) >= _STATE_BYTES:
-                raise ValueError("BatchLoader.torch: the loader's state is too large to share")
+            if torch.utils.data.get_worker_info() is not None:
+                return  # workers read the position; only the main process writes it
             with self._shared.get_lock():
+                raw = self._shared.value
+                version = json.loads(raw.decode())["version"] + 1 if raw else 1
+                text = json.dumps({"version": version, "passes": 0,
+                                   "state": self.loader.state_dict()}).encode()
+                if len(text) >= _STATE_BYTES:
+                    raise ValueError("BatchLoader.torch: the loader's state is too large to "
+                                     "share")
                 self._shared.value = text
+                self._version = version
 
         def set_epoch(self, epoch, start_step=0):
             """As :meth:`lodarrow.BatchLoader.set_epoch`; reaches persistent workers."""
             self.loader.set_epoch(epoch, start_step)
-            self._publish()
 
         def load_state_dict(self, state):
             """Resume: a loader state (:meth:`lodarrow.BatchLoader.state_dict`), or in a
@@ -67,7 +72,6 @@ def _make_class(torch):
                 return
             self.loader.load_state_dict(state)
             self._first = None
-            self._publish()
 
         def state_dict(self):
             """The loader's position (in a ``StatefulDataLoader`` worker: with the next step
