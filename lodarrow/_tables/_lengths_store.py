@@ -11,9 +11,10 @@ a corpus cost decoding one leaf column.  This module keeps them (docs/training.m
   a temporary name and moved into place with ``os.replace``: ranks that write the same entry
   at once each leave a whole file, never a torn one.
 - **Sidecars**: ``write_parquet`` and ``map_parquet`` write ``.<file name>.lodarrow-lengths``
-  beside each Parquet file they write: a small Parquet table of every list column's lengths
-  per LoD level and row group, and the rows that are null, bound to the data file by its
-  size and footer digest.  It travels with the data (a copy to S3 keeps it valid: its
+  beside each Parquet file they write: a small Parquet file of two flat columns (the lengths,
+  int64, and a null flag per row) holding every list column's lengths per LoD level and row
+  group one after the other, indexed in its key-value metadata and bound to the data file by
+  its size and footer digest.  It travels with the data (a copy to S3 keeps it valid: its
   modification time is not part of the binding), its leading dot hides it from lodarrow's,
   pyarrow.dataset's, Spark's and Hadoop's directory listings, and the data file itself is
   left exactly as the writer made it.
@@ -482,31 +483,29 @@ def read_sidecar(fp):
     if binding.get("version") != VERSION or binding.get("size") != fp.size \
             or binding.get("footer") != fp.footer:
         return None  # stale: the data file changed since the sidecar was written
-    out = {}
-    columns = table.column("column").to_pylist()
-    levels = table.column("level").to_pylist()
-    groups = table.column("row_group").to_pylist()
-    rows = table.column("rows").to_pylist()
-    # the list columns as flat values and offsets: one NumPy view each, sliced per entry
-    lengths = table.column("lengths").combine_chunks()
-    nulls = table.column("null_rows").combine_chunks()
-    l_off = np.asarray(lengths.offsets)
-    l_val = np.asarray(lengths.values, dtype=np.int64)
-    n_off = np.asarray(nulls.offsets)
-    n_val = np.asarray(nulls.values, dtype=np.int64)
-    n_valid = np.asarray(nulls.is_valid())
-    for i, (c, lv, g, n) in enumerate(zip(columns, levels, groups, rows)):
-        mask = None
-        if n_valid[i]:
-            mask = np.zeros(n, bool)
-            mask[n_val[n_off[i]:n_off[i + 1]]] = True
-        out.setdefault((c, lv), {})[g] = (l_val[l_off[i]:l_off[i + 1]], mask)
+    try:
+        lengths = np.asarray(table.column("lengths").combine_chunks(), dtype=np.int64)
+        null = np.asarray(table.column("null").combine_chunks())
+        entries = {(c, lv, g): (start, count, rows)
+                   for c, lv, g, start, count, rows in binding["entries"]}
+    except (KeyError, ValueError, TypeError):
+        return None
     result = {}
-    for k, per in out.items():
-        if len(per) != fp.num_row_groups or sorted(per) != list(range(fp.num_row_groups)):
+    for (c, lv, g), (start, count, rows) in entries.items():
+        if not 0 <= start <= start + count <= len(lengths):
             return None
-        result[k] = [per[g] for g in range(fp.num_row_groups)]
-    return result
+        top = entries.get((c, 0, g))
+        if top is None:
+            return None
+        rows_null = null[top[0]:top[0] + top[1]]
+        mask = rows_null.copy() if rows_null.any() else None
+        result.setdefault((c, lv), {})[g] = (lengths[start:start + count], mask)
+    out = {}
+    for k, per in result.items():
+        if sorted(per) != list(range(fp.num_row_groups)):
+            return None
+        out[k] = [per[g] for g in range(fp.num_row_groups)]
+    return out
 
 
 class LengthsRecorder:
@@ -542,9 +541,8 @@ class LengthsRecorder:
             return
         meta, digest, size = read_footer(path, filesystem, fn)
         rows = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
-        out = {"column": [], "level": [], "row_group": [], "rows": [], "lengths": [],
-               "null_rows": []}
         starts = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
+        entries, lengths, nulls_out, at = [], [], [], 0
         for name in self.columns:
             parts = self._counts[name]
             depth = len(parts[0]) if parts else 0
@@ -553,40 +551,24 @@ class LengthsRecorder:
             nulls = _concat(nulls) if nulls else None
             blocks = _split_rows(counts, rows) if depth else []
             for g, block in enumerate(blocks):
-                if nulls is not None:
-                    lo, hi = np.searchsorted(nulls, [starts[g], starts[g + 1]])
-                    in_group = (nulls[lo:hi] - starts[g]) if hi > lo else None
-                else:
-                    in_group = None
                 for level in range(depth):
-                    out["column"].append(name)
-                    out["level"].append(level)
-                    out["row_group"].append(g)
-                    out["rows"].append(rows[g])
-                    out["lengths"].append(token_lengths(block, level))
-                    out["null_rows"].append(in_group)
-        binding = {"version": VERSION, "size": size, "footer": digest}
-        table = pa.table({
-            "column": pa.array(out["column"], pa.string()),
-            "level": pa.array(out["level"], pa.int32()),
-            "row_group": pa.array(out["row_group"], pa.int32()),
-            "rows": pa.array(out["rows"], pa.int64()),
-            "lengths": _list_column(out["lengths"]),
-            "null_rows": _list_column(out["null_rows"]),
-        }).replace_schema_metadata({_SIDECAR_KEY: json.dumps(binding).encode()})
+                    seq = token_lengths(block, level)
+                    flag = np.zeros(len(seq), bool)
+                    if level == 0 and nulls is not None:  # the null rows, on level 0's rows
+                        lo, hi = np.searchsorted(nulls, [starts[g], starts[g + 1]])
+                        flag[nulls[lo:hi] - starts[g]] = True
+                    entries.append([name, level, g, at, len(seq), rows[g]])
+                    lengths.append(seq)
+                    nulls_out.append(flag)
+                    at += len(seq)
+        binding = {"version": VERSION, "size": size, "footer": digest, "entries": entries}
+        table = pa.table({"lengths": pa.array(_concat(lengths)),
+                          "null": pa.array(np.concatenate(nulls_out) if nulls_out
+                                           else np.zeros(0, bool))})
+        table = table.replace_schema_metadata({_SIDECAR_KEY: json.dumps(binding).encode()})
         buf = io.BytesIO()
         pq.write_table(table, buf, compression="zstd")
         _write_bytes(sidecar, buf.getvalue(), filesystem)
-
-
-def _list_column(arrays):
-    """A ``large_list<int64>`` column of NumPy arrays (None: a null entry)."""
-    valid = np.array([a is not None for a in arrays], bool)
-    sizes = np.array([len(a) if a is not None else 0 for a in arrays], np.int64)
-    offsets = pa.array(_offsets(sizes))
-    values = pa.array(_concat([a for a in arrays if a is not None]))
-    mask = None if valid.all() else pa.array(~valid)
-    return pa.LargeListArray.from_arrays(offsets, values, mask=mask)
 
 
 def _write_bytes(path, data, filesystem):
