@@ -67,6 +67,11 @@ def sequence_lengths(source, column=None, *, level=0, filesystem=None, cache_dir
     >>> la.sequence_lengths(docs), la.sequence_lengths(docs, level=1)
     (array([3, 3]), array([2, 1, 3]))
     """
+    from lodarrow._tables._filesystems import as_filesystem
+    from lodarrow._tables._lengths_store import check_cache_dir
+
+    filesystem = as_filesystem(filesystem, _FN)
+    cache_dir = check_cache_dir(cache_dir, _FN)
     if is_parquet_source(source):
         return _concat(_parquet_lengths(source, column, level, filesystem, cache_dir))
     if filesystem is not None:
@@ -97,9 +102,6 @@ def _host(offsets):
 
 
 def _parquet_lengths(source, column, level, filesystem=None, cache_dir=None):
-    from lodarrow._tables._lengths_store import check_cache_dir
-
-    cache_dir = check_cache_dir(cache_dir, _FN)
     parts = ParquetParts(source, _FN, filesystem=filesystem)
     name = pick_column(parts.schema, column, _FN)
     level = check_level(level, list_depth(parts.schema.field(name).type), _FN)
