@@ -21,7 +21,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
@@ -145,7 +144,7 @@ def s3(args, work):
                                allow_bucket_creation=True)
         fs.create_dir("bench")
         n = args.s3_sequences
-        table, lengths = corpus(n, wide=True)
+        table, _ = corpus(n, wide=True)
         with fs.open_output_stream("bench/c/part-0.parquet") as f:
             pq.write_table(table, f, row_group_size=ROW_GROUP)
         meta = pq.read_metadata(fs.open_input_file("bench/c/part-0.parquet"))

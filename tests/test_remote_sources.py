@@ -7,7 +7,6 @@ sees mid-run), sequence_lengths and the loader, and the bytes fetched against th
 compressed size.
 """
 
-import os
 import shutil
 import threading
 
@@ -215,7 +214,7 @@ def test_bad_remote_files_name_themselves(s3):
 # ---------------------------------------------------------------------------- readers
 def test_read_and_iter_parquet_from_s3_and_fsspec(corpus, s3):
     fsspec = pytest.importorskip("fsspec")
-    root, tables, _ = corpus
+    root, _, _ = corpus
     fs, bucket = s3
     upload(root, fs, f"{bucket}/corpus")
     want = la.read_parquet(root, "ids")

@@ -25,11 +25,10 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 import pyarrow as pa
 
-from lodarrow._errors import BackendError, LoDError
 from lodarrow._progress import Progress
 from lodarrow._progress import mb as _mb
 from lodarrow._tables._filesystems import as_filesystem, display_path, join, open_parquet, \
-    split_source
+    reraise as _reraise, split_source
 from lodarrow._tables._lengths_store import LengthsRecorder, sidecar_path
 from lodarrow._tables._parquet_writers import check_engine, choose_engine, remove_partial, \
     sink_polars
@@ -45,10 +44,6 @@ _READ_BUFFER = 1 << 20
 #: batches cost per-call overhead; one row is the least a batch can hold.
 _MAX_AUTO_ROWS = 1 << 20
 _MIN_AUTO_ROWS = 1024
-#: Exception types whose constructor takes one message: re-raised as the same type with the
-#: location prepended, so ``except ValueError`` still catches a udf's ``ValueError``.
-_MESSAGE_TYPES = (LoDError, BackendError, ValueError, TypeError, IndexError, KeyError,
-                  RuntimeError, OSError, ArithmeticError, NotImplementedError, AssertionError)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -641,29 +636,6 @@ def _where(starts, row, stop=None):
     first, last = group(row), group(stop - 1)
     groups = f"row group {first}" if first == last else f"row groups {first}-{last}"
     return f"{groups}, rows {row}-{stop - 1}"
-
-
-def _reraise(exc, context):
-    """Raise ``exc`` again with ``context`` (where it failed) in front of its message.
-
-    Builtin, pyarrow and lodarrow exceptions are raised as a new exception of the same type
-    (so ``except ValueError`` still catches them), chained to the original; others keep
-    their message and gain ``context`` as a note (Python >= 3.11).
-    """
-    new = None
-    if isinstance(exc, _MESSAGE_TYPES) and \
-            type(exc).__module__.partition(".")[0] in ("builtins", "pyarrow", "lodarrow"):
-        message = exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], str) \
-            else str(exc)
-        try:
-            new = type(exc)(f"{context}: {message}")
-        except Exception:  # a constructor that takes more: fall back to a note
-            new = None
-    if new is None:
-        if hasattr(exc, "add_note"):
-            exc.add_note(context)
-        raise exc
-    raise new from exc
 
 
 def _auto_batch_rows(meta):

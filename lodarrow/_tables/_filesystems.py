@@ -18,7 +18,6 @@ into the same exception type with the file and the caller in front.
 """
 
 import hashlib
-import os
 import re
 import struct
 

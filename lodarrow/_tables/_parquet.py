@@ -118,7 +118,6 @@ def write_parquet(t_or_dict, path, *, engine="auto", record_lengths=True, **kwar
     >>> la.read_parquet(path, "seq").equals(t)
     True
     """
-    import pyarrow.parquet as pq
 
     if isinstance(t_or_dict, LoDTensor):
         table, tensors = _mapping_table({"data": t_or_dict})
@@ -365,7 +364,6 @@ def read_parquet(path, columns=None, *, nulls="error", lod_level=None, feature_s
     >>> la.read_parquet(path, "y").lod()
     [[0, 1, 3]]
     """
-    import pyarrow.parquet as pq
 
     source = _source(path, "read_parquet", filesystem)
     if not isinstance(source, _Files):
@@ -439,7 +437,6 @@ def iter_parquet(path, columns=None, *, batch_size=65536, nulls="error", lod_lev
     >>> [b.lod() for b in la.iter_parquet(path, batch_size=3)]
     [[[0, 3, 3, 5]], [[0, 5]]]
     """
-    import pyarrow.parquet as pq
 
     try:
         batch_size = operator.index(batch_size)

@@ -22,7 +22,7 @@ import glob
 import os
 import re
 
-from lodarrow._tables._filesystems import (as_filesystem, display_path, join, relative,
+from lodarrow._tables._filesystems import (as_filesystem, display_path, relative,
                                            split_source)
 
 __all__ = ["resolve_source", "SourceFiles", "is_data_file", "PARQUET_SUFFIXES"]
@@ -162,7 +162,7 @@ def _local(source, fn, arg):
             dirs[:] = sorted(d for d in dirs if not d.startswith(IGNORE_PREFIXES))
             for n in sorted(names):
                 full = os.path.join(root, n)
-                if is_data_file(n, lambda: _local_head(full)):
+                if is_data_file(n, lambda full=full: _local_head(full)):
                     files.append((full, os.path.relpath(full, path)))
         if not files:
             raise _no_data(fn, text)
@@ -328,8 +328,3 @@ def _glob_regex(pattern):
             out.append(re.escape(c))
         i += 1
     return re.compile("".join(out))
-
-
-def file_join(base, rel, filesystem):
-    """``rel`` below ``base`` on ``filesystem`` (``os.path.join`` for local paths)."""
-    return os.path.join(base, rel) if filesystem is None else join(base, rel)
