@@ -309,6 +309,7 @@ class BatchLoader:
         self._parts = self._ray = None
         self._dropped_nulls = self._oversize_dropped = 0
         self._datasets = weakref.WeakSet()     # torch datasets to tell of a new position
+        self._one_storage = None               # DataLoader workers: a batch in one buffer
         if is_parquet_source(source):
             self._init_parquet(source, column)
         elif hasattr(source, "iter_batches") and not isinstance(source, (pa.Table,
@@ -768,6 +769,10 @@ class BatchLoader:
         arrow = {}
         for spec in self._extra_specs:
             spec.take(extras[spec.name], local, out if spec.numeric else arrow)
+        if self._one_storage is not None and not seqs.on_gpu:
+            out = convert(out, False, "numpy", _FN)
+            out.update(arrow)
+            return self._one_storage(out)
         out = convert(out, seqs.on_gpu, cfg.to, _FN)
         out.update(arrow)
         return out
