@@ -249,3 +249,60 @@ def spark():
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _lengths_cache_in_tmp(tmp_path_factory):
+    """The session's lengths cache (docs/training.md#lengths-cache): a temporary directory,
+    never the user's ``~/.cache/lodarrow`` (subprocesses inherit it)."""
+    old = os.environ.get("LODARROW_CACHE_DIR")
+    os.environ["LODARROW_CACHE_DIR"] = str(tmp_path_factory.mktemp("lengths-cache"))
+    yield
+    if old is None:
+        os.environ.pop("LODARROW_CACHE_DIR", None)
+    else:
+        os.environ["LODARROW_CACHE_DIR"] = old
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """An S3-compatible server (moto's server mode) on 127.0.0.1, on a free port, for the
+    session: its endpoint URL.  Skipped cleanly without ``moto[server]``."""
+    server = pytest.importorskip("moto.server", reason="needs moto[server] (the test extra)")
+    import logging
+    import socket
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    srv.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def s3(s3_endpoint, monkeypatch):
+    """``(filesystem, bucket)``: a fresh bucket on the local S3 server, with the environment
+    pyarrow reads set so that ``s3://bucket/...`` URIs reach it (and nothing else: no
+    instance metadata, no AWS)."""
+    import uuid
+
+    import pyarrow.fs as pafs
+
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1",
+                       "AWS_ENDPOINT_URL": s3_endpoint, "AWS_ENDPOINT_URL_S3": s3_endpoint,
+                       "AWS_EC2_METADATA_DISABLED": "true"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    fs = pafs.S3FileSystem(access_key="testing", secret_key="testing", region="us-east-1",
+                           endpoint_override=s3_endpoint.split("://")[1], scheme="http",
+                           allow_bucket_creation=True, allow_bucket_deletion=True)
+    bucket = f"lodarrow-{uuid.uuid4().hex[:12]}"
+    fs.create_dir(bucket)
+    yield fs, bucket
+    fs.delete_dir(bucket)

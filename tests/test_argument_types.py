@@ -11,6 +11,7 @@ import inspect
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pytest
 
 import lodarrow as la
@@ -53,12 +54,15 @@ def _valid_calls(parquet_path, out_path):
         "from_table": {"table": pa.table({"x": pa.array([[1], [2, 3]])}), "columns": ["x"],
                        "nulls": "error"},
         "to_table": {"tensors": {"x": _t()}},
-        "read_parquet": {"path": parquet_path, "columns": ["x"], "nulls": "error"},
+        "read_parquet": {"path": parquet_path, "columns": ["x"], "nulls": "error",
+                         "filesystem": pafs.LocalFileSystem()},
         "iter_parquet": {"path": parquet_path, "batch_size": 10, "columns": ["x"],
                          "nulls": "error"},
-        "write_parquet": {"t_or_dict": {"x": _t()}, "path": out_path},
+        "write_parquet": {"t_or_dict": {"x": _t()}, "path": out_path, "record_lengths": True},
         "map_parquet": {"source": parquet_path, "dest": out_path + ".mapped", "udf": _identity,
-                        "overwrite": True},
+                        "overwrite": True, "filesystem": pafs.LocalFileSystem(),
+                        "record_lengths": True},
+        "clear_lengths_cache": {"cache_dir": out_path + ".cache"},
         "lod_append": {"x": np.arange(5.0), "level": [0, 2, 5], "name": "n"},
         "lod_reset": {"x": _t(), "y": None, "target_lod": [0, 1, 5], "name": "n"},
         "sequence_concat": {"input": [_t(), _t()], "name": "n"},
@@ -96,7 +100,7 @@ def _valid_calls(parquet_path, out_path):
         "apply": {"table": pa.table({"x": pa.array([[1.0, 2.0], [3.0]])}), "op": "sequence_pool",
                   "out": "s", "device": None, "input": la.col("x"), "pool_type": "sum"},
         "sequence_lengths": {"source": pa.table({"x": pa.array([[1], [2, 3]])}), "column": "x",
-                             "level": 0},
+                             "level": 0, "cache_dir": False},
         "batch_plan": {"lengths": np.array([3, 1, 2]), "batch_size": 2, "max_tokens": 10,
                        "cost": "packed", "window": 2, "shuffle": True, "seed": 1, "epoch": 0,
                        "drop_last": False, "num_replicas": 1, "rank": 0, "balance": "batches",
@@ -110,7 +114,7 @@ def _valid_calls(parquet_path, out_path):
                          "extra_columns": ["y"], "pad_value": 0, "to": "numpy", "bucket": True,
                          "window": 8, "row_groups": 2, "shuffle": True, "seed": 0,
                          "drop_last": False, "num_replicas": 1, "rank": 0, "balance": "tokens",
-                         "oversize": "alone", "progress": False},
+                         "oversize": "alone", "progress": False, "cache_dir": False},
         "udf": {"op": "sequence_pool", "out": "s", "device": None, "input": la.col("x"),
                 "pool_type": "sum"},
     }

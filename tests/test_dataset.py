@@ -78,9 +78,14 @@ def engine(request):
 
 
 def output_files(root):
+    """The data files under ``root``; each has its lengths sidecar beside it."""
     out = {}
     for d, _, names in os.walk(root):
         for n in names:
+            if n.endswith(".lodarrow-lengths"):
+                assert n[1:-len(".lodarrow-lengths")] in names, n  # no orphan sidecar
+                continue
+            assert f".{n}.lodarrow-lengths" in names, n
             out[os.path.relpath(os.path.join(d, n), root)] = os.path.join(d, n)
     return out
 
@@ -711,7 +716,7 @@ def test_map_cli_missing_source_and_existing_dest_exit_2(corpus, tmp_path):
     proc = run_map(corpus, tmp_path / "out", "--overwrite", "--compression", "zstd",
                    "--no-progress", "--op", "sequence_reverse", "x=@x", "out=r")
     assert proc.returncode == 0, proc.stderr
-    assert sorted(os.listdir(tmp_path / "out")) == ["p0.parquet", "p1.parquet"]
+    assert sorted(output_files(tmp_path / "out")) == ["p0.parquet", "p1.parquet"]
     meta = pq.ParquetFile(tmp_path / "out" / "p0.parquet").metadata
     assert meta.row_group(0).column(0).compression == "ZSTD"
     for engine, writer in (("pyarrow", "parquet-cpp-arrow"), ("polars", "Polars")):

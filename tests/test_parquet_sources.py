@@ -158,8 +158,23 @@ def test_empty_directory_and_non_parquet_file(tmp_path):
     bad.mkdir()
     pq.write_table(pa.table({"x": [[1]]}), bad / "a.parquet")
     (bad / "notes.txt").write_text("not parquet")
-    with pytest.raises((OSError, ValueError), match=re.escape(str(bad / "notes.txt"))):
-        la.read_parquet(bad)
+    (bad / "README.md").write_text("# a corpus")
+    (bad / "dataset_info.json").write_text("{}")
+    (bad / "_SUCCESS").write_text("")
+    (bad / ".a.parquet.crc").write_bytes(b"crc")
+    # Hadoop's extension-less part file: data by its magic bytes
+    pq.write_table(pa.table({"x": [[2, 3]]}), bad / "part-00000")
+    assert la.read_parquet(bad).recursive_sequence_lengths() == [[1, 2]]
+    for name, data, why in (("b.parquet", b"", "0 bytes, too short"),
+                            ("b.parquet", b"PAR1" + b"x" * 40, "magic bytes"),
+                            ("b.parquet", (bad / "a.parquet").read_bytes()[:-30], "magic"),
+                            ("b.parquet", (bad / "a.parquet").read_bytes()[:-8] + b"\xff\xff"
+                             b"\x00\x00PAR1", "does not fit")):
+        (bad / name).write_bytes(data)
+        for fn in (la.read_parquet, la.iter_parquet, la.sequence_lengths):
+            with pytest.raises(pa.ArrowInvalid, match=re.escape(str(bad / name)) + ".*" + why):
+                fn(bad)
+    (bad / "b.parquet").unlink()
 
 
 def test_file_like_objects_still_read(tmp_path):

@@ -6,5 +6,8 @@
   columns from the operator's own table form (``lodarrow._ops._contract``);
 - ``_udf``: ``udf`` and ``pipeline``, picklable for Ray, Dask and Spark workers;
 - ``_table``: ``to_table`` / ``from_table``; ``_parquet``: ``read_parquet``, ``iter_parquet``,
-  ``write_parquet``; ``_dataset``: ``map_parquet``; ``_spark``: ``spark_map``.
+  ``write_parquet``; ``_dataset``: ``map_parquet``; ``_spark``: ``spark_map``;
+- ``_sources``: the one resolver of Parquet sources (files, directories, globs, lists, on any
+  filesystem); ``_filesystems``: URIs, pyarrow / fsspec filesystems, footers and errors naming
+  the file; ``_lengths_store``: the lengths cache and the writers' length sidecars.
 """

@@ -14,7 +14,6 @@ it, hidden, and no ``dest``), so ``dest`` exists only as a whole dataset.
 
 import bisect
 import dataclasses
-import glob
 import itertools
 import os
 import shutil
@@ -26,11 +25,14 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 import pyarrow as pa
 
-from lodarrow._errors import BackendError, LoDError
 from lodarrow._progress import Progress
 from lodarrow._progress import mb as _mb
+from lodarrow._tables._filesystems import as_filesystem, display_path, join, open_parquet, \
+    reraise as _reraise, split_source
+from lodarrow._tables._lengths_store import LengthsRecorder, sidecar_path
 from lodarrow._tables._parquet_writers import check_engine, choose_engine, remove_partial, \
     sink_polars
+from lodarrow._tables._sources import resolve_source
 
 __all__ = ["map_parquet", "MapSummary", "resolve_source"]
 
@@ -42,13 +44,6 @@ _READ_BUFFER = 1 << 20
 #: batches cost per-call overhead; one row is the least a batch can hold.
 _MAX_AUTO_ROWS = 1 << 20
 _MIN_AUTO_ROWS = 1024
-#: pyarrow.dataset's, Spark's and Hadoop's rule: names starting with these are not data
-#: (``_SUCCESS``, ``_metadata``, ``.crc`` files, staging directories).
-_IGNORE_PREFIXES = (".", "_")
-#: Exception types whose constructor takes one message: re-raised as the same type with the
-#: location prepended, so ``except ValueError`` still catches a udf's ``ValueError``.
-_MESSAGE_TYPES = (LoDError, BackendError, ValueError, TypeError, IndexError, KeyError,
-                  RuntimeError, OSError, ArithmeticError, NotImplementedError, AssertionError)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +91,8 @@ class MapSummary:
 
 
 def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=False,
-                threads=1, engine="auto", **write_options):
+                threads=1, engine="auto", filesystem=None, record_lengths=True,
+                **write_options):
     """Stream a Parquet file or dataset through a udf into a new Parquet dataset directory.
 
     Each input file is read one record batch at a time (``ParquetFile.iter_batches``, without
@@ -120,14 +116,17 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
     ----------
     source : str, path-like, or list of them
         A Parquet file; a directory (read recursively; names starting with ``.`` or ``_``,
-        such as ``_SUCCESS``, are skipped, as pyarrow.dataset and Spark do); a glob pattern
-        (``"data/*/part-*.parquet"``, ``**`` recursive); or a list of files.  Output paths
-        are relative to the directory, to the glob's leading directories, or to the files'
-        common directory.
+        such as ``_SUCCESS``, are skipped, as pyarrow.dataset and Spark do, and so are files
+        neither named ``*.parquet`` / ``*.parq`` / ``*.pq`` nor starting with Parquet's
+        magic bytes, such as ``README.md``: docs/tables.md#dataset-directories); a glob
+        pattern (``"data/*/part-*.parquet"``, ``**`` recursive); or a list of files.  Any
+        of them may be URIs (``"s3://bucket/corpus/"``, ``"gs://..."``) or paths in
+        ``filesystem``.  Output paths are relative to the directory, to the glob's leading
+        directories, or to the files' common directory.
     dest : str or path-like
-        The output dataset directory.  It must not exist, or be an empty directory, unless
-        ``overwrite`` is true.  It appears only when the whole dataset is written (see
-        Notes).
+        The output dataset directory, local, a URI or a path in ``filesystem``.  It must
+        not exist, or be an empty directory, unless ``overwrite`` is true.  It appears only
+        when the whole dataset is written (see Notes).
     udf : callable
         ``udf(batch: pyarrow.RecordBatch) -> pyarrow.RecordBatch or pyarrow.Table``, called
         once per batch: a :func:`lodarrow.udf` or :func:`lodarrow.pipeline`, or any callable.
@@ -155,6 +154,15 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
         ``ValueError`` where it would not.  Either file reads back as the same table; polars
         chooses dictionary pages itself, so its files can differ in size (7% larger on the
         benchmark's token ids).
+    filesystem : pyarrow.fs.FileSystem or fsspec filesystem, optional
+        Where ``source`` and ``dest`` live when they are paths rather than URIs (an fsspec
+        filesystem is wrapped in ``pyarrow.fs.PyFileSystem(FSSpecHandler(...))``).  Reads
+        are ranged: only the column chunks of the batch being read are fetched.
+    record_lengths : bool, default True
+        Write beside each output file the lengths of its list columns
+        (``.<name>.lodarrow-lengths``, docs/training.md#lengths-cache), so that
+        :func:`lodarrow.sequence_lengths` and :func:`lodarrow.batch_loader` start without
+        decoding them.  The Parquet files are the same either way.
     **write_options
         Passed to ``pyarrow.parquet.ParquetWriter`` (``compression``,
         ``compression_level``, ``use_dictionary``, ...); ``compression`` and
@@ -194,6 +202,17 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
     removed.  A process killed outright leaves the hidden directory behind (readers skip it;
     delete it) and no ``dest``.
 
+    A remote ``dest`` (an object store has no rename of a directory): each output file is
+    written to a local temporary file, uploaded under the hidden prefix
+    ``.<dest>.lodarrow-tmp-<id>/`` beside ``dest``, and, once every file is uploaded, each
+    object is moved (server-side copy and delete) under ``dest``, sidecars before their
+    data files, then an empty ``dest/_SUCCESS`` is written and the prefix removed.  What a
+    reader sees mid-run: nothing under ``dest`` (or the old dataset, with ``overwrite``,
+    whose objects are deleted when the move starts) until every file is uploaded; then a
+    growing set of whole files (an object is never visible half-written); ``_SUCCESS``
+    only when the dataset is complete -- wait for it, as for Spark's output.  A failed
+    run removes the hidden prefix; one killed outright leaves it (readers skip it).
+
     Examples
     --------
     >>> import os, tempfile, pyarrow as pa, pyarrow.compute as pc, pyarrow.parquet as pq
@@ -224,35 +243,67 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
     if "row_group_size" in write_options:
         raise TypeError("map_parquet: row_group_size is not a write option here: each batch "
                         "is one row group, so give batch_rows= instead")
-    kind, base, files = resolve_source(source, "map_parquet")
-    dest = _check_dest(dest, kind, base, files, overwrite)
+    if not isinstance(record_lengths, bool):
+        raise TypeError(f"map_parquet: record_lengths must be a bool, "
+                        f"got {type(record_lengths).__name__}")
+    src = resolve_source(source, "map_parquet", filesystem=filesystem)
+    kind, base, files = src
+    dfs, dest = _split_dest(dest, filesystem)
+    if dfs is None:
+        local = src.filesystem is None
+        dest = _check_dest(dest, kind if local else None, base, files if local else [],
+                           overwrite)
+    else:
+        dest = _check_remote_dest(dfs, dest, src, overwrite)
     if progress is None:
         progress = _isatty(sys.stderr)
 
     t0 = time.perf_counter()
-    sizes = [os.path.getsize(path) for path, _ in files]
-    parent, name = os.path.split(dest)
-    os.makedirs(parent, exist_ok=True)
-    staging = os.path.join(parent, f".{name}.lodarrow-tmp-{uuid.uuid4().hex[:12]}")
-    os.mkdir(staging)
+    sizes = _sizes(src)
+    if dfs is None:
+        parent, name = os.path.split(dest)
+        os.makedirs(parent, exist_ok=True)
+        staging = os.path.join(parent, f".{name}.lodarrow-tmp-{uuid.uuid4().hex[:12]}")
+        os.mkdir(staging)
+        remote_staging = None
+    else:
+        # each file is written here, then uploaded under a hidden prefix beside dest
+        import tempfile
+
+        staging = tempfile.mkdtemp(prefix="lodarrow-map-")
+        parent, _, name = dest.rpartition("/")
+        remote_staging = join(parent, f".{name}.lodarrow-tmp-{uuid.uuid4().hex[:12]}")
     bar = Progress(len(files), sum(sizes), enabled=progress)
     stop = threading.Event()
     try:
         def one(k):
             path, rel = files[k]
-            return _map_file(pq, path, os.path.join(staging, rel), udf, batch_rows, engine,
-                             write_options, bar, sizes[k], stop)
+            out_path = os.path.join(staging, *rel.split("/"))
+            result = _map_file(pq, path, src.filesystem, out_path, udf, batch_rows, engine,
+                               write_options, bar, sizes[k], stop, record_lengths)
+            if remote_staging is not None:
+                _upload(out_path, dfs, join(remote_staging, rel), record_lengths)
+            return result
 
         if threads == 1 or len(files) == 1:
             results = [one(k) for k in range(len(files))]
         else:
             results = _in_threads(one, len(files), threads, stop)
-        _publish(staging, dest, overwrite)
+        if remote_staging is None:
+            _publish(staging, dest, overwrite)
+        else:
+            _publish_remote(dfs, remote_staging, dest, [rel for _, rel in files],
+                            record_lengths)
     except BaseException:
         stop.set()
+        if remote_staging is not None:
+            _remove_remote(dfs, remote_staging)
         shutil.rmtree(staging, ignore_errors=True)
         bar.close(ok=False)
         raise
+    if remote_staging is not None:
+        shutil.rmtree(staging, ignore_errors=True)
+        dest = display_path(dest, dfs)
     rows = sum(r[0] for r in results)
     summary = MapSummary(dest=dest, files=len(files), rows=rows,
                          rows_out=sum(r[1] for r in results), bytes_in=sum(sizes),
@@ -260,6 +311,100 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
                          seconds=time.perf_counter() - t0)
     bar.close(ok=True)
     return summary
+
+
+def _split_dest(dest, filesystem):
+    if not isinstance(dest, (str, os.PathLike)) or isinstance(os.fspath(dest), bytes):
+        raise TypeError(f"map_parquet: dest must be a path (str or path-like), "
+                        f"got {type(dest).__name__}")
+    return split_source(os.fspath(dest), as_filesystem(filesystem, "map_parquet"),
+                        "map_parquet", "dest")
+
+
+def _sizes(src):
+    if src.filesystem is None:
+        return [os.path.getsize(path) for path, _ in src.files]
+    return [info.size for info in src.filesystem.get_file_info([p for p, _ in src.files])]
+
+
+def _check_remote_dest(fs, dest, src, overwrite):
+    """``dest`` on an object store or other filesystem, checked as :func:`_check_dest`."""
+    import pyarrow.fs as pafs
+
+    dest = dest.rstrip("/")
+    shown = display_path(dest, fs)
+    if not dest or "/" not in dest:
+        raise ValueError(f"map_parquet: dest {shown!r} must be a directory below a bucket "
+                         f"(bucket/prefix)")
+    info = fs.get_file_info(dest)
+    exists = info.type == pafs.FileType.File or (
+        info.type == pafs.FileType.Directory
+        and fs.get_file_info(pafs.FileSelector(dest, recursive=False)))
+    if exists and not overwrite:
+        raise FileExistsError(f"map_parquet: dest {shown!r} exists and is not an empty "
+                              f"directory; pass overwrite=True to replace it, or choose "
+                              f"another path")
+    if src.filesystem is not None and src.filesystem.type_name == fs.type_name:
+        for path, _ in src.files:
+            if path == dest or path.startswith(dest + "/"):
+                raise ValueError(f"map_parquet: the input file {src.name(path)!r} is inside "
+                                 f"dest {shown!r}; write the output somewhere else")
+        if src.kind == "directory" and (dest == src.base or dest.startswith(src.base + "/")):
+            raise ValueError(f"map_parquet: dest {shown!r} is inside the source directory "
+                             f"{src.name(src.base)!r}, so its files would become part of "
+                             f"that dataset; write the output somewhere else")
+    return dest
+
+
+def _upload(local, fs, remote, with_sidecar):
+    """Copy a finished output file (and its sidecar) to the remote staging prefix, then
+    remove the local copies (local disk holds about one file per thread)."""
+    import pyarrow.fs as pafs
+
+    pairs = [(local, remote)]
+    side = sidecar_path(local)
+    if with_sidecar and os.path.exists(side):
+        pairs.insert(0, (side, sidecar_path(remote, fs)))
+    for a, b in pairs:
+        pafs.copy_files(a, b, source_filesystem=pafs.LocalFileSystem(),
+                        destination_filesystem=fs)
+        os.remove(a)
+
+
+def _publish_remote(fs, staging, dest, rels, with_sidecars):
+    """Move every staged object under ``dest`` (sidecars first), then write ``_SUCCESS``.
+
+    Object stores have no directory rename: each object is copied server-side and deleted,
+    so a reader sees, until the move starts, no ``dest`` (or the old one); during it, a
+    growing set of whole files; ``_SUCCESS`` once every file is in place.
+    """
+    import pyarrow.fs as pafs
+
+    info = fs.get_file_info(dest)
+    if info.type == pafs.FileType.File:
+        fs.delete_file(dest)
+    elif info.type == pafs.FileType.Directory:
+        fs.delete_dir_contents(dest)  # overwrite (checked before the run)
+    moves = []
+    for rel in rels:
+        if with_sidecars:
+            moves.append((sidecar_path(join(staging, rel), fs),
+                          sidecar_path(join(dest, rel), fs)))
+        moves.append((join(staging, rel), join(dest, rel)))
+    staged = {i.path for i in fs.get_file_info(pafs.FileSelector(staging, recursive=True))}
+    for a, b in moves:
+        if a in staged:
+            fs.move(a, b)
+    with fs.open_output_stream(join(dest, "_SUCCESS")):
+        pass
+    _remove_remote(fs, staging)
+
+
+def _remove_remote(fs, path):
+    try:
+        fs.delete_dir(path)
+    except (pa.ArrowException, OSError):
+        pass
 
 
 class _Stopped(Exception):
@@ -288,14 +433,13 @@ def _in_threads(one, n, threads, stop):
     return [f.result() for f in futures]
 
 
-def _map_file(pq, path, out_path, udf, batch_rows, engine, write_options, bar, size, stop):
+def _map_file(pq, path, fs, out_path, udf, batch_rows, engine, write_options, bar, size,
+              stop, record_lengths):
     """One input file to one output file; returns ``(rows_in, rows_out, bytes_out)``."""
-    try:
-        # memory: one batch at a time, and column chunks read 1 MiB at a time rather than
-        # whole (a row group of another writer may be a gigabyte)
-        pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=_READ_BUFFER)
-    except (pa.ArrowException, OSError) as exc:
-        _reraise(exc, f"map_parquet: cannot read {path!r} as Parquet")
+    # memory: one batch at a time, and column chunks read 1 MiB at a time rather than
+    # whole (a row group of another writer may be a gigabyte); remote: ranged reads
+    pf = open_parquet(path, fs, "map_parquet", pre_buffer=False, buffer_size=_READ_BUFFER)
+    path = display_path(path, fs)
     with pf:
         meta = pf.metadata
         schema_in = pf.schema_arrow
@@ -314,7 +458,8 @@ def _map_file(pq, path, out_path, udf, batch_rows, engine, write_options, bar, s
         folder, leaf = os.path.split(out_path)
         os.makedirs(folder, exist_ok=True)
         tmp = os.path.join(folder, f".{leaf}.tmp")
-        stream = _Outputs(pf, udf, rows, schema_out, path, starts, bar, size, stop)
+        stream = _Outputs(pf, udf, rows, schema_out, path, starts, bar, size, stop,
+                          record_lengths)
         try:
             first = next(stream, None)
             if stream.schema is None:  # a file without rows still gives a file, with the schema
@@ -322,6 +467,9 @@ def _map_file(pq, path, out_path, udf, batch_rows, engine, write_options, bar, s
                 stream.schema = _call(udf, empty, path, starts, 0).schema
             _write_file(pq, stream, first, tmp, rows, engine, write_options)
             os.replace(tmp, out_path)
+            if record_lengths:  # the sidecar, bound to the finished file (docs/training.md)
+                recorder = stream.recorder or LengthsRecorder(stream.schema)
+                recorder.write(out_path, fn="map_parquet")
         except BaseException:
             remove_partial(tmp)
             raise
@@ -338,8 +486,10 @@ class _Outputs:
     Either writer consumes it: pyarrow's in this thread, polars' from its own.
     """
 
-    def __init__(self, pf, udf, rows, schema, path, starts, bar, size, stop):
+    def __init__(self, pf, udf, rows, schema, path, starts, bar, size, stop, record=False):
         self._batches = pf.iter_batches(batch_size=rows, use_threads=True)
+        self._record = record
+        self.recorder = None  # the output's lengths, for its sidecar
         self._udf, self.path, self._starts = udf, path, starts
         self._bar, self._stop = bar, stop
         self._bytes_per_row = size / max(pf.metadata.num_rows, 1)
@@ -380,6 +530,10 @@ class _Outputs:
                 f"map_parquet: {path!r}, {_where(starts, row)}: the udf returned a batch "
                 f"whose schema differs from the output file's:\n{out.schema}\nexpected:\n"
                 f"{self.schema}\nevery batch of a file must give the same schema")
+        if self._record:
+            if self.recorder is None:
+                self.recorder = LengthsRecorder(self.schema)
+            self.recorder.add(out)
         self.last_row = row
         self.rows += batch.num_rows
         self.rows_out += out.num_rows
@@ -484,29 +638,6 @@ def _where(starts, row, stop=None):
     return f"{groups}, rows {row}-{stop - 1}"
 
 
-def _reraise(exc, context):
-    """Raise ``exc`` again with ``context`` (where it failed) in front of its message.
-
-    Builtin, pyarrow and lodarrow exceptions are raised as a new exception of the same type
-    (so ``except ValueError`` still catches them), chained to the original; others keep
-    their message and gain ``context`` as a note (Python >= 3.11).
-    """
-    new = None
-    if isinstance(exc, _MESSAGE_TYPES) and \
-            type(exc).__module__.partition(".")[0] in ("builtins", "pyarrow", "lodarrow"):
-        message = exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], str) \
-            else str(exc)
-        try:
-            new = type(exc)(f"{context}: {message}")
-        except Exception:  # a constructor that takes more: fall back to a note
-            new = None
-    if new is None:
-        if hasattr(exc, "add_note"):
-            exc.add_note(context)
-        raise exc
-    raise new from exc
-
-
 def _auto_batch_rows(meta):
     """Rows per batch for about ``DEFAULT_BATCH_BYTES`` decoded, from row-group metadata."""
     nbytes = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
@@ -560,82 +691,6 @@ def _check_dest(dest, kind, base, files, overwrite):
 
 def _inside(path, folder):
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
-
-
-def resolve_source(source, fn="map_parquet", arg="source"):
-    """``(kind, base, [(path, relative path), ...])`` of a file, directory, glob or list.
-
-    The one source grammar of :func:`map_parquet`, :func:`lodarrow.read_parquet` and
-    :func:`lodarrow.iter_parquet`.
-
-    Parameters
-    ----------
-    source : str, path-like, or list of them
-        See :func:`map_parquet`.
-    fn : str
-        The calling function's name, for messages.
-    arg : str
-        The calling function's name for ``source``, for messages.
-
-    Returns
-    -------
-    tuple
-        ``kind`` ("file", "directory", "glob" or "list"), the base directory, and the data
-        files (sorted, except a list's, which keeps its order) with their paths relative to
-        the base.
-    """
-    if isinstance(source, (list, tuple)):
-        if not source:
-            raise ValueError(f"{fn}: {arg} is an empty list; give at least one file")
-        paths = []
-        for k, item in enumerate(source):
-            if not isinstance(item, (str, os.PathLike)):
-                raise TypeError(f"{fn}: {arg}[{k}] must be a path (str or path-like), "
-                                f"got {type(item).__name__}")
-            path = os.path.abspath(os.fspath(item))
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"{fn}: {arg}[{k}] {os.fspath(item)!r} is not a file")
-            if path in paths:
-                raise ValueError(f"{fn}: {arg}[{k}] {os.fspath(item)!r} is listed twice")
-            paths.append(path)
-        base = os.path.commonpath([os.path.dirname(p) for p in paths])
-        return "list", base, [(p, os.path.relpath(p, base)) for p in paths]
-    if not isinstance(source, (str, os.PathLike)):
-        raise TypeError(f"{fn}: {arg} must be a path, a glob pattern or a list of paths, "
-                        f"got {type(source).__name__}")
-    text = os.fspath(source)
-    if isinstance(text, bytes):
-        raise TypeError(f"{fn}: {arg} must be a str path, not bytes")
-    path = os.path.abspath(text)
-    if os.path.isfile(path):
-        base = os.path.dirname(path)
-        return "file", base, [(path, os.path.basename(path))]
-    if os.path.isdir(path):
-        files = []
-        for root, dirs, names in os.walk(path):
-            dirs[:] = sorted(d for d in dirs if not d.startswith(_IGNORE_PREFIXES))
-            for n in sorted(names):
-                if not n.startswith(_IGNORE_PREFIXES):
-                    full = os.path.join(root, n)
-                    files.append((full, os.path.relpath(full, path)))
-        if not files:
-            raise ValueError(f"{fn}: the directory {text!r} holds no data files (names "
-                             f"starting with '.' or '_' are skipped)")
-        return "directory", path, files
-    if glob.has_magic(text):
-        matches = sorted({os.path.abspath(m) for m in glob.glob(text, recursive=True)
-                          if os.path.isfile(m)})
-        if not matches:
-            raise FileNotFoundError(f"{fn}: the glob {text!r} matches no files")
-        parts = []
-        for part in os.path.abspath(text).split(os.sep):
-            if glob.has_magic(part):
-                break
-            parts.append(part)
-        base = os.sep.join(parts) or os.sep
-        return "glob", base, [(m, os.path.relpath(m, base)) for m in matches]
-    raise FileNotFoundError(f"{fn}: {arg} {text!r} does not exist (give a Parquet file, a "
-                            f"directory, a glob pattern or a list of files)")
 
 
 def _positive_int(value, name, allow_none=False):

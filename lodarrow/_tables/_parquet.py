@@ -21,6 +21,9 @@ import pyarrow as pa
 
 from lodarrow._interop._arrow import to_arrow
 from lodarrow._interop._arrow_layout import arrow_type
+from lodarrow._tables._filesystems import as_filesystem, open_parquet, read_footer, \
+    split_source
+from lodarrow._tables._lengths_store import LengthsRecorder
 from lodarrow._tables._parquet_writers import choose_engine, remove_partial, write_polars
 from lodarrow._tables._table import columns_to_tensors, representable_columns, select_columns
 from lodarrow._tables._adapters import adapt, is_pandas_frame, is_polars_frame, objects_to_arrow
@@ -32,7 +35,7 @@ __all__ = ["write_parquet", "read_parquet", "iter_parquet"]
 _META_KEY = b"lodarrow"
 
 
-def write_parquet(t_or_dict, path, *, engine="auto", **kwargs):
+def write_parquet(t_or_dict, path, *, engine="auto", record_lengths=True, **kwargs):
     """Write a LoDTensor, a mapping of columns or a table to a Parquet file.
 
     Parameters
@@ -57,7 +60,15 @@ def write_parquet(t_or_dict, path, *, engine="auto", **kwargs):
         and writes the same file as pyarrow (every column of a type it writes alike, options
         among ``compression``, ``compression_level``, ``row_group_size``), pyarrow's
         otherwise; ``"polars"`` raises ``ValueError`` where it would not.  The file reads back
-        the same either way (docs/performance.md#parquet-writes).
+        the same either way (docs/performance.md#parquet-writes).  A remote ``path`` (a URI
+        such as ``s3://bucket/key.parquet``, or ``filesystem=`` among ``kwargs``) is written
+        by pyarrow.
+    record_lengths : bool, default True
+        Also write the lengths of every list column, per LoD level and row group, beside the
+        file (``.<name>.lodarrow-lengths``, docs/training.md#lengths-cache), so that
+        :func:`lodarrow.sequence_lengths` and :func:`lodarrow.batch_loader` start without
+        decoding them.  The Parquet file is the same either way; nothing is recorded for a
+        file-like ``path``.
     **kwargs
         Passed to ``pyarrow.parquet.write_table`` (``compression``, ``row_group_size``,
         ``use_dictionary``, ``write_statistics``, ...); each one given replaces lodarrow's
@@ -107,7 +118,6 @@ def write_parquet(t_or_dict, path, *, engine="auto", **kwargs):
     >>> la.read_parquet(path, "seq").equals(t)
     True
     """
-    import pyarrow.parquet as pq
 
     if isinstance(t_or_dict, LoDTensor):
         table, tensors = _mapping_table({"data": t_or_dict})
@@ -120,6 +130,32 @@ def write_parquet(t_or_dict, path, *, engine="auto", **kwargs):
         raise TypeError(f"write_parquet: t_or_dict must be a LoDTensor or a mapping of column "
                         f"name -> column, or a table, got {type(t_or_dict).__name__}")
     check_path(path, "write_parquet: path")
+    if not isinstance(record_lengths, bool):
+        raise TypeError(f"write_parquet: record_lengths must be a bool, "
+                        f"got {type(record_lengths).__name__}")
+    target = None  # (path, filesystem) of a file written by name: where its sidecar goes
+    if isinstance(path, (str, os.PathLike)):
+        fs, where = split_source(os.fspath(path),
+                                 as_filesystem(kwargs.pop("filesystem", None), "write_parquet"),
+                                 "write_parquet", "path")
+        target = (where, fs)
+        if fs is not None:  # pyarrow's writer, through the filesystem
+            if engine == "polars":
+                raise ValueError("write_parquet: engine='polars' cannot write to a remote "
+                                 "path; engine='auto' or 'pyarrow' writes it with pyarrow")
+            engine, path, kwargs["filesystem"] = "pyarrow", where, fs
+    _write_table(table, tensors, path, engine, kwargs)
+    if target is not None and record_lengths:
+        recorder = LengthsRecorder(table.schema)
+        if recorder:
+            recorder.add(table)
+        recorder.write(target[0], target[1])
+
+
+def _write_table(table, tensors, path, engine, kwargs):
+    """The body of :func:`write_parquet`: the Parquet file itself."""
+    import pyarrow.parquet as pq
+
     metadata = dict(table.schema.metadata or {})
     if tensors:
         layout = {name: {"dtype": str(t.dtype), "feature_shape": list(t.feature_shape),
@@ -262,7 +298,8 @@ def _frame_table(table):
     return pa.Table.from_arrays(arrays, names=names)
 
 
-def read_parquet(path, columns=None, *, nulls="error", lod_level=None, feature_shape=None):
+def read_parquet(path, columns=None, *, nulls="error", lod_level=None, feature_shape=None,
+                 filesystem=None):
     """Read LoDTensors from a Parquet file.
 
     Parameters
@@ -278,8 +315,10 @@ def read_parquet(path, columns=None, *, nulls="error", lod_level=None, feature_s
         a list's common directory) are columns after the file's own, typed as
         ``pyarrow.parquet.read_table`` types them for a directory (dictionary-encoded: an
         integer key reads as an integer column, a string key is a column that cannot be a
-        LoDTensor).  A single file gives its own columns only.  A URI (``s3://...``) is one
-        file, opened through pyarrow's filesystems.
+        LoDTensor).  A single file gives its own columns only.  Paths may be URIs
+        (``s3://bucket/corpus/``, ``gs://...``: any of the above, through pyarrow's
+        filesystems) or paths in ``filesystem``.  Directories skip names starting with
+        ``.`` or ``_`` and files that are not Parquet (docs/tables.md#dataset-directories).
     columns : str or list of str, optional
         The columns to read.  None: every column that can be a LoDTensor; the others
         (strings, structs ...) are skipped with one ``UserWarning`` naming them and their
@@ -290,6 +329,10 @@ def read_parquet(path, columns=None, *, nulls="error", lod_level=None, feature_s
         Passed to :func:`lodarrow.from_arrow` for every column read: the outer ``lod_level``
         list levels are the LoD, deeper regular ones feature dimensions (what a file rewritten
         by DuckDB, polars or Spark needs, see docs/tables.md).
+    filesystem : pyarrow.fs.FileSystem or fsspec filesystem, optional
+        Where ``path`` lives (an fsspec filesystem is wrapped in
+        ``pyarrow.fs.PyFileSystem(FSSpecHandler(...))``).  Remote reads are ranged: only
+        the column chunks of the columns read are fetched.
 
     Returns
     -------
@@ -321,11 +364,10 @@ def read_parquet(path, columns=None, *, nulls="error", lod_level=None, feature_s
     >>> la.read_parquet(path, "y").lod()
     [[0, 1, 3]]
     """
-    import pyarrow.parquet as pq
 
-    source = _source(path, "read_parquet")
+    source = _source(path, "read_parquet", filesystem)
     if not isinstance(source, _Files):
-        with pq.ParquetFile(source) as pf:
+        with _open_one(source, "read_parquet", pre_buffer=True) as pf:
             schema = pf.schema_arrow
             names, single = select_columns(schema.names, columns, "read_parquet")
             names = representable_columns(schema, names, columns is None, "read_parquet")
@@ -343,7 +385,7 @@ def read_parquet(path, columns=None, *, nulls="error", lod_level=None, feature_s
 
 
 def iter_parquet(path, columns=None, *, batch_size=65536, nulls="error", lod_level=None,
-                 feature_shape=None):
+                 feature_shape=None, filesystem=None):
     """Stream a Parquet file as LoDTensors, ``batch_size`` top-level sequences at a time.
 
     Only one batch is decoded at a time (``pyarrow.parquet.ParquetFile.iter_batches``, without
@@ -364,6 +406,8 @@ def iter_parquet(path, columns=None, *, batch_size=65536, nulls="error", lod_lev
     nulls : {"error", "empty"}, default "error"
         What a null list becomes (see :func:`lodarrow.from_arrow`).
     lod_level, feature_shape : optional
+        As for :func:`read_parquet`.
+    filesystem : pyarrow.fs.FileSystem or fsspec filesystem, optional
         As for :func:`read_parquet`.
 
     Returns
@@ -393,7 +437,6 @@ def iter_parquet(path, columns=None, *, batch_size=65536, nulls="error", lod_lev
     >>> [b.lod() for b in la.iter_parquet(path, batch_size=3)]
     [[[0, 3, 3, 5]], [[0, 5]]]
     """
-    import pyarrow.parquet as pq
 
     try:
         batch_size = operator.index(batch_size)
@@ -402,7 +445,7 @@ def iter_parquet(path, columns=None, *, batch_size=65536, nulls="error", lod_lev
                         f"got {type(batch_size).__name__}") from None
     if batch_size < 1:
         raise ValueError(f"iter_parquet: batch_size must be >= 1, got {batch_size}")
-    source = _source(path, "iter_parquet")
+    source = _source(path, "iter_parquet", filesystem)
     layout = {"lod_level": lod_level, "feature_shape": feature_shape}
     if isinstance(source, _Files):
         schema = source.schema
@@ -410,7 +453,7 @@ def iter_parquet(path, columns=None, *, batch_size=65536, nulls="error", lod_lev
         names = representable_columns(schema, names, columns is None, "iter_parquet")
         return _dataset_batches(source, names, single, batch_size, nulls, layout)
     # pre_buffer=False: pyarrow's default pre-buffers every column chunk of the file at once
-    pf = pq.ParquetFile(source, pre_buffer=False)
+    pf = _open_one(source, "iter_parquet", pre_buffer=False)
     try:
         schema = pf.schema_arrow
         names, single = select_columns(schema.names, columns, "iter_parquet")
@@ -453,37 +496,46 @@ class _Files:
         self.schema = schema
 
 
-def _source(path, fn):
-    """``path`` as a file-like object or a path to one Parquet file (read directly), or the
+def _open_one(source, fn, pre_buffer):
+    """The ``ParquetFile`` of one file: a file-like object, or ``(path, filesystem)``."""
+    import pyarrow.parquet as pq
+
+    if not isinstance(source, tuple):
+        return pq.ParquetFile(source, pre_buffer=pre_buffer)
+    path, fs = source
+    # remote: pre-buffering coalesces the column chunks read into few ranged requests
+    return open_parquet(path, fs, fn, pre_buffer=pre_buffer and fs is not None)
+
+
+def _source(path, fn, filesystem=None):
+    """``path`` as a file-like object, ``(path, filesystem)`` of one Parquet file, or the
     :class:`_Files` of a directory, glob or list (:func:`lodarrow.map_parquet`'s grammar)."""
     if not isinstance(path, (str, os.PathLike, list, tuple)):
         return check_path(path, f"{fn}: path")  # a file-like object, or the TypeError
-    if isinstance(path, str) and "://" in path:
-        return path  # a URI (s3://, file://, ...): one file, opened by pyarrow's filesystems
-    from lodarrow._tables._dataset import _reraise, resolve_source
+    from lodarrow._tables._sources import resolve_source
 
-    kind, base, files = resolve_source(path, fn, "path")
-    if kind == "file":
-        return files[0][0]
+    src = resolve_source(path, fn, "path", filesystem)
+    fs = src.filesystem
+    if src.kind == "file":
+        return (src.files[0][0], fs)
     import pyarrow.dataset as ds
-    import pyarrow.parquet as pq
 
     first = None
-    for file, _ in files:
-        try:
-            schema = pq.read_schema(file)
-        except (pa.ArrowException, OSError) as exc:
-            _reraise(exc, f"{fn}: cannot read {file!r} as Parquet")
+    for file, _ in src.files:
+        meta, _, _ = read_footer(file, fs, fn)
+        schema = meta.schema.to_arrow_schema()
         if first is None:
-            first = (file, schema)
+            first = (src.name(file), schema)
         elif not schema.equals(first[1], check_metadata=False):
-            raise ValueError(f"{fn}: the schema of {file!r} differs from that of the first "
-                             f"file, {first[0]!r}: {_schema_difference(first[1], schema)}; "
-                             f"the files read together must share one schema")
+            raise ValueError(f"{fn}: the schema of {src.name(file)!r} differs from that of "
+                             f"the first file, {first[0]!r}: "
+                             f"{_schema_difference(first[1], schema)}; the files read "
+                             f"together must share one schema")
     # what pyarrow.parquet.read_table does for a directory: hive keys, dictionary-encoded
     partitioning = ds.HivePartitioning.discover(infer_dictionary=True)
-    dataset = ds.dataset([file for file, _ in files], schema=None, format="parquet",
-                         partitioning=partitioning, partition_base_dir=base)
+    dataset = ds.dataset([file for file, _ in src.files], schema=None, format="parquet",
+                         partitioning=partitioning, partition_base_dir=src.base,
+                         filesystem=fs)
     schema = dataset.schema.with_metadata(first[1].metadata or {})
     return _Files(dataset, schema)
 

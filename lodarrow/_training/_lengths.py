@@ -13,14 +13,16 @@ __all__ = ["sequence_lengths"]
 _FN = "sequence_lengths"
 
 
-def sequence_lengths(source, column=None, *, level=0):
+def sequence_lengths(source, column=None, *, level=0, filesystem=None, cache_dir=None):
     """Return the length of every sequence of a list column, reading no values where it can.
 
     A *sequence* is an element of LoD level ``level`` (0: a row of the column); its length
     counts the innermost values (tokens) it holds, across every deeper level.  In-memory
     sources give their lengths from the offsets alone.  A Parquet source is read one row group
     at a time, and only one leaf column of ``column`` (the cheapest by compressed size); only
-    the offsets of what was read are kept.  See docs/training.md#what-is-read.
+    the offsets of what was read are kept, and the result is kept in the lengths cache (or
+    read from the sidecar lodarrow's writers leave), so later calls read no column at all.
+    See docs/training.md#what-is-read and docs/training.md#lengths-cache.
 
     Parameters
     ----------
@@ -28,11 +30,19 @@ def sequence_lengths(source, column=None, *, level=0):
         The column (a LoDTensor or an Arrow list array), a table holding it (a
         ``pyarrow.Table`` or ``RecordBatch``, a Hugging Face ``datasets.Dataset``), or a
         Parquet file, directory, glob or list of files (read as :func:`lodarrow.map_parquet`
-        reads them, in the same order).
+        reads them, in the same order), local, URIs (``s3://``, ``gs://``) or paths in
+        ``filesystem``.
     column : str, optional
         The list column of a table or Parquet source; optional when it has one column.
     level : int, default 0
         Which LoD level is the sequence.
+    filesystem : pyarrow.fs.FileSystem or fsspec filesystem, optional
+        Where a Parquet source's paths live (docs/scale-out.md#remote-corpora).
+    cache_dir : str, path-like or False, optional
+        The lengths cache's directory; by default ``$LODARROW_CACHE_DIR``, else
+        ``$XDG_CACHE_HOME/lodarrow``, else ``~/.cache/lodarrow``; False: no cache.  A file
+        whose size, modification time or footer changed is decoded again, never served
+        stale lengths.
 
     Returns
     -------
@@ -57,8 +67,16 @@ def sequence_lengths(source, column=None, *, level=0):
     >>> la.sequence_lengths(docs), la.sequence_lengths(docs, level=1)
     (array([3, 3]), array([2, 1, 3]))
     """
+    from lodarrow._tables._filesystems import as_filesystem
+    from lodarrow._tables._lengths_store import check_cache_dir
+
+    filesystem = as_filesystem(filesystem, _FN)
+    cache_dir = check_cache_dir(cache_dir, _FN)
     if is_parquet_source(source):
-        return _concat(_parquet_lengths(source, column, level))
+        return _concat(_parquet_lengths(source, column, level, filesystem, cache_dir))
+    if filesystem is not None:
+        raise ValueError(f"{_FN}: filesystem is for a Parquet source (a path, URI or list of "
+                         f"them), got {type(source).__name__}")
     col = column_of(source, column, _FN)
     return _in_memory_lengths(col, level)
 
@@ -83,46 +101,67 @@ def _host(offsets):
     return offsets.get() if hasattr(offsets, "get") else np.asarray(offsets)
 
 
-def _parquet_lengths(source, column, level):
-    parts = ParquetParts(source, _FN)
+def _parquet_lengths(source, column, level, filesystem=None, cache_dir=None):
+    parts = ParquetParts(source, _FN, filesystem=filesystem)
     name = pick_column(parts.schema, column, _FN)
     level = check_level(level, list_depth(parts.schema.field(name).type), _FN)
-    return parquet_part_lengths(parts, name, level)
+    return parquet_part_lengths(parts, name, level, cache_dir=cache_dir)
 
 
-def parquet_part_lengths(parts, name, level, with_nulls=False):
+def parquet_part_lengths(parts, name, level, with_nulls=False, cache_dir=None):
     """The lengths of every row group of ``parts`` (a list of arrays), read on a few threads:
     at most that many row groups of one leaf column in memory at once.  With ``with_nulls``
     also each row group's null rows (their row numbers in the row group): the lengths pass
-    sees them for free, so a loader knows them before its first batch."""
-    import pyarrow.parquet as pq
+    sees them for free, so a loader knows them before its first batch.
 
+    A row group whose lengths the cache (``cache_dir``: None the default directory, False
+    none) or the file's sidecar holds is not read; one that is decoded is put in the cache
+    (lodarrow._tables._lengths_store)."""
+    from lodarrow._tables._lengths_store import LengthsStore
     from lodarrow._threads import num_threads
     from lodarrow._training._columns import null_rows
 
     if not parts.parts:
         return ([], []) if with_nulls else []
-    with pq.ParquetFile(parts.parts[0][0]) as pf:
-        leaf = leaf_to_read(pf, name)
+    store = LengthsStore(cache_dir)
+    # what the cache or the sidecars hold, a whole file at a time
+    kept = [store.file(fp, name, level) for fp in parts.fingerprints]
+    index = {path: k for k, path in enumerate(parts.files)}
+    leaves = {}
 
-    def one(part):
-        path, g, _ = part
-        try:
-            with pq.ParquetFile(path, pre_buffer=False) as pf:
-                col = pf.read_row_group(g, columns=[leaf], use_threads=False).column(name)
-        except (OSError, pa.ArrowException) as exc:
-            raise ValueError(f"{_FN}: cannot read row group {g} of {path!r}: {exc}") from None
-        lengths = _in_memory_lengths(col, level)
-        return (lengths, null_rows(col)) if with_nulls else lengths
+    def decode(k):
+        path, g, rows = parts.parts[k]
+        f = index[path]
+        leaf = leaves.get(path)
+        if leaf is None:
+            leaf = leaves[path] = leaf_to_read(parts.metas[f], name)
+        col = parts.read_group(k, [leaf]).column(name)
+        lengths, nulls = _in_memory_lengths(col, level), null_rows(col)
+        mask = None
+        if len(nulls):
+            mask = np.zeros(rows, bool)
+            mask[nulls] = True
+        store.put(parts.fingerprints[f], g, name, level, lengths, mask)
+        return lengths, nulls
 
-    threads = min(num_threads(), len(parts.parts))
+    todo = [k for k, (path, _, _) in enumerate(parts.parts) if kept[index[path]] is None]
+    threads = min(num_threads(), len(todo))
     if threads <= 1:
-        out = [one(p) for p in parts.parts]
+        decoded = [decode(k) for k in todo]
     else:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(threads) as pool:
-            out = list(pool.map(one, parts.parts))
+            decoded = list(pool.map(decode, todo))
+    decoded = dict(zip(todo, decoded))
+    out = []
+    for k, (path, g, _) in enumerate(parts.parts):
+        if k in decoded:
+            out.append(decoded[k])
+            continue
+        lengths, mask = kept[index[path]][g]
+        out.append((lengths, np.flatnonzero(mask) if mask is not None
+                    else np.zeros(0, np.int64)))
     if with_nulls:
         return [o[0] for o in out], [o[1] for o in out]
-    return out
+    return [o[0] for o in out]

@@ -8,6 +8,7 @@ that can be known from the footers, the lengths and the arguments is checked her
 loader is made.
 """
 
+import os
 import queue
 import sys
 import weakref
@@ -41,7 +42,7 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
                  row_length=None, level=0, pad_value=0, to="numpy", extra_columns=(),
                  bucket=True, window=65536, row_groups=4, num_rows=None,
                  pad_to_multiple_of=None, pad_widths=None, num_segments=None, prefetch=2,
-                 progress=None):
+                 progress=None, filesystem=None, cache_dir=None):
     """Stream model-ready batches from a Parquet dataset or a table, following one global plan.
 
     The lengths are read first (:func:`lodarrow.sequence_lengths`, no values) and everything
@@ -129,6 +130,14 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
         and Parquet decoding release the GIL); 0: made when asked for.
     progress : bool, optional
         Show a progress bar (batches, tokens/s) on stderr; default: when stderr is a terminal.
+    filesystem : pyarrow.fs.FileSystem or fsspec filesystem, optional
+        Where a Parquet source's paths live; ``s3://`` and ``gs://`` URIs name their own
+        (docs/scale-out.md#remote-corpora).  Only the column chunks read are fetched.
+    cache_dir : str, path-like or False, optional
+        The lengths cache (docs/training.md#lengths-cache): by default
+        ``$LODARROW_CACHE_DIR``, else ``$XDG_CACHE_HOME/lodarrow``, else
+        ``~/.cache/lodarrow``; False: none.  A start whose lengths the cache (or the
+        sidecars of lodarrow's writers) holds decodes no column before the first batch.
 
     Returns
     -------
@@ -168,6 +177,13 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
                   balance=balance, alpha=alpha, prefetch=prefetch, progress=progress,
                   num_rows=num_rows, pad_to_multiple_of=pad_to_multiple_of,
                   pad_widths=pad_widths, num_segments=num_segments)
+    from lodarrow._tables._filesystems import as_filesystem
+    from lodarrow._tables._lengths_store import check_cache_dir
+
+    # where the source lives and where its lengths are kept: not planning arguments (a
+    # state saved on one filesystem resumes on a copy of the corpus on another)
+    cfg.filesystem = as_filesystem(filesystem, _FN)
+    cfg.cache_dir = check_cache_dir(cache_dir, _FN)
     return BatchLoader(source, column, cfg)
 
 
@@ -354,7 +370,7 @@ class BatchLoader:
 
     def _init_parquet(self, source, column):
         cfg = self.cfg
-        parts = ParquetParts(source, _FN)
+        parts = ParquetParts(source, _FN, filesystem=cfg.filesystem)
         if parts.schema is None:
             raise ValueError(f"{_FN}: the source holds no Parquet file")
         self.column = pick_column(parts.schema, column, _FN)
@@ -363,7 +379,8 @@ class BatchLoader:
         types = parts.unify([self.column] + cfg.extra_columns)
         _check_sequence_type(types[self.column], self.column)
         check_level(cfg.level, list_depth(types[self.column]), _FN)
-        lengths, nulls = parquet_part_lengths(parts, self.column, cfg.level, with_nulls=True)
+        lengths, nulls = parquet_part_lengths(parts, self.column, cfg.level, with_nulls=True,
+                                              cache_dir=cfg.cache_dir)
         self._parts = parts
         self._nulls = nulls
         part_seqs = np.array([len(x) for x in lengths], dtype=np.int64)
@@ -457,12 +474,13 @@ class BatchLoader:
     def _file_list(self):
         if self._parts is None:
             return None
-        import os as _os
-
+        parts = self._parts
+        size_of = dict(zip(parts.files, parts.sizes))  # from the footers' listing
         sizes = {}
-        for path, _, rows in self._parts.parts:
-            name = _os.path.basename(path)
-            sizes.setdefault(name, [int(_os.path.getsize(path)), 0])
+        for path, _, rows in parts.parts:
+            name = os.path.basename(path) if parts.filesystem is None \
+                else path.rpartition("/")[2]
+            sizes.setdefault(name, [int(size_of[path]), 0])
             sizes[name][1] += int(rows)
         return sorted([name, size, rows] for name, (size, rows) in sizes.items())
 

@@ -111,13 +111,15 @@ def arrow_chain(arr):
 
 def leaf_to_read(pf, column):
     """The one Parquet leaf column of ``column`` cheapest to read (by compressed size): all
-    leaves of a list column carry the same repetition levels."""
-    schema = pf.schema
+    leaves of a list column carry the same repetition levels.  ``pf``: a ``ParquetFile`` or
+    its ``FileMetaData``."""
+    metadata = pf if hasattr(pf, "row_group") else pf.metadata  # FileMetaData: itself
+    schema = metadata.schema
     leaves = [i for i in range(len(schema)) if schema.column(i).path == column
               or schema.column(i).path.startswith(column + ".")]
-    if len(leaves) <= 1 or pf.metadata.num_row_groups == 0:
+    if len(leaves) <= 1 or metadata.num_row_groups == 0:
         return column
-    meta = pf.metadata.row_group(0)
+    meta = metadata.row_group(0)
     best = min(leaves, key=lambda i: meta.column(i).total_compressed_size)
     return schema.column(best).path
 
@@ -129,24 +131,24 @@ class ParquetParts:
     each file.  :meth:`unify` checks the columns the loader reads across files.
     """
 
-    def __init__(self, source, fn, arg="source"):
-        import pyarrow.parquet as pq
+    def __init__(self, source, fn, arg="source", filesystem=None):
+        from lodarrow._tables._lengths_store import fingerprint
+        from lodarrow._tables._sources import resolve_source
 
-        from lodarrow._tables._dataset import resolve_source
-
-        _, _, files = resolve_source(source, fn, arg)
+        src = resolve_source(source, fn, arg, filesystem)
         self.fn = fn
-        self.files = [p for p, _ in files]
+        self.filesystem = src.filesystem  # None: local paths
+        self.files = [p for p, _ in src.files]
         self.parts = []
         self.nbytes = []
         self.schemas = []
         self.metas = []
+        # each file's identity for the lengths cache, from one listing and one read of its
+        # tail, which gives the footer too (lodarrow._tables._lengths_store)
+        self.fingerprints = []
         for path in self.files:
-            try:
-                meta = pq.ParquetFile(path).metadata
-            except (OSError, pa.ArrowException) as exc:
-                raise ValueError(f"{fn}: cannot read the Parquet footer of {path!r}: "
-                                 f"{exc}") from None
+            fp, meta = fingerprint(path, self.filesystem, fn)  # errors name the file
+            self.fingerprints.append(fp)
             self.metas.append(meta)
             self.schemas.append(meta.schema.to_arrow_schema())
             for g in range(meta.num_row_groups):
@@ -157,6 +159,8 @@ class ParquetParts:
         self.rows = np.array([p[2] for p in self.parts], dtype=np.int64)
         self.starts = np.concatenate([[0], np.cumsum(self.rows)]).astype(np.int64)
         self.types = {}
+        self._meta_of = dict(zip(self.files, self.metas))  # footers are not read again
+        self.sizes = [fp.size for fp in self.fingerprints]
 
     def unify(self, columns):
         """The type each of ``columns`` is read as: the same in every file, or a safe widening
@@ -203,17 +207,30 @@ class ParquetParts:
         """The row group of each sequence position in ``rows``."""
         return np.searchsorted(self.starts, rows, side="right") - 1
 
-    def read(self, k, columns, lo=0, hi=None):
-        """Rows ``[lo, hi)`` of row group ``k`` (its own row numbers), ``columns`` cast to the
-        unified types; errors name the file and the row group."""
-        import pyarrow.parquet as pq
+    def name(self, path):
+        """``path`` as messages show it (the URI of a remote file)."""
+        from lodarrow._tables._filesystems import display_path
+
+        return display_path(path, self.filesystem)
+
+    def read_group(self, k, columns):
+        """Columns ``columns`` of row group ``k`` as stored; an error names the file and the
+        row group.  A remote file is read by ranged requests for those column chunks only."""
+        from lodarrow._tables._filesystems import open_parquet
 
         path, g, _ = self.parts[k]
         try:
-            with pq.ParquetFile(path, pre_buffer=False) as pf:
-                table = pf.read_row_group(g, columns=columns, use_threads=False)
+            with open_parquet(path, self.filesystem, self.fn, metadata=self._meta_of[path],
+                              pre_buffer=False) as pf:
+                return pf.read_row_group(g, columns=columns, use_threads=False)
         except (OSError, pa.ArrowException) as exc:
-            raise ValueError(f"{self.fn}: cannot read row group {g} of {path!r}: {exc}") from None
+            raise ValueError(f"{self.fn}: cannot read row group {g} of "
+                             f"{self.name(path)!r}: {exc}") from None
+
+    def read(self, k, columns, lo=0, hi=None):
+        """Rows ``[lo, hi)`` of row group ``k`` (its own row numbers), ``columns`` cast to the
+        unified types; errors name the file and the row group."""
+        table = self.read_group(k, columns)
         if lo or (hi is not None and hi < table.num_rows):
             table = table.slice(lo, (table.num_rows if hi is None else hi) - lo)
         want = [self.types.get(c) for c in columns]
