@@ -345,41 +345,52 @@ def gather_rows(const uint8_t[::1] src, int64_t row_bytes, const int64_t[::1] st
     """
     cdef Py_ssize_t k, n = starts.shape[0]
     cdef int64_t j, d, ln, fill_to
-    cdef int32_t label
-    cdef bint fill = slot.shape[0] > 0, pos = positions.shape[0] > 0, msk = mask.shape[0] > 0
-    cdef bint lab = token_ids.shape[0] > 0
     if n == 0:
         return
+    # raw pointers: the per-token loops below vectorise (memoryview indexing does not)
     cdef const uint8_t* ps = &src[0] if src.shape[0] > 0 else NULL
     cdef uint8_t* po = &out[0] if out.shape[0] > 0 else NULL
     cdef const uint8_t* pad = &pad_row[0] if pad_row.shape[0] > 0 else NULL
+    cdef int64_t* pp = &positions[0] if positions.shape[0] > 0 else NULL
+    cdef uint8_t* pm = &mask[0] if mask.shape[0] > 0 else NULL
+    cdef int32_t* pt = &token_ids[0] if token_ids.shape[0] > 0 else NULL
+    cdef const int64_t* pslot = &slot[0] if slot.shape[0] > 0 else NULL
     with nogil:
         for k in prange(n, num_threads=max(num_threads, 1), schedule="dynamic", chunksize=64):
             d = dest[k]
             ln = lengths[k]
             if ln > 0 and row_bytes > 0:
                 memcpy(po + d * row_bytes, ps + starts[k] * row_bytes, ln * row_bytes)
-            if pos:
-                for j in range(ln):
-                    positions[d + j] = j
-            if msk:
-                for j in range(ln):
-                    mask[d + j] = 1
-            if lab:
-                label = ids[k]
-                for j in range(ln):
-                    token_ids[d + j] = label
-            if fill:
-                fill_to = d + slot[k]
-                for j in range(d + ln, fill_to):
+            if pp != NULL:
+                _iota(pp + d, ln)
+            if pm != NULL and ln > 0:
+                memset(pm + d, 1, ln)
+            if pt != NULL:
+                _fill32(pt + d, ln, ids[k])
+            if pslot != NULL:
+                fill_to = pslot[k] - ln  # the fill after the item
+                if fill_to > 0:
                     if row_bytes > 0:
-                        memcpy(po + j * row_bytes, pad, row_bytes)
-                    if pos:
-                        positions[j] = 0
-                    if msk:
-                        mask[j] = 0
-                    if lab:
-                        token_ids[j] = fill_id
+                        for j in range(d + ln, d + ln + fill_to):
+                            memcpy(po + j * row_bytes, pad, row_bytes)
+                    if pp != NULL:
+                        memset(pp + d + ln, 0, fill_to * sizeof(int64_t))
+                    if pm != NULL:
+                        memset(pm + d + ln, 0, fill_to)
+                    if pt != NULL:
+                        _fill32(pt + d + ln, fill_to, fill_id)
+
+
+cdef inline void _iota(int64_t* out, int64_t n) noexcept nogil:
+    cdef int64_t j
+    for j in range(n):
+        out[j] = j
+
+
+cdef inline void _fill32(int32_t* out, int64_t n, int32_t value) noexcept nogil:
+    cdef int64_t j
+    for j in range(n):
+        out[j] = value
 
 
 cdef inline uint64_t _splitmix(uint64_t* state) noexcept nogil:

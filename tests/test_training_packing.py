@@ -55,8 +55,8 @@ def test_best_fit_is_the_fullest_row_that_fits(sizes, capacity):
 def test_pack_rows_equals_the_reference(lengths, row_length, window):
     row, offset, n_rows = pack_rows(np.array(lengths, np.int64), row_length, window=window)
     w = window or max(len(lengths), 1)
-    want = best_fit_decreasing(lengths, row_length,
-                               [(lo, min(lo + w, len(lengths))) for lo in range(0, len(lengths), w)])
+    windows = [(lo, min(lo + w, len(lengths))) for lo in range(0, len(lengths), w)]
+    want = best_fit_decreasing(lengths, row_length, windows)
     assert n_rows == len(want)
     for r, members in enumerate(want):
         at = 0
@@ -193,6 +193,8 @@ def test_a_placement_made_once_is_consumed_as_is():
         collate_rows(seqs, order[::-1], "packed_rows", pad, 32, placement=p)
     with pytest.raises(ValueError, match="row_length=32, not 16"):
         collate_rows(seqs, order, "packed_rows", pad, 16, placement=p)
+    with pytest.raises(ValueError, match="a placement is for mode='packed_rows'"):
+        collate_rows(seqs, order, "packed", pad, placement=p)
 
 
 def test_packing_efficiency_on_lognormal_lengths():

@@ -107,15 +107,6 @@ def check_shape(mode, fn=_FN, *, oversize=None, num_rows=None, pad_to_multiple_o
     An option given for a mode it does not apply to is a ``ValueError`` (it would be ignored
     silently otherwise), as are ``pad_to_multiple_of`` and ``pad_widths`` together.
     """
-    given = {"oversize": oversize, "num_rows": num_rows,
-             "pad_to_multiple_of": pad_to_multiple_of, "pad_widths": pad_widths,
-             "num_segments": num_segments}
-    for name, value in given.items():
-        if value is not None and mode not in _APPLIES[name]:
-            modes = " or ".join(repr(m) for m in _APPLIES[name])
-            raise ValueError(f"{fn}: {name} applies to mode={modes} only (mode={mode!r})")
-    if pad_to_multiple_of is not None and pad_widths is not None:
-        raise ValueError(f"{fn}: give pad_to_multiple_of or pad_widths, not both")
     if oversize is not None:
         oversize = check_choice(oversize, f"{fn}: oversize", OVERSIZE)
     if num_rows is not None:
@@ -133,6 +124,15 @@ def check_shape(mode, fn=_FN, *, oversize=None, num_rows=None, pad_to_multiple_o
         if not widths:
             raise ValueError(f"{fn}: pad_widths is empty; give at least one width")
         pad_widths = tuple(sorted(set(widths)))
+    given = {"oversize": oversize, "num_rows": num_rows,
+             "pad_to_multiple_of": pad_to_multiple_of, "pad_widths": pad_widths,
+             "num_segments": num_segments}
+    for name, value in given.items():
+        if value is not None and mode not in _APPLIES[name]:
+            modes = " or ".join(repr(m) for m in _APPLIES[name])
+            raise ValueError(f"{fn}: {name} applies to mode={modes} only (mode={mode!r})")
+    if pad_to_multiple_of is not None and pad_widths is not None:
+        raise ValueError(f"{fn}: give pad_to_multiple_of or pad_widths, not both")
     return Shape(oversize or "error", num_rows, pad_to_multiple_of, pad_widths, num_segments)
 
 
@@ -492,6 +492,8 @@ def collate_rows(seqs, rows, mode, pad, row_length=None, *, placement=None, shap
     ``rows``) the batch is laid out as it says instead of packed again; it is checked to fit
     the batch's lengths.
     """
+    if placement is not None and mode != "packed_rows":
+        raise ValueError(f"{fn}: a placement is for mode='packed_rows' (mode={mode!r})")
     rows = np.asarray(rows, dtype=np.int64)
     lengths = seqs.lengths[rows]
     if mode == "padded":

@@ -1,5 +1,5 @@
 """What the loader checks about its columns before the first batch, and how extra columns
-travel with a batch (docs/training.md#columns)."""
+travel with a batch (docs/training.md#nulls-and-extra-columns)."""
 
 import numpy as np
 import pyarrow as pa

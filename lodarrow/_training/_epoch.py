@@ -37,8 +37,10 @@ __all__ = ["PLAN_VERSION", "EpochPlan", "PlanArgs", "plan_epoch"]
 
 #: Bumped whenever the planning algorithm changes: a saved loader state names it.
 PLAN_VERSION = 2
-#: Snap a cell's cut to a row-group boundary this close (a share of the cell's rows).
-_SNAP = 0.125
+#: Snap a cell's cut to a row-group boundary this close (a share of the cell's weight): far
+#: with ``balance="batches"`` (decode each row group once), near with "tokens" / "compute"
+#: (the ranks' totals stay within about 1%).
+_SNAP = {"batches": 0.125, "tokens": 0.01, "compute": 0.01}
 #: Sort cells on several threads from this many sequences on.
 _PARALLEL_SORT = 1 << 20
 
@@ -47,18 +49,26 @@ class PlanArgs:
     """The planning arguments (already checked by the caller)."""
 
     __slots__ = ("batch_size", "max_tokens", "packed", "bucket", "shuffle", "drop_last",
-                 "balance", "alpha", "oversize", "cell_rows", "fn")
+                 "balance", "alpha", "oversize", "cell_rows", "fn", "row_length",
+                 "rows_per_batch", "split")
 
     def __init__(self, *, batch_size, max_tokens, packed, bucket, shuffle, drop_last, balance,
-                 alpha, oversize, cell_rows, fn):
+                 alpha, oversize, cell_rows, fn, row_length=None, rows_per_batch=None,
+                 split=False):
         self.batch_size, self.max_tokens, self.packed = batch_size, max_tokens, packed
         self.bucket, self.shuffle, self.drop_last = bucket, shuffle, drop_last
         self.balance, self.alpha, self.oversize = balance, alpha, oversize
         self.cell_rows, self.fn = cell_rows, fn
+        # packed rows planned here: batches of ``rows_per_batch`` rows of ``row_length``
+        self.row_length, self.rows_per_batch, self.split = row_length, rows_per_batch, split
 
     @property
     def fixed_size(self):
-        return self.batch_size is not None and self.max_tokens is None
+        return self.batch_size is not None and self.max_tokens is None and not self.packing
+
+    @property
+    def packing(self):
+        return self.rows_per_batch is not None
 
 
 class EpochPlan:
@@ -69,8 +79,11 @@ class EpochPlan:
     one block are read together).  ``dropped`` counts what the plan left out, by reason.
     """
 
-    def __init__(self, order, lo, hi, block, seq, alpha, dropped):
+    def __init__(self, order, lo, hi, block, seq, alpha, dropped, items=None):
         self.order, self.lo, self.hi, self.block = order, lo, hi, block
+        # packed rows: ``order`` lists items (a sequence, or a chunk of one), and ``items``
+        # their (start, row, offset) arrays; ``seq`` their lengths
+        self.items = items
         self.num_replicas, self.steps = lo.shape
         self.dropped = dropped
         self._seq, self._alpha, self._compute = seq, alpha, None
@@ -94,7 +107,23 @@ class EpochPlan:
 
     def batch(self, rank, step):
         """The rows (sequence positions) of rank ``rank``'s batch at step ``step``."""
-        return self.order[self.lo[rank, step]:self.hi[rank, step]]
+        rows = self.order[self.lo[rank, step]:self.hi[rank, step]]
+        return rows if self.items is None else np.unique(rows)
+
+    def placement(self, rank, step):
+        """A packed batch's layout: ``(rows, Placement)``, the placement's ``seq`` indexing
+        ``rows``."""
+        from lodarrow._training._collate import Placement
+
+        a, b = self.lo[rank, step], self.hi[rank, step]
+        seq = self.order[a:b]
+        rows, index = np.unique(seq, return_inverse=True)
+        start, row, offset = (x[a:b] for x in self.items[:3])
+        first = int(row[0]) if b > a else 0
+        n_rows = int(row[-1]) - first + 1 if b > a else 0
+        return rows, Placement(index.astype(np.int64).reshape(-1), start, self._seq[a:b],
+                               row - first, offset, n_rows, self.items[3],
+                               np.zeros(0, np.int64))
 
     def rows_of_steps(self, start, stop):
         """Every sequence of steps ``[start, stop)``, all ranks together."""
@@ -103,7 +132,7 @@ class EpochPlan:
         lo, hi = self.lo[:, start:stop].ravel(), self.hi[:, start:stop].ravel()
         sizes = hi - lo
         pos = np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
-        return self.order[pos]
+        return self.order[pos] if self.items is None else np.unique(self.order[pos])
 
     @property
     def sizes(self):
@@ -154,12 +183,25 @@ def plan_epoch(lengths, args, num_replicas, rng, *, rows=None, part_starts=None)
     else:
         cells, tails = _weighted_cells(stream, lengths, R, args, edges), 0
     order, seq = _arrange(stream, lengths, cells, args, rng, in_memory=part_starts is None)
-    blocks = _cut(seq, cells, tails, args, R)
-    lo, hi, block, extra_drop = _steps(blocks, seq, args, R, rng)
+    items = splits = None
+    if args.packing:
+        order, seq, items, cells, splits = _pack(order, seq, cells, args)
+        blocks = _cut_rows(items[1], cells, args, R)
+    else:
+        blocks = _cut(seq, cells, tails, args, R)
+    lo, hi, block, extra_drop = _steps(blocks, seq, args, R, rng, splits)
     dropped["drop_last"] += extra_drop
     if tails and len(cells) > 1:  # the tail step is read with the last block
         block[block == len(cells) - 1] = len(cells) - 2
-    return EpochPlan(order, lo, hi, block, seq, args.alpha, dropped)
+    return EpochPlan(order, lo, hi, block, seq, args.alpha, dropped, items)
+
+
+def shuffled(n, rng):
+    """A random permutation of ``0..n-1`` from ``rng`` (a compiled Fisher-Yates, twice as
+    fast as NumPy's on large ``n``)."""
+    out = np.empty(n, dtype=np.int64)
+    _k.permutation(out, int(rng.integers(0, 2**63)))
+    return out
 
 
 # --- 1. the stream --------------------------------------------------------------------------
@@ -167,8 +209,6 @@ def plan_epoch(lengths, args, num_replicas, rng, *, rows=None, part_starts=None)
 def _stream(n, rows, part_starts, shuffle, rng):
     """The sequences in stream order, and the positions in it where a row group starts (None
     for an in-memory source)."""
-    from lodarrow._training._batching import shuffled
-
     if part_starts is None:
         base = np.arange(n, dtype=np.int64) if rows is None else rows
         return (base[shuffled(len(base), rng)] if shuffle else base), None
@@ -265,7 +305,7 @@ def _weighted_cells(stream, lengths, R, args, edges):
     else:
         cuts = np.searchsorted(cw, cw[-1] * fractions, side="left").astype(np.int64) + 1
     if edges is not None and len(edges):
-        tol = _SNAP * m / n_cells
+        tol = _SNAP[args.balance] * m / n_cells
         right = np.clip(np.searchsorted(edges, cuts), 0, len(edges) - 1)
         left = np.maximum(right - 1, 0)
         nearest = np.where(np.abs(edges[left] - cuts) <= np.abs(edges[right] - cuts),
@@ -308,8 +348,6 @@ def _strictly_inside(cuts, m):
 def _arrange(stream, lengths, cells, args, rng, in_memory):
     """The stream with each cell's rows shuffled (a Parquet stream is in storage order inside
     a row group) and sorted by length (bucketing); and the lengths in that order."""
-    from lodarrow._training._batching import shuffled
-
     order = stream
     bounds = np.unique(np.concatenate(cells))
     if args.shuffle and not in_memory:  # an in-memory stream is shuffled whole already
@@ -347,9 +385,61 @@ def _cut(seq, cells, tails, args, R):
     return blocks
 
 
+def _pack(order, seq, cells, args):
+    """Packed rows, planned: each cell's sequences packed best-fit decreasing into rows of
+    ``row_length`` (split into chunks first under ``oversize="split"``).  Returns the items
+    in row order (their sequences, lengths, and ``(start, row, offset, row_length)``, rows
+    numbered across the plan), the cells in item positions, and where a batch may be split
+    (row starts)."""
+    from lodarrow._training._collate import pack_placement
+
+    L = args.row_length
+    out_seq, out_len, starts, rows, offsets, new_cells = [], [], [], [], [], []
+    pos = row_base = 0
+    for bounds in cells:
+        new = [pos]
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            p = pack_placement(seq[lo:hi], L, oversize="split" if args.split else "error",
+                               fn=args.fn)
+            out_seq.append(order[lo:hi][p.seq])
+            out_len.append(p.length)
+            starts.append(p.start)
+            rows.append(p.row + row_base)
+            offsets.append(p.offset)
+            row_base += p.n_rows
+            pos += len(p.seq)
+            new.append(pos)
+        new_cells.append(np.array(new, np.int64))
+    cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64))
+    row = cat(rows)
+    splits = np.ones(len(row) + 1, bool)
+    splits[1:-1] = row[1:] != row[:-1]
+    return (cat(out_seq), np.ascontiguousarray(cat(out_len)),
+            (cat(starts), row, cat(offsets), L), new_cells, splits)
+
+
+def _cut_rows(row, cells, args, R):
+    """Each cell's items cut into batches of ``rows_per_batch`` rows."""
+    blocks = []
+    per = args.rows_per_batch
+    for bounds in cells:
+        lanes = []
+        for r in range(R):
+            lo, hi = int(bounds[r]), int(bounds[r + 1])
+            if hi == lo:
+                lanes.append((np.zeros(0, np.int64), np.zeros(0, np.int64)))
+                continue
+            rel = row[lo:hi] - row[lo]
+            cuts = lo + np.flatnonzero(np.diff(rel // per)) + 1
+            edges = np.concatenate([[lo], cuts, [hi]]).astype(np.int64)
+            lanes.append((edges[:-1], edges[1:]))
+        blocks.append(lanes)
+    return blocks
+
+
 # --- 4. steps ---------------------------------------------------------------------------------
 
-def _steps(blocks, seq, args, R, rng):
+def _steps(blocks, seq, args, R, rng, splits=None):
     """Equal batch counts per rank in every block, batches matched into steps."""
     los, his, block_ids, dropped = [], [], [], 0
     carry = None
@@ -363,7 +453,7 @@ def _steps(blocks, seq, args, R, rng):
             lanes = [(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
                      for a, b in zip(carry, lanes)]
             carry = None
-        evened = _even_out(lanes, R)
+        evened = _even_out(lanes, R, splits)
         if evened is None:
             if k + 1 < len(blocks):
                 carry = lanes
@@ -386,33 +476,50 @@ def _steps(blocks, seq, args, R, rng):
     return np.hstack(los), np.hstack(his), np.hstack(block_ids), dropped
 
 
-def _even_out(lanes, R):
-    """Give every lane as many batches: split the largest batches until the block's count is
-    a multiple of ``R`` (a split exceeds no budget), then move surplus batches to the lanes
-    short of one.  None when no batch can be split."""
+def _even_out(lanes, R, splits=None):
+    """Give every lane as many batches.  First each lane short of the longest splits its own
+    largest batches (a split exceeds no budget, and no rank reads another's rows); where that
+    is not enough, the block's batch count is made a multiple of ``R`` by splits and surplus
+    batches move to the lanes short of one.  ``splits`` marks the positions a batch may be
+    split at (packed rows: row starts; default anywhere).  None when no batch can be split."""
     counts = [len(lo) for lo, _ in lanes]
-    total = sum(counts)
-    if total % R == 0 and min(counts) == max(counts):
+    if min(counts) == max(counts):
         return lanes
     lanes = [(lo.copy(), hi.copy()) for lo, hi in lanes]
+    top = max(counts)
+    for r in range(R):
+        while len(lanes[r][0]) < top and _split_one(lanes, r, splits):
+            pass
+    if min(len(lo) for lo, _ in lanes) == top:
+        return lanes
+    total = sum(len(lo) for lo, _ in lanes)
     while total % R:
         short = min(len(lo) for lo, _ in lanes)
-        best = None
-        for r, (lo, hi) in enumerate(lanes):
-            if not len(lo):
-                continue
-            j = int(np.argmax(hi - lo))
-            key = (len(lo) == short, int(hi[j] - lo[j]))
-            if key[1] >= 2 and (best is None or key > best[0]):
-                best = (key, r, j)
-        if best is None:
+        order = sorted(range(R), key=lambda r: len(lanes[r][0]) != short)
+        if not any(_split_one(lanes, r, splits) for r in order):
             return None
-        _, r, j = best
-        lo, hi = lanes[r]
-        mid = (lo[j] + hi[j]) // 2
-        lanes[r] = (np.insert(lo, j + 1, mid), np.insert(hi, j, mid))
         total += 1
     return _deal(lanes, R, drop=False)[0]
+
+
+def _split_one(lanes, r, splits):
+    """Split lane ``r``'s largest batch in two; False if no batch of it can be split."""
+    lo, hi = lanes[r]
+    if not len(lo):
+        return False
+    if splits is None:
+        size = hi - lo
+    else:  # a batch of one row cannot be split
+        size = np.array([np.count_nonzero(splits[a + 1:b]) + 1 for a, b in zip(lo, hi)])
+    j = int(np.argmax(size))
+    if size[j] < 2:
+        return False
+    mid = (lo[j] + hi[j]) // 2
+    if splits is not None:  # the row start nearest the middle
+        inside = lo[j] + 1 + np.flatnonzero(splits[lo[j] + 1:hi[j]])
+        mid = int(inside[np.argmin(np.abs(inside - mid))])
+    lanes[r] = (np.insert(lo, j + 1, mid), np.insert(hi, j, mid))
+    return True
 
 
 def _deal(lanes, R, drop):

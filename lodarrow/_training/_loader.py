@@ -10,13 +10,15 @@ loader is made.
 
 import queue
 import sys
+import weakref
 import threading
 import warnings
 
 import numpy as np
 import pyarrow as pa
 
-from lodarrow._training._collate import LIBRARIES, MODES, as_sequences, collate_rows, convert
+from lodarrow._training._collate import (LIBRARIES, MODES, as_sequences, check_shape,
+                                         collate_rows, convert)
 from lodarrow._training._columns import ExtraColumn, check_jax_x64, null_rows
 from lodarrow._training._epoch import PLAN_VERSION, PlanArgs, plan_epoch
 from lodarrow._training._lengths import parquet_part_lengths
@@ -37,7 +39,9 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
                  shuffle=True, drop_last=False, seed=0, num_replicas=1, rank=0,
                  balance="batches", alpha=0.0, oversize="alone", nulls="error", mode="padded",
                  row_length=None, level=0, pad_value=0, to="numpy", extra_columns=(),
-                 bucket=True, window=65536, row_groups=4, prefetch=2, progress=None):
+                 bucket=True, window=65536, row_groups=4, num_rows=None,
+                 pad_to_multiple_of=None, pad_widths=None, num_segments=None, prefetch=2,
+                 progress=None):
     """Stream model-ready batches from a Parquet dataset or a table, following one global plan.
 
     The lengths are read first (:func:`lodarrow.sequence_lengths`, no values) and everything
@@ -81,16 +85,21 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
         cost ``len + alpha * len**2`` (attention's quadratic term).
     alpha : float, default 0.0
         The quadratic weight of ``balance="compute"``.
-    oversize : {"alone", "error", "drop"}, default "alone"
+    oversize : {"alone", "error", "drop", "split"}, default "alone"
         A sequence longer than ``max_tokens`` (or than ``row_length`` with
         ``mode="packed_rows"``): a batch of its own, a ``ValueError`` when the loader is made,
-        or left out (counted).  Under ``mode="packed_rows"`` "alone" is an error too: a row
-        cannot hold it.
+        or left out (counted).  Under ``mode="packed_rows"`` "alone" is an error too (a row
+        cannot hold it), and "split" cuts it into ``row_length`` chunks, each its own sequence
+        in ``cu_seqlens`` (positions restart at 0 in each chunk; ``seq_idx`` names the
+        sequence; counted in the statistics).
     nulls : {"error", "empty", "drop"}, default "error"
         A null row of the sequence column: a ``ValueError`` when the loader is made (naming
         the file, row group and row), an empty sequence, or left out (counted).
-    mode : {"padded", "packed", "packed_rows"}, default "padded"
-        As for :func:`lodarrow.collate`.
+    mode : {"padded", "packed", "packed_rows", "segments"}, default "padded"
+        As for :func:`lodarrow.collate`.  With "packed_rows" and ``max_tokens`` (or
+        ``num_rows``) the plan itself packs: each rank's share of a block is packed best-fit
+        decreasing into rows of ``row_length``, and a batch is ``num_rows`` (default
+        ``max_tokens // row_length``) rows: one shape for the whole run.
     row_length : int, optional
         As for :func:`lodarrow.collate`.
     level : int, default 0
@@ -112,6 +121,9 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
     row_groups : int, default 4
         About how many row groups one rank's share of a block covers (a Parquet source):
         what one reader holds in memory, and how many row groups a batch mixes.
+    num_rows, pad_to_multiple_of, pad_widths, num_segments : optional
+        Fixed shapes, as for :func:`lodarrow.collate` (``num_rows``: the rows of every
+        packed-rows batch).
     prefetch : int, default 2
         Batches made ahead in a background thread when iterated in this process (the kernels
         and Parquet decoding release the GIL); 0: made when asked for.
@@ -153,14 +165,17 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
                   pad_value=pad_value, to=to, bucket=bucket, window=window,
                   row_groups=row_groups, shuffle=shuffle, seed=seed, drop_last=drop_last,
                   num_replicas=num_replicas, rank=rank, oversize=oversize, nulls=nulls,
-                  balance=balance, alpha=alpha, prefetch=prefetch, progress=progress)
+                  balance=balance, alpha=alpha, prefetch=prefetch, progress=progress,
+                  num_rows=num_rows, pad_to_multiple_of=pad_to_multiple_of,
+                  pad_widths=pad_widths, num_segments=num_segments)
     return BatchLoader(source, column, cfg)
 
 
 class _Config:
     def __init__(self, *, batch_size, max_tokens, cost, mode, row_length, level, extra_columns,
                  pad_value, to, bucket, window, row_groups, shuffle, seed, drop_last,
-                 num_replicas, rank, oversize, nulls, balance, alpha, prefetch, progress):
+                 num_replicas, rank, oversize, nulls, balance, alpha, prefetch, progress,
+                 num_rows, pad_to_multiple_of, pad_widths, num_segments):
         self.batch_size = _opt_pos(batch_size, "batch_size")
         self.max_tokens = _opt_pos(max_tokens, "max_tokens")
         if self.batch_size is None and self.max_tokens is None:
@@ -205,7 +220,24 @@ class _Config:
         if self.rank >= self.num_replicas:
             raise ValueError(f"{_FN}: rank must be in [0, num_replicas={num_replicas}), "
                              f"got {rank}")
-        self.oversize = check_choice(oversize, f"{_FN}: oversize", ("alone", "error", "drop"))
+        self.oversize = check_choice(oversize, f"{_FN}: oversize",
+                                     ("alone", "error", "drop", "split"))
+        if self.oversize == "split" and self.mode != "packed_rows":
+            raise ValueError(f"{_FN}: oversize='split' applies to mode='packed_rows' only "
+                             f"(mode={mode!r})")
+        packing = self.mode == "packed_rows"
+        self.shape = check_shape(self.mode, _FN, oversize=(
+            ("split" if self.oversize == "split" else "error") if packing else None),
+            num_rows=num_rows, pad_to_multiple_of=pad_to_multiple_of, pad_widths=pad_widths,
+            num_segments=num_segments)
+        # packed rows planned: batches of rows_per_batch rows (one shape for the run)
+        self.rows_per_batch = None
+        if packing and (self.shape.num_rows is not None or self.max_tokens is not None):
+            self.rows_per_batch = self.shape.num_rows or self.max_tokens // self.row_length
+            if self.rows_per_batch == 0:
+                raise ValueError(f"{_FN}: max_tokens={self.max_tokens} is less than one row "
+                                 f"of row_length={self.row_length}")
+            self.shape = self.shape._replace(num_rows=self.rows_per_batch)
         self.nulls = check_choice(nulls, f"{_FN}: nulls", NULLS)
         self.balance = check_choice(balance, f"{_FN}: balance", BALANCES)
         if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, (int, float,
@@ -223,7 +255,9 @@ class _Config:
         return PlanArgs(batch_size=self.batch_size, max_tokens=self.max_tokens,
                         packed=self.packed, bucket=self.bucket, shuffle=self.shuffle,
                         drop_last=self.drop_last, balance=self.balance, alpha=self.alpha,
-                        oversize=self.oversize, cell_rows=cell_rows, fn=_FN)
+                        oversize="alone" if self.oversize == "split" else self.oversize,
+                        cell_rows=cell_rows, fn=_FN, row_length=self.row_length,
+                        rows_per_batch=self.rows_per_batch, split=self.oversize == "split")
 
     def fingerprint(self, column):
         """The arguments that decide the plan and the batches (a saved state names them)."""
@@ -232,7 +266,11 @@ class _Config:
                 "drop_last": self.drop_last, "balance": self.balance, "alpha": self.alpha,
                 "oversize": self.oversize, "nulls": self.nulls, "mode": self.mode,
                 "row_length": self.row_length, "bucket": self.bucket, "window": self.window,
-                "row_groups": self.row_groups}
+                "row_groups": self.row_groups, "shape": [self.shape.num_rows,
+                                                         self.shape.pad_to_multiple_of,
+                                                         self.shape.pad_widths and
+                                                         list(self.shape.pad_widths),
+                                                         self.shape.num_segments]}
 
 
 class BatchLoader:
@@ -254,6 +292,8 @@ class BatchLoader:
         self._plans = {}
         self._parts = self._ray = None
         self._dropped_nulls = self._oversize_dropped = 0
+        self._datasets = weakref.WeakSet()     # torch datasets to tell of a new position
+        self._one_storage = None               # DataLoader workers: a batch in one buffer
         if is_parquet_source(source):
             self._init_parquet(source, column)
         elif hasattr(source, "iter_batches") and not isinstance(source, (pa.Table,
@@ -364,9 +404,10 @@ class BatchLoader:
             self._dropped_nulls = len(seq)
             exclude.append(seq)
         limits = []
-        if cfg.max_tokens is not None and cfg.oversize != "alone":
+        if cfg.max_tokens is not None and cfg.oversize in ("error", "drop") and \
+                cfg.rows_per_batch is None:
             limits.append(("max_tokens", cfg.max_tokens))
-        if cfg.mode == "packed_rows":
+        if cfg.mode == "packed_rows" and cfg.oversize != "split":
             limits.append(("row_length", cfg.row_length))
         self._oversize_dropped = 0
         for name, limit in limits:
@@ -380,7 +421,7 @@ class BatchLoader:
             raise ValueError(f"{_FN}: sequence {k} ({self._where_seq(k)}) has "
                              f"{int(self.lengths[k])} tokens, more than {name}={limit} "
                              f"({len(over)} such sequence(s)); oversize='drop' leaves them out"
-                             + ("" if name == "row_length" else
+                             + (", 'split' cuts them into rows" if name == "row_length" else
                                 ", oversize='alone' gives each a batch of its own"))
         self._base_rows = None
         if exclude:
@@ -482,6 +523,7 @@ class BatchLoader:
                                  f"{steps} steps")
         self._cursor = start_step
         self._fresh = True
+        self._tell_datasets()
 
     def state_dict(self, steps=None):
         """The loader's position as a small JSON-serialisable dict (docs/training.md#resuming).
@@ -553,10 +595,26 @@ class BatchLoader:
         self._segments = segments
         self._cursor = cursor
         self._fresh = True
+        self._tell_datasets()
         plan, base = self._epoch_plan()
         if cursor - base > plan.steps:
             raise ValueError(f"load_state_dict: the saved cursor {cursor} is past the epoch's "
                              f"{base + plan.steps} steps")
+
+    def _tell_datasets(self):
+        for dataset in list(self._datasets):
+            dataset._publish()
+
+    def __getstate__(self):
+        # what a DataLoader worker gets (pickled under the spawn start method): no caches
+        state = dict(self.__dict__)
+        state["_datasets"] = None
+        state["_plans"] = {}
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._datasets = weakref.WeakSet()
 
     def statistics(self):
         """What the current epoch's plan does, as data (docs/training.md#statistics).
@@ -629,8 +687,7 @@ class BatchLoader:
         rank = self.cfg.rank
         if self._parts is None:
             for s in steps:
-                rows = plan.batch(rank, s)
-                yield s, self._batch(self._seqs, rows, rows, self._memory_extras), \
+                yield s, self._batch(self._seqs, None, plan, s, self._memory_extras), \
                     int(plan.tokens[rank, s])
             return
         steps = list(steps)
@@ -641,10 +698,10 @@ class BatchLoader:
             while j < len(steps) and blocks[j] == blocks[k]:
                 j += 1
             group = steps[k:j]
-            rows = [plan.batch(rank, s) for s in group]
-            seqs, local_of, extras = self._read(np.concatenate(rows))
-            for s, r in zip(group, rows):
-                yield s, self._batch(seqs, local_of(r), r, extras), int(plan.tokens[rank, s])
+            seqs, local_of, extras = self._read(
+                np.concatenate([plan.batch(rank, s) for s in group]))
+            for s in group:
+                yield s, self._batch(seqs, local_of, plan, s, extras), int(plan.tokens[rank, s])
             del seqs, extras
             k = j
 
@@ -678,14 +735,27 @@ class BatchLoader:
         extras = {e.name: e.prepare(table.column(e.name)) for e in self._extra_specs}
         return seqs, local_of, extras
 
-    def _batch(self, seqs, local, rows, extras):
+    def _batch(self, seqs, local_of, plan, step, extras):
+        """Step ``step``'s batch of this rank: ``local_of`` maps source positions to those of
+        ``seqs`` (None: the same)."""
         cfg = self.cfg
-        out = collate_rows(seqs, local, cfg.mode, self._pad, cfg.row_length)
+        placement = None
+        if plan.items is not None:
+            rows, placement = plan.placement(cfg.rank, step)
+        else:
+            rows = plan.batch(cfg.rank, step)
+        local = rows if local_of is None else local_of(rows)
+        out = collate_rows(seqs, local, cfg.mode, self._pad, cfg.row_length,
+                           placement=placement, shape=cfg.shape, fn=_FN)
         out["rows"] = rows
         arrow = {}
         for spec in self._extra_specs:
             spec.take(extras[spec.name], local, out if spec.numeric else arrow)
-        out = convert(out, seqs.on_gpu, cfg.to)
+        if self._one_storage is not None and not seqs.on_gpu:
+            out = convert(out, False, "numpy", _FN)
+            out.update(arrow)
+            return self._one_storage(out)
+        out = convert(out, seqs.on_gpu, cfg.to, _FN)
         out.update(arrow)
         return out
 
@@ -716,8 +786,7 @@ class BatchLoader:
                 plan = plan_epoch(seqs.lengths, cfg.plan_args(cfg.window), 1,
                                   rng_of(cfg.seed, self.epoch, block_no + 1), rows=rows)
                 for s in range(plan.steps):
-                    rows = plan.batch(0, s)
-                    yield self._batch(seqs, rows, rows, extras)
+                    yield self._batch(seqs, None, plan, s, extras)
             block_no += 1
 
     # --- PyTorch ------------------------------------------------------------------------------
@@ -728,7 +797,7 @@ class BatchLoader:
         steps ``i, i + k, ...`` (with ``LODARROW_NUM_THREADS=1``), and the ``DataLoader``
         hands them out in plan order.  ``set_epoch`` reaches persistent workers too; the
         dataset follows torchdata's ``StatefulDataLoader`` protocol (``state_dict`` /
-        ``load_state_dict``).  See docs/training.md#pytorch.
+        ``load_state_dict``).  See docs/training.md#loader.
         """
         from lodarrow._interop._optional import import_optional
         from lodarrow._training._torch import torch_dataset

@@ -25,9 +25,29 @@ def plan_statistics(plan, base, loader):
                     "drop_last": int(plan.dropped["drop_last"])},
         "step_balance": {"tokens": _ratios(tokens), "compute": _ratios(plan.compute)},
     }
+    if plan.items is not None:
+        out["packing"] = _packing(plan, loader.cfg)
     if loader._parts is not None:
         out["decodes"] = _decodes(plan, loader)
     return out
+
+
+def _packing(plan, cfg):
+    """Planned packed rows: the share of row slots holding tokens (rows with data, and the
+    batches' fixed ``num_rows``), and the sequences split into chunks."""
+    _, row, _, length = plan.items
+    used = 0
+    for r in range(plan.num_replicas):
+        for a, b in zip(plan.lo[r], plan.hi[r]):
+            if b > a:
+                used += int(row[b - 1] - row[a] + 1)
+    tokens = int(plan.tokens.sum())
+    slots = plan.num_replicas * plan.steps * cfg.rows_per_batch * length
+    seqs, counts = np.unique(plan.order, return_counts=True)
+    return {"row_length": int(length), "rows_per_batch": int(cfg.rows_per_batch),
+            "efficiency": tokens / (used * length) if used else 1.0,
+            "batch_efficiency": tokens / slots if slots else 1.0,
+            "split": int(np.count_nonzero(counts > 1))}
 
 
 def _ratios(cost):

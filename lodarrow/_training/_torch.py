@@ -1,4 +1,4 @@
-"""A :class:`BatchLoader` as a PyTorch ``IterableDataset`` (docs/training.md#pytorch).
+"""A :class:`BatchLoader` as a PyTorch ``IterableDataset`` (docs/training.md#loader).
 
 Worker ``i`` of ``k`` makes the steps ``i, i + k, ...`` from the cursor, so the ``DataLoader``
 (which takes from its workers in turn) hands the batches out in plan order, whatever ``k``.
@@ -7,6 +7,10 @@ Worker ``i`` of ``k`` makes the steps ``i, i + k, ...`` from the cursor, so the 
   main process) write the loader's position into shared memory; each worker reads it when an
   iteration starts, so persistent workers (``persistent_workers=True``) follow too.  A second
   pass over the same position warns once.
+- **One buffer per batch.**  torch hands a worker's tensors to the main process through
+  shared memory, a segment per tensor (a file, a descriptor and a mapping each).  With
+  ``to="torch"`` a worker instead copies the batch's arrays into one buffer that crosses by
+  value and becomes the dict of tensors again in the main process (:class:`_WireBatch`).
 - **torchdata's ``StatefulDataLoader``.**  ``state_dict`` / ``load_state_dict`` are called in
   each worker: a worker's state is the loader's position and how many batches that worker
   made, so the ``StatefulDataLoader`` resumes with the first batch not yet received.
@@ -30,6 +34,55 @@ def torch_dataset(torch, loader):
     return _CLASS(loader)
 
 
+def _one_storage(out):
+    """A worker's batch as one buffer on the wire (see :class:`_WireBatch`)."""
+    import numpy as np
+
+    arrays = [(k, v) for k, v in out.items() if isinstance(v, np.ndarray)]
+    layout, at = [], 0
+    for key, value in arrays:
+        layout.append((key, value.dtype.str, value.shape, at))
+        at += -(-value.nbytes // 64) * 64
+    buf = bytearray(at)
+    flat = np.frombuffer(buf, np.uint8)
+    for (key, value), (_, _, _, start) in zip(arrays, layout):
+        flat[start:start + value.nbytes] = np.ascontiguousarray(value).reshape(-1).view(
+            np.uint8)
+    rest = {k: v for k, v in out.items() if not isinstance(v, np.ndarray)}
+    return _WireBatch(buf, layout, rest)
+
+
+class _WireBatch:
+    """A batch crossing from a ``DataLoader`` worker: one ``bytearray`` (the arrays, back to
+    back) pickled by value through the worker's queue, unpickled in the main process straight
+    into a dict of torch tensors viewing it.  (A tensor would cross as a shared-memory segment
+    of its own: a file, a descriptor and a mapping per tensor, several milliseconds each on a
+    busy machine.)  Not a ``Mapping``, so ``DataLoader``'s ``default_convert`` leaves it."""
+
+    __slots__ = ("buf", "layout", "rest")
+
+    def __init__(self, buf, layout, rest):
+        self.buf, self.layout, self.rest = buf, layout, rest
+
+    def __reduce__(self):
+        return _rebuild, (self.buf, self.layout, self.rest)
+
+
+def _rebuild(buf, layout, rest):
+    import numpy as np
+    import torch
+
+    flat = np.frombuffer(buf, np.uint8)
+    out = {}
+    for key, dtype, shape, start in layout:
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        piece = flat[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
+        out[key] = torch.from_numpy(piece)
+    out.update(rest)
+    return out
+
+
 def _make_class(torch):
     class TorchBatches(torch.utils.data.IterableDataset):
         """A :class:`lodarrow.BatchLoader` as a PyTorch ``IterableDataset``."""
@@ -42,21 +95,26 @@ def _make_class(torch):
             self._made = 0        # batches this worker made in the current pass
             self._first = None    # this worker's first step of the current pass
             self._publish()
+            loader._datasets.add(self)  # loader.set_epoch / load_state_dict publish too
 
         # --- the position, shared with the workers ----------------------------------------
         def _publish(self):
-            self._version += 1
-            text = json.dumps({"version": self._version, "passes": 0,
-                               "state": self.loader.state_dict()}).encode()
-            if len(text) >= _STATE_BYTES:
-                raise ValueError("BatchLoader.torch: the loader's state is too large to share")
+            if torch.utils.data.get_worker_info() is not None:
+                return  # workers read the position; only the main process writes it
             with self._shared.get_lock():
+                raw = self._shared.value
+                version = json.loads(raw.decode())["version"] + 1 if raw else 1
+                text = json.dumps({"version": version, "passes": 0,
+                                   "state": self.loader.state_dict()}).encode()
+                if len(text) >= _STATE_BYTES:
+                    raise ValueError("BatchLoader.torch: the loader's state is too large to "
+                                     "share")
                 self._shared.value = text
+                self._version = version
 
         def set_epoch(self, epoch, start_step=0):
             """As :meth:`lodarrow.BatchLoader.set_epoch`; reaches persistent workers."""
             self.loader.set_epoch(epoch, start_step)
-            self._publish()
 
         def load_state_dict(self, state):
             """Resume: a loader state (:meth:`lodarrow.BatchLoader.state_dict`), or in a
@@ -67,17 +125,32 @@ def _make_class(torch):
                 return
             self.loader.load_state_dict(state)
             self._first = None
-            self._publish()
 
         def state_dict(self):
             """The loader's position (in a ``StatefulDataLoader`` worker: with the next step
-            of that worker)."""
+            of that worker, also before it made its first batch)."""
             info = torch.utils.data.get_worker_info()
             if info is None:
                 return self.loader.state_dict()
-            nxt = (self._first if self._first is not None else 0) + self._made * info.num_workers
+            if self._first is None:  # no pass yet: where this worker's pass will start
+                self._sync()
+                _, base = self.loader._epoch_plan()
+                first = self.loader._cursor - base + info.id
+            else:
+                first = self._first
             return {"worker": info.id, "num_workers": info.num_workers,
-                    "loader": self.loader.state_dict(), "next_step": nxt}
+                    "loader": self.loader.state_dict(),
+                    "next_step": first + self._made * info.num_workers}
+
+        def _sync(self):
+            """A worker takes the position the main process published last (set_epoch,
+            load_state_dict), once."""
+            with self._shared.get_lock():
+                shared = json.loads(self._shared.value.decode())
+            if shared["version"] != self._version:
+                self.loader.load_state_dict(shared["state"])
+                self._version = shared["version"]
+            return shared
 
         # --- iteration ------------------------------------------------------------------------
         def __iter__(self):
@@ -85,16 +158,17 @@ def _make_class(torch):
             if info is None:
                 return iter(self.loader)
             os.environ["LODARROW_NUM_THREADS"] = "1"  # the workers share the cores
+            if self.loader.cfg.to == "torch":
+                self.loader._one_storage = _one_storage
             return self._worker_pass(info)
 
         def _worker_pass(self, info):
             loader = self.loader
             resumed = self._first is not None  # a StatefulDataLoader restored this worker
+            if not resumed:
+                self._sync()
             with self._shared.get_lock():
                 shared = json.loads(self._shared.value.decode())
-                if shared["version"] != self._version and not resumed:
-                    loader.load_state_dict(shared["state"])
-                    self._version = shared["version"]
                 if info.id == 0 and not resumed:
                     if shared["passes"] and not getattr(self, "_warned", False):
                         self._warned = True
