@@ -4,7 +4,9 @@ without workers (which prefetch past what the loop received); a plain ``DataLoad
 from the counter the training loop keeps (``dataset.set_epoch(e, start_step=s)``), with another
 worker count.  Each time the batches after the resume are exactly the uninterrupted run's."""
 
+import functools
 import json
+import warnings
 
 import numpy as np
 import pyarrow as pa
@@ -163,3 +165,33 @@ def test_persistent_workers_follow_set_epoch_and_start_step(corpus, uninterrupte
     _same(one, list(reference))
     dataset.set_epoch(0)
     _same([b for b in dl], uninterrupted)
+
+
+def _log_warnings(path, worker_id):
+    """A worker_init_fn: every warning of the worker (each time) is a line of ``path``."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        with open(path, "a") as f:
+            f.write(f"worker {worker_id}: {category.__name__}: {message}\n")
+
+    warnings.resetwarnings()
+    warnings.simplefilter("always")
+    warnings.showwarning = show
+
+
+def test_persistent_workers_warn_once_when_an_epoch_repeats(corpus, uninterrupted, tmp_path):
+    """A second pass without set_epoch (or a resume) is the same batches again: the workers
+    (other processes: their warnings go to their stderr) warn once; not after set_epoch."""
+    log = tmp_path / "warnings.txt"
+    dataset = _loader(corpus).torch()
+    dl = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2,
+                                     persistent_workers=True,
+                                     worker_init_fn=functools.partial(_log_warnings, log))
+    _same([b for b in dl], uninterrupted)
+    assert not log.exists()
+    _same([b for b in dl], uninterrupted)  # the same epoch again, as the warning says
+    _same([b for b in dl], uninterrupted)
+    dataset.set_epoch(1)
+    assert len([b for b in dl]) == len(dataset)
+    del dl
+    lines = log.read_text().splitlines()
+    assert len(lines) == 1 and "UserWarning: batch_loader: epoch 0 is iterated again" in lines[0]
