@@ -305,12 +305,18 @@ def _weighted_cells(stream, lengths, R, args, edges):
     else:
         cuts = np.searchsorted(cw, cw[-1] * fractions, side="left").astype(np.int64) + 1
     if edges is not None and len(edges):
-        tol = _SNAP[args.balance] * m / n_cells
+        # the distance to a row-group edge in the cells' own weight (rows, tokens, compute)
+        if cw is None:
+            at, total = (lambda p: p.astype(np.float64)), float(m)
+        else:
+            full = np.concatenate([[0], cw])
+            at, total = (lambda p: full[p].astype(np.float64)), float(full[-1])
+        tol = _SNAP[args.balance] * total / n_cells
         right = np.clip(np.searchsorted(edges, cuts), 0, len(edges) - 1)
         left = np.maximum(right - 1, 0)
-        nearest = np.where(np.abs(edges[left] - cuts) <= np.abs(edges[right] - cuts),
-                           edges[left], edges[right])
-        cuts = np.where(np.abs(nearest - cuts) <= tol, nearest, cuts)
+        d_left, d_right = np.abs(at(edges[left]) - at(cuts)), np.abs(at(edges[right]) - at(cuts))
+        nearest = np.where(d_left <= d_right, edges[left], edges[right])
+        cuts = np.where(np.minimum(d_left, d_right) <= tol, nearest, cuts)
     cuts = _strictly_inside(cuts, m)
     bounds = np.concatenate([[0], cuts, [m]]).astype(np.int64)
     return [bounds[k * R:(k + 1) * R + 1] for k in range(K)]
