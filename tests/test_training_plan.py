@@ -307,3 +307,17 @@ def test_ten_million_sequences_plan_quickly():
     plan = la.batch_plan(lengths, max_tokens=16384, window=10**5, num_replicas=8, rank=0)
     assert time.perf_counter() - t0 < 30  # a few seconds on 2 busy cores
     assert plan.padding_waste < 0.02
+
+
+@pytest.mark.parametrize("kw", [dict(batch_size=32), dict(max_tokens=16384),
+                                dict(max_tokens=16384, cost="packed")])
+def test_token_balance_within_five_percent_per_step_two_percent_per_epoch(kw):
+    """shared/TRAINING.md section 1, on lognormal lengths, 16 ranks."""
+    lengths = np.maximum(np.random.default_rng(8).lognormal(5, 1, 100_000).astype(int), 1)
+    plans = _all_ranks(lengths, 16, balance="tokens", window=4096, seed=2, **kw)
+    per_step = np.stack([p.tokens for p in plans])
+    assert np.median(per_step.max(0) / per_step.mean(0)) <= 1.05
+    totals = per_step.sum(1)
+    assert totals.max() / totals.mean() <= 1.02
+    assert np.array_equal(np.sort(np.concatenate([p.indices for p in plans])),
+                          np.arange(len(lengths)))

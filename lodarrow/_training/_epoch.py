@@ -182,6 +182,8 @@ def plan_epoch(lengths, args, num_replicas, rng, *, rows=None, part_starts=None)
         stream = stream[:int(cells[-1][-1])]
     else:
         cells, tails = _weighted_cells(stream, lengths, R, args, edges), 0
+    if args.fixed_size and args.balance != "batches" and edges is None and R > 1:
+        stream, cells = _stratify(stream, lengths, cells, rng)
     order, seq = _arrange(stream, lengths, cells, args, rng, in_memory=part_starts is None)
     items = splits = None
     if args.packing:
@@ -210,8 +212,9 @@ def _stream(n, rows, part_starts, shuffle, rng):
     """The sequences in stream order, and the positions in it where a row group starts (None
     for an in-memory source)."""
     if part_starts is None:
-        base = np.arange(n, dtype=np.int64) if rows is None else rows
-        return (base[shuffled(len(base), rng)] if shuffle else base), None
+        if rows is None:  # a permutation of all rows is the stream itself
+            return (shuffled(n, rng) if shuffle else np.arange(n, dtype=np.int64)), None
+        return (rows[shuffled(len(rows), rng)] if shuffle else rows), None
     counts = np.diff(part_starts)
     parts = rng.permutation(len(counts)) if shuffle else np.arange(len(counts))
     counts = counts[parts]
@@ -292,7 +295,9 @@ def _weighted_cells(stream, lengths, R, args, edges):
     n_cells = K * R
     fractions = np.arange(1, n_cells, dtype=np.float64) / n_cells
     cw = None
-    if args.balance != "batches" and not args.fixed_size:  # equal rows: equal batch counts
+    # equal rows give equal batch counts; a Parquet source balanced by tokens cuts by tokens
+    # even for fixed-size batches (an in-memory one is stratified instead, see _stratify)
+    if args.balance != "batches" and not (args.fixed_size and edges is None):
         seq = lengths[stream]
         if args.balance == "compute":
             seq = seq.astype(np.float64)
@@ -303,7 +308,10 @@ def _weighted_cells(stream, lengths, R, args, edges):
     if cw is None:
         cuts = np.round(m * fractions).astype(np.int64)
     else:
-        cuts = np.searchsorted(cw, cw[-1] * fractions, side="left").astype(np.int64) + 1
+        targets = cw[-1] * fractions
+        if cw.dtype.kind == "i":  # integer targets: no float copy of the cumulative sums
+            targets = np.ceil(targets).astype(cw.dtype)
+        cuts = np.searchsorted(cw, targets, side="left").astype(np.int64) + 1
     if edges is not None and len(edges):
         # the distance to a row-group edge in the cells' own weight (rows, tokens, compute)
         if cw is None:
@@ -335,6 +343,29 @@ def _window_cells(m, R, window):
     starts += [last + (rem * r) // R for r in range(R)]
     bounds = np.array(starts + [m], dtype=np.int64)
     return [bounds[k * R:(k + 1) * R + 1] for k in range(full + 1)]
+
+
+def _stratify(stream, lengths, cells, rng):
+    """Equal-count cells of near-equal tokens (a fixed-size plan balanced by tokens, in
+    memory, where any row can go to any rank): each block's rows by length, dealt to its
+    cells in snake order, then shuffled inside each cell."""
+    stream = stream.copy()
+    out = []
+    for bounds in cells:
+        lo, hi, R = int(bounds[0]), int(bounds[-1]), len(bounds) - 1
+        rows = stream[lo:hi]
+        by_length = rows[np.argsort(lengths[rows], kind="stable")]
+        i = np.arange(len(rows))
+        lap = i % (2 * R)
+        cell = np.where(lap < R, lap, 2 * R - 1 - lap)
+        dealt = by_length[np.argsort(cell, kind="stable")]
+        counts = np.bincount(cell, minlength=R)
+        starts = lo + np.concatenate([[0], np.cumsum(counts)])
+        for a, b in zip(starts[:-1], starts[1:]):
+            dealt[a - lo:b - lo] = dealt[a - lo:b - lo][shuffled(int(b - a), rng)]
+        stream[lo:hi] = dealt
+        out.append(starts.astype(np.int64))
+    return stream, out
 
 
 def _strictly_inside(cuts, m):
