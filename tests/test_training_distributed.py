@@ -10,7 +10,6 @@ import json
 import os
 import secrets
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +23,7 @@ if not (dist.is_available() and dist.is_gloo_available()):
     pytest.skip("torch.distributed has no gloo backend in this build", allow_module_level=True)
 
 import lodarrow as la  # noqa: E402
+from conftest import run_python  # noqa: E402
 
 WORKER = Path(__file__).with_name("training_dist_worker.py")
 N = 3000
@@ -56,26 +56,22 @@ def corpus(tmp_path_factory):
 def _launch(tmp, path, runs, seed):
     """Run ``runs`` one after the other (tests/training_dist_worker.py, bounded in time) and
     return each run's records, one per rank."""
-    import lodarrow
-
     config = {"path": path, "kw": KW, "out": str(tmp), "seed": seed, "timeout": 60,
               "run_timeout": RUN_TIMEOUT, "runs": [
                   {"name": name, "world": world, "num_workers": workers, "stop": stop}
                   for name, world, workers, stop in runs]}
     (tmp / "config.json").write_text(json.dumps(config))
-    env = dict(os.environ, OMP_NUM_THREADS="1")  # as torchrun sets it
-    env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(Path(lodarrow.__file__).parent.parent), env.get("PYTHONPATH")]))
+    env = {"OMP_NUM_THREADS": "1"}  # as torchrun sets it
     if os.path.isdir("/sys/class/net/lo"):
-        env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # loopback, whatever the hostname resolves to
+        env["GLOO_SOCKET_IFNAME"] = "lo"  # loopback, whatever the hostname resolves to
     try:
-        proc = subprocess.run([sys.executable, str(WORKER), str(tmp / "config.json")], cwd=tmp,
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=len(runs) * RUN_TIMEOUT + 60)
+        proc = run_python([WORKER, tmp / "config.json"], env=env, cwd=tmp,
+                          timeout=len(runs) * RUN_TIMEOUT + 60)
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"the launcher did not finish (seed {seed}):\n{exc.output}")
-    assert proc.returncode == 0, f"a run failed (seed {seed}):\n{proc.stdout}"
-    assert "batch_loader" not in proc.stdout, f"the loader warned:\n{proc.stdout}"
+        pytest.fail(f"the launcher did not finish (seed {seed}):\n{exc.output}\n{exc.stderr}")
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"a run failed (seed {seed}):\n{log}"
+    assert "batch_loader" not in log, f"the loader warned:\n{log}"
     return [[json.loads((tmp / name / f"rank-{r}.json").read_text()) for r in range(world)]
             for name, world, _, _ in runs]
 

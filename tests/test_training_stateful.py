@@ -1,0 +1,197 @@
+"""Resume through PyTorch's loaders (shared/TRAINING.md section 3): torchdata's
+``StatefulDataLoader`` saves and restores the dataset from ``.torch()`` mid-epoch, with and
+without workers (which prefetch past what the loop received); a plain ``DataLoader`` resumes
+from the counter the training loop keeps (``dataset.set_epoch(e, start_step=s)``), with another
+worker count.  Each time the batches after the resume are exactly the uninterrupted run's."""
+
+import functools
+import json
+import warnings
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lodarrow as la
+
+torch = pytest.importorskip("torch")
+stateful = pytest.importorskip("torchdata.stateful_dataloader")
+
+pytestmark = [
+    # torchdata 0.11 calls an API torch 2.13 deprecates (not lodarrow's)
+    pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWarning"),
+    # 3 workers on a 2-core runner: on purpose (a worker count that divides nothing)
+    pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
+]
+
+N = 900
+KW = {"max_tokens": 384, "balance": "tokens", "row_groups": 1, "seed": 3, "to": "torch",
+      "extra_columns": ["label"]}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Two files of several row groups; sequence ``i`` holds ``i, i + 1, ...``, label ``i``."""
+    rng = np.random.default_rng(5)
+    lengths = np.clip(rng.lognormal(2.8, 0.8, N), 1, 200).astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    values = (np.repeat(np.arange(N) - offsets[:-1], lengths) + np.arange(offsets[-1]))
+    table = pa.table({"ids": pa.ListArray.from_arrays(pa.array(offsets),
+                                                      pa.array(values.astype(np.int32))),
+                      "label": np.arange(N, dtype=np.int64)})
+    folder = tmp_path_factory.mktemp("stateful")
+    pq.write_table(table.slice(0, 500), folder / "a.parquet", row_group_size=100)
+    pq.write_table(table.slice(500), folder / "b.parquet", row_group_size=150)
+    return str(folder)
+
+
+def _loader(path, **kw):
+    return la.batch_loader(path, "ids", **{**KW, **kw})
+
+
+def _same(got, expected):
+    """The batches ``got`` are ``expected``, one for one, every array equal."""
+    assert len(got) == len(expected)
+    for k, (a, b) in enumerate(zip(got, expected)):
+        assert a.keys() == b.keys(), k
+        for key in a:
+            assert torch.equal(a[key], b[key]), f"batch {k}: {key} differs"
+
+
+def _check_values(batches):
+    for b in batches:
+        rows, lengths = b["rows"].numpy(), b["lengths"].numpy()
+        assert np.array_equal(b["label"].numpy(), rows)
+        for k, row in enumerate(rows):
+            assert np.array_equal(b["values"][k, :lengths[k]].numpy(),
+                                  np.arange(row, row + lengths[k]))
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(corpus):
+    """The whole epoch 0, in plan order (one process, no workers)."""
+    batches = list(_loader(corpus))
+    rows = np.concatenate([b["rows"].numpy() for b in batches])
+    assert np.array_equal(np.sort(rows), np.arange(N))
+    _check_values(batches)
+    return batches
+
+
+@pytest.mark.parametrize("num_workers, k", [(0, 1), (0, 9), (2, 1), (2, 4), (2, 11), (3, 2)])
+def test_stateful_dataloader_resumes_exactly(corpus, uninterrupted, num_workers, k):
+    dl = stateful.StatefulDataLoader(_loader(corpus).torch(), batch_size=None,
+                                     num_workers=num_workers)
+    it = iter(dl)
+    head = [next(it) for _ in range(k)]
+    state = json.loads(json.dumps(dl.state_dict()))  # a checkpoint goes through a file
+    del it, dl
+    again = stateful.StatefulDataLoader(_loader(corpus).torch(), batch_size=None,
+                                        num_workers=num_workers)
+    again.load_state_dict(state)
+    rest = list(again)
+    _same(head, uninterrupted[:k])
+    _same(rest, uninterrupted[k:])
+
+
+def test_stateful_dataloader_checkpoint_twice_and_next_epoch(corpus, uninterrupted):
+    """Save, resume, save again later, resume again: still the uninterrupted epoch; the epoch
+    after it (``set_epoch(1)``) is another order of the same sequences."""
+    got = []
+    state = None
+    for stop in (3, 8, None):
+        dl = stateful.StatefulDataLoader(_loader(corpus).torch(), batch_size=None,
+                                         num_workers=2)
+        if state is not None:
+            dl.load_state_dict(state)
+        it = iter(dl)
+        for b in it:
+            got.append(b)
+            if stop is not None and len(got) == stop:
+                break
+        state = json.loads(json.dumps(dl.state_dict()))
+        del it, dl
+    _same(got, uninterrupted)
+    dataset = _loader(corpus).torch()
+    dataset.set_epoch(1)
+    second = list(torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2))
+    rows = [b["rows"].numpy() for b in second]
+    assert np.array_equal(np.sort(np.concatenate(rows)), np.arange(N))
+    assert not all(len(a) == len(b["rows"]) and np.array_equal(a, b["rows"].numpy())
+                   for a, b in zip(rows, uninterrupted))
+
+
+@pytest.mark.parametrize("before, after", [(2, 3), (3, 1), (2, 0), (0, 2)])
+def test_user_kept_counter_with_another_worker_count(corpus, before, after):
+    """A plain DataLoader: the loop counts the batches it received; after a restart
+    ``dataset.set_epoch(epoch, start_step=count)`` with another worker count gives exactly
+    the batches not yet received, in order."""
+    epoch = 2
+    dataset = _loader(corpus).torch()
+    dataset.set_epoch(epoch)
+    whole = list(torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=before))
+    assert len(whole) == len(dataset)
+    _check_values(whole)
+    k = len(whole) // 3
+    dataset = _loader(corpus).torch()
+    dataset.set_epoch(epoch)
+    received = 0
+    it = iter(torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=before))
+    for _ in range(k):
+        next(it)
+        received += 1  # the counter the training loop keeps (and checkpoints)
+    del it
+    restarted = _loader(corpus).torch()
+    restarted.set_epoch(epoch, start_step=received)
+    rest = list(torch.utils.data.DataLoader(restarted, batch_size=None, num_workers=after))
+    _same(rest, whole[k:])
+
+
+def test_persistent_workers_follow_set_epoch_and_start_step(corpus, uninterrupted):
+    """Persistent workers outlive the epoch: set_epoch (with a start step) still reaches
+    them; each pass is the plan of the epoch it was set to."""
+    dataset = _loader(corpus).torch()
+    dl = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2,
+                                     persistent_workers=True)
+    # (a comprehension, not list(dl): list() asks len(dl), and a persistent DataLoader
+    # compares each pass with the length asked for in the pass before, a warning when the
+    # epochs differ in length)
+    dataset.set_epoch(0, start_step=5)
+    _same([b for b in dl], uninterrupted[5:])
+    dataset.set_epoch(1)
+    one = [b for b in dl]
+    reference = _loader(corpus)
+    reference.set_epoch(1)
+    _same(one, list(reference))
+    dataset.set_epoch(0)
+    _same([b for b in dl], uninterrupted)
+
+
+def _log_warnings(path, worker_id):
+    """A worker_init_fn: every warning of the worker (each time) is a line of ``path``."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        with open(path, "a") as f:
+            f.write(f"worker {worker_id}: {category.__name__}: {message}\n")
+
+    warnings.resetwarnings()
+    warnings.simplefilter("always")
+    warnings.showwarning = show
+
+
+def test_persistent_workers_warn_once_when_an_epoch_repeats(corpus, uninterrupted, tmp_path):
+    """A second pass without set_epoch (or a resume) is the same batches again: the workers
+    (other processes: their warnings go to their stderr) warn once; not after set_epoch."""
+    log = tmp_path / "warnings.txt"
+    dataset = _loader(corpus).torch()
+    dl = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2,
+                                     persistent_workers=True,
+                                     worker_init_fn=functools.partial(_log_warnings, log))
+    _same([b for b in dl], uninterrupted)
+    assert not log.exists()
+    _same([b for b in dl], uninterrupted)  # the same epoch again, as the warning says
+    _same([b for b in dl], uninterrupted)
+    dataset.set_epoch(1)
+    assert len([b for b in dl]) == len(dataset)
+    del dl
+    lines = log.read_text().splitlines()
+    assert len(lines) == 1 and "UserWarning: batch_loader: epoch 0 is iterated again" in lines[0]
