@@ -94,7 +94,7 @@ def sort_windows(const int64_t[::1] order, const int64_t[::1] lengths,
     Returns 0, or -1 when a window's scratch memory could not be allocated.
     """
     cdef Py_ssize_t w, nw = windows.shape[0] - 1
-    cdef int bad = 0
+    cdef int failed = 0
     if order.shape[0] == 0:
         return 0
     cdef const int64_t* po = &order[0]
@@ -103,9 +103,10 @@ def sort_windows(const int64_t[::1] order, const int64_t[::1] lengths,
     cdef int64_t* plen = &out_lengths[0]
     with nogil:
         for w in prange(nw, num_threads=max(num_threads, 1), schedule="dynamic"):
-            if _sort_one(po, pl, windows[w], windows[w + 1], pout, plen, descending) != 0:
-                bad = -1
-    return bad
+            # a reduction: a plain assignment in prange is lastprivate, whose value after
+            # the loop Cython leaves undefined when the last iteration did not assign it
+            failed += _sort_one(po, pl, windows[w], windows[w + 1], pout, plen, descending) != 0
+    return -1 if failed else 0
 
 
 def cut_batches(const int64_t[::1] seq_lengths, const int64_t[::1] windows,
