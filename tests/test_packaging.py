@@ -82,3 +82,63 @@ def test_the_license_travels_with_the_package():
         text = files[0].read_text()
     assert "Apache License" in text and "Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text  # the whole text, not a pointer to it
+
+
+# ---------------------------------------------------------------------------- the type stub
+def _stub():
+    import ast
+    import pathlib
+
+    path = pathlib.Path(lodarrow.__file__).with_suffix(".pyi")
+    return ast.parse(path.read_text(), str(path))
+
+
+def _stub_functions():
+    import ast
+
+    found = {}
+    for node in _stub().body:
+        if isinstance(node, ast.FunctionDef):
+            found.setdefault(node.name, node)  # the first of overloads
+    return found
+
+
+def test_the_stub_types_every_public_name():
+    import ast
+
+    defined = set()
+    for node in _stub().body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            defined.add(node.target.id)
+    missing = sorted(set(lodarrow.__all__) - defined)
+    assert not missing, f"lodarrow/__init__.pyi lacks {missing}"
+
+
+@pytest.mark.parametrize("name", sorted(_stub_functions()))
+def test_the_stub_signatures_are_the_functions(name):
+    """Parameter names, kinds and which have defaults: as the function has them."""
+    import inspect
+
+    fn = getattr(lodarrow, name)
+    try:
+        runtime = inspect.signature(fn)
+    except ValueError:  # a compiled function without a signature
+        pytest.skip(f"{name} has no introspectable signature")
+    args = _stub_functions()[name].args
+    stub = [(a.arg, "positional", d) for a, d in zip(
+        args.posonlyargs + args.args,
+        [False] * (len(args.posonlyargs + args.args) - len(args.defaults))
+        + [True] * len(args.defaults))]
+    if args.vararg:
+        stub.append((args.vararg.arg, "*", False))
+    stub += [(a.arg, "keyword", d is not None) for a, d in zip(args.kwonlyargs, args.kw_defaults)]
+    if args.kwarg:
+        stub.append((args.kwarg.arg, "**", False))
+    kinds = {inspect.Parameter.POSITIONAL_ONLY: "positional",
+             inspect.Parameter.POSITIONAL_OR_KEYWORD: "positional",
+             inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.KEYWORD_ONLY: "keyword",
+             inspect.Parameter.VAR_KEYWORD: "**"}
+    want = [(p.name, kinds[p.kind], p.default is not p.empty) for p in runtime.parameters.values()]
+    assert stub == want

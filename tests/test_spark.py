@@ -157,6 +157,7 @@ def test_spark_map_without_pyspark_says_how_to_install(monkeypatch):
 
 
 def test_spark_map_refuses_what_is_not_a_spark_dataframe():
+    pytest.importorskip("pyspark.sql", reason="pyspark is not installed (lodarrow[spark])")
     f = la.udf(la.sequence_reverse, x=la.col("x"), out="r")
     with pytest.raises(TypeError, match=r"spark_map: df must be a pyspark.sql.DataFrame, got "
                                         r"Table"):
