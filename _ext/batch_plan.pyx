@@ -103,8 +103,9 @@ def sort_windows(const int64_t[::1] order, const int64_t[::1] lengths,
     cdef int64_t* plen = &out_lengths[0]
     with nogil:
         for w in prange(nw, num_threads=max(num_threads, 1), schedule="dynamic"):
-            if _sort_one(po, pl, windows[w], windows[w + 1], pout, plen, descending) != 0:
-                failed += 1  # a reduction: any window's failure survives the loop
+            # a reduction: a plain assignment in prange is lastprivate, whose value after
+            # the loop Cython leaves undefined when the last iteration did not assign it
+            failed += _sort_one(po, pl, windows[w], windows[w + 1], pout, plen, descending) != 0
     return -1 if failed else 0
 
 

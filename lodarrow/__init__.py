@@ -9,6 +9,10 @@ and through CuPy on the GPU, chosen by where the data lives.
 ``import lodarrow`` imports neither pandas, CuPy nor ``pyarrow.parquet``.
 """
 
+__version__ = "0.1.0"
+
+# first: importing it raises ImportError where the installed pyarrow is older than the floor
+from lodarrow import _versions  # noqa: F401
 from lodarrow._errors import BackendError, LoDError, RegularLevelWarning
 from lodarrow._threads import openmp_environment as _openmp_environment
 
@@ -42,8 +46,6 @@ from lodarrow._hub._jax import from_jax, to_jax
 from lodarrow._hub._tf import from_tf, to_tf
 from lodarrow._hub._paddle import from_paddle, to_paddle
 from lodarrow._training import batch_loader, batch_plan, collate, sequence_lengths
-
-__version__ = "0.1.0"
 
 __all__ = [
     "BackendError",

@@ -3,7 +3,7 @@
 import sys
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
     from lodarrow._cli import main as cli_main
 

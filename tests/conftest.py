@@ -193,6 +193,25 @@ def run_python(args, **kwargs):
                               env=env, capture_output=True, text=True, **kwargs)
 
 
+def checkout_root():
+    """The source checkout (or unpacked sdist) these tests sit in, or None.
+
+    The tests also run from a copy of ``tests/`` against an installed wheel; whatever reads the
+    sources (``_ext/``, ``docs/``, ``README.md``, ``setup.py``) then skips.
+    """
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "_ext").is_dir():
+        return root
+    return None
+
+
+#: Skip a test that reads the source tree when the tests run outside one.
+needs_checkout = pytest.mark.skipif(checkout_root() is None,
+                                    reason="reads the source tree; the tests run outside one")
+
+
 def java_unavailable_reason():
     """None when a Java runtime for Spark is found (``JAVA_HOME`` or ``java`` on PATH)."""
     import shutil
@@ -209,9 +228,10 @@ def java_unavailable_reason():
 def spark():
     """One local Spark (``local[2]``) for the whole test session, started on first use.
 
-    Skipped only where no Java is found; pyspark itself is a test dependency.  Spark's
+    Skipped where pyspark (a test dependency) is not installed or no Java is found.  Spark's
     Python workers run this interpreter with the tested lodarrow first on their path.
     """
+    pytest.importorskip("pyspark.sql", reason="pyspark is not installed (lodarrow[spark])")
     reason = java_unavailable_reason()
     if reason:
         pytest.skip(reason)

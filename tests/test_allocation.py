@@ -1,14 +1,11 @@
 """The CPU backend's output allocation: large outputs from Arrow's memory pool."""
 
-import os
-import pathlib
 import pickle
-import subprocess
-import sys
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import run_python
 
 import lodarrow as la
 from lodarrow._backends import CPU
@@ -171,7 +168,5 @@ def test_opt_out(setting, pooled):
             "b = pa.total_allocated_bytes()\n"
             "out = la.sequence_reverse(x)\n"
             "print(pa.total_allocated_bytes() - b >= out.data.nbytes)\n")
-    env = dict(os.environ, LODARROW_ARROW_POOL=setting)
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True, cwd=pathlib.Path(__file__).resolve().parents[1])
+    res = run_python(["-c", code], env={"LODARROW_ARROW_POOL": setting}, check=True)
     assert res.stdout.strip() == str(pooled)

@@ -14,8 +14,11 @@ import pathlib
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "lodarrow"
+import lodarrow
+
+#: The package under test (a checkout's, or an installed one's sources).
+PACKAGE = pathlib.Path(lodarrow.__file__).resolve().parent
+ROOT = PACKAGE.parent
 
 #: The documented lazy links: (importer, prefix of the imported modules), each taken only
 #: inside a function.  Nothing else may close a circle.

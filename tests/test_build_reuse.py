@@ -16,6 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not (ROOT / "setup.py").exists() or not (ROOT / "_ext").is_dir(),
                                 reason="needs a source checkout")
+# it runs setup.py itself, in this environment (not pip's isolated build environment)
+pytest.importorskip("Cython", reason="builds the extensions: needs Cython (the test extra)")
 
 
 def _build(tree, build_lib, **env):

@@ -5,6 +5,7 @@ never speed.  Each benchmark peer is checked against a slow, obviously-correct l
 peer that would be wrong is caught before it is ever compared with lodarrow.
 """
 
+import importlib.util
 import json
 
 import numpy as np
@@ -14,6 +15,12 @@ import lodarrow
 from lodarrow._bench import _cases, _peers, _report, _runner, _workloads
 
 from conftest import run_python
+
+#: ``lodarrow bench`` runs every peer of the benchmark extra (``lodarrow[bench]``).
+needs_bench_extra = pytest.mark.skipif(
+    not all(importlib.util.find_spec(m) for m in
+            ("pandas", "polars", "awkward", "numba", "rich", "matplotlib")),
+    reason="the benchmark extra (lodarrow[bench]) is not installed")
 
 
 def run_cli(*args, timeout=300):
@@ -408,6 +415,7 @@ def _check_derived_figures(report):
             assert r["best_peer"] == (r["library"] != "lodarrow" and r["best_s"] == best_peer)
 
 
+@needs_bench_extra
 def test_bench_quick_tiny_outputs(tmp_path):
     out_json, out_md, out_png = tmp_path / "b.json", tmp_path / "b.md", tmp_path / "b.png"
     proc = run_cli("bench", "--quick", "--scale", "0.002", "--probe-mib", "8", "--repeat", "1",
@@ -465,6 +473,7 @@ def test_add_ratios_tiny_case():
     assert _report._cells(rows[0])[5:8] == ("-", "-", "-")
 
 
+@needs_bench_extra
 def test_bench_peer_filter_and_skipped_line(tmp_path):
     proc = run_cli("bench", "--quick", "--scale", "0.001", "--probe-mib", "4", "--repeat", "1",
                    "--ops", "call_overhead", "--peers", "numpy", "--no-progress")
@@ -490,6 +499,7 @@ def test_bench_peer_filter_and_skipped_line(tmp_path):
     _check_derived_figures(report)
 
 
+@needs_bench_extra
 def test_bench_rejects_bad_options():
     proc = run_cli("bench", "--ops", "no_such_op", "--probe-mib", "4")
     assert proc.returncode == 2 and "matches no benchmark" in proc.stderr

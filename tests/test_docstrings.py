@@ -13,19 +13,20 @@ users have.
 import doctest
 import importlib
 import inspect
-import pathlib
 import pkgutil
 import re
 
 import pytest
 
 import lodarrow
+from conftest import checkout_root, needs_checkout
 from test_docs import anchors
 
 numpydoc_validate = pytest.importorskip("numpydoc.validate")
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "lodarrow"
+#: The source tree (None when the tests run against an installed package, outside one).
+ROOT = checkout_root()
+PACKAGE = ROOT / "lodarrow" if ROOT else None
 
 
 # --- docstring examples -------------------------------------------------------------------
@@ -117,6 +118,7 @@ def _source_files():
     yield from (ROOT / "benchmarks").glob("*.md")
 
 
+@needs_checkout
 def test_no_citation_of_unpublished_files():
     hits = []
     for path in _source_files():
@@ -131,6 +133,7 @@ def test_no_citation_of_unpublished_files():
 _DOC_CITATION = re.compile(r"docs/([\w.-]+\.md)(?:#([\w-]+))?")
 
 
+@needs_checkout
 def test_doc_citations_resolve():
     """Every ``docs/<file>.md#anchor`` a source file cites exists."""
     broken = []

@@ -89,7 +89,7 @@ def expected(dataset):
 
 @pytest.fixture(scope="session")
 def ray_session():
-    import ray
+    ray = pytest.importorskip("ray", reason="ray is not installed (lodarrow[ray])")
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              configure_logging=False, namespace="lodarrow-tests")
@@ -108,6 +108,7 @@ def ray_session():
 
 @pytest.fixture(scope="session")
 def dask_client():
+    pytest.importorskip("distributed", reason="distributed is not installed (lodarrow[dask])")
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,

@@ -1,11 +1,11 @@
 """The conversion hub imports its target libraries lazily (docs/interop.md#surface): ``import
 lodarrow`` imports none of them, and a missing one is an ImportError naming the extra."""
 
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+from conftest import run_python
 
 import lodarrow as la
 
@@ -16,7 +16,8 @@ def test_import_lodarrow_imports_no_target_library():
     code = ("import sys, lodarrow; "
             f"loaded = [m for m in {TARGETS!r} if m in sys.modules]; "
             "assert not loaded, loaded")
-    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+    proc = run_python(["-c", code])
+    assert proc.returncode == 0, proc.stderr
 
 
 @pytest.mark.parametrize("module, extra, call", [

@@ -191,7 +191,7 @@ def test_a_lodarrow_file_read_back_through_duckdb_and_polars(mixed, tmp_path, em
 
 # ---------------------------------------------------------------------------- dask_meta
 def test_dask_meta_is_the_empty_output_frame():
-    import dask.dataframe as dd
+    dd = pytest.importorskip("dask.dataframe", reason="dask is not installed (lodarrow[dask])")
     table = pa.table({"id": [1, 2, 3, 4], "title": ["a", "b", "c", "d"],
                       "x": [[1.0, 2.0], [], [3.0], [4.0, 5.0]]})
     df = table.to_pandas(types_mapper=pd.ArrowDtype)
