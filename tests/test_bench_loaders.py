@@ -1,0 +1,98 @@
+"""Smoke test of benchmarks/loaders.py (the batch loader against the loaders users pick): a
+tiny corpus, each peer whose libraries import here, run in this process; the table has its row.
+
+The figures are not checked (speed is compared in the benchmark's own runs, not asserted);
+what is checked is that every peer delivers batches, that the accounting is sane (padding in
+[0, 100), no padding for flattened batches, packing = 100 - padding for row packers) and that
+a resume point is reached where the peer has a resume mechanism.
+"""
+
+import importlib.util
+import json
+import pathlib
+import warnings
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "loaders.py"
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("bench_loaders", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load_script()
+
+TINY = ["--sequences", "1000", "--mean-length", "30", "--max-length", "128",
+        "--row-group-size", "250", "--batch-size", "8", "--row-length", "128",
+        "--rows-per-batch", "2", "--seconds", "0.1", "--warmup", "1", "--modes", "0",
+        "--in-process"]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("loaders")
+    bench.ensure_corpus(bench.parse(TINY + ["--workdir", str(path)]))
+    return path
+
+
+def test_corpus_is_written_once(workdir):
+    corpus = workdir / "corpus.parquet"
+    table = pq.read_table(corpus)
+    assert table.num_rows == 1000
+    assert table.schema.field(bench.COLUMN).type == pa.list_(pa.int32())
+    lengths = pa.compute.list_value_length(table.column(0)).to_numpy()
+    assert lengths.min() >= 1 and lengths.max() <= 128
+    meta = json.loads((workdir / "corpus.json").read_text())
+    assert meta["tokens"] == int(lengths.sum())
+    before = corpus.stat().st_mtime_ns
+    bench.ensure_corpus(bench.parse(TINY + ["--workdir", str(workdir)]))
+    assert corpus.stat().st_mtime_ns == before
+
+
+@pytest.mark.parametrize("name", list(bench.PEERS))
+def test_peer_row(name, workdir, tmp_path):
+    peer = bench.PEERS[name]
+    for module in peer.requires:
+        pytest.importorskip(module)
+    md, js = tmp_path / "t.md", tmp_path / "t.json"
+    with warnings.catch_warnings():     # the peers' own warnings are not under test here
+        warnings.simplefilter("ignore")
+        bench.main(TINY + ["--workdir", str(workdir), "--peers", name,
+                           "--markdown", str(md), "--json", str(js)])
+    [result] = json.loads(js.read_text())["results"]
+    assert "error" not in result, result["error"]
+    assert result["tokens_per_s"] > 0 and result["timed_batches"] >= 1
+    assert 0 <= result["padding_pct"] < 100
+    if peer.kind == "packed":
+        assert result["padding_pct"] == 0
+    if peer.kind == "rows":
+        assert result["packing_pct"] == pytest.approx(100 - result["padding_pct"])
+    if result["resume"] is not None:
+        assert result["resume_s"] > 0 and 0 < result["resume_step"] <= result["steps_per_epoch"]
+    assert result["rss_main_mib"] > 0
+    rows = [line for line in md.read_text().splitlines() if line.startswith(f"| {peer.label} |")]
+    assert len(rows) == 1 and "failed" not in rows[0]
+
+
+def test_absent_peer_is_named(workdir, tmp_path, monkeypatch):
+    class Absent(bench.Peer):
+        name, label, requires = "absent", "a loader not installed", ("no_such_module_here",)
+
+    monkeypatch.setitem(bench.PEERS, "absent", Absent())
+    md = tmp_path / "t.md"
+    bench.main(TINY + ["--workdir", str(workdir), "--peers", "absent", "--markdown", str(md)])
+    text = md.read_text()
+    assert "- a loader not installed: no_such_module_here: ModuleNotFoundError" in text
+    assert "| a loader not installed |" not in text
+
+
+def test_unknown_peer_is_refused(workdir):
+    with pytest.raises(SystemExit, match="unknown peer 'nope'"):
+        bench.main(TINY + ["--workdir", str(workdir), "--peers", "nope"])
