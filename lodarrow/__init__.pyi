@@ -171,18 +171,29 @@ def from_table(table: Any, columns: str | Sequence[str] | None = None, *,
 def to_table(tensors: Mapping[str, LoDTensor | ArrayLike] | Any) -> pa.Table: ...
 def read_parquet(path: Any, columns: str | Sequence[str] | None = None, *, nulls: _Nulls = "error",
                  lod_level: int | Mapping[str, int] | None = None,
-                 feature_shape: Any = None) -> Any: ...  # LoDTensor, or a dict of them
+                 feature_shape: Any = None,
+                 filesystem: Any = None) -> Any: ...  # LoDTensor, or a dict of them
 def iter_parquet(path: Any, columns: str | Sequence[str] | None = None, *,
                  batch_size: int = 65536, nulls: _Nulls = "error",
                  lod_level: int | Mapping[str, int] | None = None,
-                 feature_shape: Any = None) -> Iterator[Any]: ...
+                 feature_shape: Any = None, filesystem: Any = None) -> Iterator[Any]: ...
 def write_parquet(t_or_dict: Any, path: Any, *, engine: Literal["auto", "pyarrow", "polars"] = "auto",
-                  **kwargs: Any) -> None: ...
+                  record_lengths: bool = True, **kwargs: Any) -> None: ...
 def map_parquet(source: Any, dest: Any, udf: Callable[[Any], Any], *,
                 batch_rows: int | None = None, progress: bool | None = None,
                 overwrite: bool = False, threads: int = 1,
                 engine: Literal["auto", "pyarrow", "polars"] = "auto",
+                filesystem: Any = None, record_lengths: bool = True,
                 **write_options: Any) -> MapSummary: ...
+def clear_lengths_cache(cache_dir: Any = None) -> Any: ...
+def ray_parquet_sink(dest: Any, *, partition_cols: Sequence[str] | None = None,
+                     overwrite: bool = False,
+                     engine: Literal["auto", "pyarrow", "polars"] = "auto",
+                     **write_options: Any) -> Any: ...  # a ray.data.Datasink
+def dask_write_parquet(ddf: Any, dest: Any, *, partition_cols: Sequence[str] | None = None,
+                       overwrite: bool = False,
+                       engine: Literal["auto", "pyarrow", "polars"] = "auto",
+                       **write_options: Any) -> Any: ...
 
 # ---------------------------------------------------------------------------- operators on tables
 def col(name: str, lod_level: int | None = None,
@@ -225,27 +236,34 @@ def from_tf(obj: Any, *, lengths: _Levels | None = None) -> LoDTensor: ...
 def to_paddle(obj: Any, column: str | None = None, *, nulls: _Nulls = "error") -> Any: ...
 def from_paddle(tensor: Any) -> LoDTensor: ...
 def to_awkward(obj: Any, column: str | None = None, *, nulls: _Nulls = "error") -> Any: ...
-def from_awkward(array: Any) -> LoDTensor: ...
+def from_awkward(array: Any, *, dtype: DTypeLike | None = None) -> LoDTensor: ...
 
 # ---------------------------------------------------------------------------- training
-def sequence_lengths(source: Any, column: str | None = None, *,
-                     level: int = 0) -> NDArray[np.int64]: ...
+def sequence_lengths(source: Any, column: str | None = None, *, level: int = 0,
+                     filesystem: Any = None, cache_dir: Any = None) -> NDArray[np.int64]: ...
 def batch_plan(lengths: ArrayLike, *, batch_size: int | None = None,
                max_tokens: int | None = None, cost: str = "padded", window: int | None = None,
                shuffle: bool = True, seed: int = 0, epoch: int = 0, drop_last: bool = False,
                num_replicas: int = 1, rank: int = 0, balance: str = "batches",
-               oversize: str = "alone") -> BatchPlan: ...
+               alpha: float = 0.0, oversize: str = "alone") -> BatchPlan: ...
 def collate(source: Any, rows: ArrayLike | None = None, *, column: str | None = None,
             level: int = 0, mode: str = "padded", pad_value: Any = 0,
-            row_length: int | None = None, to: str = "numpy") -> dict[str, Any]: ...
+            row_length: int | None = None, to: str = "numpy", oversize: str | None = None,
+            num_rows: int | None = None, pad_to_multiple_of: int | None = None,
+            pad_widths: Sequence[int] | None = None,
+            num_segments: int | None = None) -> dict[str, Any]: ...
 def batch_loader(source: Any, column: str | None = None, *, batch_size: int | None = None,
                  max_tokens: int | None = None, cost: str = "padded", shuffle: bool = True,
                  drop_last: bool = False, seed: int = 0, num_replicas: int = 1, rank: int = 0,
-                 balance: str = "batches", oversize: str = "alone", mode: str = "padded",
+                 balance: str = "batches", alpha: float = 0.0, oversize: str = "alone",
+                 nulls: _Nulls = "error", mode: str = "padded",
                  row_length: int | None = None, level: int = 0, pad_value: Any = 0,
                  to: str = "numpy", extra_columns: Sequence[str] = (), bucket: bool = True,
-                 window: int = 65536, row_groups: int = 4,
-                 progress: bool | None = None) -> BatchLoader: ...
+                 window: int = 65536, row_groups: int = 4, num_rows: int | None = None,
+                 pad_to_multiple_of: int | None = None,
+                 pad_widths: Sequence[int] | None = None, num_segments: int | None = None,
+                 prefetch: int = 2, progress: bool | None = None, filesystem: Any = None,
+                 cache_dir: Any = None) -> BatchLoader: ...
 
 # ---------------------------------------------------------------------------- operators
 # (docs/operators.md; Paddle's names and parameters; ``name`` is accepted and ignored)
