@@ -1,6 +1,7 @@
 """Lazy imports of optional libraries, with the extra that installs each."""
 
 import importlib
+import sys
 
 __all__ = ["import_optional"]
 
@@ -29,6 +30,9 @@ def import_optional(name, purpose):
     -------
     module
     """
+    module = sys.modules.get(name)  # the common case, once per array of every batch
+    if module is not None:
+        return module
     try:
         return importlib.import_module(name)
     except ImportError as exc:
