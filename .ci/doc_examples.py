@@ -3,8 +3,9 @@
 The examples are the README's ```python blocks (one program, in order) and every document's
 ```pycon blocks (the ``>>>`` / ``...`` lines, outputs dropped; tests/test_docs.py runs them):
 the blocks of a document build on each other.  The documents' ```python blocks are
-fragments (signatures, a step of a longer program) and are not checked.  A ```python block that is not Python (operators.md's signature notation,
-``f(x) -> (out, length)``) is left out and named.  Usage: ``python .ci/doc_examples.py OUTDIR``; prints the files written.
+fragments (signatures, a step of a longer program) and are not checked.  A ```python block
+that is not Python (operators.md's signature notation, ``f(x) -> (out, length)``) is left out
+and named.  Usage: ``python .ci/doc_examples.py OUTDIR``; prints the files written.
 """
 
 import ast

@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from lodarrow._bench import _cases, _peers, _workloads
-from lodarrow._bench._runner import BenchOptions, _compare, _rows_for, machine_info, time_call
+from lodarrow._bench._runner import _compare, _rows_for, machine_info, time_call
 
 __all__ = ["DEVICE_OPS", "select_device_cases", "probe_device_bandwidth", "time_device_call",
            "run_device_bench", "device_lines", "to_markdown", "format_table"]
@@ -41,7 +41,8 @@ def _is_device_case(case):
 
 def select_device_cases(options):
     """The operator cases ``--ops`` selects (the hub's conversions are not device rows)."""
-    return [c for c in _cases.all_cases() if _is_device_case(c) and _cases.wanted(c.op, options.ops)]
+    return [c for c in _cases.all_cases()
+            if _is_device_case(c) and _cases.wanted(c.op, options.ops)]
 
 
 # ====================================================================== measuring
