@@ -340,7 +340,7 @@ class BatchLoader:
                 pick_column(table.schema, name, _FN)
             _check_sequence_type(table.schema.field(column).type, column)
             col = table.column(column)
-            self._nulls = [null_rows(col)]
+            self._row_nulls = null_rows(col)
             self._extra_specs = [ExtraColumn(n, table.schema.field(n).type,
                                              table.column(n).null_count)
                                  for n in cfg.extra_columns]
@@ -354,15 +354,14 @@ class BatchLoader:
                                  f"{type(source).__name__}")
             if not hasattr(source, "offsets"):
                 _check_sequence_type(source.type, "the source")
-            self._nulls = [null_rows(source)] if isinstance(source, (pa.Array,
-                                                                    pa.ChunkedArray)) else []
+            self._row_nulls = (null_rows(source) if isinstance(source, (pa.Array,
+                                                                       pa.ChunkedArray))
+                               else np.zeros(0, np.int64))  # a LoDTensor has no null rows
             self._extra_specs, self._memory_extras = [], {}
             col = source
         self.column = column
-        self._row_nulls = self._nulls[0] if self._nulls else np.zeros(0, np.int64)
         self._seqs = as_sequences(table if table is not None else col, column, cfg.level, _FN)
         self.lengths = self._seqs.lengths
-        self._seq_of_row = None
         self._pad = self._pad_for(self._seqs)
         self._check_to(self._seqs.values.dtype)
         self._nbytes = int(self._seqs.values.nbytes)
@@ -382,7 +381,6 @@ class BatchLoader:
         lengths, nulls = parquet_part_lengths(parts, self.column, cfg.level, with_nulls=True,
                                               cache_dir=cfg.cache_dir)
         self._parts = parts
-        self._nulls = nulls
         part_seqs = np.array([len(x) for x in lengths], dtype=np.int64)
         self._part_starts = np.concatenate([[0], np.cumsum(part_seqs)]).astype(np.int64)
         self.lengths = (np.concatenate(lengths) if lengths else np.zeros(0, np.int64))
@@ -692,12 +690,6 @@ class BatchLoader:
         finally:
             made.close()
             bar.close(ok)
-
-    def _worker_steps(self, worker, num_workers, first=None):
-        plan, base = self._epoch_plan()
-        start = self._cursor - base
-        first = start + worker if first is None else first
-        return plan, range(first, plan.steps, num_workers)
 
     def _produce(self, plan, steps):
         """``(step, batch, tokens)`` for each step of ``steps`` (this rank's), reading each

@@ -203,10 +203,6 @@ class ParquetParts:
                     total += stats.null_count
         return total
 
-    def part_of(self, rows):
-        """The row group of each sequence position in ``rows``."""
-        return np.searchsorted(self.starts, rows, side="right") - 1
-
     def name(self, path):
         """``path`` as messages show it (the URI of a remote file)."""
         from lodarrow._tables._filesystems import display_path
