@@ -172,12 +172,12 @@ def plan_epoch(lengths, args, num_replicas, rng, *, rows=None, part_starts=None)
             raise ValueError(f"{fn}: {m} sequence(s) cannot give each of num_replicas={R} "
                              f"ranks a batch; use fewer ranks, or drop_last=True to drop them")
         dropped["drop_last"] += m
-        return _empty(lengths, R, args.alpha, dropped)
+        return _empty(R, args.alpha, dropped)
     if args.fixed_size and args.drop_last:
-        cells, tails = _fixed_cells(m, R, args, edges)
+        cells, tails = _fixed_cells(m, R, args)
         if cells is None:
             dropped["drop_last"] += m
-            return _empty(lengths, R, args.alpha, dropped)
+            return _empty(R, args.alpha, dropped)
         dropped["drop_last"] += m - int(cells[-1][-1])
         stream = stream[:int(cells[-1][-1])]
     else:
@@ -246,7 +246,7 @@ def _blocks_wanted(m, R, cell_rows):
     return max(1, min(m // R, m // max(R * cell_rows, 1)))
 
 
-def _fixed_cells(m, R, args, edges):
+def _fixed_cells(m, R, args):
     """Cells of exactly ``S_k * batch_size`` rows (every batch full: a fixed-size plan with
     ``drop_last``), and the tail: the rows that fill no step, dropped (``drop_last``) or
     dealt as one last step of smaller batches.
@@ -499,7 +499,7 @@ def _steps(blocks, seq, args, R, rng, splits=None):
                 raise ValueError(f"{args.fn}: the sequences cannot be dealt to num_replicas="
                                  f"{R} ranks in equal steps: every batch holds one sequence "
                                  f"and their count is no multiple of {R}; use drop_last=True")
-            evened, lost = _deal(lanes, R, drop=True)
+            evened, lost = _deal(lanes, R)
             dropped += lost
         lo = np.stack([lane[0] for lane in evened])
         hi = np.stack([lane[1] for lane in evened])
@@ -536,7 +536,7 @@ def _even_out(lanes, R, splits=None):
         if not any(_split_one(lanes, r, splits) for r in order):
             return None
         total += 1
-    return _deal(lanes, R, drop=False)[0]
+    return _deal(lanes, R)[0]
 
 
 def _split_one(lanes, r, splits):
@@ -559,9 +559,10 @@ def _split_one(lanes, r, splits):
     return True
 
 
-def _deal(lanes, R, drop):
-    """Move surplus batches to the lanes short of ``total // R``; with ``drop`` the batches
-    left over (fewer than ``R``: what cannot fill a step) are dropped.  A lane gives away
+def _deal(lanes, R):
+    """Move surplus batches to the lanes short of ``total // R``; the batches left over (fewer
+    than ``R``: what cannot fill a step, none when the total is a multiple of ``R``) are
+    dropped.  A lane gives away
     batches spread evenly over its (length-sorted) batches, so the receiver gets typical
     ones.  Returns the lanes and the sequences dropped."""
     total = sum(len(lo) for lo, _ in lanes)
@@ -611,7 +612,7 @@ def _match(lo, hi, csum, sq, args, rng):
     return lo, hi
 
 
-def _empty(lengths, R, alpha, dropped):
+def _empty(R, alpha, dropped):
     z = np.zeros((R, 0), np.int64)
     return EpochPlan(np.zeros(0, np.int64), z, z.copy(), z.copy(), np.zeros(0, np.int64),
                      alpha, dropped)
