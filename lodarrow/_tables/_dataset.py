@@ -666,17 +666,23 @@ def _publish(staging, dest, overwrite):
         os.remove(old)
 
 
-def _check_dest(dest, kind, base, files, overwrite):
-    if not isinstance(dest, (str, os.PathLike)):
-        raise TypeError(f"map_parquet: dest must be a path (str or path-like), "
-                        f"got {type(dest).__name__}")
+def free_dest(dest, overwrite, fn):
+    """``dest`` as an absolute path, refused (``FileExistsError``) when it exists and is not
+    an empty directory unless ``overwrite``: map_parquet's rule, and the engine writers'."""
     dest = os.path.abspath(os.fspath(dest))
     if os.path.lexists(dest):
         is_empty_dir = os.path.isdir(dest) and not os.path.islink(dest) and not os.listdir(dest)
         if not is_empty_dir and not overwrite:
-            raise FileExistsError(f"map_parquet: dest {dest!r} exists and is not an empty "
-                                  f"directory; pass overwrite=True to replace it, or choose "
-                                  f"another path")
+            raise FileExistsError(f"{fn}: dest {dest!r} exists and is not an empty directory; "
+                                  f"pass overwrite=True to replace it, or choose another path")
+    return dest
+
+
+def _check_dest(dest, kind, base, files, overwrite):
+    if not isinstance(dest, (str, os.PathLike)):
+        raise TypeError(f"map_parquet: dest must be a path (str or path-like), "
+                        f"got {type(dest).__name__}")
+    dest = free_dest(dest, overwrite, "map_parquet")
     real_dest = os.path.realpath(dest)
     for path, _ in files:
         if _inside(os.path.realpath(path), real_dest):

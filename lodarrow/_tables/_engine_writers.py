@@ -20,7 +20,7 @@ import uuid
 
 import pyarrow as pa
 
-from lodarrow._tables._dataset import _publish
+from lodarrow._tables._dataset import _publish, free_dest
 from lodarrow._tables._parquet_writers import (
     check_engine,
     choose_engine,
@@ -74,13 +74,7 @@ class _Target:
             if bad in write_options:
                 raise TypeError(f"{fn}: {bad} is not a write option here: each batch the "
                                 f"engine hands over is one row group")
-        dest = os.path.abspath(os.fspath(dest))
-        if os.path.lexists(dest):
-            empty = os.path.isdir(dest) and not os.path.islink(dest) and not os.listdir(dest)
-            if not empty and not overwrite:
-                raise FileExistsError(f"{fn}: dest {dest!r} exists and is not an empty "
-                                      f"directory; pass overwrite=True to replace it, or "
-                                      f"choose another path")
+        dest = free_dest(dest, overwrite, fn)
         parent, name = os.path.split(dest)
         self.fn = fn
         self.dest = dest
