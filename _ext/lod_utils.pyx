@@ -3,7 +3,7 @@
 Every function trusts its arguments' types and shapes (the Python layer checks them) and
 reports a problem as a position, never by raising from inside a loop.
 """
-from cython.parallel cimport prange
+from cython.parallel cimport parallel, prange
 from libc.stdint cimport INT64_MAX, int64_t, uint64_t
 from libc.stdlib cimport free, malloc
 
@@ -38,6 +38,51 @@ def openmp_enabled():
     True
     """
     return bool(LODARROW_HAVE_OPENMP)
+
+
+cdef extern from *:
+    """
+    #if defined(__linux__)
+    #include <sys/syscall.h>
+    #include <unistd.h>
+    static long la_gettid(void) { return (long)syscall(SYS_gettid); }
+    #else
+    static long la_gettid(void) { return 0; }
+    #endif
+    #ifdef _OPENMP
+    #include <omp.h>
+    static int la_thread_num(void) { return omp_get_thread_num(); }
+    #else
+    static int la_thread_num(void) { return 0; }
+    #endif
+    """
+    long la_gettid() nogil
+    int la_thread_num() nogil
+
+
+def openmp_team_ids(int num_threads):
+    """The OS thread ids of the calling thread's OpenMP team of ``num_threads`` threads.
+
+    GNU OpenMP keeps one pool of worker threads per thread that opens a parallel region and
+    reuses it, so these are the threads that run this caller's kernels (the thread policy,
+    ``lodarrow/_threads.py``, watches whether they are running).  Entry ``i`` is team member
+    ``i`` (0: the caller); 0 where the runtime gave fewer threads or the platform has no
+    thread ids (not Linux).
+    """
+    cdef int n = max(1, num_threads)
+    cdef int64_t* ids = <int64_t*>malloc(n * sizeof(int64_t))
+    cdef int i, t
+    if ids == NULL:
+        raise MemoryError()
+    for i in range(n):
+        ids[i] = 0
+    with nogil, parallel(num_threads=n):
+        t = la_thread_num()
+        if t < n:
+            ids[t] = la_gettid()
+    result = [ids[i] for i in range(n)]
+    free(ids)
+    return result
 
 
 cdef extern from "lod_utils.h" nogil:

@@ -15,16 +15,19 @@ __version__ = "0.1.0"
 from lodarrow import _versions  # noqa: F401
 from lodarrow._errors import BackendError, LoDError, RegularLevelWarning
 from lodarrow._threads import openmp_environment as _openmp_environment
+from lodarrow._threads import watch_teams_with as _watch_teams_with
 
 try:
-    with _openmp_environment():  # OpenMP loads here (its wait policy: lodarrow/_threads.py)
+    with _openmp_environment():  # OpenMP loads here (its spin count: lodarrow/_threads.py)
         from lodarrow._ext.lod_utils import openmp_enabled
+        from lodarrow._ext.lod_utils import openmp_team_ids as _openmp_team_ids
 except ImportError as _exc:  # a source checkout whose extensions were never built
     raise ImportError(
         "lodarrow's compiled kernels are not built in this directory "
         f"({__path__[0]}); install with `pip install -e .` (or build in place with "
         "`python setup.py build_ext --inplace`), or run from outside the source tree"
     ) from _exc
+_watch_teams_with(_openmp_team_ids)  # the thread policy tells its own workers apart
 from lodarrow._place import CPUPlace, CUDAPinnedPlace, CUDAPlace
 from lodarrow._construct import create_lod_tensor, from_list
 from lodarrow._tensor import LoDTensor

@@ -10,23 +10,27 @@ is read on every call, the machine's load at most every ``LOAD_SAMPLE_S`` second
 Why the load counts: an OpenMP region ends at a barrier, so a kernel on two threads waits for
 the slower; on a machine whose cores are busy, one of its threads is descheduled for a time
 slice (milliseconds) while the other waits.  Issue 35 measured the default two threads at a
-third of one thread's calls/s beside two busy processes.  Together with a passive OpenMP
-wait policy (:func:`openmp_environment`: idle threads sleep instead of spinning on the cores
-the other processes need) a kernel on a busy machine runs on one thread and an idle machine
-keeps every core.  Threaded kernels take chunks of sequences balanced by rows
-(:func:`chunk_bounds`, :func:`plan_threads`).  Whether the build has OpenMP at all is
+third of one thread's calls/s beside two busy processes.  With a short OpenMP spin
+(:func:`openmp_environment`: a finished thread polls ``SPIN_COUNT`` times, then sleeps,
+instead of GNU OpenMP's 300,000) a kernel on a busy machine runs on one thread, an idle
+machine keeps every core, and back-to-back calls find their workers awake.  The caller's own
+workers, still spinning after its last call, are not counted as busy
+(:func:`watch_teams_with` gives the policy their thread ids).  Threaded kernels take chunks
+of sequences balanced by rows (:func:`chunk_bounds`, :func:`plan_threads`).  Whether the build has OpenMP at all is
 ``lodarrow.openmp_enabled()``; without it every count is honoured serially.
 """
 
 import contextlib
 import math
 import os
+import threading
 import time
 
 import numpy as np
 
-__all__ = ["LOAD_SAMPLE_S", "PARALLEL_MIN_WORK", "busy_cpus", "chunk_bounds", "num_threads",
-           "openmp_environment", "plan_threads", "row_bounds", "threads_for", "usable_cpus"]
+__all__ = ["LOAD_SAMPLE_S", "PARALLEL_MIN_WORK", "SPIN_COUNT", "busy_cpus", "chunk_bounds",
+           "num_threads", "openmp_environment", "plan_threads", "row_bounds", "threads_for",
+           "usable_cpus", "watch_teams_with"]
 
 #: Below this many elements of work a kernel runs on one thread: OpenMP's start-up would
 #: cost more than it saves on calls that take a few microseconds.
@@ -34,6 +38,13 @@ PARALLEL_MIN_WORK = 1 << 16
 
 #: The machine's load is sampled at most this often (a read of ``/proc/loadavg``, ~3 us).
 LOAD_SAMPLE_S = 0.005
+
+#: ``GOMP_SPINCOUNT`` while the OpenMP runtime loads (:func:`openmp_environment`): how many
+#: times a thread that has finished its share polls before it sleeps (0.26 ms on the
+#: development machine; GNU OpenMP's default, 300,000, 7 ms).  Long enough to span the
+#: Python between two kernels of a loop or a udf (waking a sleeping thread costs ~0.1 ms on
+#: a virtual machine); short enough not to take a busy machine's cores.
+SPIN_COUNT = 10_000
 
 
 def num_threads():
@@ -45,7 +56,11 @@ def num_threads():
     env = os.environ.get("LODARROW_NUM_THREADS")
     if env:
         return max(1, int(env))
-    return max(1, min(usable_cpus(), _cpu_count() - busy_cpus()))
+    usable = usable_cpus()
+    n = max(1, min(usable, _cpu_count() - busy_cpus()))
+    if n > 1 and _WATCH.team is None and _TEAM_IDS:
+        _WATCH.team = _Team(_TEAM_IDS[0](usable))
+    return n
 
 
 def threads_for(work):
@@ -69,22 +84,83 @@ def usable_cpus():
     return max(1, n)
 
 
-_LOAD = {"at": -1.0, "busy": 0}
 _LOADAVG = []  # the open /proc/loadavg (pread from 0 regenerates it), or None where absent
+_TEAM_IDS = []  # the extension's openmp_team_ids, once lodarrow has loaded it
+
+
+class _Watch(threading.local):
+    """Per calling thread: its last load sample and its OpenMP workers (GNU OpenMP keeps a
+    pool of workers for each thread that opens parallel regions)."""
+
+    at = -1.0
+    busy = 0
+    team = None
+
+
+_WATCH = _Watch()
+
+
+class _Team:
+    """The OpenMP workers of one calling thread, watched through their
+    ``/proc/self/task/<tid>/stat`` files (kept open: a ``pread`` is ~2 us)."""
+
+    def __init__(self, ids):
+        self.pid = os.getpid()
+        me = threading.get_native_id()
+        self.fds = []
+        for tid in ids[1:]:
+            if tid and tid != me:
+                try:
+                    self.fds.append(os.open(f"/proc/self/task/{tid}/stat",
+                                            os.O_RDONLY | os.O_CLOEXEC))
+                except OSError:  # no /proc (not Linux) or the thread already gone
+                    pass
+
+    def running(self):
+        """How many of the workers are running now (spinning after the last region), or
+        None when one is gone (the runtime made a new pool: watch it again)."""
+        n = 0
+        for fd in self.fds:
+            try:
+                stat = os.pread(fd, 128, 0)
+            except OSError:
+                return None
+            if not stat:  # the thread has exited
+                return None
+            n += stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] == b"R"
+        return n
+
+    def close(self):
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = []
+
+    __del__ = close
+
+
+def watch_teams_with(team_ids):
+    """Give the policy ``team_ids(n)``: the OS thread ids of the calling thread's OpenMP team
+    of ``n`` threads (``lodarrow._ext.lod_utils.openmp_team_ids``; ``import lodarrow`` calls
+    this).  The first time a thread is given more than one thread, its team is looked up
+    once; from then on its workers that are running when the load is sampled (spinning for
+    ``SPIN_COUNT`` polls after the last call) are its own, not another process's."""
+    _TEAM_IDS[:] = [team_ids]
 
 
 def busy_cpus():
     """CPUs that other runnable threads occupy now: the machine's running threads (the
-    fourth field of ``/proc/loadavg``) but the one asking; 0 where the kernel does not say.
+    fourth field of ``/proc/loadavg``) but the one asking and its own OpenMP workers; 0 where
+    the kernel does not say.
 
-    Sampled at most every ``LOAD_SAMPLE_S`` seconds; the calling thread is running, and a
-    kernel's own OpenMP threads sleep between calls (:func:`openmp_environment`), so the
-    count is other work: other processes, or this process's other threads (Ray's or Dask's
-    tasks, map_parquet's reader and writer).
+    Sampled at most every ``LOAD_SAMPLE_S`` seconds per calling thread.  What is left is
+    other work: other processes, or this process's other threads (Ray's or Dask's tasks,
+    map_parquet's reader and writer).
     """
+    watch = _WATCH
     now = time.monotonic()
-    if now - _LOAD["at"] < LOAD_SAMPLE_S:
-        return _LOAD["busy"]
+    if now - watch.at < LOAD_SAMPLE_S:
+        return watch.busy
     if not _LOADAVG:
         try:
             _LOADAVG.append(os.open("/proc/loadavg", os.O_RDONLY | os.O_CLOEXEC))
@@ -97,12 +173,26 @@ def busy_cpus():
             busy = max(0, running - 1)
         except (OSError, ValueError, IndexError):
             busy = 0
-    _LOAD["at"], _LOAD["busy"] = now, busy
+    team = watch.team
+    if busy and team is not None:
+        own = team.running() if team.pid == os.getpid() else None
+        if own is None:  # a forked child, or a new pool: looked up again when next needed
+            team.close()
+            watch.team = None
+        else:
+            busy = max(0, busy - own)
+    watch.at, watch.busy = now, busy
     return busy
 
 
+_CPUS = []
+
+
 def _cpu_count():
-    return os.cpu_count() or 1
+    """The machine's CPUs, read once (``os.cpu_count`` parses a sysfs file: ~6 us a call)."""
+    if not _CPUS:
+        _CPUS.append(os.cpu_count() or 1)
+    return _CPUS[0]
 
 
 _QUOTA = []
@@ -158,25 +248,29 @@ def _read_cgroup_quota(proc="/proc/self/cgroup", root="/sys/fs/cgroup"):
 
 @contextlib.contextmanager
 def openmp_environment():
-    """Around the first load of the OpenMP runtime (``import lodarrow``): a passive wait
-    policy, unless the user chose one (``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` set).
+    """Around the first load of the OpenMP runtime (``import lodarrow``): a short spin,
+    ``GOMP_SPINCOUNT=SPIN_COUNT``, unless the user chose a wait policy (``OMP_WAIT_POLICY``
+    or ``GOMP_SPINCOUNT`` set).
 
-    GNU OpenMP's default lets a thread that has finished its share spin for about 3 ms
-    (300,000 spins), after a region and at its closing barrier; on a busy machine those spins
-    take the cores that the other processes, and the kernel's own descheduled thread, need.
-    Passive threads sleep at once.  The runtime reads the variable when it loads, so it is
-    set for the import and removed after: processes started later, and other OpenMP runtimes
-    loaded later, see the environment as the user left it.  A runtime that is already loaded
-    (the same ``libgomp`` loaded by another library first) keeps its own setting.
+    GNU OpenMP's default lets a thread that has finished its share spin 300,000 times (7 ms
+    on the development machine), after a region and at its closing barrier; on a busy machine those spins take the
+    cores that the other processes, and the kernel's own descheduled thread, need.  Sleeping
+    at once (``OMP_WAIT_POLICY=passive``) frees them, but then every threaded call pays a
+    wake-up (~0.1 ms on a virtual machine: 1.2x the time of a 0.45 ms call).  A short spin
+    (0.26 ms there) keeps the workers of back-to-back calls awake and lets them sleep soon
+    otherwise.  The runtime reads the variable when it loads, so it is set for
+    the import and removed after: processes started later, and other OpenMP runtimes loaded
+    later, see the environment as the user left it.  A runtime that is already loaded (the
+    same ``libgomp`` loaded by another library first) keeps its own setting.
     """
     chosen = any(k in os.environ for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"))
     if not chosen:
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        os.environ["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
     try:
         yield
     finally:
         if not chosen:
-            os.environ.pop("OMP_WAIT_POLICY", None)
+            os.environ.pop("GOMP_SPINCOUNT", None)
 
 
 def chunk_bounds(offsets, n_chunks):

@@ -1,10 +1,12 @@
 """The thread policy (lodarrow/_threads.py, docs/performance.md#threads-on-a-busy-machine):
 which CPUs a kernel may use (affinity, cgroup quota, OMP_NUM_THREADS), the machine's load,
-LODARROW_NUM_THREADS taken exactly, and the OpenMP wait policy set around the runtime's load."""
+LODARROW_NUM_THREADS taken exactly, the caller's own OpenMP workers told apart from other work,
+and the OpenMP spin count set around the runtime's load."""
 
 import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -26,7 +28,8 @@ def machine(monkeypatch, tmp_path):
         loadavg.write_text(f"0.50 0.40 0.30 {running}/321 4242\n")
         fd = os.open(loadavg, os.O_RDONLY)
         monkeypatch.setattr(_threads, "_LOADAVG", [fd])
-        monkeypatch.setattr(_threads, "_LOAD", {"at": -1.0, "busy": 0})
+        monkeypatch.setattr(_threads, "_WATCH", _threads._Watch())
+        monkeypatch.setattr(_threads, "_TEAM_IDS", [])
         monkeypatch.setattr(_threads, "_cpu_count", lambda: cpus)
         monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(affinity)))
         monkeypatch.setattr(_threads, "_QUOTA", [quota])
@@ -81,7 +84,7 @@ def test_the_load_is_sampled_not_read_on_every_call(machine, monkeypatch, tmp_pa
     assert num_threads() == 4
     (tmp_path / "loadavg").write_text("1 1 1 4/100 1\n")
     assert num_threads() == 4  # within LOAD_SAMPLE_S: the last sample
-    monkeypatch.setitem(_threads._LOAD, "at", -1.0)
+    _threads._WATCH.at = -1.0
     assert num_threads() == 1
 
 
@@ -117,40 +120,125 @@ def test_this_machines_policy_is_in_range(monkeypatch):
     assert 1 <= num_threads() <= _threads.usable_cpus() <= (os.cpu_count() or 1)
 
 
-def test_the_wait_policy_is_set_around_the_load_and_removed(monkeypatch):
+class _FakeTeam(_threads._Team):
+    """A team whose workers' stat files are ours to write (state R: running, S: asleep)."""
+
+    def __init__(self, tmp_path, states):
+        self.pid = os.getpid()
+        self.files = []
+        self.fds = []
+        for i, state in enumerate(states):
+            f = tmp_path / f"stat-{i}"
+            f.write_text(f"{4000 + i} (python (x)) {state} 1 2 3\n")  # ')' in a name too
+            self.files.append(f)
+            self.fds.append(os.open(f, os.O_RDONLY))
+
+
+def test_the_callers_own_spinning_workers_are_not_busy(machine, tmp_path):
+    # a 2-core machine whose second running thread is this caller's own worker, spinning for
+    # SPIN_COUNT polls after the last call: still an idle machine
+    machine(cpus=2, affinity=2, running=2)
+    _threads._WATCH.team = _FakeTeam(tmp_path, "R")
+    assert _threads.busy_cpus() == 0 and num_threads() == 2
+    # the worker asleep: the second running thread is another process's
+    machine(cpus=2, affinity=2, running=2)
+    _threads._WATCH.team = _FakeTeam(tmp_path, "S")
+    assert _threads.busy_cpus() == 1 and num_threads() == 1
+    # seven workers, three spinning, on an 8-core machine with two other threads running
+    machine(cpus=8, affinity=8, running=6)
+    _threads._WATCH.team = _FakeTeam(tmp_path, "RRRSSSS")
+    assert _threads.busy_cpus() == 2 and num_threads() == 6
+
+
+def test_a_team_that_is_gone_or_inherited_is_looked_up_again(machine, tmp_path):
+    machine(cpus=4, affinity=4, running=3)
+    team = _threads._WATCH.team = _FakeTeam(tmp_path, "RR")
+    team.files[1].write_text("")  # the thread has exited: its stat reads empty
+    assert _threads.busy_cpus() == 2  # nothing subtracted
+    assert _threads._WATCH.team is None and team.fds == []
+    machine(cpus=4, affinity=4, running=3)
+    team = _threads._WATCH.team = _FakeTeam(tmp_path, "RR")
+    team.pid = -1  # made in the parent of a fork: its files are the parent's threads
+    assert _threads.busy_cpus() == 2 and _threads._WATCH.team is None
+
+
+def test_the_team_is_looked_up_once_when_threads_are_first_given(machine, monkeypatch,
+                                                                 tmp_path):
+    calls = []
+
+    def team_ids(n):
+        calls.append(n)
+        return [threading.get_native_id()] + [0] * (n - 1)  # no worker ids on this platform
+
+    machine(cpus=4, affinity=4, running=4)  # busy: one thread, no team needed
+    monkeypatch.setattr(_threads, "_TEAM_IDS", [team_ids])
+    assert num_threads() == 1 and calls == []
+    (tmp_path / "loadavg").write_text("0.10 0.10 0.10 1/100 1\n")  # now idle
+    _threads._WATCH.at = -1.0
+    assert num_threads() == 4 and calls == [4]
+    _threads._WATCH.at = -1.0
+    assert num_threads() == 4 and calls == [4]  # once per calling thread
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(num_threads()))
+    worker.start()
+    worker.join()
+    assert seen == [4] and calls == [4, 4]  # another thread: its own OpenMP pool
+
+
+@pytest.mark.skipif(not la.openmp_enabled() or not os.path.isdir("/proc/self/task"),
+                    reason="needs GNU OpenMP's thread pool and Linux's /proc")
+def test_openmp_team_ids_are_this_threads_pool():
+    from lodarrow._ext.lod_utils import openmp_team_ids
+
+    ids = openmp_team_ids(3)
+    assert ids[0] == threading.get_native_id()
+    tasks = {int(t) for t in os.listdir("/proc/self/task")}
+    assert set(ids) <= tasks and len(set(ids)) == 3
+    assert openmp_team_ids(3) == ids  # the runtime keeps the pool: the same threads
+    team = _threads._Team(ids)
+    try:
+        assert len(team.fds) == 2 and team.running() in (0, 1, 2)
+    finally:
+        team.close()
+
+
+def test_the_spin_count_is_set_around_the_load_and_removed(monkeypatch):
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
     with _threads.openmp_environment():
-        assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
-    assert "OMP_WAIT_POLICY" not in os.environ
-    monkeypatch.setenv("OMP_WAIT_POLICY", "active")  # the user's choice stays
+        assert os.environ["GOMP_SPINCOUNT"] == str(_threads.SPIN_COUNT)
+        assert "OMP_WAIT_POLICY" not in os.environ
+    assert "GOMP_SPINCOUNT" not in os.environ
+    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")  # the user's choice stays
     with _threads.openmp_environment():
-        assert os.environ["OMP_WAIT_POLICY"] == "active"
-    assert os.environ["OMP_WAIT_POLICY"] == "active"
+        assert os.environ["OMP_WAIT_POLICY"] == "passive" and "GOMP_SPINCOUNT" not in os.environ
+    assert os.environ["OMP_WAIT_POLICY"] == "passive"
     monkeypatch.delenv("OMP_WAIT_POLICY")
     monkeypatch.setenv("GOMP_SPINCOUNT", "1000")
     with _threads.openmp_environment():
-        assert "OMP_WAIT_POLICY" not in os.environ
+        assert os.environ["GOMP_SPINCOUNT"] == "1000"
+    assert os.environ["GOMP_SPINCOUNT"] == "1000"
 
 
 def _display_env(extra):
     env = {k: v for k, v in os.environ.items()
            if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
-    env.update(extra, OMP_DISPLAY_ENV="TRUE")
-    code = "import os, lodarrow; print('left:', os.environ.get('OMP_WAIT_POLICY'))"
+    env.update(extra, OMP_DISPLAY_ENV="VERBOSE")
+    code = "import os, lodarrow; print('left:', os.environ.get('GOMP_SPINCOUNT'))"
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, check=True)
 
 
 @pytest.mark.skipif(not la.openmp_enabled(), reason="a serial build has no OpenMP runtime")
-def test_import_loads_openmp_passive_and_leaves_the_environment():
+def test_import_loads_openmp_with_the_short_spin_and_leaves_the_environment():
     done = _display_env({})
-    if "OMP_WAIT_POLICY" not in done.stderr:
+    if "GOMP_SPINCOUNT" not in done.stderr:
         pytest.skip("the OpenMP runtime does not display its environment (not GNU OpenMP)")
-    assert "OMP_WAIT_POLICY = 'PASSIVE'" in done.stderr
+    assert f"GOMP_SPINCOUNT = '{_threads.SPIN_COUNT}'" in done.stderr
     assert "left: None" in done.stdout
-    done = _display_env({"OMP_WAIT_POLICY": "ACTIVE"})
-    assert "OMP_WAIT_POLICY = 'ACTIVE'" in done.stderr and "left: ACTIVE" in done.stdout
+    done = _display_env({"OMP_WAIT_POLICY": "PASSIVE"})
+    assert "OMP_WAIT_POLICY = 'PASSIVE'" in done.stderr and "left: None" in done.stdout
+    assert f"GOMP_SPINCOUNT = '{_threads.SPIN_COUNT}'" not in done.stderr
 
 
 def test_kernels_agree_whatever_the_policy_picks(machine):

@@ -16,11 +16,12 @@ RSS is that run's: ``ru_maxrss`` of the child), one after the other:
 * ``hand loop + udf`` and ``map_parquet + udf``: the benchmark pipeline in the plain loop and
   through ``map_parquet``;
 * ``ray`` / ``dask``: the same pipeline on a local Ray (2 CPUs; Ray's default Parquet
-  reader; ``map_parquet``'s batch size) and on a ``distributed.LocalCluster`` of 2 worker
-  processes (one partition per file), engine start-up timed separately, written by the
-  engine's own ``write_parquet`` / ``to_parquet``; ``ray + lodarrow sink`` / ``dask +
-  lodarrow writer``: the same, written by ``la.ray_parquet_sink`` /
-  ``la.dask_write_parquet`` (lodarrow's writer and layout);
+  reader; its blocks mapped whole, so that Ray fuses read, udf and write into one task) and
+  on a ``distributed.LocalCluster`` of 2 worker processes (one partition per file), engine
+  start-up (the engine's start and one task per worker importing lodarrow) timed
+  separately, written by the engine's own ``write_parquet`` / ``to_parquet``; ``ray +
+  lodarrow sink`` / ``dask + lodarrow writer``: the same, written by
+  ``la.ray_parquet_sink`` / ``la.dask_write_parquet`` (lodarrow's writer and layout);
 * ``spark copy`` / ``spark identity`` / ``spark``: a local Spark (``local[2]``, Arrow batches
   of ``map_parquet``'s size) reading and writing the dataset in the JVM alone, through an
   identity ``mapInArrow`` (what Spark's JVM-Python round trip costs), and through
@@ -187,28 +188,42 @@ def _map_udf_pyarrow(src_files, dest, batch_rows):
                    progress=False, engine="pyarrow")
 
 
+def _warm_worker():
+    """What an engine's worker imports for the udf and the writers (its start-up, timed apart
+    as the engine's own start is: a long-running cluster has paid it before the job)."""
+    import time as _time
+
+    import polars  # noqa: F401
+    import pyarrow.dataset  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+
+    import lodarrow  # noqa: F401
+
+    _time.sleep(0.3)  # held a moment, so that each CPU's task starts its own worker
+    return os.getpid()
+
+
 def _ray(src_files, dest, batch_rows, lodarrow_sink=False):
-    import pyarrow.parquet as pq
     import ray
 
     import lodarrow as la
 
-    if batch_rows is None:  # map_parquet's batches, not Ray's default
-        with pq.ParquetFile(src_files[0]) as pf:
-            batch_rows = _auto_batch_rows(pf.metadata)
     t0 = time.perf_counter()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              configure_logging=False)
+    # Ray starts its worker processes on demand: one task per CPU starts them before the clock
+    ray.get([ray.remote(num_cpus=1)(_warm_worker).remote() for _ in range(2)])
     started = time.perf_counter() - t0
     try:
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False
         t1 = time.perf_counter()
         # the directory, not the list: Ray's resolver of file lists imports fsspec's HTTP
-        # filesystem, which fails without aiohttp
-        mapped = (ray.data.read_parquet(os.path.dirname(src_files[0]))
-                  .map_batches(dataset_udf(), batch_format="pyarrow", batch_size=batch_rows,
-                               zero_copy_batch=True))
+        # filesystem, which fails without aiohttp.  No batch_size (docs/scale-out.md): Ray
+        # then fuses read, udf and write into one task per read unit; a batch_size keeps
+        # the read apart and sends every block through the object store
+        mapped = ray.data.read_parquet(os.path.dirname(src_files[0])).map_batches(
+            dataset_udf(), batch_format="pyarrow", zero_copy_batch=True)
         if lodarrow_sink:
             mapped.write_datasink(la.ray_parquet_sink(dest))
         else:
@@ -230,7 +245,8 @@ def _dask(src_files, dest, batch_rows, lodarrow_writer=False):
 
     t0 = time.perf_counter()
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster):
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        client.run(_warm_worker)  # the workers' imports, as for Ray
         started = time.perf_counter() - t0
         t1 = time.perf_counter()
         f = dataset_udf()
@@ -578,7 +594,9 @@ def to_markdown(report, command):
         f"string id and title, `tokens: list<list<int32>>`, `emb: list<fixed_size_list<float, "
         f"16>>`, 0.5% null rows, 32768-row row groups); the small size is the first quarter "
         f"of the files.  Batches of {report['batch_rows']} rows (map_parquet's default, about "
-        f"32 MiB decoded) everywhere.",
+        f"32 MiB decoded) everywhere but in Ray, which maps its blocks whole (no "
+        f"`batch_size`: its read, udf and write then run fused in one task).  An engine's "
+        f"start-up, timed apart, is its start and one task per worker importing lodarrow.",
         "- Udf: `dataset_udf()` there: `sequence_pool` average of `emb`, `sequence_pool` max "
         "of `tokens`, `sequence_last_step` of `emb`.",
         f"- Machine: {m['cpu']}, {m['cores']} cores, Python {v['python']}, pyarrow "
