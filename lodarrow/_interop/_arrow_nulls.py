@@ -30,8 +30,38 @@ def first_null(data):
 
 
 def drop_rows(data, keep):
-    """``data`` without the rows where ``keep`` is False (the kept values are copied)."""
-    return data.filter(pa.array(keep, type=pa.bool_()))
+    """``data`` (Array or ChunkedArray) without the rows where ``keep`` is False.
+
+    A ``List`` / ``LargeList`` column whose dropped rows between kept ones hold no values
+    (null rows usually do not), and whose kept rows are not null (the table engine keeps
+    only such rows), keeps its values: new top-level offsets over the same child, no copy
+    of the values (a filter would copy them all: the largest cost of a udf on a column with
+    null rows).  Anything else is filtered (the kept values are copied).
+    """
+    if isinstance(data, pa.ChunkedArray):
+        chunks, start = [], 0
+        for chunk in data.chunks:
+            chunks.append(_drop_rows(chunk, keep[start:start + len(chunk)]))
+            start += len(chunk)
+        return pa.chunked_array(chunks, type=data.type)
+    return _drop_rows(data, keep)
+
+
+def _drop_rows(arr, keep):
+    t = arr.type
+    kept = np.flatnonzero(keep)
+    if kept.size and (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        off = np.asarray(arr.offsets)  # the slice's own len + 1 offsets, into arr.values
+        # the kept rows' values must lie end to end: every dropped row between two kept ones
+        # is empty (rows before the first and after the last kept one may hold anything)
+        if np.array_equal(off[kept[1:]], off[kept[:-1] + 1]) and (
+                not arr.null_count or np.asarray(arr.is_valid())[kept].all()):
+            new = np.empty(kept.size + 1, dtype=off.dtype)
+            new[0] = off[kept[0]]
+            np.take(off, kept + 1, out=new[1:])
+            return pa.Array.from_buffers(t, kept.size, [None, pa.py_buffer(new)],
+                                         null_count=0, children=[arr.values])
+    return arr.filter(pa.array(keep, type=pa.bool_()))
 
 
 def spread_rows(arr, keep):
