@@ -322,11 +322,12 @@ def _same_error(exc, message):
         return ValueError(message)
 
 
-def _warn_if_regular(t, ref, fn):
+def _warn_if_regular(t, ref, fn, stacklevel):
     """One :class:`~lodarrow.RegularLevelWarning` when the innermost level of ``t`` (a column
     read without ``lod_level`` whose innermost list level is a variable-size one) is regular:
     every list of it ``d >= 2`` long, at least two lists -- most likely a lost feature
-    dimension.  Ragged data answers from its first two lists."""
+    dimension.  Ragged data answers from its first two lists.  ``stacklevel`` counts from
+    :func:`_run`'s caller (1)."""
     off = t._offsets[-1]  # lengths only: a malformed level fails in the operator's checks
     n = off.shape[0] - 1
     if n < 2:
@@ -336,13 +337,67 @@ def _warn_if_regular(t, ref, fn):
     if d < 2 or off.item(2) - off.item(1) != d or off.item(n) - first != d * n \
             or (np.diff(off) != d).any():
         return
-    k = t.lod_level - 1  # the levels above the innermost
+    warn_regular(ref, d, t.lod_level, fn, stacklevel + 3)
+
+
+def warn_regular(ref, d, lod_level, fn, stacklevel):
+    """The :class:`~lodarrow.RegularLevelWarning` of column ``ref``, whose innermost lists
+    (of a ``lod_level``-level tensor) all have ``d`` entries."""
+    k = lod_level - 1  # the levels above the innermost
     warnings.warn(
         f"{fn}: every innermost list of column {ref.name!r} has {d} entries: if they are "
         f"feature vectors that a writer turned into lists (pandas object columns, Spark "
         f"and DuckDB do), read them as features with "
         f"col({ref.name!r}, lod_level={k}, feature_shape=({d},)); an explicit lod_level "
-        f"silences this warning", RegularLevelWarning, stacklevel=5)
+        f"silences this warning", RegularLevelWarning, stacklevel=stacklevel)
+
+
+class BatchesDisagree(Exception):
+    """Raised by :meth:`BatchNotes.saw` when a record batch's column decodes to another kind
+    of tensor than the batches before it (the whole table decides what that means)."""
+
+
+class BatchNotes:
+    """What one :class:`Call` saw of the columns it read over the record batches of one
+    table, so that mapping the table batch by batch answers as the whole table would.
+
+    Per column read (its index in ``Call.refs``): the tensor's dtype, feature shape and
+    number of levels, which must agree between batches (else :class:`BatchesDisagree`: a
+    width only the data gives may differ, and the whole table then fails), and, for a
+    column that may warn of a regular innermost level, the length every innermost list had
+    so far with their count (``(d, n)``; ``d`` is -1 once two lengths differ).
+    """
+
+    __slots__ = ("kinds", "regular")
+
+    def __init__(self):
+        self.kinds = {}
+        self.regular = {}
+
+    def saw(self, i, t, may_warn):
+        """Note tensor ``t``, read for column ``i`` from one batch."""
+        kind = (t._data.dtype, t._data.shape[1:], t.lod_level)
+        if self.kinds.setdefault(i, kind) != kind:
+            raise BatchesDisagree(i)
+        if not may_warn:
+            return
+        off = t._offsets[-1]
+        n = off.shape[0] - 1
+        if n == 0:
+            return
+        first = off.item(0)
+        d = off.item(1) - first
+        if d < 2 or off.item(n) - first != d * n or (np.diff(off) != d).any():
+            d = -1
+        d0, n0 = self.regular.get(i, (d, 0))
+        self.regular[i] = (d if d0 == d else -1, n0 + n)
+
+    def warn(self, c, stacklevel):
+        """Give the warnings the whole table would have given, in the same order
+        (``stacklevel`` as :func:`warnings.warn`'s, counted from the caller of this)."""
+        for i, (d, n) in sorted(self.regular.items()):
+            if d >= 2 and n >= 2:
+                warn_regular(c.refs[i], d, self.kinds[i][2], c.fn, stacklevel + 2)
 
 
 # ---------------------------------------------------------------------------- results
@@ -428,8 +483,10 @@ class Call:
         self.warn = tuple(r.lod_level is None for r in refs)
         self.fields = {}  # (out name, Arrow type) -> the result's field, made once
 
-    def __call__(self, table):
-        return _run(self, table)
+    def __call__(self, table, notes=None):
+        # notes: a BatchNotes while a table is mapped batch by batch (errors are then
+        # located by running the whole table, so not here)
+        return _run(self, table, notes is None, notes)
 
     def remember(self):
         """Note the arguments' state, for :meth:`fits` (a udf keeps its call)."""
@@ -495,10 +552,10 @@ def _index(refs, ref):
 
 def run(table, name, fn_op, args, outs, device, fn):
     """The body of :func:`apply` (shared with :class:`udf`)."""
-    return _run(Call(name, fn_op, args, outs, device, fn), table)
+    return _run(Call(name, fn_op, args, outs, device, fn), table, stacklevel=2)
 
 
-def _run(c, table, locate=True):
+def _run(c, table, locate=True, notes=None, stacklevel=3):
     fn, refs = c.fn, c.refs
     kind = type(table)
     adapter = ArrowAdapter(table) if kind is pa.Table or kind is pa.RecordBatch \
@@ -522,14 +579,16 @@ def _run(c, table, locate=True):
     n_kept = n_rows if keep is None else int(np.count_nonzero(keep))
     tensors = []
     narrow = True
-    for ref, (data, from_objects, kinds), warn in zip(refs, raw, c.warn):
+    for i, (ref, (data, from_objects, kinds), warn) in enumerate(zip(refs, raw, c.warn)):
         if keep is not None:
             check_inner_nulls(data, ref.name, fn)  # O(levels) unless there are some
             data = drop_rows(data, keep)
         t = _read(data, ref, fn)
+        if notes is not None:
+            notes.saw(i, t, bool(t._offsets) and kinds[3] and warn)
         if t._offsets:
-            if kinds[3] and warn and locate:
-                _warn_if_regular(t, ref, fn)
+            if kinds[3] and warn and locate and notes is None:
+                _warn_if_regular(t, ref, fn, stacklevel)
             narrow = narrow and (kinds[1] or from_objects)
         tensors.append(t)
     place = None if c.device is None else device_place(c.device, fn)
@@ -714,7 +773,7 @@ def apply(table, op, *, out, device=None, **args):
     name, fn_op = resolve_op(op, "apply")
     for c in _RECENT_CALLS:
         if c.fits_apply(name, args, out, device):
-            return _run(c, table)
+            return _run(c, table, stacklevel=2)
     check_arguments(name, args, "apply")
     outs = check_out(out, n_results(name, args), name, "apply")
     check_required(name, args, "apply")
@@ -722,4 +781,4 @@ def apply(table, op, *, out, device=None, **args):
     c.out = out
     _RECENT_CALLS.insert(0, c)
     del _RECENT_CALLS[_RECENT_CALLS_SIZE:]
-    return _run(c, table)
+    return _run(c, table, stacklevel=2)

@@ -5,23 +5,84 @@ so it pickles in a few hundred bytes for Ray, Dask or Spark workers.  Its output
 depends only on the input schema and the arguments (docs/tables.md): it is computed by
 running the call on an empty table of the input schema, so it is the schema every batch's
 result has, by construction.
+
+That also makes a udf's result on a table the concatenation of its results on the table's
+record batches, which is how a table whose columns come in several chunks is mapped (a Ray
+block: one chunk per batch read): each batch's columns are read zero-copy, where the whole
+table's would be joined into one copy first.
 """
 
 import numpy as np
 import pyarrow as pa
 
-from lodarrow._tables._apply import (CONTRACTS, OPERATORS, Call, ColumnRef, check_arguments,
-                                     check_device, check_out, check_required, refs_in,
-                                     resolve_op)
 from lodarrow._tables._adapters import is_pandas_frame, variable_levels
+from lodarrow._tables._apply import (
+    CONTRACTS,
+    OPERATORS,
+    BatchNotes,
+    Call,
+    ColumnRef,
+    check_arguments,
+    check_device,
+    check_out,
+    check_required,
+    refs_in,
+    resolve_op,
+)
 
 __all__ = ["udf", "pipeline"]
+
+
+#: A chunked table is mapped batch by batch only when its batches average this many rows:
+#: below, a udf's fixed cost per call (about 0.1 ms) outweighs the join it saves.
+_MIN_BATCH_ROWS = 4096
+
+
+def _by_batch(calls, table, names):
+    """``calls`` applied in turn to each record batch of ``table``, as one table; None where
+    the table is better run whole: a ``pyarrow.Table`` whose columns ``names`` are in one
+    chunk each (read zero-copy as they are), or whose batches are small.
+
+    The result is the whole table's (a udf's result on a table is the concatenation of its
+    results on the rows), warnings included (:class:`~lodarrow._tables._apply.BatchNotes`),
+    except where the batches disagree or one fails: then None, and the whole table gives the
+    result or the error it gives, located at its first failing row.
+    """
+    if type(table) is not pa.Table or not any(
+            table.column(n).num_chunks > 1 for n in names if n in table.column_names):
+        return None
+    batches = [b for b in table.to_batches() if b.num_rows]
+    if len(batches) < 2 or table.num_rows < _MIN_BATCH_ROWS * len(batches):
+        return None
+    notes = [BatchNotes() for _ in calls]
+    try:
+        results = []
+        for batch in batches:
+            for c, seen in zip(calls, notes):
+                batch = c(batch, seen)
+            results.append(batch)
+        result = pa.Table.from_batches(results)
+    except Exception:  # noqa: BLE001 -- run whole: its result or its exact error
+        return None
+    for c, seen in zip(calls, notes):
+        seen.warn(c, stacklevel=3)  # the caller of udf / pipeline
+    return result
 
 
 class _Base:
     """What udf and pipeline share: ``output_schema`` callers and ``dask_meta``."""
 
     __slots__ = ()
+
+    def __call__(self, batch):
+        """Apply to one table or batch (any kind :func:`lodarrow.apply` takes)."""
+        calls = self._calls()
+        result = _by_batch(calls, batch, self._reads())
+        if result is not None:
+            return result
+        for c in calls:
+            batch = c(batch)
+        return batch
 
     def dask_meta(self, ddf):
         """The empty pandas DataFrame a Dask ``map_partitions`` needs as ``meta``.
@@ -171,14 +232,13 @@ class udf(_Base):
         self.device = device
         self._call = None
 
-    def __call__(self, batch):
-        """Apply to one table or batch (any kind :func:`lodarrow.apply` takes)."""
+    def _calls(self):
         c = self._call
         if c is None or not c.fits(self.op, self.args, self.out, self.device):
             # worked out once per udf (and again only if its attributes were changed)
             c = self._call = Call(self.op, OPERATORS[self.op], self.args, self.out,
                                   self.device, "udf").remember()
-        return c(batch)
+        return (c,)
 
     def __getstate__(self):
         return (self.op, self.args, self.out, self.device)
@@ -309,10 +369,8 @@ class pipeline(_Base):
                                 f"{type(u).__name__}")
         self.udfs = tuple(flat)
 
-    def __call__(self, batch):
-        for u in self.udfs:
-            batch = u(batch)
-        return batch
+    def _calls(self):
+        return tuple(c for u in self.udfs for c in u._calls())
 
     def __getstate__(self):
         return self.udfs
