@@ -33,15 +33,17 @@ from lodarrow._tables._apply import (
 __all__ = ["udf", "pipeline"]
 
 
-#: A chunked table is mapped batch by batch only when its batches average this many rows:
-#: below, a udf's fixed cost per call (about 0.1 ms) outweighs the join it saves.
-_MIN_BATCH_ROWS = 4096
+#: A chunked table is mapped batch by batch only where the columns read average this many
+#: bytes a batch: at 2 MiB a batch that is 1.4x as fast as joining the chunks (a copy into
+#: fresh memory, page faults and all), at 4 MiB 3.6-4x, at 1 MiB about even, and below it
+#: the calls per batch cost more than the join (benchmarks/udf_chunked_tables.py).
+_MIN_BATCH_BYTES = 1 << 20
 
 
 def _by_batch(calls, table, names):
     """``calls`` applied in turn to each record batch of ``table``, as one table; None where
-    the table is better run whole: a ``pyarrow.Table`` whose columns ``names`` are in one
-    chunk each (read zero-copy as they are), or whose batches are small.
+    the table is better run whole: not a ``pyarrow.Table``, its columns read (``names``) in
+    one chunk each (read zero-copy as they are), or its batches small.
 
     The result is the whole table's (a udf's result on a table is the concatenation of its
     results on the rows), warnings included (:class:`~lodarrow._tables._apply.BatchNotes`),
@@ -52,7 +54,8 @@ def _by_batch(calls, table, names):
             table.column(n).num_chunks > 1 for n in names if n in table.column_names):
         return None
     batches = [b for b in table.to_batches() if b.num_rows]
-    if len(batches) < 2 or table.num_rows < _MIN_BATCH_ROWS * len(batches):
+    if len(batches) < 2 or sum(table.column(n).nbytes for n in names if n in
+                               table.column_names) < _MIN_BATCH_BYTES * len(batches):
         return None
     notes = [BatchNotes() for _ in calls]
     try:
