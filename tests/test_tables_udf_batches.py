@@ -118,6 +118,19 @@ def pd_arrow_dtype():
     return pd.ArrowDtype
 
 
+def test_a_column_missing_or_named_twice_is_the_whole_table_s_key_error():
+    table = chunked(make_table(np.random.default_rng(8), 12), [6])
+    twice = pa.Table.from_arrays([table.column("x"), table.column("x")], names=["x", "x"])
+    f = la.udf(la.sequence_pool, input=la.col("x"), pool_type="sum", out="s")
+    g = la.udf(la.sequence_pool, input=la.col("nope"), pool_type="sum", out="s")
+    for u, t in ((f, twice), (g, table)):
+        with whole():
+            want = _error(u, t)
+        with batch_by_batch():
+            got = _error(u, t)
+        assert got == want and want[0] is KeyError and "udf: no column" in want[1]
+
+
 def test_batches_with_no_rows_are_skipped_and_an_empty_table_keeps_its_schema():
     table = make_table(np.random.default_rng(7), 9)
     f = la.udf(la.sequence_reverse, x=la.col("x"), out="r")

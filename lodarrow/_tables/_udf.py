@@ -50,12 +50,15 @@ def _by_batch(calls, table, names):
     except where the batches disagree or one fails: then None, and the whole table gives the
     result or the error it gives, located at its first failing row.
     """
-    if type(table) is not pa.Table or not any(
-            table.column(n).num_chunks > 1 for n in names if n in table.column_names):
+    if type(table) is not pa.Table:
+        return None
+    # columns missing or named twice: the whole table's KeyError
+    found = (table.schema.get_field_index(n) for n in names)
+    read = [table.column(i) for i in found if i >= 0]
+    if not any(c.num_chunks > 1 for c in read):
         return None
     batches = [b for b in table.to_batches() if b.num_rows]
-    if len(batches) < 2 or sum(table.column(n).nbytes for n in names if n in
-                               table.column_names) < _MIN_BATCH_BYTES * len(batches):
+    if len(batches) < 2 or sum(c.nbytes for c in read) < _MIN_BATCH_BYTES * len(batches):
         return None
     notes = [BatchNotes() for _ in calls]
     try:
