@@ -459,7 +459,7 @@ class Call:
     once (the columns read, where each goes), so that a :class:`~lodarrow.udf` applied to
     many batches pays for it once.  Holds no data."""
 
-    __slots__ = ("name", "fn_op", "args", "outs", "device", "fn", "refs", "contract",
+    __slots__ = ("name", "fn_op", "args", "outs", "device", "fn", "refs", "names", "contract",
                  "items", "out", "literals", "columns", "lists", "warn", "fields")
 
     def __init__(self, name, fn_op, args, outs, device, fn):
@@ -467,6 +467,7 @@ class Call:
         self.items = self.out = None  # see remember(), apply()
         self.device, self.fn = device, fn
         self.refs = refs = _unique(refs_in(args))
+        self.names = tuple(r.name for r in refs)
         self.contract = contract = CONTRACTS[name]
         # the arguments sorted for _run: the literals as a ready dict, the column arguments
         # as (key, index in refs, must be plain), the lists holding columns as (key, value)

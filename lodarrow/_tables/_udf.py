@@ -16,19 +16,9 @@ import numpy as np
 import pyarrow as pa
 
 from lodarrow._tables._adapters import is_pandas_frame, variable_levels
-from lodarrow._tables._apply import (
-    CONTRACTS,
-    OPERATORS,
-    BatchNotes,
-    Call,
-    ColumnRef,
-    check_arguments,
-    check_device,
-    check_out,
-    check_required,
-    refs_in,
-    resolve_op,
-)
+from lodarrow._tables._apply import (CONTRACTS, OPERATORS, BatchNotes, Call, ColumnRef,
+                                     check_arguments, check_device, check_out, check_required,
+                                     refs_in, resolve_op)
 
 __all__ = ["udf", "pipeline"]
 
@@ -40,25 +30,32 @@ __all__ = ["udf", "pipeline"]
 _MIN_BATCH_BYTES = 1 << 20
 
 
-def _by_batch(calls, table, names):
-    """``calls`` applied in turn to each record batch of ``table``, as one table; None where
-    the table is better run whole: not a ``pyarrow.Table``, its columns read (``names``) in
-    one chunk each (read zero-copy as they are), or its batches small.
+def _by_batch(calls, table):
+    """``calls`` applied in turn to each record batch of ``table`` (a ``pyarrow.Table``), as
+    one table; None where the table is better run whole: the columns the calls read in one
+    chunk each (read zero-copy as they are), or its batches small.
 
     The result is the whole table's (a udf's result on a table is the concatenation of its
     results on the rows), warnings included (:class:`~lodarrow._tables._apply.BatchNotes`),
     except where the batches disagree or one fails: then None, and the whole table gives the
     result or the error it gives, located at its first failing row.
     """
-    if type(table) is not pa.Table:
-        return None
-    # columns missing or named twice: the whole table's KeyError
-    found = (table.schema.get_field_index(n) for n in names)
-    read = [table.column(i) for i in found if i >= 0]
-    if not any(c.num_chunks > 1 for c in read):
+    # (a column a later call reads may be an earlier one's result: it only sways the choice;
+    # a column missing or named twice is left to the whole table's KeyError)
+    schema = table.schema
+    read = []
+    chunked = False
+    for c in calls:
+        for name in c.names:
+            i = schema.get_field_index(name)
+            if i >= 0:
+                column = table.column(i)
+                chunked = chunked or column.num_chunks > 1
+                read.append(column)
+    if not chunked:  # the common case, on every call: kept to a few attribute reads
         return None
     batches = [b for b in table.to_batches() if b.num_rows]
-    if len(batches) < 2 or sum(c.nbytes for c in read) < _MIN_BATCH_BYTES * len(batches):
+    if len(batches) < 2 or sum(col.nbytes for col in read) < _MIN_BATCH_BYTES * len(batches):
         return None
     notes = [BatchNotes() for _ in calls]
     try:
@@ -83,9 +80,10 @@ class _Base:
     def __call__(self, batch):
         """Apply to one table or batch (any kind :func:`lodarrow.apply` takes)."""
         calls = self._calls()
-        result = _by_batch(calls, batch, self._reads())
-        if result is not None:
-            return result
+        if type(batch) is pa.Table:
+            result = _by_batch(calls, batch)
+            if result is not None:
+                return result
         for c in calls:
             batch = c(batch)
         return batch
