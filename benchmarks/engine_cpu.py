@@ -40,7 +40,7 @@ def machine_cpu_s():
 
 def child(run, src):
     import lodarrow as la
-    from lodarrow._bench._datasets import _ray_first_job, _warm_worker, dataset_udf
+    from lodarrow._bench._datasets import dataset_udf, ray_job, ray_start
 
     dest = tempfile.mkdtemp(prefix="lodarrow-engine-cpu-")
     os.rmdir(dest)
@@ -49,21 +49,13 @@ def child(run, src):
             cpu, start = machine_cpu_s(), time.perf_counter()
             la.map_parquet(src, dest, dataset_udf())
         else:
-            import ray
-
             if run == "ray-footer-actors-2":
                 os.environ["RAY_DATA_PARQUET_FOOTER_NUM_ACTORS"] = "2"
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
-            ray.get([ray.remote(num_cpus=1)(_warm_worker).remote() for _ in range(2)])
-            ray.data.DataContext.get_current().enable_progress_bars = False
             first = sorted(f for f in os.listdir(src) if f.endswith(".parquet"))[0]
-            _ray_first_job(os.path.join(src, first), True)
+            ray_start(os.path.join(src, first), lodarrow_sink=True)
             time.sleep(1)  # the warm-up job's processes settle
             cpu, start = machine_cpu_s(), time.perf_counter()
-            ray.data.read_parquet(src).map_batches(
-                dataset_udf(), batch_format="pyarrow", zero_copy_batch=True
-            ).write_datasink(la.ray_parquet_sink(dest))
+            ray_job(src, dest, lodarrow_sink=True)
         wall, cpu = time.perf_counter() - start, machine_cpu_s() - cpu
         print(f"| {run} | {wall:.1f} | {cpu:.1f} | {cpu / wall:.2f} |", flush=True)
     finally:

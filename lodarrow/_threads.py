@@ -127,7 +127,8 @@ class _Team:
                 return None
             if not stat:  # the thread has exited
                 return None
-            n += stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] == b"R"
+            state = stat.rindex(b")") + 2  # after "pid (name) "; a name may hold ")"
+            n += stat[state:state + 1] == b"R"
         return n
 
     def close(self):

@@ -207,57 +207,55 @@ def _warm_worker():
 def _ray(src_files, dest, batch_rows, lodarrow_sink=False):
     import ray
 
-    import lodarrow as la
-
     t0 = time.perf_counter()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
-    # Ray starts its worker processes on demand: one task per CPU starts them before the clock
-    ray.get([ray.remote(num_cpus=1)(_warm_worker).remote() for _ in range(2)])
     try:
-        ctx = ray.data.DataContext.get_current()
-        ctx.enable_progress_bars = False
-        _ray_first_job(src_files[0], lodarrow_sink)
+        ray_start(src_files[0], lodarrow_sink)
         started = time.perf_counter() - t0
         t1 = time.perf_counter()
-        # the directory, not the list: Ray's resolver of file lists imports fsspec's HTTP
-        # filesystem, which fails without aiohttp.  No batch_size (docs/scale-out.md): Ray
-        # then fuses read, udf and write into one task per read unit; a batch_size keeps
-        # the read apart and sends every block through the object store
-        mapped = ray.data.read_parquet(os.path.dirname(src_files[0])).map_batches(
-            dataset_udf(), batch_format="pyarrow", zero_copy_batch=True)
-        if lodarrow_sink:
-            mapped.write_datasink(la.ray_parquet_sink(dest))
-        else:
-            mapped.write_parquet(dest)
+        ray_job(os.path.dirname(src_files[0]), dest, lodarrow_sink)
         return {"startup_s": started, "run_s": time.perf_counter() - t1}
     finally:
         ray.shutdown()
 
 
-def _ray_first_job(src_file, lodarrow_sink):
-    """The same job on a few rows, before the clock: a Ray worker imports Ray Data's executor
-    on its first Data task (about 2.5 CPU s each here), which a cluster that has run a job
-    has paid, as it has started its workers."""
+def ray_start(src_file, lodarrow_sink):
+    """A local Ray of 2 CPUs ready for :func:`ray_job`, as a cluster that has run a job is:
+    its workers started (Ray starts them on demand: one task per CPU) and the same job run
+    once on 2 x 1024 rows of ``src_file`` (a worker imports Ray Data's executor on its first
+    Data task, about 2.5 CPU s each here)."""
     import tempfile
 
     import pyarrow.parquet as pq
     import ray
 
-    import lodarrow as la
-
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
+    ray.get([ray.remote(num_cpus=1)(_warm_worker).remote() for _ in range(2)])
+    ray.data.DataContext.get_current().enable_progress_bars = False
     with tempfile.TemporaryDirectory(prefix="lodarrow-bench-ray-") as tmp:
         rows = pq.ParquetFile(src_file).read_row_group(0).slice(0, 1024)
         os.mkdir(os.path.join(tmp, "src"))
         for k in range(2):  # one read task per worker
             pq.write_table(rows, os.path.join(tmp, "src", f"part-{k}.parquet"))
-        mapped = ray.data.read_parquet(os.path.join(tmp, "src")).map_batches(
-            dataset_udf(), batch_format="pyarrow", zero_copy_batch=True)
-        dest = os.path.join(tmp, "out")
-        if lodarrow_sink:
-            mapped.write_datasink(la.ray_parquet_sink(dest))
-        else:
-            mapped.write_parquet(dest)
+        ray_job(os.path.join(tmp, "src"), os.path.join(tmp, "out"), lodarrow_sink)
+
+
+def ray_job(src_dir, dest, lodarrow_sink):
+    """The benchmark udf over the Parquet files of ``src_dir`` on Ray Data, into ``dest``."""
+    import ray
+
+    import lodarrow as la
+
+    # the directory, not the list: Ray's resolver of file lists imports fsspec's HTTP
+    # filesystem, which fails without aiohttp.  No batch_size (docs/scale-out.md): Ray then
+    # fuses read, udf and write into one task per read unit; a batch_size keeps the read
+    # apart and sends every block through the object store
+    mapped = ray.data.read_parquet(src_dir).map_batches(
+        dataset_udf(), batch_format="pyarrow", zero_copy_batch=True)
+    if lodarrow_sink:
+        mapped.write_datasink(la.ray_parquet_sink(dest))
+    else:
+        mapped.write_parquet(dest)
 
 
 def _ray_sink(src_files, dest, batch_rows):

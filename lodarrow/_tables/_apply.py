@@ -322,22 +322,30 @@ def _same_error(exc, message):
         return ValueError(message)
 
 
+def _innermost_width(t):
+    """``(n, d)``: how many innermost lists ``t`` has and the length ``d >= 2`` every one of
+    them has, ``d = -1`` where they differ or are shorter (a regular innermost level is most
+    likely a lost feature dimension).  Ragged data answers from its first two lists."""
+    off = t._offsets[-1]  # lengths only: a malformed level fails in the operator's checks
+    n = off.shape[0] - 1
+    if n == 0:
+        return 0, -1
+    first = off.item(0)  # Python ints: cheaper than NumPy scalars for these few reads
+    d = off.item(1) - first
+    if d < 2 or (n > 1 and off.item(2) - off.item(1) != d) or off.item(n) - first != d * n \
+            or (np.diff(off) != d).any():
+        return n, -1
+    return n, d
+
+
 def _warn_if_regular(t, ref, fn, stacklevel):
     """One :class:`~lodarrow.RegularLevelWarning` when the innermost level of ``t`` (a column
     read without ``lod_level`` whose innermost list level is a variable-size one) is regular:
-    every list of it ``d >= 2`` long, at least two lists -- most likely a lost feature
-    dimension.  Ragged data answers from its first two lists.  ``stacklevel`` counts from
-    :func:`_run`'s caller (1)."""
-    off = t._offsets[-1]  # lengths only: a malformed level fails in the operator's checks
-    n = off.shape[0] - 1
-    if n < 2:
-        return
-    first = off.item(0)  # Python ints: cheaper than NumPy scalars for these few reads
-    d = off.item(1) - first
-    if d < 2 or off.item(2) - off.item(1) != d or off.item(n) - first != d * n \
-            or (np.diff(off) != d).any():
-        return
-    warn_regular(ref, d, t.lod_level, fn, stacklevel + 3)
+    at least two lists, all of one length ``d >= 2`` (:func:`_innermost_width`).
+    ``stacklevel`` counts from :func:`_run`'s caller (1)."""
+    n, d = _innermost_width(t)
+    if n >= 2 and d >= 2:
+        warn_regular(ref, d, t.lod_level, fn, stacklevel + 3)
 
 
 def warn_regular(ref, d, lod_level, fn, stacklevel):
@@ -381,14 +389,9 @@ class BatchNotes:
             raise BatchesDisagree(i)
         if not may_warn:
             return
-        off = t._offsets[-1]
-        n = off.shape[0] - 1
+        n, d = _innermost_width(t)
         if n == 0:
             return
-        first = off.item(0)
-        d = off.item(1) - first
-        if d < 2 or off.item(n) - first != d * n or (np.diff(off) != d).any():
-            d = -1
         d0, n0 = self.regular.get(i, (d, 0))
         self.regular[i] = (d if d0 == d else -1, n0 + n)
 
