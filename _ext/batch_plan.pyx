@@ -109,19 +109,46 @@ def sort_windows(const int64_t[::1] order, const int64_t[::1] lengths,
     return -1 if failed else 0
 
 
+cdef inline int64_t _fit_width(int64_t need, int64_t multiple, const int64_t* widths,
+                               Py_ssize_t n_widths) noexcept nogil:
+    """The padded width of ``need`` slots: the smallest of ``widths`` that holds it (-1 when
+    none does), else ``need`` rounded up to a multiple of ``multiple``."""
+    cdef Py_ssize_t k
+    if n_widths > 0:
+        for k in range(n_widths):
+            if widths[k] >= need:
+                return widths[k]
+        return -1
+    if multiple > 1:
+        return (need + multiple - 1) // multiple * multiple
+    return need
+
+
 def cut_batches(const int64_t[::1] seq_lengths, const int64_t[::1] windows,
-                int64_t batch_size, int64_t max_tokens, bint packed, int64_t[::1] bounds):
+                int64_t batch_size, int64_t max_tokens, int measure, int64_t fixed_rows,
+                int64_t multiple, const int64_t[::1] widths, int64_t[::1] bounds):
     """Cut a sequence of lengths (in plan order) into batches, greedily, never across a
     window boundary.
 
     A batch takes the next sequence while it holds fewer than ``batch_size`` sequences (0: no
-    limit) and its cost with that sequence stays within ``max_tokens`` (0: no limit): the
-    packed cost is the sum of the lengths, the padded cost ``count * longest``.  An empty batch
-    always takes the next sequence, so one longer than the budget is a batch of its own.
-    Writes the batch boundaries (positions) to ``bounds`` and returns the number of batches.
+    limit) and its *slots* with that sequence (what the delivered batch will hold, padding
+    included) stay within ``max_tokens`` (0: no limit) and have a width.  ``measure`` says
+    what the slots are, with ``W`` the padded width (``widths`` when given, -1 past the last,
+    else rounded up to ``multiple``):
+
+    - 0, a padded batch: ``rows * W(longest)``, ``rows`` being ``fixed_rows`` or the count;
+    - 1, a flat batch: ``W(sum of lengths)``;
+    - 2, a flat batch counted padded too: ``max(count * longest, W(sum))``.
+
+    An empty batch always takes the next sequence, so one whose batch alone is over the budget
+    is a batch of its own.  Writes the batch boundaries (positions) to ``bounds`` and returns
+    the number of batches.
     """
     cdef Py_ssize_t nw = windows.shape[0] - 1, w
-    cdef int64_t nb = 0, i, lo, hi, count, longest, total, length, cost, m
+    cdef Py_ssize_t n_widths = widths.shape[0]
+    cdef const int64_t* pw = &widths[0] if n_widths > 0 else NULL
+    cdef int64_t nb = 0, i, lo, hi, count, longest, total, length, m, width, slots, rows
+    cdef bint close
     with nogil:
         bounds[0] = 0
         for w in range(nw):
@@ -133,10 +160,20 @@ def cut_batches(const int64_t[::1] seq_lengths, const int64_t[::1] windows,
             for i in range(lo, hi):
                 length = seq_lengths[i]
                 if count > 0:
-                    m = longest if longest > length else length
-                    cost = total + length if packed else (count + 1) * m
-                    if (batch_size > 0 and count >= batch_size) or (
-                            max_tokens > 0 and cost > max_tokens):
+                    close = batch_size > 0 and count >= batch_size
+                    if not close:
+                        m = longest if longest > length else length
+                        if measure == 0:
+                            width = _fit_width(m, multiple, pw, n_widths)
+                            rows = fixed_rows if fixed_rows > 0 else count + 1
+                            slots = rows * width
+                        else:
+                            width = _fit_width(total + length, multiple, pw, n_widths)
+                            slots = width
+                            if measure == 2 and (count + 1) * m > slots:
+                                slots = (count + 1) * m
+                        close = width < 0 or (max_tokens > 0 and slots > max_tokens)
+                    if close:
                         nb += 1
                         bounds[nb] = i
                         count = 0

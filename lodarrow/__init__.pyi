@@ -253,7 +253,7 @@ def collate(source: Any, rows: ArrayLike | None = None, *, column: str | None = 
             pad_widths: Sequence[int] | None = None,
             num_segments: int | None = None) -> dict[str, Any]: ...
 def batch_loader(source: Any, column: str | None = None, *, batch_size: int | None = None,
-                 max_tokens: int | None = None, cost: str = "padded", shuffle: bool = True,
+                 max_tokens: int | None = None, cost: str | None = None, shuffle: bool = True,
                  drop_last: bool = False, seed: int = 0, num_replicas: int = 1, rank: int = 0,
                  balance: str = "batches", alpha: float = 0.0, oversize: str = "alone",
                  nulls: _Nulls = "error", mode: str = "padded",

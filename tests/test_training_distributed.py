@@ -1,10 +1,13 @@
 """A real elastic resume (shared/TRAINING.md section 7): ``torch.distributed`` with the gloo
 backend on 127.0.0.1, a fresh interpreter per rank (as torchrun starts them), ``DataLoader``
-workers.  4 ranks x 2 workers checkpoint at a random step and stop; 2 ranks x 3 workers resume
-and stop again at a random step; 3 ranks in-process (``num_workers=0``) finish the epoch.
+workers, batches padded to a multiple of 64 under a token budget.  4 ranks x 2 workers under
+torchdata's ``StatefulDataLoader`` checkpoint at a random step and stop; 2 ranks x 2 workers
+resume from that ``StatefulDataLoader`` state (another world: the workers agree on the step
+received) and stop again at a random step, saving the loader's own state
+(``dataset.loader_state``); 3 ranks x 3 workers under a plain ``DataLoader`` finish the epoch.
 Across the three runs every sequence of the epoch is received exactly once, every run gives
-each rank as many steps, no batch exceeds the token budget, and every batch's values are its
-rows' (tests/training_dist_worker.py is one rank)."""
+each rank as many steps, no batch's slots (padding included) exceed the token budget, and
+every batch's values are its rows' (tests/training_dist_worker.py is one rank)."""
 
 import json
 import os
@@ -27,7 +30,8 @@ from conftest import run_python  # noqa: E402
 
 WORKER = Path(__file__).with_name("training_dist_worker.py")
 N = 3000
-KW = {"max_tokens": 1024, "balance": "tokens", "row_groups": 2, "seed": 9}
+KW = {"max_tokens": 1024, "balance": "tokens", "row_groups": 2, "seed": 9,
+      "pad_to_multiple_of": 64}
 #: One run (all its ranks) must finish within this: a hung collective fails the test.
 RUN_TIMEOUT = 120
 
@@ -58,8 +62,9 @@ def _launch(tmp, path, runs, seed):
     return each run's records, one per rank."""
     config = {"path": path, "kw": KW, "out": str(tmp), "seed": seed, "timeout": 60,
               "run_timeout": RUN_TIMEOUT, "runs": [
-                  {"name": name, "world": world, "num_workers": workers, "stop": stop}
-                  for name, world, workers, stop in runs]}
+                  {"name": name, "world": world, "num_workers": workers, "stop": stop,
+                   "loader": kind}
+                  for name, world, workers, stop, kind in runs]}
     (tmp / "config.json").write_text(json.dumps(config))
     env = {"OMP_NUM_THREADS": "1"}  # as torchrun sets it
     if os.path.isdir("/sys/class/net/lo"):
@@ -73,19 +78,20 @@ def _launch(tmp, path, runs, seed):
     assert proc.returncode == 0, f"a run failed (seed {seed}):\n{log}"
     assert "batch_loader" not in log, f"the loader warned:\n{log}"
     return [[json.loads((tmp / name / f"rank-{r}.json").read_text()) for r in range(world)]
-            for name, world, _, _ in runs]
+            for name, world, _, _, _ in runs]
 
 
 def test_checkpoint_stop_resume_on_other_worlds_and_worker_counts(corpus, tmp_path):
     path, lengths = corpus
     seed = secrets.randbits(32)
     why = f"(seed {seed})"
-    plan = [("run1-4ranks-2workers", 4, 2, True), ("run2-2ranks-3workers", 2, 3, True),
-            ("run3-3ranks-inprocess", 3, 0, False)]
+    plan = [("run1-4ranks-2workers-stateful", 4, 2, True, "stateful"),
+            ("run2-2ranks-2workers-stateful", 2, 2, True, "stateful"),
+            ("run3-3ranks-3workers", 3, 3, False, "plain")]
     runs = _launch(tmp_path, path, plan, seed)
     cursor = 0
     state = None
-    for (name, world, workers, stop), ranks in zip(plan, runs):
+    for (name, world, workers, stop, _), ranks in zip(plan, runs):
         steps = [len(r["rows"]) for r in ranks]
         assert len(set(steps)) == 1, f"{name}: unequal steps per rank {steps} {why}"
         assert all(r["steps_all_ranks"] == steps for r in ranks), why
@@ -100,7 +106,7 @@ def test_checkpoint_stop_resume_on_other_worlds_and_worker_counts(corpus, tmp_pa
         assert len(lens) == 1, why
         if stop:
             assert 1 <= steps[0] <= max(lens.pop() - cursor - 1, 1), why
-            states = [r["state"] for r in ranks]
+            states = [_position(r["state"]) for r in ranks]
             assert all(s == states[0] for s in states), f"{name}: ranks saved different " \
                                                         f"states {why}"
             assert states[0]["cursor"] == cursor + steps[0]
@@ -108,7 +114,7 @@ def test_checkpoint_stop_resume_on_other_worlds_and_worker_counts(corpus, tmp_pa
         else:
             assert cursor + steps[0] == lens.pop(), f"{name}: the epoch did not end {why}"
         cursor += steps[0]
-    assert state["segments"] == [[4, 0], [2, runs[0][0]["state"]["cursor"]]], why
+    assert state["segments"] == [[4, 0], [2, _position(runs[0][0]["state"])["cursor"]]], why
     received = np.array([row for ranks in runs for r in ranks for b in r["rows"] for row in b])
     counts = np.bincount(received, minlength=N)
     assert counts.max() == 1, f"sequences received twice: {np.flatnonzero(counts > 1)[:20]} {why}"
@@ -120,3 +126,12 @@ def test_checkpoint_stop_resume_on_other_worlds_and_worker_counts(corpus, tmp_pa
         plan_rows = loader.plan()
         for s, rows in enumerate(rec["rows"]):
             assert np.array_equal(plan_rows[s], rows), f"run 1 rank {r} step {s} {why}"
+
+
+def _position(saved):
+    """The loader's position a checkpoint holds (a StatefulDataLoader's: as the loader's)."""
+    if saved["kind"] == "stateful":
+        from lodarrow._training._torch import stateful_loader_state
+
+        return stateful_loader_state(saved["state"])
+    return saved["state"]

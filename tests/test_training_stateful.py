@@ -195,3 +195,87 @@ def test_persistent_workers_warn_once_when_an_epoch_repeats(corpus, uninterrupte
     del dl
     lines = log.read_text().splitlines()
     assert len(lines) == 1 and "UserWarning: batch_loader: epoch 0 is iterated again" in lines[0]
+
+
+# --- StatefulDataLoader where options meet: another world, another worker count ------------
+
+def _world_run(corpus, before, after, workers, stop, **kw):
+    """``before`` ranks under StatefulDataLoader stop after ``stop`` steps; ``after`` ranks
+    resume from rank 0's StatefulDataLoader state with the same worker count; every rank's
+    rows, all runs together."""
+    got, states = [], []
+    for r in range(before):
+        dl = stateful.StatefulDataLoader(
+            _loader(corpus, num_replicas=before, rank=r, **kw).torch(), batch_size=None,
+            num_workers=workers)
+        it = iter(dl)
+        for _ in range(stop):
+            got.append(next(it)["rows"].numpy())
+        states.append(json.loads(json.dumps(dl.state_dict())))
+        del it, dl
+    steps = set()
+    for r in range(after):
+        dl = stateful.StatefulDataLoader(
+            _loader(corpus, num_replicas=after, rank=r, **kw).torch(), batch_size=None,
+            num_workers=workers)
+        dl.load_state_dict(states[0])
+        rest = [b["rows"].numpy() for b in dl]
+        steps.add(len(rest))
+        got.extend(rest)
+    assert len(steps) == 1, "unequal steps per rank after the resume"
+    return np.concatenate(got)
+
+
+@pytest.mark.parametrize("before, after, workers, stop", [(4, 2, 2, 5), (2, 3, 1, 4),
+                                                          (3, 1, 2, 3), (2, 3, 0, 2)])
+def test_stateful_dataloader_resumes_on_another_world_exactly_once(corpus, before, after,
+                                                                   workers, stop):
+    """A StatefulDataLoader state saved on one num_replicas resumes on another: each worker
+    holds only its own next step, so the workers agree on the step the loop had received;
+    the rest of the epoch is planned for the new world.  Every sequence exactly once."""
+    rows = _world_run(corpus, before, after, workers, stop, pad_to_multiple_of=16)
+    assert np.array_equal(np.sort(rows), np.arange(N))
+
+
+def test_stateful_dataloader_refuses_another_worker_count_and_says_what_works(corpus,
+                                                                             uninterrupted):
+    dataset = _loader(corpus).torch()
+    dl = stateful.StatefulDataLoader(dataset, batch_size=None, num_workers=2)
+    it = iter(dl)
+    head = [next(it) for _ in range(5)]
+    state = json.loads(json.dumps(dl.state_dict()))
+    del it, dl
+    other = stateful.StatefulDataLoader(_loader(corpus).torch(), batch_size=None,
+                                        num_workers=3)
+    other.load_state_dict(state)
+    with pytest.raises(ValueError, match=r"saved with num_workers=2.*same worker count only"
+                                         r".*dataset\.loader_state"):
+        next(iter(other))
+    # what works: the loader's own state, with any DataLoader and worker count
+    for workers in (3, 0):
+        loader = _loader(corpus)
+        loader.load_state_dict(dataset.loader_state(state))
+        rest = list(torch.utils.data.DataLoader(loader.torch(), batch_size=None,
+                                                num_workers=workers))
+        _same(head, uninterrupted[:5])
+        _same(rest, uninterrupted[5:])
+
+
+@pytest.mark.parametrize("every", [3, 7])
+def test_loader_state_counts_the_steps_since_torchdatas_snapshot(corpus, uninterrupted,
+                                                                 every):
+    """With ``snapshot_every_n_steps`` above 1 torchdata keeps the workers' states of its last
+    snapshot and the steps since; the loader state counts both."""
+    dataset = _loader(corpus).torch()
+    dl = stateful.StatefulDataLoader(dataset, batch_size=None, num_workers=2,
+                                     snapshot_every_n_steps=every)
+    it = iter(dl)
+    for _ in range(8):
+        next(it)
+    state = json.loads(json.dumps(dl.state_dict()))
+    del it, dl
+    assert dataset.loader_state(state)["cursor"] == 8
+    same = stateful.StatefulDataLoader(_loader(corpus).torch(), batch_size=None,
+                                       num_workers=2, snapshot_every_n_steps=every)
+    same.load_state_dict(state)
+    _same(list(same), uninterrupted[8:])

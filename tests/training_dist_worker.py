@@ -9,9 +9,13 @@ file of the run before.
 Each rank joins a gloo process group on 127.0.0.1 (rank 0 opens the TCP store on a free port
 and publishes it in a file), makes ``la.batch_loader(...num_replicas=world, rank=rank)``,
 resumes from a saved state when the config names one, and iterates
-``DataLoader(loader.torch(), batch_size=None, num_workers=...)``.  When the config asks it to
-stop, the ranks agree on a random step (each draws one, ``all_reduce(MIN)``), save
-``loader.state_dict(steps=...)`` there and stop.  What the rank received (every batch's rows,
+``DataLoader(loader.torch(), batch_size=None, num_workers=...)`` or torchdata's
+``StatefulDataLoader``.  When the config asks it to stop, the ranks agree on a random step
+(each draws one, ``all_reduce(MIN)``), save a checkpoint there and stop: the
+``StatefulDataLoader``'s own state for a next run that resumes through it (on another world:
+the workers agree on the step received), else the loader's state
+(``loader.state_dict(steps=...)``, or ``dataset.loader_state(...)`` of the
+``StatefulDataLoader``'s state, which any worker count takes).  What the rank received (every batch's rows,
 its padded cost, whether its values and label match its rows) goes to ``rank-<r>.json``.
 """
 
@@ -57,9 +61,26 @@ def rank_main(cfg, rank):
                             world_size=world, timeout=timeout)
     loader = la.batch_loader(cfg["path"], "ids", num_replicas=world, rank=rank, to="torch",
                              extra_columns=["label"], **cfg["kw"])
+    dataset = loader.torch()
+    stateful = cfg["loader"] == "stateful"
+    if stateful:
+        from torchdata.stateful_dataloader import StatefulDataLoader
+
+        dl = StatefulDataLoader(dataset, batch_size=None, num_workers=cfg["num_workers"],
+                                timeout=cfg["timeout"] if cfg["num_workers"] else 0)
+    else:
+        dl = torch.utils.data.DataLoader(dataset, batch_size=None,
+                                         num_workers=cfg["num_workers"],
+                                         timeout=cfg["timeout"] if cfg["num_workers"] else 0)
     if cfg["state"] is not None:
         with open(cfg["state"]) as f:
-            loader.load_state_dict(json.load(f))
+            saved = json.load(f)
+        if saved["kind"] == "stateful":
+            dl.load_state_dict(saved["state"])  # the workers resume from their own states
+            # the main process's loader learns the position too (len, the next state)
+            loader.load_state_dict(dataset.loader_state(saved["state"]))
+        else:
+            loader.load_state_dict(saved["state"])
     start = loader.state_dict()["cursor"]
     remaining = len(loader) - start
     stop = None
@@ -69,9 +90,6 @@ def rank_main(cfg, rank):
         agreed = torch.tensor([int(mine)], dtype=torch.int64)
         dist.all_reduce(agreed, op=dist.ReduceOp.MIN)
         stop = int(agreed.item())
-    dl = torch.utils.data.DataLoader(loader.torch(), batch_size=None,
-                                     num_workers=cfg["num_workers"],
-                                     timeout=cfg["timeout"] if cfg["num_workers"] else 0)
     rows, costs, bad = [], [], []
     it = iter(dl)
     for batch in it:
@@ -79,7 +97,7 @@ def rank_main(cfg, rank):
         lengths = batch["lengths"].numpy()
         values = batch["values"].numpy()
         rows.append(r.tolist())
-        costs.append(int(len(r) * lengths.max()) if len(r) else 0)
+        costs.append(int(values.size))  # the batch's slots, padding included
         ok = np.array_equal(batch["label"].numpy(), r) and all(
             np.array_equal(values[k, :lengths[k]], np.arange(row, row + lengths[k]))
             for k, row in enumerate(r))
@@ -87,8 +105,14 @@ def rank_main(cfg, rank):
             bad.append(len(rows) - 1)
         if stop is not None and len(rows) == stop:
             break
+    state = None
+    if stop is not None and stateful:  # torchdata's own state, as a checkpoint keeps it
+        state = {"kind": "stateful", "state": dl.state_dict()}
+        if cfg["next"] != "stateful":  # the next run takes the loader's own state
+            state = {"kind": "loader", "state": dataset.loader_state(state["state"])}
+    elif stop is not None:  # the step counter the training loop keeps
+        state = {"kind": "loader", "state": loader.state_dict(steps=start + len(rows))}
     del it  # the workers stop (they prefetched past the checkpoint: that is the point)
-    state = loader.state_dict(steps=start + len(rows)) if stop is not None else None
     steps = torch.tensor([len(rows)], dtype=torch.int64)
     every = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
     dist.all_gather(every, steps)
@@ -122,7 +146,9 @@ def launch(config_path):
     for i, run in enumerate(config["runs"]):
         out = os.path.join(config["out"], run["name"])
         os.makedirs(out)
-        cfg = dict(config, **run, out=out, state=state, seed=config["seed"] + i)
+        following = config["runs"][i + 1]["loader"] if i + 1 < len(config["runs"]) else None
+        cfg = dict(config, **run, out=out, state=state, seed=config["seed"] + i,
+                   next=following)
         procs = [ctx.Process(target=rank_main, args=(cfg, r), name=f"{run['name']}-rank{r}")
                  for r in range(run["world"])]
         for p in procs:

@@ -4,7 +4,7 @@ travel with a batch (docs/training.md#nulls-and-extra-columns)."""
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["ExtraColumn", "check_jax_x64", "null_rows"]
+__all__ = ["ExtraColumn", "check_jax_x64", "fill_value_nulls", "null_rows", "value_null_rows"]
 
 _WIDE = ("int64", "uint64", "float64")
 
@@ -73,3 +73,91 @@ def null_rows(column):
     if column.null_count == 0:
         return np.zeros(0, np.int64)
     return np.flatnonzero(np.asarray(column.is_null())).astype(np.int64)
+
+
+def value_null_rows(column, level=0):
+    """Where a list column holds a null *value* inside its lists (not a null row): the rows
+    (level 0) and the level-``level`` sequences holding one, as int64 arrays.
+
+    A collated batch has no number to put there, so the loader knows these before its first
+    batch (docs/training.md#nulls-and-extra-columns).  A null row's own values are not
+    looked at (it reads as empty or is dropped)."""
+    from lodarrow._training._source import arrow_chain, compose
+
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    rows, seqs = [], []
+    row_base = seq_base = 0
+    for chunk in chunks:
+        chain, leaf = arrow_chain(chunk)
+        n_rows = len(chunk)
+        n_seqs = (len(compose(chain, level)) - 1) if chain and n_rows else 0
+        bad = _null_values(leaf)
+        if len(bad) and chain and n_rows:
+            by_row = compose(chain, 0)
+            bad = bad[(bad >= by_row[0]) & (bad < by_row[-1])]  # a slice's own values only
+            row = np.searchsorted(by_row, bad, side="right") - 1
+            keep = np.ones(len(row), bool)
+            if chunk.null_count:
+                keep = ~np.asarray(chunk.is_null())[row]
+            bad, row = bad[keep], row[keep]
+            if len(bad):
+                rows.append(np.unique(row) + row_base)
+                by_seq = compose(chain, level)
+                seqs.append(np.unique(np.searchsorted(by_seq, bad, side="right") - 1)
+                            + seq_base)
+        row_base += n_rows
+        seq_base += n_seqs
+    cat = (lambda xs: np.concatenate(xs).astype(np.int64) if xs else np.zeros(0, np.int64))
+    return cat(rows), cat(seqs)
+
+
+def _null_values(leaf):
+    """Positions (value rows) of ``leaf`` that are null or hold a null (a fixed-size list of
+    features with a null element)."""
+    bad = []
+    if leaf.null_count:
+        bad.append(np.flatnonzero(np.asarray(leaf.is_null())))
+    if pa.types.is_fixed_size_list(leaf.type):
+        inner = leaf.flatten()  # the elements of the valid slots, in order
+        if inner.null_count:
+            size = leaf.type.list_size
+            slots = np.flatnonzero(np.asarray(leaf.is_valid()))
+            bad.append(slots[np.flatnonzero(np.asarray(inner.is_null())) // size])
+    if not bad:
+        return np.zeros(0, np.int64)
+    return np.unique(np.concatenate(bad)).astype(np.int64)
+
+
+def fill_value_nulls(column):
+    """``column`` (a list Array or ChunkedArray) with its null values read as 0: for the rows
+    ``nulls="drop"`` leaves out, which are read with their neighbours but never delivered.
+    A column with no null value is returned as is."""
+    if isinstance(column, pa.ChunkedArray):
+        if not any(len(_null_values(_leaf(c))) for c in column.chunks):
+            return column
+        return pa.chunked_array([fill_value_nulls(c) for c in column.chunks], column.type)
+    if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)):
+        if pa.types.is_fixed_size_list(column.type):
+            inner = fill_value_nulls(column.values)
+            return pa.FixedSizeListArray.from_arrays(
+                inner, column.type.list_size,
+                mask=column.is_null() if column.null_count else None)
+        if column.null_count:
+            return column.fill_null(pa.scalar(0, type=column.type).cast(column.type))
+        return column
+    offsets = np.asarray(column.offsets)
+    first, last = int(offsets[0]), int(offsets[-1])
+    child = column.values.slice(first, last - first)  # a slice's own values, from 0
+    values = fill_value_nulls(child)
+    if values is child:
+        return column
+    kind = pa.LargeListArray if pa.types.is_large_list(column.type) else pa.ListArray
+    return kind.from_arrays(pa.array(offsets - first, type=column.offsets.type), values,
+                            type=column.type,
+                            mask=column.is_null() if column.null_count else None)
+
+
+def _leaf(arr):
+    while pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+        arr = arr.values
+    return arr

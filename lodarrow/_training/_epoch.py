@@ -36,7 +36,8 @@ from lodarrow._threads import num_threads
 __all__ = ["PLAN_VERSION", "EpochPlan", "PlanArgs", "plan_epoch"]
 
 #: Bumped whenever the planning algorithm changes: a saved loader state names it.
-PLAN_VERSION = 2
+#: 3: budgets count the slots of the delivered batch (padding, widths, rows, segments).
+PLAN_VERSION = 3
 #: Snap a cell's cut to a row-group boundary this close (a share of the cell's weight): far
 #: with ``balance="batches"`` (decode each row group once), near with "tokens" / "compute"
 #: (the ranks' totals stay within about 1%).
@@ -49,26 +50,64 @@ class PlanArgs:
     """The planning arguments (already checked by the caller)."""
 
     __slots__ = ("batch_size", "max_tokens", "packed", "bucket", "shuffle", "drop_last",
-                 "balance", "alpha", "oversize", "cell_rows", "fn", "row_length",
-                 "rows_per_batch", "split")
+                 "balance", "alpha", "oversize", "cell_rows", "fn", "shape")
 
     def __init__(self, *, batch_size, max_tokens, packed, bucket, shuffle, drop_last, balance,
-                 alpha, oversize, cell_rows, fn, row_length=None, rows_per_batch=None,
-                 split=False):
+                 alpha, oversize, cell_rows, fn, shape=None):
         self.batch_size, self.max_tokens, self.packed = batch_size, max_tokens, packed
         self.bucket, self.shuffle, self.drop_last = bucket, shuffle, drop_last
         self.balance, self.alpha, self.oversize = balance, alpha, oversize
         self.cell_rows, self.fn = cell_rows, fn
-        # packed rows planned here: batches of ``rows_per_batch`` rows of ``row_length``
-        self.row_length, self.rows_per_batch, self.split = row_length, rows_per_batch, split
+        # the loader's BatchShape (lodarrow._training._shape): what a batch's slots are;
+        # None (batch_plan): ``count * longest`` or the sum of lengths, as ``packed`` says
+        self.shape = shape
 
     @property
     def fixed_size(self):
-        return self.batch_size is not None and self.max_tokens is None and not self.packing
+        """Batches of exactly ``batch_size`` (no budget of tokens or widths)."""
+        return (self.batch_size is not None and self.max_tokens is None and not self.packing
+                and not self.capped)
+
+    @property
+    def capped(self):
+        """A flat batch whose length must fit the widest of ``pad_widths``."""
+        return (self.shape is not None and self.shape.mode == "segments"
+                and self.shape.width_cap is not None)
 
     @property
     def packing(self):
-        return self.rows_per_batch is not None
+        return self.shape is not None and self.shape.rows_per_batch is not None
+
+    @property
+    def row_length(self):
+        return self.shape.row_length
+
+    @property
+    def rows_per_batch(self):
+        return self.shape.rows_per_batch
+
+    @property
+    def split(self):
+        return self.shape.split
+
+    def over(self, lengths):
+        """Which of ``lengths`` no batch within the budget can hold: a batch of one is over
+        ``max_tokens`` after padding, or no width holds it."""
+        if self.shape is None:
+            if self.max_tokens is None:
+                return np.zeros(len(lengths), bool)
+            return lengths > self.max_tokens
+        alone = self.shape.alone(lengths)
+        over = alone < 0
+        if self.max_tokens is not None:
+            over |= alone > self.max_tokens
+        return over
+
+    def kernel_args(self):
+        """``(measure, fixed_rows, multiple, widths)`` of ``cut_batches``."""
+        if self.shape is None:
+            return int(self.packed), 0, 1, np.zeros(0, np.int64)
+        return self.shape.kernel_args()
 
 
 class EpochPlan:
@@ -160,8 +199,8 @@ def plan_epoch(lengths, args, num_replicas, rng, *, rows=None, part_starts=None)
     fn = args.fn
     stream, edges = _stream(len(lengths), rows, part_starts, args.shuffle, rng)
     dropped = {"oversize": 0, "drop_last": 0}
-    if args.max_tokens is not None and args.oversize == "drop":
-        keep = lengths[stream] <= args.max_tokens
+    if args.oversize == "drop":
+        keep = ~args.over(lengths[stream])
         if not keep.all():
             dropped["oversize"] = int(len(keep) - np.count_nonzero(keep))
             edges = _edges_after(edges, keep)
@@ -405,6 +444,7 @@ def _cut(seq, cells, tails, args, R):
     """Each block's batches, cell by cell: ``[(lo array, hi array) per rank]`` per block."""
     blocks = []
     bs, mt = args.batch_size or 0, args.max_tokens or 0
+    measure, fixed_rows, multiple, widths = args.kernel_args()
     for k, bounds in enumerate(cells):
         tail = tails if k == len(cells) - 1 and tails else 0
         lanes = []
@@ -415,7 +455,8 @@ def _cut(seq, cells, tails, args, R):
                 lanes.append((np.array(mids[:-1], np.int64), np.array(mids[1:], np.int64)))
                 continue
             cut = np.empty(hi - lo + 1, np.int64)
-            nb = _k.cut_batches(seq, np.array([lo, hi], np.int64), bs, mt, args.packed, cut)
+            nb = _k.cut_batches(seq, np.array([lo, hi], np.int64), bs, mt, measure,
+                                fixed_rows, multiple, widths, cut)
             cut[0] = lo  # the kernel starts its bounds at 0
             lanes.append((cut[:nb].copy(), cut[1:nb + 1].copy()))
         blocks.append(lanes)

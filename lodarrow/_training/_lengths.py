@@ -111,18 +111,21 @@ def _parquet_lengths(source, column, level, filesystem=None, cache_dir=None):
 def parquet_part_lengths(parts, name, level, with_nulls=False, cache_dir=None):
     """The lengths of every row group of ``parts`` (a list of arrays), read on a few threads:
     at most that many row groups of one leaf column in memory at once.  With ``with_nulls``
-    also each row group's null rows (their row numbers in the row group): the lengths pass
-    sees them for free, so a loader knows them before its first batch.
+    also each row group's null rows and its rows holding a null value inside their lists
+    (row numbers in the row group, two lists): the lengths pass sees them for free, so a
+    loader knows them before its first batch (where the lengths come from the cache, the
+    footer's null counts say whether a row group can hold such a value at all, and only a
+    row group that can is read for them: :func:`_value_nulls_known`).
 
     A row group whose lengths the cache (``cache_dir``: None the default directory, False
     none) or the file's sidecar holds is not read; one that is decoded is put in the cache
     (lodarrow._tables._lengths_store)."""
     from lodarrow._tables._lengths_store import LengthsStore
     from lodarrow._threads import num_threads
-    from lodarrow._training._columns import null_rows
+    from lodarrow._training._columns import null_rows, value_null_rows
 
     if not parts.parts:
-        return ([], []) if with_nulls else []
+        return ([], [], []) if with_nulls else []
     store = LengthsStore(cache_dir)
     # what the cache or the sidecars hold, a whole file at a time
     kept = [store.file(fp, name, level) for fp in parts.fingerprints]
@@ -142,7 +145,10 @@ def parquet_part_lengths(parts, name, level, with_nulls=False, cache_dir=None):
             mask = np.zeros(rows, bool)
             mask[nulls] = True
         store.put(parts.fingerprints[f], g, name, level, lengths, mask)
-        return lengths, nulls
+        values = None
+        if with_nulls and leaf == name:  # the one leaf: its nulls are all there are
+            values = value_null_rows(col)[0]
+        return lengths, nulls, values
 
     todo = [k for k, (path, _, _) in enumerate(parts.parts) if kept[index[path]] is None]
     threads = min(num_threads(), len(todo))
@@ -161,7 +167,41 @@ def parquet_part_lengths(parts, name, level, with_nulls=False, cache_dir=None):
             continue
         lengths, mask = kept[index[path]][g]
         out.append((lengths, np.flatnonzero(mask) if mask is not None
-                    else np.zeros(0, np.int64)))
-    if with_nulls:
-        return [o[0] for o in out], [o[1] for o in out]
-    return [o[0] for o in out]
+                    else np.zeros(0, np.int64), None))
+    if not with_nulls:
+        return [o[0] for o in out]
+    values = []
+    for k, (lengths, nulls, found) in enumerate(out):
+        if found is None:
+            found = _value_nulls_known(parts, k, name, level, lengths, nulls)
+        if found is None:  # the footer cannot rule them out: read the column to know
+            found = value_null_rows(parts.read_group(k, [name]).column(name))[0]
+        values.append(found)
+    return [o[0] for o in out], [o[1] for o in out], values
+
+
+def _value_nulls_known(parts, k, name, level, lengths, nulls):
+    """No null value inside the lists of row group ``k``, when its footer says so: an empty
+    array; None when it cannot tell.
+
+    Parquet counts as a leaf's nulls every slot below its full definition level: a null
+    value, but also an empty or null list.  For a column of one list level read at level 0,
+    the empty and null rows are the zero lengths, so a null count equal to them rules null
+    values out; otherwise only a null count of 0 does."""
+    from lodarrow._training._source import list_depth
+
+    path, g, _ = parts.parts[k]
+    meta = parts._meta_of[path]
+    schema = meta.schema
+    leaves = [i for i in range(meta.num_columns) if schema.column(i).path == name
+              or schema.column(i).path.startswith(name + ".")]
+    flat = level == 0 and list_depth(parts.schema.field(name).type) == 1
+    empty = int(np.count_nonzero(lengths == 0)) if flat else 0
+    rg = meta.row_group(g)
+    for i in leaves:
+        stats = rg.column(i).statistics
+        if stats is None or not stats.has_null_count:
+            return None
+        if stats.null_count != empty and stats.null_count != 0:
+            return None
+    return np.zeros(0, np.int64)

@@ -9,34 +9,32 @@ loader is made.
 """
 
 import os
-import queue
-import sys
-import weakref
-import threading
 import warnings
+import weakref
 
 import numpy as np
 import pyarrow as pa
 
-from lodarrow._training._collate import (LIBRARIES, MODES, as_sequences, check_shape,
-                                         collate_rows, convert)
-from lodarrow._training._columns import ExtraColumn, check_jax_x64, null_rows
-from lodarrow._training._epoch import PLAN_VERSION, PlanArgs, plan_epoch
+from lodarrow._training._collate import as_sequences, collate_rows, convert
+from lodarrow._training._columns import (ExtraColumn, check_jax_x64, fill_value_nulls,
+                                         null_rows, value_null_rows)
+from lodarrow._training._deliver import Delivery, prefetched
+from lodarrow._training._epoch import PLAN_VERSION, plan_epoch
 from lodarrow._training._lengths import parquet_part_lengths
 from lodarrow._training._resume import FORMAT, check_state, fingerprint, segment_plan
+from lodarrow._training._select import Selection
+from lodarrow._training._shape import BatchShape
 from lodarrow._training._source import (ParquetParts, check_level, column_of, hf_table,
                                         is_parquet_source, list_depth, pick_column)
 from lodarrow._validation import (as_flag, as_int, as_nonnegative_int, as_positive_int,
-                                  check_choice, coerce_pad_value)
+                                  coerce_pad_value)
 
 __all__ = ["BatchLoader", "batch_loader"]
 
 _FN = "batch_loader"
-NULLS = ("error", "empty", "drop")
-BALANCES = ("batches", "tokens", "compute")
 
 
-def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost="padded",
+def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=None,
                  shuffle=True, drop_last=False, seed=0, num_replicas=1, rank=0,
                  balance="batches", alpha=0.0, oversize="alone", nulls="error", mode="padded",
                  row_length=None, level=0, pad_value=0, to="numpy", extra_columns=(),
@@ -67,9 +65,17 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
     column : str, optional
         The list column of sequences; optional when the source has one column.
     batch_size, max_tokens : int, optional
-        The most sequences, and the token budget, of a batch (at least one of them).
-    cost : {"padded", "packed"}, default "padded"
-        How a batch counts against ``max_tokens``: ``count * longest`` or the sum of lengths.
+        The most sequences, and the budget of *slots*, of a batch (at least one of them).  A
+        batch's slots are what its values array holds once collated, padding included:
+        ``rows x width`` padded (``num_rows`` rows when given, the width rounded by
+        ``pad_to_multiple_of`` / ``pad_widths``), the tokens packed, the flat width of
+        "segments", ``num_rows x row_length`` packed rows.  Every batch is within
+        ``max_tokens`` (but a sequence alone over it under ``oversize="alone"``).
+    cost : {"padded", "packed"}, optional
+        How a flat batch ("packed", "segments") counts against ``max_tokens``: its slots
+        (``"packed"``, the default for those modes) or also ``count * longest``
+        (``"padded"``: batches that would fit padded too).  A padded batch holds
+        ``rows x width`` slots whatever ``cost`` says.
     shuffle : bool, default True
         Shuffle (row groups, rows inside each block, and steps); False keeps the source order.
     drop_last : bool, default False
@@ -87,15 +93,17 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
     alpha : float, default 0.0
         The quadratic weight of ``balance="compute"``.
     oversize : {"alone", "error", "drop", "split"}, default "alone"
-        A sequence longer than ``max_tokens`` (or than ``row_length`` with
-        ``mode="packed_rows"``): a batch of its own, a ``ValueError`` when the loader is made,
-        or left out (counted).  Under ``mode="packed_rows"`` "alone" is an error too (a row
+        A sequence whose batch alone is over ``max_tokens`` after padding (or longer than
+        ``row_length`` with ``mode="packed_rows"``, or than the widest of ``pad_widths``): a
+        batch of its own, a ``ValueError`` when the loader is made, or left out (counted).  Under ``mode="packed_rows"`` "alone" is an error too (a row
         cannot hold it), and "split" cuts it into ``row_length`` chunks, each its own sequence
         in ``cu_seqlens`` (positions restart at 0 in each chunk; ``seq_idx`` names the
         sequence; counted in the statistics).
     nulls : {"error", "empty", "drop"}, default "error"
         A null row of the sequence column: a ``ValueError`` when the loader is made (naming
-        the file, row group and row), an empty sequence, or left out (counted).
+        the file, row group and row), an empty sequence, or left out (counted).  A row
+        holding a null value inside its lists is an error under "error" and "empty" (no
+        number to put in the batch), left out under "drop"; known before the first batch.
     mode : {"padded", "packed", "packed_rows", "segments"}, default "padded"
         As for :func:`lodarrow.collate`.  With "packed_rows" and ``max_tokens`` (or
         ``num_rows``) the plan itself packs: each rank's share of a block is packed best-fit
@@ -124,7 +132,11 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
         what one reader holds in memory, and how many row groups a batch mixes.
     num_rows, pad_to_multiple_of, pad_widths, num_segments : optional
         Fixed shapes, as for :func:`lodarrow.collate` (``num_rows``: the rows of every
-        packed-rows batch).
+        padded or packed-rows batch).  The plan honours them: a batch holds at most
+        ``num_rows`` (padded) or ``num_segments`` sequences, a width of ``pad_widths``, and
+        its slots after the rounding within ``max_tokens``; what cannot be honoured
+        (``batch_size`` above ``num_rows``, ``num_rows x row_length`` above ``max_tokens``) is
+        a ``ValueError`` when the loader is made.
     prefetch : int, default 2
         Batches made ahead in a background thread when iterated in this process (the kernels
         and Parquet decoding release the GIL); 0: made when asked for.
@@ -169,124 +181,25 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
     [[5, 6]] [0]
     [[1, 2, 3]] [0]
     """
-    cfg = _Config(batch_size=batch_size, max_tokens=max_tokens, cost=cost, mode=mode,
-                  row_length=row_length, level=level, extra_columns=extra_columns,
-                  pad_value=pad_value, to=to, bucket=bucket, window=window,
-                  row_groups=row_groups, shuffle=shuffle, seed=seed, drop_last=drop_last,
-                  num_replicas=num_replicas, rank=rank, oversize=oversize, nulls=nulls,
-                  balance=balance, alpha=alpha, prefetch=prefetch, progress=progress,
-                  num_rows=num_rows, pad_to_multiple_of=pad_to_multiple_of,
-                  pad_widths=pad_widths, num_segments=num_segments)
+    select = Selection(batch_size=batch_size, max_tokens=max_tokens, level=level,
+                       extra_columns=extra_columns, shuffle=shuffle, seed=seed,
+                       drop_last=drop_last, num_replicas=num_replicas, rank=rank,
+                       balance=balance, alpha=alpha, oversize=oversize, nulls=nulls,
+                       bucket=bucket, window=window, row_groups=row_groups, fn=_FN)
+    shape = BatchShape(mode, cost, row_length, split=select.oversize == "split",
+                       num_rows=num_rows, pad_to_multiple_of=pad_to_multiple_of,
+                       pad_widths=pad_widths, num_segments=num_segments, pad_value=pad_value,
+                       fn=_FN)
+    deliver = Delivery(to=to, prefetch=prefetch, progress=progress, fn=_FN)
+    select.bind(shape)
     from lodarrow._tables._filesystems import as_filesystem
     from lodarrow._tables._lengths_store import check_cache_dir
 
     # where the source lives and where its lengths are kept: not planning arguments (a
     # state saved on one filesystem resumes on a copy of the corpus on another)
-    cfg.filesystem = as_filesystem(filesystem, _FN)
-    cfg.cache_dir = check_cache_dir(cache_dir, _FN)
-    return BatchLoader(source, column, cfg)
-
-
-class _Config:
-    def __init__(self, *, batch_size, max_tokens, cost, mode, row_length, level, extra_columns,
-                 pad_value, to, bucket, window, row_groups, shuffle, seed, drop_last,
-                 num_replicas, rank, oversize, nulls, balance, alpha, prefetch, progress,
-                 num_rows, pad_to_multiple_of, pad_widths, num_segments):
-        self.batch_size = _opt_pos(batch_size, "batch_size")
-        self.max_tokens = _opt_pos(max_tokens, "max_tokens")
-        if self.batch_size is None and self.max_tokens is None:
-            raise ValueError(f"{_FN}: give batch_size, max_tokens or both (both are None)")
-        self.cost = check_choice(cost, f"{_FN}: cost", ("padded", "packed"))
-        self.packed = self.cost == "packed"
-        self.mode = check_choice(mode, f"{_FN}: mode", MODES)
-        self.row_length = _opt_pos(row_length, "row_length")
-        if (self.mode == "packed_rows") != (self.row_length is not None):
-            raise ValueError(f"{_FN}: row_length is needed with mode='packed_rows' and only "
-                             f"then (mode={mode!r}, row_length={row_length!r})")
-        if isinstance(level, (bool, np.bool_)):
-            raise TypeError(f"{_FN}: level must be an integer, got bool")
-        self.level = as_int(level, f"{_FN}: level")
-        if isinstance(extra_columns, str) or not isinstance(extra_columns, (list, tuple)):
-            raise TypeError(f"{_FN}: extra_columns must be a list of column names, got "
-                            f"{type(extra_columns).__name__}")
-        for k, name in enumerate(extra_columns):
-            if not isinstance(name, str):
-                raise TypeError(f"{_FN}: extra_columns[{k}] must be a str, got "
-                                f"{type(name).__name__}")
-        if len(set(extra_columns)) != len(extra_columns):
-            raise ValueError(f"{_FN}: extra_columns names a column twice: {list(extra_columns)}")
-        if extra_columns and self.level != 0:
-            raise ValueError(f"{_FN}: extra_columns need level=0 (rows), got level={level}")
-        self.extra_columns = list(extra_columns)
-        if pad_value is None or isinstance(pad_value, (str, bytes)) or not (
-                isinstance(pad_value, (int, float, np.generic)) or hasattr(pad_value,
-                                                                         "__array__")):
-            raise TypeError(f"{_FN}: pad_value must be a number, got "
-                            f"{type(pad_value).__name__}")
-        self.pad_value = pad_value
-        self.to = check_choice(to, f"{_FN}: to", LIBRARIES)
-        self.bucket = as_flag(bucket, f"{_FN}: bucket")
-        self.window = as_positive_int(window, f"{_FN}: window")
-        self.row_groups = as_positive_int(row_groups, f"{_FN}: row_groups")
-        self.shuffle = as_flag(shuffle, f"{_FN}: shuffle")
-        self.seed = _nonneg(seed, "seed")
-        self.drop_last = as_flag(drop_last, f"{_FN}: drop_last")
-        self.num_replicas = as_positive_int(num_replicas, f"{_FN}: num_replicas")
-        self.rank = _nonneg(rank, "rank")
-        if self.rank >= self.num_replicas:
-            raise ValueError(f"{_FN}: rank must be in [0, num_replicas={num_replicas}), "
-                             f"got {rank}")
-        self.oversize = check_choice(oversize, f"{_FN}: oversize",
-                                     ("alone", "error", "drop", "split"))
-        if self.oversize == "split" and self.mode != "packed_rows":
-            raise ValueError(f"{_FN}: oversize='split' applies to mode='packed_rows' only "
-                             f"(mode={mode!r})")
-        packing = self.mode == "packed_rows"
-        self.shape = check_shape(self.mode, _FN, oversize=(
-            ("split" if self.oversize == "split" else "error") if packing else None),
-            num_rows=num_rows, pad_to_multiple_of=pad_to_multiple_of, pad_widths=pad_widths,
-            num_segments=num_segments)
-        # packed rows planned: batches of rows_per_batch rows (one shape for the run)
-        self.rows_per_batch = None
-        if packing and (self.shape.num_rows is not None or self.max_tokens is not None):
-            self.rows_per_batch = self.shape.num_rows or self.max_tokens // self.row_length
-            if self.rows_per_batch == 0:
-                raise ValueError(f"{_FN}: max_tokens={self.max_tokens} is less than one row "
-                                 f"of row_length={self.row_length}")
-            self.shape = self.shape._replace(num_rows=self.rows_per_batch)
-        self.nulls = check_choice(nulls, f"{_FN}: nulls", NULLS)
-        self.balance = check_choice(balance, f"{_FN}: balance", BALANCES)
-        if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, (int, float,
-                                                                           np.number)):
-            raise TypeError(f"{_FN}: alpha must be a number, got {type(alpha).__name__}")
-        self.alpha = float(alpha)
-        if not (self.alpha >= 0 and np.isfinite(self.alpha)):
-            raise ValueError(f"{_FN}: alpha must be a finite number >= 0, got {alpha!r}")
-        self.prefetch = _nonneg(prefetch, "prefetch")
-        if progress is not None:
-            progress = as_flag(progress, f"{_FN}: progress")
-        self.progress = progress
-
-    def plan_args(self, cell_rows):
-        return PlanArgs(batch_size=self.batch_size, max_tokens=self.max_tokens,
-                        packed=self.packed, bucket=self.bucket, shuffle=self.shuffle,
-                        drop_last=self.drop_last, balance=self.balance, alpha=self.alpha,
-                        oversize="alone" if self.oversize == "split" else self.oversize,
-                        cell_rows=cell_rows, fn=_FN, row_length=self.row_length,
-                        rows_per_batch=self.rows_per_batch, split=self.oversize == "split")
-
-    def fingerprint(self, column):
-        """The arguments that decide the plan and the batches (a saved state names them)."""
-        return {"column": column, "level": self.level, "batch_size": self.batch_size,
-                "max_tokens": self.max_tokens, "cost": self.cost, "shuffle": self.shuffle,
-                "drop_last": self.drop_last, "balance": self.balance, "alpha": self.alpha,
-                "oversize": self.oversize, "nulls": self.nulls, "mode": self.mode,
-                "row_length": self.row_length, "bucket": self.bucket, "window": self.window,
-                "row_groups": self.row_groups, "shape": [self.shape.num_rows,
-                                                         self.shape.pad_to_multiple_of,
-                                                         self.shape.pad_widths and
-                                                         list(self.shape.pad_widths),
-                                                         self.shape.num_segments]}
+    return BatchLoader(source, column, select, deliver,
+                       filesystem=as_filesystem(filesystem, _FN),
+                       cache_dir=check_cache_dir(cache_dir, _FN))
 
 
 class BatchLoader:
@@ -298,11 +211,12 @@ class BatchLoader:
     PyTorch ``IterableDataset`` (torchdata's ``StatefulDataLoader`` protocol included).
     """
 
-    def __init__(self, source, column, cfg):
-        self.cfg = cfg
+    def __init__(self, source, column, select, deliver, *, filesystem=None, cache_dir=None):
+        self.select, self.shape, self.deliver = select, select.shape, deliver
+        self._filesystem, self._cache_dir = filesystem, cache_dir
         self.epoch = 0
         self._cursor = 0                       # steps of the epoch received
-        self._segments = [[cfg.num_replicas, 0]]
+        self._segments = [[self.select.num_replicas, 0]]
         self._fresh = True                     # set_epoch / load_state_dict since the last pass
         self._warned = False
         self._plans = {}
@@ -314,7 +228,7 @@ class BatchLoader:
             self._init_parquet(source, column)
         elif hasattr(source, "iter_batches") and not isinstance(source, (pa.Table,
                                                                           pa.RecordBatch)):
-            if cfg.num_replicas != 1:
+            if self.select.num_replicas != 1:
                 raise ValueError(f"{_FN}: num_replicas must be 1 for a Ray source (Ray Data "
                                  f"shards it: streaming_split / get_dataset_shard)")
             self._ray, self.column = source, column
@@ -327,7 +241,6 @@ class BatchLoader:
 
     # --- sources --------------------------------------------------------------------------
     def _init_memory(self, source, column):
-        cfg = self.cfg
         table = hf_table(source)
         if table is None and isinstance(source, pa.RecordBatch):
             table = pa.Table.from_batches([source])
@@ -336,31 +249,39 @@ class BatchLoader:
         self._extras = {}
         if table is not None:
             column = pick_column(table.schema, column, _FN)
-            for name in cfg.extra_columns:
+            for name in self.select.extra_columns:
                 pick_column(table.schema, name, _FN)
             _check_sequence_type(table.schema.field(column).type, column)
             col = table.column(column)
             self._row_nulls = null_rows(col)
+            self._value_nulls = value_null_rows(col, self.select.level)
             self._extra_specs = [ExtraColumn(n, table.schema.field(n).type,
                                              table.column(n).null_count)
-                                 for n in cfg.extra_columns]
+                                 for n in self.select.extra_columns]
             self._memory_extras = {e.name: e.prepare(table.column(e.name))
                                    for e in self._extra_specs}
         else:
             source = column_of(source, column, _FN)  # a column, or a TypeError
             column = None
-            if cfg.extra_columns:
+            if self.select.extra_columns:
                 raise ValueError(f"{_FN}: extra_columns need a table source, got "
                                  f"{type(source).__name__}")
             if not hasattr(source, "offsets"):
                 _check_sequence_type(source.type, "the source")
-            self._row_nulls = (null_rows(source) if isinstance(source, (pa.Array,
-                                                                       pa.ChunkedArray))
-                               else np.zeros(0, np.int64))  # a LoDTensor has no null rows
+            arrow = isinstance(source, (pa.Array, pa.ChunkedArray))
+            # a LoDTensor has no null rows, nor null values
+            self._row_nulls = null_rows(source) if arrow else np.zeros(0, np.int64)
+            self._value_nulls = (value_null_rows(source, self.select.level) if arrow
+                                 else (np.zeros(0, np.int64),) * 2)
             self._extra_specs, self._memory_extras = [], {}
             col = source
         self.column = column
-        self._seqs = as_sequences(table if table is not None else col, column, cfg.level, _FN)
+        if len(self._value_nulls[0]):  # refused or dropped by _check_lengths, never read
+            col = fill_value_nulls(col)
+            table = None if table is None else table.set_column(
+                table.schema.get_field_index(column), column, col)
+        self._seqs = as_sequences(table if table is not None else col, column,
+                                  self.select.level, _FN)
         self.lengths = self._seqs.lengths
         self._pad = self._pad_for(self._seqs)
         self._check_to(self._seqs.values.dtype)
@@ -368,88 +289,127 @@ class BatchLoader:
         self._part_starts = None
 
     def _init_parquet(self, source, column):
-        cfg = self.cfg
-        parts = ParquetParts(source, _FN, filesystem=cfg.filesystem)
+        parts = ParquetParts(source, _FN, filesystem=self._filesystem)
         if parts.schema is None:
             raise ValueError(f"{_FN}: the source holds no Parquet file")
         self.column = pick_column(parts.schema, column, _FN)
-        for name in cfg.extra_columns:
+        for name in self.select.extra_columns:
             pick_column(parts.schema, name, _FN)
-        types = parts.unify([self.column] + cfg.extra_columns)
+        types = parts.unify([self.column] + self.select.extra_columns)
         _check_sequence_type(types[self.column], self.column)
-        check_level(cfg.level, list_depth(types[self.column]), _FN)
-        lengths, nulls = parquet_part_lengths(parts, self.column, cfg.level, with_nulls=True,
-                                              cache_dir=cfg.cache_dir)
+        check_level(self.select.level, list_depth(types[self.column]), _FN)
+        lengths, nulls, values = parquet_part_lengths(parts, self.column, self.select.level,
+                                                      with_nulls=True,
+                                                      cache_dir=self._cache_dir)
         self._parts = parts
         part_seqs = np.array([len(x) for x in lengths], dtype=np.int64)
         self._part_starts = np.concatenate([[0], np.cumsum(part_seqs)]).astype(np.int64)
         self.lengths = (np.concatenate(lengths) if lengths else np.zeros(0, np.int64))
         self._nbytes = int(sum(parts.nbytes))
         self._extra_specs = [ExtraColumn(n, types[n], parts.null_count(n) != 0)
-                             for n in cfg.extra_columns]
-        empty = as_sequences(pa.array([], type=types[self.column]), None, cfg.level, _FN)
+                             for n in self.select.extra_columns]
+        empty = as_sequences(pa.array([], type=types[self.column]), None, self.select.level, _FN)
         self._pad = self._pad_for(empty)
         self._check_to(empty.values.dtype)
         rows = np.concatenate([[0], np.cumsum(parts.rows)])
         self._row_nulls = (np.concatenate([n + rows[k] for k, n in enumerate(nulls)])
                            if nulls else np.zeros(0, np.int64))
+        value_rows = (np.concatenate([v + rows[k] for k, v in enumerate(values)])
+                      if values else np.zeros(0, np.int64)).astype(np.int64)
+        # at level 0 a row is a sequence; deeper, a row's sequences are not known here
+        self._value_nulls = (value_rows, value_rows if self.select.level == 0 else
+                             np.zeros(0, np.int64))
+
+    def _fingerprint(self, column):
+        """The arguments that decide the plan and the batches (a saved state names them)."""
+        out = {"column": column, **self.select.fingerprint(), "cost": self.shape.cost,
+               "mode": self.shape.mode, "row_length": self.shape.row_length,
+               "shape": self.shape.fingerprint()}
+        return out
 
     def _pad_for(self, seqs):
-        return coerce_pad_value(self.cfg.pad_value, seqs.values.dtype, seqs.values.shape[1:],
+        return coerce_pad_value(self.shape.pad_value, seqs.values.dtype, seqs.values.shape[1:],
                                 name=f"{_FN}: pad_value")
 
     def _check_to(self, value_dtype):
-        if self.cfg.to != "jax":
+        if self.deliver.to != "jax":
             return
         dtypes = {self.column or "the source": value_dtype}
         dtypes.update({e.name: e.dtype for e in self._extra_specs})
         check_jax_x64(dtypes, _FN)
 
     def _check_lengths(self):
-        """Nulls and over-long sequences, known from the lengths pass: before any batch."""
-        cfg = self.cfg
-        if len(self._row_nulls) and cfg.nulls == "error":
+        """Nulls and over-long sequences, known from the lengths pass: before any batch.
+
+        A null row, or a row holding a null value inside its lists, is an error under
+        ``nulls="error"`` naming where it is; ``"drop"`` leaves both out; ``"empty"`` reads a
+        null row as an empty sequence, while a null value (no number to read) stays an
+        error.  A sequence that no batch holds within ``max_tokens`` after padding (or that no
+        width of ``pad_widths``, no row of ``row_length`` holds) follows ``oversize``.
+        """
+        sel = self.select
+        value_rows, value_seqs = self._value_nulls
+        if len(self._row_nulls) and sel.nulls == "error":
             row = int(self._row_nulls[0])
             raise ValueError(f"{_FN}: {self._where(row)} of column {self.column!r} is null "
                              f"({len(self._row_nulls)} null row(s)); pass nulls='empty' to read "
                              f"them as empty sequences or nulls='drop' to leave them out")
+        if len(value_rows) and (sel.nulls != "drop" or len(value_seqs) == 0):
+            row = int(value_rows[0])
+            raise ValueError(f"{_FN}: {self._where(row)} of column {self.column!r} holds a "
+                             f"null value inside its list ({len(value_rows)} such row(s)); a "
+                             f"batch has no number to put there: fill the nulls first (e.g. "
+                             f"pyarrow.compute.fill_null on the list's values) or pass "
+                             f"nulls='drop' to leave those rows out")
         exclude = []
-        if cfg.nulls == "drop" and len(self._row_nulls):
-            seq = self._sequences_of_rows(self._row_nulls)
-            self._dropped_nulls = len(seq)
-            exclude.append(seq)
-        limits = []
-        if cfg.max_tokens is not None and cfg.oversize in ("error", "drop") and \
-                cfg.rows_per_batch is None:
-            limits.append(("max_tokens", cfg.max_tokens))
-        if cfg.mode == "packed_rows" and cfg.oversize != "split":
-            limits.append(("row_length", cfg.row_length))
+        self._dropped_nulls = 0
+        if sel.nulls == "drop":
+            seqs = np.union1d(self._sequences_of_rows(self._row_nulls), value_seqs)
+            self._dropped_nulls = len(seqs)
+            exclude.append(seqs)
+        unplaceable, over = sel.over(self.lengths)
+        if exclude:  # what the nulls drop is not over-long as well
+            unplaceable[exclude[0]] = over[exclude[0]] = False
         self._oversize_dropped = 0
-        for name, limit in limits:
-            over = np.flatnonzero(self.lengths > limit)
-            if not len(over):
+        for mask, allowed in ((unplaceable, ("drop",)), (over, ("drop", "alone", "split"))):
+            bad = np.flatnonzero(mask)
+            if not len(bad) or sel.oversize not in allowed:
+                if len(bad):
+                    raise ValueError(self._oversize_message(int(bad[0]), len(bad),
+                                                            mask is unplaceable))
                 continue
-            if cfg.oversize == "drop":
-                exclude.append(over)
-                continue
-            k = int(over[0])
-            raise ValueError(f"{_FN}: sequence {k} ({self._where_seq(k)}) has "
-                             f"{int(self.lengths[k])} tokens, more than {name}={limit} "
-                             f"({len(over)} such sequence(s)); oversize='drop' leaves them out"
-                             + (", 'split' cuts them into rows" if name == "row_length" else
-                                ", oversize='alone' gives each a batch of its own"))
+            if sel.oversize == "drop":
+                exclude.append(bad)
+                self._oversize_dropped += len(bad)
         self._base_rows = None
         if exclude:
             keep = np.ones(len(self.lengths), bool)
             for rows in exclude:
                 keep[rows] = False
             self._base_rows = np.flatnonzero(keep)
-            over = len(self.lengths) - len(self._base_rows) - self._dropped_nulls
-            self._oversize_dropped = over
+            self._oversize_dropped = len(self.lengths) - len(self._base_rows) - self._dropped_nulls
+
+    def _oversize_message(self, k, count, unplaceable):
+        """Why sequence ``k`` cannot be delivered within the limits (``count`` such)."""
+        shape, sel = self.shape, self.select
+        length = int(self.lengths[k])
+        head = f"{_FN}: sequence {k} ({self._where_seq(k)}) has {length} tokens"
+        if unplaceable and shape.mode == "packed_rows":
+            return (f"{head}, more than row_length={shape.row_length} ({count} such "
+                    f"sequence(s)); oversize='drop' leaves them out, 'split' cuts them into rows")
+        if unplaceable:
+            return (f"{head}, more than the widest of pad_widths={shape.collate.pad_widths} "
+                    f"({count} such sequence(s)); oversize='drop' leaves them out")
+        slots = int(shape.alone(np.array([length]))[0])
+        padded = "" if slots == length else (f"; a batch of it alone takes {slots} slots "
+                                             f"after padding ({shape.describe()})")
+        return (f"{head}{padded}, more than max_tokens={sel.max_tokens} ({count} such "
+                f"sequence(s)); oversize='drop' leaves them out, oversize='alone' gives each "
+                f"a batch of its own")
 
     def _sequences_of_rows(self, rows):
         """The sequence positions of table rows (level 0: the rows themselves)."""
-        if self.cfg.level == 0:
+        if self.select.level == 0:
             return rows
         return np.zeros(0, np.int64)  # a null row holds no deeper sequence
 
@@ -463,10 +423,10 @@ class BatchLoader:
 
     def _where_seq(self, k):
         if self._parts is None:
-            return f"row {k}" if self.cfg.level == 0 else f"level {self.cfg.level}"
+            return f"row {k}" if self.select.level == 0 else f"level {self.select.level}"
         p = int(np.searchsorted(self._part_starts, k, side="right")) - 1
         path, g, _ = self._parts.parts[p]
-        at = f"row {k - self._part_starts[p]} of " if self.cfg.level == 0 else ""
+        at = f"row {k - self._part_starts[p]} of " if self.select.level == 0 else ""
         return f"{at}row group {g} of {path!r}"
 
     def _file_list(self):
@@ -485,15 +445,14 @@ class BatchLoader:
     # --- the plan ---------------------------------------------------------------------------
     def _cell_rows(self):
         if self._parts is None:
-            return self.cfg.window
+            return self.select.window
         mean = float(np.mean(np.diff(self._part_starts))) if len(self._part_starts) > 1 else 1
-        return max(1, int(round(self.cfg.row_groups * mean)))
+        return max(1, int(round(self.select.row_groups * mean)))
 
     def _epoch_plan(self):
         """The plan of the current segment of the epoch, and the epoch step it starts at."""
-        cfg = self.cfg
-        return segment_plan(self.lengths, cfg.plan_args(self._cell_rows()), self._segments,
-                            cfg.seed, self.epoch, self._part_starts, self._plans,
+        return segment_plan(self.lengths, self.select.plan_args(self._cell_rows()), self._segments,
+                            self.select.seed, self.epoch, self._part_starts, self._plans,
                             base_rows=self._base_rows)
 
     def plan(self):
@@ -504,7 +463,7 @@ class BatchLoader:
         if self._ray is not None:
             raise ValueError(f"{_FN}: a Ray source is planned block by block as it streams")
         plan, _ = self._epoch_plan()
-        return rank_plan(plan, self.cfg.rank, seed=self.cfg.seed, epoch=self.epoch)
+        return rank_plan(plan, self.select.rank, seed=self.select.seed, epoch=self.epoch)
 
     def __len__(self):
         if self._ray is not None:
@@ -530,7 +489,7 @@ class BatchLoader:
             raise TypeError("set_epoch: start_step must be an integer, got bool")
         start_step = as_nonnegative_int(start_step, "set_epoch: start_step")
         self.epoch = epoch
-        self._segments = [[self.cfg.num_replicas, 0]]
+        self._segments = [[self.select.num_replicas, 0]]
         self._cursor = 0
         if self._ray is None and start_step:
             steps = len(self)  # the cursor is 0 here: the whole epoch
@@ -565,9 +524,9 @@ class BatchLoader:
         if steps is not None:
             cursor = as_nonnegative_int(steps, "state_dict: steps")
         return {"format": FORMAT, "plan_version": PLAN_VERSION,
-                "args": self.cfg.fingerprint(self.column), "source": dict(self._source_print),
-                "seed": self.cfg.seed, "epoch": self.epoch, "cursor": cursor,
-                "num_replicas": self.cfg.num_replicas,
+                "args": self._fingerprint(self.column), "source": dict(self._source_print),
+                "seed": self.select.seed, "epoch": self.epoch, "cursor": cursor,
+                "num_replicas": self.select.num_replicas,
                 "segments": [list(s) for s in self._segments]}
 
     def load_state_dict(self, state, strict=True):
@@ -604,9 +563,9 @@ class BatchLoader:
         if problems:
             warnings.warn(f"load_state_dict(strict=False): resuming although "
                           f"{'; '.join(problems)}", UserWarning, stacklevel=2)
-            segments = [[self.cfg.num_replicas, 0]]
-        elif segments[-1][0] != self.cfg.num_replicas:
-            segments.append([self.cfg.num_replicas, cursor])
+            segments = [[self.select.num_replicas, 0]]
+        elif segments[-1][0] != self.select.num_replicas:
+            segments.append([self.select.num_replicas, cursor])
         self.epoch = epoch
         self._segments = segments
         self._cursor = cursor
@@ -673,16 +632,16 @@ class BatchLoader:
         start = self._cursor - base
         if start >= plan.steps:
             return
-        bar = _bar(self.cfg.progress, plan.steps - start, self._nbytes, plan.steps)
+        bar = self.deliver.bar(plan.steps - start, self._nbytes, plan.steps)
         share = self._nbytes / max(plan.steps, 1)
         ok = False
         made = self._produce(plan, range(start, plan.steps))
-        if self.cfg.prefetch:
-            made = _prefetched(made, self.cfg.prefetch)
+        if self.deliver.prefetch:
+            made = prefetched(made, self.deliver.prefetch)
         try:
             for step, batch, tokens in made:
                 self._cursor = base + step + 1
-                bar.advance(int(plan.hi[self.cfg.rank, step] - plan.lo[self.cfg.rank, step]),
+                bar.advance(int(plan.hi[self.select.rank, step] - plan.lo[self.select.rank, step]),
                             share, tokens)
                 bar.file_done()
                 yield batch
@@ -694,7 +653,7 @@ class BatchLoader:
     def _produce(self, plan, steps):
         """``(step, batch, tokens)`` for each step of ``steps`` (this rank's), reading each
         block once for the steps that need it."""
-        rank = self.cfg.rank
+        rank = self.select.rank
         if self._parts is None:
             for s in steps:
                 yield s, self._batch(self._seqs, None, plan, s, self._memory_extras), \
@@ -719,21 +678,24 @@ class BatchLoader:
         """Read the sequences ``rows`` (positions in the source) from the row groups holding
         them: the Sequences, a map from positions to the read table's, the extra columns."""
         parts = self._parts
-        level0 = self.cfg.level == 0
+        level0 = self.select.level == 0
         p = np.searchsorted(self._part_starts, rows, side="right") - 1
         needed = np.unique(p)
         tables, firsts, offsets, done = [], [], [], 0
         for k in needed:
             mine = rows[p == k] - self._part_starts[k]
             lo, hi = (int(mine.min()), int(mine.max()) + 1) if level0 else (0, None)
-            table = parts.read(int(k), [self.column] + self.cfg.extra_columns, lo, hi)
+            table = parts.read(int(k), [self.column] + self.select.extra_columns, lo, hi)
             tables.append(table)
             firsts.append(self._part_starts[k] + lo)
             offsets.append(done)
             done += len(table) if level0 else int(self._part_starts[k + 1]
                                                    - self._part_starts[k])
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        seqs = as_sequences(table, self.column, self.cfg.level, _FN)
+        if len(self._value_nulls[0]):  # rows nulls="drop" leaves out, read beside others
+            i = table.schema.get_field_index(self.column)
+            table = table.set_column(i, self.column, fill_value_nulls(table.column(i)))
+        seqs = as_sequences(table, self.column, self.select.level, _FN)
         firsts = np.asarray(firsts, np.int64)
         offsets = np.asarray(offsets, np.int64)
 
@@ -748,15 +710,14 @@ class BatchLoader:
     def _batch(self, seqs, local_of, plan, step, extras):
         """Step ``step``'s batch of this rank: ``local_of`` maps source positions to those of
         ``seqs`` (None: the same)."""
-        cfg = self.cfg
         placement = None
         if plan.items is not None:
-            rows, placement = plan.placement(cfg.rank, step)
+            rows, placement = plan.placement(self.select.rank, step)
         else:
-            rows = plan.batch(cfg.rank, step)
+            rows = plan.batch(self.select.rank, step)
         local = rows if local_of is None else local_of(rows)
-        out = collate_rows(seqs, local, cfg.mode, self._pad, cfg.row_length,
-                           placement=placement, shape=cfg.shape, fn=_FN)
+        out = collate_rows(seqs, local, self.shape.mode, self._pad, self.shape.row_length,
+                           placement=placement, shape=self.shape.collate, fn=_FN)
         out["rows"] = rows
         arrow = {}
         for spec in self._extra_specs:
@@ -765,36 +726,35 @@ class BatchLoader:
             out = convert(out, False, "numpy", _FN)
             out.update(arrow)
             return self._one_storage(out)
-        out = convert(out, seqs.on_gpu, cfg.to, _FN)
+        out = convert(out, seqs.on_gpu, self.deliver.to, _FN)
         out.update(arrow)
         return out
 
     def _iterate_ray(self, worker, num_workers):
-        cfg = self.cfg
         block_no = 0
-        for table in self._ray.iter_batches(batch_size=cfg.window, batch_format="pyarrow"):
+        for table in self._ray.iter_batches(batch_size=self.select.window, batch_format="pyarrow"):
             if block_no % num_workers == worker:
                 column = pick_column(table.schema, self.column, _FN)
                 col = table.column(column)
-                if col.null_count and cfg.nulls == "error":
+                if col.null_count and self.select.nulls == "error":
                     raise ValueError(f"{_FN}: row {int(null_rows(col)[0])} of Ray block "
                                      f"{block_no} of column {column!r} is null; pass "
                                      f"nulls='empty' or nulls='drop'")
-                seqs = as_sequences(table, column, cfg.level, _FN)
+                seqs = as_sequences(table, column, self.select.level, _FN)
                 specs = [ExtraColumn(n, table.schema.field(n).type, table.column(n).null_count)
-                         for n in cfg.extra_columns]
+                         for n in self.select.extra_columns]
                 self._extra_specs = specs
                 extras = {e.name: e.prepare(table.column(e.name)) for e in specs}
                 self._pad = self._pad_for(seqs)
                 rows = None
-                if cfg.nulls == "drop" and col.null_count and cfg.level == 0:
+                if self.select.nulls == "drop" and col.null_count and self.select.level == 0:
                     keep = np.ones(len(seqs), bool)
                     keep[null_rows(col)] = False
                     rows = np.flatnonzero(keep)
                 from lodarrow._training._resume import rng_of
 
-                plan = plan_epoch(seqs.lengths, cfg.plan_args(cfg.window), 1,
-                                  rng_of(cfg.seed, self.epoch, block_no + 1), rows=rows)
+                plan = plan_epoch(seqs.lengths, self.select.plan_args(self.select.window), 1,
+                                  rng_of(self.select.seed, self.epoch, block_no + 1), rows=rows)
                 for s in range(plan.steps):
                     yield self._batch(seqs, None, plan, s, extras)
             block_no += 1
@@ -821,68 +781,3 @@ def _check_sequence_type(t, name):
     if list_depth(t) == 0:
         raise TypeError(f"{_FN}: column {name!r} is {t}, not a list column of sequences; "
                         f"name the list column with column=")
-
-
-def _prefetched(made, depth):
-    """Run the generator ``made`` in a background thread, ``depth`` items ahead."""
-    q = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    done = object()
-
-    def work():
-        try:
-            for item in made:
-                while not stop.is_set():
-                    try:
-                        q.put(item, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    break
-            q.put(done)
-        except BaseException as exc:  # handed to the consumer, raised there
-            q.put(exc)
-        finally:
-            made.close()
-
-    thread = threading.Thread(target=work, name="lodarrow-prefetch", daemon=True)
-    thread.start()
-
-    def consume():
-        try:
-            while True:
-                item = q.get()
-                if item is done:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            stop.set()
-            while thread.is_alive():
-                try:
-                    q.get(timeout=0.05)
-                except queue.Empty:
-                    pass
-            thread.join()
-
-    return consume()
-
-
-def _bar(progress, steps, nbytes, total_steps):
-    from lodarrow._progress import Progress
-    from lodarrow._tables._dataset import _isatty
-
-    enabled = _isatty(sys.stderr) if progress is None else progress
-    return Progress(steps, nbytes * steps / max(total_steps, 1), enabled,
-                    label="batch_loader", unit="batches", tokens=True)
-
-
-def _opt_pos(value, name):
-    return None if value is None else as_positive_int(value, f"{_FN}: {name}")
-
-
-def _nonneg(value, name):
-    return as_nonnegative_int(value, f"{_FN}: {name}")
-

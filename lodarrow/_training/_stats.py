@@ -2,14 +2,14 @@
 
 import numpy as np
 
-__all__ = ["plan_statistics"]
+__all__ = ["batch_slots", "plan_statistics"]
 
 
 def plan_statistics(plan, base, loader):
     """The statistics of ``plan`` (the current segment of the loader's epoch, from step
     ``base`` of the epoch) for :meth:`BatchLoader.statistics`."""
     sizes, tokens = plan.sizes, plan.tokens
-    padded = sizes * plan.longest
+    padded = batch_slots(plan, loader.shape)
     total_padded = int(padded.sum())
     out = {
         "epoch": loader.epoch,
@@ -26,10 +26,25 @@ def plan_statistics(plan, base, loader):
         "step_balance": {"tokens": _ratios(tokens), "compute": _ratios(plan.compute)},
     }
     if plan.items is not None:
-        out["packing"] = _packing(plan, loader.cfg)
+        out["packing"] = _packing(plan, loader.shape)
     if loader._parts is not None:
         out["decodes"] = _decodes(plan, loader)
     return out
+
+
+def batch_slots(plan, shape):
+    """The slots of every batch of ``plan`` (``(ranks, steps)``) as collation lays them out
+    (:class:`lodarrow._training._shape.BatchShape`): padding, widths, fixed rows and
+    segments counted."""
+    if plan.items is not None or shape.mode != "packed_rows" or shape.rows_per_batch:
+        return shape.slots(plan.sizes, plan.longest, plan.tokens)
+    # packed rows packed at collation: each batch packed as collate packs it
+    lo, hi = plan.lo.ravel(), plan.hi.ravel()
+    sizes = hi - lo
+    bounds = np.zeros(len(sizes) + 1, np.int64)
+    np.cumsum(sizes, out=bounds[1:])
+    pos = np.repeat(lo - bounds[:-1], sizes) + np.arange(bounds[-1], dtype=np.int64)
+    return shape.packed_rows_slots(plan._seq[pos], bounds).reshape(plan.lo.shape)
 
 
 def _packing(plan, cfg):

@@ -12,8 +12,13 @@ Worker ``i`` of ``k`` makes the steps ``i, i + k, ...`` from the cursor, so the 
   ``to="torch"`` a worker instead copies the batch's arrays into one buffer that crosses by
   value and becomes the dict of tensors again in the main process (:class:`_WireBatch`).
 - **torchdata's ``StatefulDataLoader``.**  ``state_dict`` / ``load_state_dict`` are called in
-  each worker: a worker's state is the loader's position and how many batches that worker
-  made, so the ``StatefulDataLoader`` resumes with the first batch not yet received.
+  each worker: a worker's state is the loader's position and that worker's next step, so the
+  ``StatefulDataLoader`` resumes with the first batch not yet received.  torchdata restores
+  worker states on the same worker count only (another is refused here, saying what works).
+  On another ``num_replicas`` the workers agree on the step the loop had received (the
+  smallest of their next steps, posted in the shared block) before the rest is re-planned;
+  ``loader_state`` turns a ``StatefulDataLoader`` state into the loader's own, which any
+  ``DataLoader`` and worker count take (docs/training.md#resuming).
 """
 
 import json
@@ -21,9 +26,11 @@ import multiprocessing
 import os
 import warnings
 
-__all__ = ["torch_dataset"]
+__all__ = ["stateful_loader_state", "torch_dataset"]
 
 _STATE_BYTES = 1 << 16
+#: How long a worker waits for the others' saved steps on a resume on another world.
+_AGREE_SECONDS = 120
 _CLASS = None
 
 
@@ -32,6 +39,37 @@ def torch_dataset(torch, loader):
     if _CLASS is None:
         _CLASS = _make_class(torch)
     return _CLASS(loader)
+
+
+def stateful_loader_state(dataloader_state):
+    """A loader state from a torchdata ``StatefulDataLoader`` state dict (see
+    ``TorchBatches.loader_state``).
+
+    Without workers the dataset's state is the loader's own.  With workers each worker's
+    state holds its next step of the epoch; the training loop had received every step before
+    the smallest of them, plus the steps torchdata counts since its last snapshot."""
+    if not isinstance(dataloader_state, dict):
+        raise TypeError(f"loader_state: expected a StatefulDataLoader state dict, got "
+                        f"{type(dataloader_state).__name__}")
+    if "dataset_state" in dataloader_state and "_snapshot" not in dataloader_state:
+        state = dataloader_state["dataset_state"]
+        if not (isinstance(state, dict) and "cursor" in state):
+            raise ValueError("loader_state: the state holds no batch_loader state (was it "
+                             "saved from a StatefulDataLoader over loader.torch()?)")
+        return state
+    try:
+        snapshot = dataloader_state["_snapshot"]
+        workers = [w["dataset_state"] for w in snapshot["_worker_snapshots"].values()]
+        since = int(dataloader_state.get("_steps_since_snapshot", 0))
+    except (KeyError, TypeError):
+        raise ValueError("loader_state: not a StatefulDataLoader state dict (no '_snapshot' "
+                         "with '_worker_snapshots')") from None
+    workers = [w for w in workers if isinstance(w, dict) and "epoch_step" in w]
+    if not workers:
+        raise ValueError("loader_state: no worker state of loader.torch() in this "
+                         "StatefulDataLoader state")
+    received = min(w["epoch_step"] for w in workers) + since
+    return {**workers[0]["loader"], "cursor": received}
 
 
 def _one_storage(out):
@@ -118,13 +156,72 @@ def _make_class(torch):
 
         def load_state_dict(self, state):
             """Resume: a loader state (:meth:`lodarrow.BatchLoader.state_dict`), or in a
-            ``StatefulDataLoader`` worker the state :meth:`state_dict` gave there."""
-            if isinstance(state, dict) and "worker" in state:
-                self.loader.load_state_dict(state["loader"])
+            ``StatefulDataLoader`` worker the state :meth:`state_dict` gave there.
+
+            In a worker: the same worker count only (torchdata keeps one state per worker:
+            another count is a ``ValueError`` saying what works instead); on another
+            ``num_replicas`` the workers first agree on the step the training loop had
+            received (:meth:`_agree`), and the rest of the epoch is planned for this world."""
+            if not (isinstance(state, dict) and "worker" in state):
+                self.loader.load_state_dict(state)
+                self._first = None
+                return
+            info = torch.utils.data.get_worker_info()
+            if info is None:
+                raise ValueError("BatchLoader.torch: this is one DataLoader worker's state; "
+                                 "give the loader's own state instead: "
+                                 "dataset.loader_state(dataloader.state_dict())")
+            self._made = 0
+            if state["num_workers"] != info.num_workers:
+                raise ValueError(
+                    f"BatchLoader.torch: this StatefulDataLoader state was saved with "
+                    f"num_workers={state['num_workers']}, and torchdata restores a state on "
+                    f"the same worker count only (now num_workers={info.num_workers}). Resume "
+                    f"with num_workers={state['num_workers']}, or through the loader's own "
+                    f"state, which any DataLoader and worker count takes: "
+                    f"loader.load_state_dict(dataset.loader_state(saved_state)) (or "
+                    f"loader.state_dict(steps=step) saved beside the checkpoint)")
+            saved = state["loader"]
+            if saved["segments"][-1][0] == self.loader.select.num_replicas:
+                self.loader.load_state_dict(saved)
                 self._first = state["next_step"]
                 return
-            self.loader.load_state_dict(state)
-            self._first = None
+            received = self._agree(state, info)
+            self.loader.load_state_dict({**saved, "cursor": received})
+            self._first = state["epoch_step"] - received
+
+        def _agree(self, state, info):
+            """The step the training loop had received when the state was saved: the first
+            step no worker had delivered, the smallest of the workers' next steps.  Each
+            worker only holds its own, so the workers post theirs in the shared block and
+            wait for all of them (they start together)."""
+            import time
+
+            key = json.dumps([state["loader"]["epoch"], state["loader"]["segments"],
+                              state["num_workers"]])
+            deadline = time.monotonic() + _AGREE_SECONDS
+            posted = False
+            while True:
+                with self._shared.get_lock():
+                    shared = json.loads(self._shared.value.decode())
+                    votes = shared.setdefault("agree", {})
+                    if votes.get("key") != key:
+                        votes.clear()
+                        votes["key"] = key
+                        votes["steps"] = {}
+                    if not posted:
+                        votes["steps"][str(state["worker"])] = state["epoch_step"]
+                        self._shared.value = json.dumps(shared).encode()
+                        posted = True
+                    steps = dict(votes["steps"])
+                if len(steps) == state["num_workers"]:
+                    return min(steps.values())
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"BatchLoader.torch: worker {info.id} waited {_AGREE_SECONDS} s for the "
+                        f"other workers' saved steps (a resume on another num_replicas needs "
+                        f"all {state['num_workers']}); got those of workers {sorted(steps)}")
+                time.sleep(0.01)
 
         def state_dict(self):
             """The loader's position (in a ``StatefulDataLoader`` worker: with the next step
@@ -137,10 +234,19 @@ def _make_class(torch):
                 _, base = self.loader._epoch_plan()
                 first = self.loader._cursor - base + info.id
             else:
+                _, base = self.loader._epoch_plan()
                 first = self._first
+            step = first + self._made * info.num_workers
             return {"worker": info.id, "num_workers": info.num_workers,
-                    "loader": self.loader.state_dict(),
-                    "next_step": first + self._made * info.num_workers}
+                    "loader": self.loader.state_dict(), "next_step": step,
+                    "epoch_step": base + step}
+
+        def loader_state(self, dataloader_state):
+            """The loader's own state (:meth:`lodarrow.BatchLoader.state_dict`) from a
+            torchdata ``StatefulDataLoader`` state: the epoch and the steps the training loop
+            had received, which :meth:`lodarrow.BatchLoader.load_state_dict` takes on any
+            ``num_replicas``, with any ``DataLoader`` and worker count."""
+            return stateful_loader_state(dataloader_state)
 
         def _sync(self):
             """A worker takes the position the main process published last (set_epoch,
@@ -158,7 +264,7 @@ def _make_class(torch):
             if info is None:
                 return iter(self.loader)
             os.environ["LODARROW_NUM_THREADS"] = "1"  # the workers share the cores
-            if self.loader.cfg.to == "torch":
+            if self.loader.deliver.to == "torch":
                 self.loader._one_storage = _one_storage
             return self._worker_pass(info)
 

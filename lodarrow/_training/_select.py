@@ -1,0 +1,126 @@
+"""The loader's first stage, *which sequences*: the column and level, nulls, over-long
+sequences, shuffling, ranks, balance and budgets (docs/training.md#where-options-meet).
+
+:class:`Selection` checks these options once and, bound to the shape stage
+(:class:`lodarrow._training._shape.BatchShape`), states what the plan may rely on: the
+planning arguments (:meth:`Selection.plan_args`), each batch's sequence cap (the smaller of
+``batch_size`` and the shape's ``max_count``), and which sequences no batch within the
+budget can hold (:meth:`Selection.over`).  Where two options of the stages cannot meet (a
+``batch_size`` above ``num_rows``, ``oversize="split"`` without packed rows) the loader is
+refused here, when it is made.
+"""
+
+import numpy as np
+
+from lodarrow._training._epoch import PlanArgs
+from lodarrow._validation import (as_flag, as_int, as_nonnegative_int, as_positive_int,
+                                  check_choice)
+
+__all__ = ["BALANCES", "NULLS", "OVERSIZE", "Selection"]
+
+NULLS = ("error", "empty", "drop")
+BALANCES = ("batches", "tokens", "compute")
+OVERSIZE = ("alone", "error", "drop", "split")
+
+
+class Selection:
+    """Which sequences go in which batch, on which rank: the options checked once."""
+
+    def __init__(self, *, batch_size, max_tokens, level, extra_columns, shuffle, seed,
+                 drop_last, num_replicas, rank, balance, alpha, oversize, nulls, bucket,
+                 window, row_groups, fn="batch_loader"):
+        self.fn = fn
+        self.batch_size = _opt_pos(batch_size, "batch_size", fn)
+        self.max_tokens = _opt_pos(max_tokens, "max_tokens", fn)
+        if self.batch_size is None and self.max_tokens is None:
+            raise ValueError(f"{fn}: give batch_size, max_tokens or both (both are None)")
+        if isinstance(level, (bool, np.bool_)):
+            raise TypeError(f"{fn}: level must be an integer, got bool")
+        self.level = as_int(level, f"{fn}: level")
+        if isinstance(extra_columns, str) or not isinstance(extra_columns, (list, tuple)):
+            raise TypeError(f"{fn}: extra_columns must be a list of column names, got "
+                            f"{type(extra_columns).__name__}")
+        for k, name in enumerate(extra_columns):
+            if not isinstance(name, str):
+                raise TypeError(f"{fn}: extra_columns[{k}] must be a str, got "
+                                f"{type(name).__name__}")
+        if len(set(extra_columns)) != len(extra_columns):
+            raise ValueError(f"{fn}: extra_columns names a column twice: {list(extra_columns)}")
+        if extra_columns and self.level != 0:
+            raise ValueError(f"{fn}: extra_columns need level=0 (rows), got level={level}")
+        self.extra_columns = list(extra_columns)
+        self.shuffle = as_flag(shuffle, f"{fn}: shuffle")
+        self.bucket = as_flag(bucket, f"{fn}: bucket")
+        self.window = as_positive_int(window, f"{fn}: window")
+        self.row_groups = as_positive_int(row_groups, f"{fn}: row_groups")
+        self.seed = as_nonnegative_int(seed, f"{fn}: seed")
+        self.drop_last = as_flag(drop_last, f"{fn}: drop_last")
+        self.num_replicas = as_positive_int(num_replicas, f"{fn}: num_replicas")
+        self.rank = as_nonnegative_int(rank, f"{fn}: rank")
+        if self.rank >= self.num_replicas:
+            raise ValueError(f"{fn}: rank must be in [0, num_replicas={num_replicas}), "
+                             f"got {rank}")
+        self.oversize = check_choice(oversize, f"{fn}: oversize", OVERSIZE)
+        self.nulls = check_choice(nulls, f"{fn}: nulls", NULLS)
+        self.balance = check_choice(balance, f"{fn}: balance", BALANCES)
+        if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, (int, float,
+                                                                           np.number)):
+            raise TypeError(f"{fn}: alpha must be a number, got {type(alpha).__name__}")
+        self.alpha = float(alpha)
+        if not (self.alpha >= 0 and np.isfinite(self.alpha)):
+            raise ValueError(f"{fn}: alpha must be a finite number >= 0, got {alpha!r}")
+        self.shape = None
+
+    def bind(self, shape):
+        """Meet the shape stage: check the options where they meet, and keep the shape
+        (``shape.bind`` settles planned packed rows against ``max_tokens``)."""
+        fn = self.fn
+        if self.oversize == "split" and shape.mode != "packed_rows":
+            raise ValueError(f"{fn}: oversize='split' applies to mode='packed_rows' only "
+                             f"(mode={shape.mode!r})")
+        cap = shape.max_count
+        if cap is not None and self.batch_size is not None and self.batch_size > cap:
+            name = "num_rows" if shape.mode == "padded" else "num_segments"
+            raise ValueError(f"{fn}: batch_size={self.batch_size} is more than {name}={cap}: a "
+                             f"batch could not hold its sequences; give batch_size <= {cap} "
+                             f"(or leave batch_size out: batches then hold at most {cap})")
+        self.shape = shape.bind(self.max_tokens)
+        return self
+
+    @property
+    def count_cap(self):
+        """The most sequences of a batch: ``batch_size`` and the shape's cap, the smaller."""
+        caps = [c for c in (self.batch_size, self.shape.max_count) if c is not None]
+        return min(caps) if caps else None
+
+    def plan_args(self, cell_rows):
+        """The planning arguments of :func:`lodarrow._training._epoch.plan_epoch`."""
+        return PlanArgs(batch_size=self.count_cap, max_tokens=self.max_tokens,
+                        packed=self.shape.cost == "packed", bucket=self.bucket,
+                        shuffle=self.shuffle, drop_last=self.drop_last, balance=self.balance,
+                        alpha=self.alpha,
+                        oversize="alone" if self.oversize == "split" else self.oversize,
+                        cell_rows=cell_rows, fn=self.fn, shape=self.shape)
+
+    def over(self, lengths):
+        """Which of ``lengths`` a batch of its own would hold over the budget (after padding)
+        or not at all, with the limit they break, for the checks made when the loader is
+        made: ``(mask, limit)``."""
+        shape = self.shape
+        alone = shape.alone(lengths)
+        unplaceable = alone < 0
+        over = alone > self.max_tokens if self.max_tokens is not None else np.zeros_like(
+            unplaceable)
+        return unplaceable, over
+
+    def fingerprint(self):
+        """The options that decide the plan (a saved state names them)."""
+        return {"level": self.level, "batch_size": self.batch_size,
+                "max_tokens": self.max_tokens, "shuffle": self.shuffle,
+                "drop_last": self.drop_last, "balance": self.balance, "alpha": self.alpha,
+                "oversize": self.oversize, "nulls": self.nulls, "bucket": self.bucket,
+                "window": self.window, "row_groups": self.row_groups}
+
+
+def _opt_pos(value, name, fn):
+    return None if value is None else as_positive_int(value, f"{fn}: {name}")
