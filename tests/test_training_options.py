@@ -401,3 +401,18 @@ def test_null_values_are_found_from_a_warm_lengths_cache(tmp_path):
     for _ in range(2):
         la.batch_loader(str(tmp_path / "d.parquet"), "tokens", batch_size=4,
                         cache_dir=str(cache))
+
+
+def test_equal_steps_when_batches_of_one_sequence_do_not_divide_the_ranks():
+    """Cells of one-sequence batches whose count is no multiple of the ranks: neighbouring
+    batches that fit together are merged (found by the resume property test)."""
+    lengths = np.array([0, 0, 0, 0, 0, 14, 0, 0, 0, 0, 0])
+    table = _table(lengths)
+    loaders = [la.batch_loader(table, "tokens", max_tokens=80, balance="tokens", window=1,
+                               shuffle=False, bucket=False, num_replicas=6, rank=r,
+                               progress=False) for r in range(6)]
+    got = [[b for b in lo] for lo in loaders]
+    assert len({len(b) for b in got}) == 1
+    rows = np.concatenate([b["rows"] for mine in got for b in mine])
+    assert sorted(rows) == list(range(11))
+    assert all(b["values"].size <= 80 for mine in got for b in mine)

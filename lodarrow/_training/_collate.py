@@ -484,13 +484,13 @@ def _narrow(a, key, fn):
 
 
 def collate_rows(seqs, rows, mode, pad, row_length=None, *, placement=None, shape=_NO_SHAPE,
-                 fn=_FN):
+                 fn=_FN, trusted=False):
     """:func:`collate` on trusted arguments (``pad`` an array of the feature shape, ``shape``
     from :func:`check_shape`).
 
     With ``placement`` (mode "packed_rows": a :class:`Placement` whose ``seq`` indexes
     ``rows``) the batch is laid out as it says instead of packed again; it is checked to fit
-    the batch's lengths.
+    the batch's lengths, unless ``trusted`` (a loader's own plan, made from these lengths).
     """
     if placement is not None and mode != "packed_rows":
         raise ValueError(f"{fn}: a placement is for mode='packed_rows' (mode={mode!r})")
@@ -505,7 +505,7 @@ def collate_rows(seqs, rows, mode, pad, row_length=None, *, placement=None, shap
     if placement is None:
         placement = pack_placement(lengths, row_length, oversize=shape.oversize, ids=rows,
                                    fn=fn)
-    else:
+    elif not trusted:
         _check_placement(placement, lengths, row_length, fn)
     return _packed_rows(seqs, rows, lengths, pad, placement, shape, fn)
 
@@ -614,8 +614,11 @@ def _packed_rows(seqs, rows, lengths, pad, p, shape, fn):
     cu[p.row, np.arange(m, dtype=np.int64) - first[p.row] + 1] = p.offset + p.length
     cu = np.maximum.accumulate(cu, axis=1)  # each row padded by repeating its last entry
     seq_row = np.full(len(rows), -1, dtype=np.int64)
-    placed, first_item = np.unique(p.seq, return_index=True)
-    seq_row[placed] = p.row[first_item]
+    if m == len(rows) and not p.start.any():  # each sequence one item
+        seq_row[p.seq] = p.row
+    else:
+        placed, first_item = np.unique(p.seq, return_index=True)
+        seq_row[placed] = p.row[first_item]
     feature = seqs.values.shape[1:]
     shape2 = (n_out, R)
     return {"values": values.reshape(shape2 + feature), "position_ids": positions.reshape(shape2),

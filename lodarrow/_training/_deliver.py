@@ -6,9 +6,10 @@ shape); this stage only hands the batches over, in plan order.  ``DataLoader`` w
 the torch side of the same stage (:mod:`lodarrow._training._torch`).
 """
 
-import queue
+import collections
 import sys
 import threading
+import time
 
 from lodarrow._hub._dense import LIBRARIES
 from lodarrow._validation import as_flag, as_nonnegative_int, check_choice
@@ -37,48 +38,95 @@ class Delivery:
                         label="batch_loader", unit="batches", tokens=True)
 
 
+class _Raised:
+    """An exception of the background thread, handed to the consumer in its place."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc):
+        self.exc = exc
+
+
 def prefetched(made, depth):
-    """Run the generator ``made`` in a background thread, ``depth`` items ahead."""
-    q = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    done = object()
+    """The items of the generator ``made``, in order, made up to ``depth`` ahead by a
+    background thread *while the consumer is away*.
+
+    A thread earns its keep only where the consumer spends longer between items than an item
+    takes to make (a training step against a batch): then it fills a buffer of ``depth``
+    items while the step runs (collation and Parquet decoding release the GIL).  Where the
+    consumer comes straight back, handing every item across threads would cost more than
+    making it (a wake-up per item), so the consumer makes it itself.  Both draw from one
+    generator under one lock, and an item goes into the buffer before the lock is released,
+    so whoever makes the next item, they arrive in order.
+    """
+    made_lock = threading.Lock()
+    wanted = threading.Condition()
+    buffer = collections.deque()
+    state = {"stop": False, "done": False, "away": 0.0, "make": 0.0}
+    end = object()
+    clock = time.perf_counter
+
+    def make_one():  # under made_lock
+        t = clock()
+        try:
+            item = next(made)
+        except StopIteration:
+            state["done"] = True
+            return end
+        state["make"] = 0.8 * state["make"] + 0.2 * (clock() - t)
+        return item
+
+    def ahead():
+        return state["away"] > state["make"] and len(buffer) < depth
 
     def work():
-        try:
-            for item in made:
-                while not stop.is_set():
-                    try:
-                        q.put(item, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    break
-            q.put(done)
-        except BaseException as exc:  # handed to the consumer, raised there
-            q.put(exc)
-        finally:
-            made.close()
+        while True:
+            with wanted:
+                while not state["stop"] and not ahead():
+                    wanted.wait()
+                if state["stop"]:
+                    return
+            with made_lock:
+                if state["done"] or state["stop"]:
+                    return
+                try:
+                    item = make_one()
+                except BaseException as exc:  # raised in the consumer, in its turn
+                    state["done"] = True
+                    item = _Raised(exc)
+                buffer.append(item)
+                if item is end or isinstance(item, _Raised):
+                    return
 
     thread = threading.Thread(target=work, name="lodarrow-prefetch", daemon=True)
     thread.start()
 
     def consume():
+        left = clock()
         try:
             while True:
-                item = q.get()
-                if item is done:
+                away = clock() - left
+                state["away"] = 0.8 * state["away"] + 0.2 * away
+                if buffer:
+                    item = buffer.popleft()  # the thread only appends: the earliest item
+                else:
+                    with made_lock:  # the thread may be making it: wait for that one
+                        item = buffer.popleft() if buffer else (
+                            end if state["done"] else make_one())
+                if item is end:
                     return
-                if isinstance(item, BaseException):
-                    raise item
+                if isinstance(item, _Raised):
+                    raise item.exc
+                if ahead():
+                    with wanted:
+                        wanted.notify()
+                left = clock()
                 yield item
         finally:
-            stop.set()
-            while thread.is_alive():
-                try:
-                    q.get(timeout=0.05)
-                except queue.Empty:
-                    pass
+            with wanted:
+                state["stop"] = True
+                wanted.notify()
             thread.join()
+            made.close()
 
     return consume()

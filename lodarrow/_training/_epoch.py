@@ -123,6 +123,7 @@ class EpochPlan:
         # packed rows: ``order`` lists items (a sequence, or a chunk of one), and ``items``
         # their (start, row, offset) arrays; ``seq`` their lengths
         self.items = items
+        self._split = None
         self.num_replicas, self.steps = lo.shape
         self.dropped = dropped
         self._seq, self._alpha, self._compute = seq, alpha, None
@@ -147,7 +148,16 @@ class EpochPlan:
     def batch(self, rank, step):
         """The rows (sequence positions) of rank ``rank``'s batch at step ``step``."""
         rows = self.order[self.lo[rank, step]:self.hi[rank, step]]
-        return rows if self.items is None else np.unique(rows)
+        if self.items is None:
+            return rows
+        return np.sort(rows) if not self.split else np.unique(rows)
+
+    @property
+    def split(self):
+        """Whether a packed-rows plan cut a sequence into chunks (an item not from 0)."""
+        if self._split is None:
+            self._split = bool(self.items is not None and np.any(self.items[0]))
+        return self._split
 
     def placement(self, rank, step):
         """A packed batch's layout: ``(rows, Placement)``, the placement's ``seq`` indexing
@@ -156,7 +166,13 @@ class EpochPlan:
 
         a, b = self.lo[rank, step], self.hi[rank, step]
         seq = self.order[a:b]
-        rows, index = np.unique(seq, return_inverse=True)
+        if self.split:
+            rows, index = np.unique(seq, return_inverse=True)
+        else:  # each sequence one item: the same, without unique's passes
+            by_row = np.argsort(seq, kind="stable")
+            rows = seq[by_row]
+            index = np.empty(len(seq), np.int64)
+            index[by_row] = np.arange(len(seq), dtype=np.int64)
         start, row, offset = (x[a:b] for x in self.items[:3])
         first = int(row[0]) if b > a else 0
         n_rows = int(row[-1]) - first + 1 if b > a else 0
@@ -531,7 +547,9 @@ def _steps(blocks, seq, args, R, rng, splits=None):
             lanes = [(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
                      for a, b in zip(carry, lanes)]
             carry = None
-        evened = _even_out(lanes, R, splits)
+        # the last block has no next one to carry into: it may merge batches instead
+        last = k + 1 == len(blocks)
+        evened = _even_out(lanes, R, splits, _fits(seq, args) if last else None)
         if evened is None:
             if k + 1 < len(blocks):
                 carry = lanes
@@ -554,7 +572,29 @@ def _steps(blocks, seq, args, R, rng, splits=None):
     return np.hstack(los), np.hstack(his), np.hstack(block_ids), dropped
 
 
-def _even_out(lanes, R, splits=None):
+def _fits(seq, args):
+    """Whether the batch ``seq[lo:hi]`` keeps every limit of the plan (for a merge)."""
+    if args.packing:
+        return lambda lo, hi: False  # a batch of rows is full by construction
+
+    def fits(lo, hi):
+        count = hi - lo
+        if args.batch_size is not None and count > args.batch_size:
+            return False
+        part = seq[lo:hi]
+        longest, tokens = int(part.max()), int(part.sum())
+        if args.shape is not None:
+            cost = int(args.shape.measure(np.array([count]), np.array([longest]),
+                                          np.array([tokens]))[0])
+            if cost < 0:
+                return False
+        else:
+            cost = tokens if args.packed else count * longest
+        return args.max_tokens is None or cost <= args.max_tokens
+    return fits
+
+
+def _even_out(lanes, R, splits=None, fits=None):
     """Give every lane as many batches.  First each lane short of the longest splits its own
     largest batches (a split exceeds no budget, and no rank reads another's rows); where that
     is not enough, the block's batch count is made a multiple of ``R`` by splits and surplus
@@ -575,9 +615,40 @@ def _even_out(lanes, R, splits=None):
         short = min(len(lo) for lo, _ in lanes)
         order = sorted(range(R), key=lambda r: len(lanes[r][0]) != short)
         if not any(_split_one(lanes, r, splits) for r in order):
-            return None
+            break
         total += 1
+    # no batch left to split (batches of one sequence): merge neighbours that fit together
+    while total % R and fits is not None:
+        if not _merge_one(lanes, fits):
+            return None
+        total -= 1
+    if total % R:
+        return None
     return _deal(lanes, R)[0]
+
+
+def _merge_one(lanes, fits):
+    """Merge two neighbouring batches of the block (in stream order, across lanes too: the
+    smallest pair that keeps the limits) into the first one's lane; False if none fits."""
+    lane = np.concatenate([np.full(len(lo), r) for r, (lo, _) in enumerate(lanes)])
+    los = np.concatenate([lo for lo, _ in lanes])
+    his = np.concatenate([hi for _, hi in lanes])
+    order = np.argsort(los, kind="stable")
+    lane, los, his = lane[order], los[order], his[order]
+    adjacent = np.flatnonzero(his[:-1] == los[1:])
+    for j in adjacent[np.argsort(his[adjacent + 1] - los[adjacent], kind="stable")]:
+        a, b = int(los[j]), int(his[j + 1])
+        if not fits(a, b):
+            continue
+        first, second = int(lane[j]), int(lane[j + 1])
+        lo, hi = lanes[second]
+        keep = lo != los[j + 1]
+        lanes[second] = (lo[keep], hi[keep])
+        lo, hi = lanes[first]
+        hi = np.where(lo == a, b, hi)
+        lanes[first] = (lo, hi)
+        return True
+    return False
 
 
 def _split_one(lanes, r, splits):

@@ -717,7 +717,8 @@ class BatchLoader:
             rows = plan.batch(self.select.rank, step)
         local = rows if local_of is None else local_of(rows)
         out = collate_rows(seqs, local, self.shape.mode, self._pad, self.shape.row_length,
-                           placement=placement, shape=self.shape.collate, fn=_FN)
+                           placement=placement, shape=self.shape.collate, fn=_FN,
+                           trusted=True)
         out["rows"] = rows
         arrow = {}
         for spec in self._extra_specs:
