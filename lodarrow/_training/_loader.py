@@ -681,12 +681,15 @@ class BatchLoader:
         level0 = self.select.level == 0
         p = np.searchsorted(self._part_starts, rows, side="right") - 1
         needed = np.unique(p)
-        tables, firsts, offsets, done = [], [], [], 0
+        ranges = []
         for k in needed:
             mine = rows[p == k] - self._part_starts[k]
-            lo, hi = (int(mine.min()), int(mine.max()) + 1) if level0 else (0, None)
-            table = parts.read(int(k), [self.column] + self.select.extra_columns, lo, hi)
-            tables.append(table)
+            ranges.append((int(k),) + ((int(mine.min()), int(mine.max()) + 1) if level0
+                                       else (0, None)))
+        columns = [self.column] + self.select.extra_columns
+        tables = _read_all(parts, ranges, columns)
+        firsts, offsets, done = [], [], 0
+        for (k, lo, _), table in zip(ranges, tables):
             firsts.append(self._part_starts[k] + lo)
             offsets.append(done)
             done += len(table) if level0 else int(self._part_starts[k + 1]
@@ -775,6 +778,20 @@ class BatchLoader:
 
         torch = import_optional("torch", "BatchLoader.torch")
         return torch_dataset(torch, self)
+
+
+def _read_all(parts, ranges, columns):
+    """The row ranges ``(row group, lo, hi)`` of ``parts``, decoded on a few threads at once
+    (Parquet decoding releases the GIL; ``DataLoader`` workers run with one thread each)."""
+    from lodarrow._threads import num_threads
+
+    threads = min(num_threads(), len(ranges))
+    if threads <= 1:
+        return [parts.read(k, columns, lo, hi) for k, lo, hi in ranges]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(lambda r: parts.read(r[0], columns, r[1], r[2]), ranges))
 
 
 def _check_sequence_type(t, name):
