@@ -1,19 +1,29 @@
 #!/usr/bin/env python
-"""Cold vs cached starts of the lengths pass, and the bytes a remote start fetches.
+"""Cold vs cached starts of the lengths pass, what the lengths in the footer cost a reader,
+and the bytes a remote start fetches.
 
-Side by side in one run (docs/training.md#lengths-cache, docs/scale-out.md#remote-corpora):
+Side by side in one run (docs/training.md#lengths-cache, docs/tables.md#where-the-lengths-live,
+docs/scale-out.md#remote-corpora):
 
 - on a local corpus of ``--sequences`` token sequences (lognormal lengths, mean ~100 tokens,
-  ``--files`` files, row groups of 65,536 rows, written by pyarrow: no sidecars), the time to
-  ``la.sequence_lengths`` cold (decoding, filling a fresh cache), cached, from the sidecars
-  of a copy written by ``la.write_parquet`` (no cache), beside pyarrow's own
-  ``read_table(columns=[...])`` + ``pc.list_value_length``; and ``la.batch_loader``'s start,
-  cold and cached;
+  ``--files`` files, row groups of 65,536 rows, written by pyarrow: no recorded lengths), the
+  time to ``la.sequence_lengths`` cold (decoding, filling a fresh cache), cached, from the
+  footers of a copy written by ``la.write_parquet`` (no cache), beside pyarrow's own
+  ``read_table(columns=[...])`` + ``pc.list_value_length`` and the sidecars an earlier
+  release wrote beside each file; and ``la.batch_loader``'s start, cold, cached and from the
+  footers;
+- the footer itself (``--footer-sequences`` sequences in one file, written by
+  ``la.write_parquet`` with and without ``record_lengths``): its size, the time to open the
+  file for a reader that ignores the entry (pyarrow's ``ParquetFile(...).metadata``, DuckDB's
+  and polars' row count, which read the footer only), the time ``write_parquet`` spends
+  recording, and a first ``sequence_lengths`` from the footer against decoding the column;
 - on a moto S3 server started on 127.0.0.1 (``--s3``), the bytes a cold and a cached
   ``sequence_lengths`` and a one-column ``read_parquet`` fetch, against the column's
-  compressed size and the file's size.
+  compressed size and the file's size, and what opening the file costs with the lengths in
+  its footer and without.
 
-    python benchmarks/lengths_cache.py [--sequences 1000000] [--files 4] [--repeat 5] [--s3]
+    python benchmarks/lengths_cache.py [--sequences 1000000] [--files 4] [--repeat 5]
+        [--footer-sequences 100000] [--s3]
 """
 
 import argparse
@@ -61,6 +71,18 @@ def median_time(fn, repeat, setup=None):
     return float(np.median(times))
 
 
+def interleaved(fns, repeat):
+    """The median time of each of ``fns`` (name -> function), run in turn ``repeat`` times:
+    on a shared machine the ones compared see the same load."""
+    times = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
 def local(args, work):
     n, k = args.sequences, args.files
     plain, recorded = os.path.join(work, "plain"), os.path.join(work, "recorded")
@@ -77,10 +99,13 @@ def local(args, work):
         tokens += int(lengths.sum())
     want = np.concatenate(want)
     size = sum(os.path.getsize(os.path.join(plain, x)) for x in os.listdir(plain))
-    side = sum(os.path.getsize(os.path.join(recorded, x)) for x in os.listdir(recorded)
-               if x.endswith(".lodarrow-lengths"))
+    assert sorted(os.listdir(recorded)) == sorted(os.listdir(plain))  # nothing beside them
+    footers = sum(pq.read_metadata(os.path.join(recorded, x)).serialized_size
+                  - pq.read_metadata(os.path.join(plain, x)).serialized_size
+                  for x in os.listdir(plain))
     print(f"corpus: {len(want):,} sequences, {tokens:,} tokens, {k} files, "
-          f"{size / 1e6:.1f} MB; sidecars {side / 1e6:.2f} MB in all")
+          f"{size / 1e6:.1f} MB; the lengths in the footers {footers / 1e6:.2f} MB in all "
+          f"({footers / len(want):.2f} bytes per sequence)")
     cache = os.path.join(work, "cache")
 
     def fresh():
@@ -91,10 +116,22 @@ def local(args, work):
                        args.repeat, fresh)
     la.sequence_lengths(plain, "ids", cache_dir=cache)
     fast = max(args.repeat, 21)  # the quick ones: more repeats against a noisy machine
-    warm = median_time(lambda: la.sequence_lengths(plain, "ids", cache_dir=cache), fast)
+    # the previous release's layout, for comparison: a sidecar file beside each data file
+    legacy = os.path.join(work, "legacy")
+    shutil.copytree(plain, legacy)
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "tests"))
+    from test_lengths_cache import write_legacy_sidecar
+
+    for x in os.listdir(plain):
+        write_legacy_sidecar(os.path.join(legacy, x))
     assert np.array_equal(la.sequence_lengths(plain, "ids", cache_dir=cache), want)
-    sidecar = median_time(lambda: la.sequence_lengths(recorded, "ids", cache_dir=False), fast)
-    assert np.array_equal(la.sequence_lengths(recorded, "ids", cache_dir=False), want)
+    for where in (recorded, legacy):
+        assert np.array_equal(la.sequence_lengths(where, "ids", cache_dir=False), want)
+    quick = interleaved({
+        "warm": lambda: la.sequence_lengths(plain, "ids", cache_dir=cache),
+        "footer": lambda: la.sequence_lengths(recorded, "ids", cache_dir=False),
+        "sidecar": lambda: la.sequence_lengths(legacy, "ids", cache_dir=False)}, fast)
+    warm, footer, sidecar = quick["warm"], quick["footer"], quick["sidecar"]
     nocache = median_time(lambda: la.sequence_lengths(plain, "ids", cache_dir=False),
                           args.repeat)
 
@@ -107,21 +144,75 @@ def local(args, work):
     cold_loader = median_time(lambda: la.batch_loader(plain, "ids", cache_dir=cache, **loader),
                               args.repeat, fresh)
     la.batch_loader(plain, "ids", cache_dir=cache, **loader)
-    warm_loader = median_time(lambda: la.batch_loader(plain, "ids", cache_dir=cache, **loader),
-                              fast)
+    quick = interleaved({
+        "warm": lambda: la.batch_loader(plain, "ids", cache_dir=cache, **loader),
+        "footer": lambda: la.batch_loader(recorded, "ids", cache_dir=False, **loader)}, fast)
+    warm_loader, footer_loader = quick["warm"], quick["footer"]
     print("median seconds; 'x' = decoding (sequence_lengths without a cache) / this\n"
           "| what | seconds | x |\n| --- | ---: | ---: |")
     for name, t in (("sequence_lengths, no cache (decode)", nocache),
                     ("pyarrow read_table(columns=['ids']) + list_value_length", arrow),
                     ("sequence_lengths, cold (decode + fill the cache)", cold),
                     ("sequence_lengths, cached", warm),
-                    ("sequence_lengths, from write_parquet's sidecars (no cache)", sidecar),
+                    ("sequence_lengths, from write_parquet's footers (no cache)", footer),
+                    ("sequence_lengths, from an earlier release's sidecars (no cache)",
+                     sidecar),
                     ("batch_loader start, cold", cold_loader),
-                    ("batch_loader start, cached", warm_loader)):
+                    ("batch_loader start, cached", warm_loader),
+                    ("batch_loader start, from the footers (no cache)", footer_loader)):
         print(f"| {name} | {t:.4f} | {nocache / t:.1f} |")
     print(f"cached: {nocache / warm:.0f}x faster than decoding ({cold / warm:.0f}x than the cold "
-          f"start); sidecars: {nocache / sidecar:.0f}x ({cold / sidecar:.0f}x); batch_loader "
+          f"start); footers: {nocache / footer:.0f}x ({cold / footer:.0f}x); batch_loader "
           f"start: {cold_loader / warm_loader:.0f}x (the rest of a cached start is planning)")
+
+
+def footer(args, work):
+    """What the lengths in a file's footer cost a reader that ignores them, and save a
+    loader's first start: one file of ``--footer-sequences`` sequences, with and without."""
+    import duckdb
+    import polars as pl
+
+    n = args.footer_sequences
+    table, lengths = corpus(n, seed=7)
+    paths = {rec: os.path.join(work, f"footer-{rec}.parquet") for rec in (True, False)}
+    fast = max(args.repeat, 21)
+    write = interleaved({rec: (lambda rec=rec: la.write_parquet(
+        table, paths[rec], row_group_size=ROW_GROUP, record_lengths=rec)) for rec in paths},
+        args.repeat)
+    assert np.array_equal(la.sequence_lengths(paths[True], "ids", cache_dir=False), lengths)
+    meta = {rec: pq.read_metadata(p) for rec, p in paths.items()}
+    entry = len(meta[True].metadata[b"lodarrow.lengths"])
+    print(f"\none file: {n:,} sequences, {int(lengths.sum()):,} tokens, "
+          f"{meta[True].num_row_groups} row groups, {os.path.getsize(paths[False]) / 1e6:.1f} MB"
+          f"\nfooter: {meta[False].serialized_size:,} bytes without the lengths, "
+          f"{meta[True].serialized_size:,} with (the entry: {entry:,} bytes, "
+          f"{entry / n:.2f} per sequence)")
+
+    def opening(rec):
+        path = paths[rec]
+        return {
+            "pyarrow ParquetFile(f).metadata": lambda: pq.ParquetFile(path).metadata,
+            "DuckDB select count(*)": lambda: duckdb.sql(
+                f"select count(*) from read_parquet('{path}')").fetchall(),
+            "polars scan_parquet(f) row count": lambda: pl.scan_parquet(path).select(
+                pl.len()).collect(),
+        }
+
+    many = max(fast, 101)  # sub-millisecond: more runs
+    print(f"median seconds (write and decode: {args.repeat} runs, opening: {many}, the footer: "
+          f"{fast}; with and without in turn)\n| what | without | with | with / without |\n"
+          f"| --- | ---: | ---: | ---: |")
+    rows = [("write_parquet (records the lengths)", write[False], write[True])]
+    for what in opening(True):
+        quick = interleaved({False: opening(False)[what], True: opening(True)[what]}, many)
+        rows.append((what, quick[False], quick[True]))
+    decode = median_time(lambda: la.sequence_lengths(paths[False], "ids", cache_dir=False),
+                         args.repeat)
+    recorded = median_time(lambda: la.sequence_lengths(paths[True], "ids", cache_dir=False),
+                           fast)
+    rows.append(("first sequence_lengths (decoding / from the footer)", decode, recorded))
+    for what, a, b in rows:
+        print(f"| {what} | {a:.5f} | {b:.5f} | {b / a:.2f} |")
 
 
 def s3(args, work):
@@ -165,9 +256,24 @@ def s3(args, work):
             handler.reset()
             fn()
             rows.append((name, handler.counter["bytes"], handler.counter["reads"]))
+        la.write_parquet(table, "bench/r/part-0.parquet", filesystem=fs,
+                         row_group_size=ROW_GROUP)  # the lengths in its footer
+        for name, path in (("pq.ParquetFile(f).metadata, no lengths in the footer",
+                            "bench/c/part-0.parquet"),
+                           ("pq.ParquetFile(f).metadata, lengths in the footer",
+                            "bench/r/part-0.parquet")):
+            handler.reset()
+            pq.ParquetFile(path, filesystem=counting).metadata
+            rows.append((name, handler.counter["bytes"], handler.counter["reads"]))
+        handler.reset()
+        la.sequence_lengths("bench/r", "ids", filesystem=counting, cache_dir=False)
+        rows.append(("sequence_lengths, from the footer (no cache)", handler.counter["bytes"],
+                     handler.counter["reads"]))
+        recorded = pq.read_metadata("bench/r/part-0.parquet", filesystem=fs)
         print(f"S3 (moto on 127.0.0.1): {n:,} sequences, file {size / 1e6:.2f} MB, column "
               f"'ids' {ids / 1e6:.2f} MB compressed ({meta.num_row_groups} row groups), footer "
-              f"{meta.serialized_size / 1e3:.1f} kB")
+              f"{meta.serialized_size / 1e3:.1f} kB; with the lengths "
+              f"{recorded.serialized_size / 1e3:.1f} kB")
         print("| what | bytes fetched | reads | / 'ids' compressed | / file |\n"
               "| --- | ---: | ---: | ---: | ---: |")
         for name, b, r in rows:
@@ -183,10 +289,12 @@ def main():
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--s3", action="store_true", help="also the S3 bytes (moto[server])")
     parser.add_argument("--s3-sequences", type=int, default=100_000)
+    parser.add_argument("--footer-sequences", type=int, default=100_000)
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="lodarrow-lengths-bench-")
     try:
         local(args, work)
+        footer(args, work)
         if args.s3:
             s3(args, work)
     finally:

@@ -255,7 +255,7 @@ def collate(source: Any, rows: ArrayLike | None = None, *, column: str | None = 
 def batch_loader(source: Any, column: str | None = None, *, batch_size: int | None = None,
                  max_tokens: int | None = None, cost: str | None = None, shuffle: bool = True,
                  drop_last: bool = False, seed: int = 0, num_replicas: int = 1, rank: int = 0,
-                 balance: str = "batches", alpha: float = 0.0, oversize: str = "alone",
+                 balance: str = "batches", alpha: float | None = None, oversize: str = "alone",
                  nulls: _Nulls = "error", mode: str = "padded",
                  row_length: int | None = None, level: int = 0, pad_value: Any = 0,
                  to: str = "numpy", extra_columns: Sequence[str] = (), bucket: bool = True,

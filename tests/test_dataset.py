@@ -78,14 +78,11 @@ def engine(request):
 
 
 def output_files(root):
-    """The data files under ``root``; each has its lengths sidecar beside it."""
+    """Every file under ``root``: the data files and nothing else (the lengths are in each
+    file's footer)."""
     out = {}
     for d, _, names in os.walk(root):
         for n in names:
-            if n.endswith(".lodarrow-lengths"):
-                assert n[1:-len(".lodarrow-lengths")] in names, n  # no orphan sidecar
-                continue
-            assert f".{n}.lodarrow-lengths" in names, n
             out[os.path.relpath(os.path.join(d, n), root)] = os.path.join(d, n)
     return out
 

@@ -181,7 +181,7 @@ def test_argument_errors():
     with pytest.raises(ValueError, match="balance must be"):
         la.batch_loader(table, "ids", batch_size=1, balance="cost")
     with pytest.raises(ValueError, match="alpha must be a finite number >= 0"):
-        la.batch_loader(table, "ids", batch_size=1, alpha=float("nan"))
+        la.batch_loader(table, "ids", batch_size=1, balance="compute", alpha=float("nan"))
     with pytest.raises(ValueError, match="prefetch must be >= 0"):
         la.batch_loader(table, "ids", batch_size=1, prefetch=-1)
     with pytest.raises(ValueError, match="cannot give each of num_replicas=4 ranks a batch"):

@@ -416,3 +416,87 @@ def test_equal_steps_when_batches_of_one_sequence_do_not_divide_the_ranks():
     rows = np.concatenate([b["rows"] for mine in got for b in mine])
     assert sorted(rows) == list(range(11))
     assert all(b["values"].size <= 80 for mine in got for b in mine)
+
+
+# --- found by a review as a new user, kept as regression tests --------------------------------
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    rng = np.random.default_rng(7)
+    lengths = np.clip(rng.lognormal(4.6, 0.7, 2000), 1, 700).astype(np.int64)
+    folder = tmp_path_factory.mktemp("review")
+    table = _table(lengths)
+    pq.write_table(table.slice(0, 1200), folder / "a.parquet", row_group_size=300)
+    pq.write_table(table.slice(1200), folder / "b.parquet")
+    return str(folder), lengths
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_one_packed_row_a_batch_on_several_ranks(files, world, drop_last):
+    """The pretraining shape (one row of ``row_length`` a batch, ``oversize="split"``) on
+    several ranks: a row of several sequences is cut in two where the batches would not
+    divide the ranks; never a part of a split sequence dropped."""
+    path, lengths = files
+    loaders = [la.batch_loader(path, "tokens", mode="packed_rows", row_length=200,
+                               max_tokens=256, oversize="split", drop_last=drop_last,
+                               num_replicas=world, rank=r, seed=1, progress=False,
+                               cache_dir=False) for r in range(world)]
+    received = {}
+    for mine in _deliver(loaders):
+        for b in mine:
+            assert b["values"].shape == (1, 200)
+            for row, toks in _tokens(b, "packed_rows")[0].items():
+                received.setdefault(row, []).append(toks)
+    _exactly_once(received, lengths, {"row_length": 200}, loaders[0].statistics(), 0, ())
+
+
+def test_a_review_of_the_options_meeting():
+    table = _table(_lengths(0))
+    with pytest.raises(ValueError, match="batch_size=16 does not apply to packed rows"):
+        la.batch_loader(table, "tokens", batch_size=16, max_tokens=2048, mode="packed_rows",
+                        row_length=256, oversize="split")
+    with pytest.raises(ValueError, match="narrowest width .* no batch fits"):
+        la.batch_loader(table, "tokens", max_tokens=1024, num_rows=16, pad_widths=(128, 320))
+    with pytest.raises(ValueError, match="less than one row of row_length=512"):
+        la.batch_loader(table, "tokens", max_tokens=256, mode="packed_rows", row_length=512,
+                        num_rows=4)
+    with pytest.raises(ValueError, match="alpha applies to balance='compute' only"):
+        la.batch_loader(table, "tokens", batch_size=4, alpha=0.5)
+    loader = la.batch_loader(table, "tokens", batch_size=16, progress=False)
+    with pytest.raises(ValueError, match="steps=99 is past the epoch's 15 steps"):
+        loader.state_dict(steps=99)
+
+
+def test_a_bool_extra_column_with_nulls():
+    table = pa.table({"tokens": [[1], [2, 3], [4], [5]],
+                      "flag": pa.array([True, None, False, True])})
+    batch = next(iter(la.batch_loader(table, "tokens", batch_size=4, shuffle=False,
+                                      extra_columns=["flag"], progress=False)))
+    rows = np.asarray(batch["rows"])
+    assert batch["flag"].tolist() == [[True, False, False, True][r] for r in rows]
+    assert batch["flag_mask"].tolist() == [r != 1 for r in rows]
+
+
+def test_a_second_whole_pass_is_the_same_batches_a_broken_off_one_goes_on():
+    table = _table(_lengths(1))
+    loader = la.batch_loader(table, "tokens", batch_size=16, progress=False)
+    first = [b["rows"] for b in loader]
+    with pytest.warns(UserWarning, match="iterated again from step 0: the same batches"):
+        again = [b["rows"] for b in loader]
+    assert len(again) == len(first) and all(np.array_equal(a, b) for a, b in zip(first, again))
+    loader.set_epoch(1)
+    it = iter(loader)
+    head = [next(it)["rows"] for _ in range(3)]
+    del it
+    rest = [b["rows"] for b in loader]  # goes on from the cursor, no warning
+    assert len(head) + len(rest) == len(loader)
+
+
+def test_statistics_count_a_split_sequence_once_a_batch(files):
+    path, _ = files
+    loader = la.batch_loader(path, "tokens", mode="packed_rows", row_length=64,
+                             max_tokens=512, oversize="split", seed=2, progress=False,
+                             cache_dir=False)
+    delivered = sum(len(b["rows"]) for b in loader)
+    assert sum(loader.statistics()["sequences"]) == delivered

@@ -279,3 +279,76 @@ def test_loader_state_counts_the_steps_since_torchdatas_snapshot(corpus, uninter
                                        num_workers=2, snapshot_every_n_steps=every)
     same.load_state_dict(state)
     _same(list(same), uninterrupted[8:])
+
+
+_TRAIN_AND_DIE = """
+import os, sys, time, torch, lodarrow as la
+out = sys.argv[1]
+
+def note(worker_id):
+    with open(f"{out}.{worker_id}", "w") as f:
+        f.write(str(os.getpid()))
+
+loader = la.batch_loader(sys.argv[2], "ids", max_tokens=65536, to="torch", progress=False)
+dl = torch.utils.data.DataLoader(loader.torch(), batch_size=None, num_workers=2,
+                                 worker_init_fn=note)
+for k, batch in enumerate(dl):
+    if k == 2:
+        open(out, "w").close()
+    time.sleep(0.2)  # the workers fill the pipe meanwhile
+"""
+
+
+def test_workers_end_when_the_training_process_is_killed(corpus, tmp_path):
+    """``kill -9`` of the training process: its DataLoader workers end too (a batch crossing
+    by value can fill the pipe; a worker would otherwise wait at exit forever)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import lodarrow
+
+    rng = np.random.default_rng(0)  # batches of 256 KiB: more than a pipe holds
+    lengths = rng.integers(100, 500, 6000)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    pq.write_table(pa.table({"ids": pa.ListArray.from_arrays(
+        pa.array(offsets), pa.array(np.zeros(offsets[-1], np.int32)))}),
+        tmp_path / "big.parquet")
+    corpus = str(tmp_path / "big.parquet")
+    script = tmp_path / "train.py"
+    script.write_text(_TRAIN_AND_DIE)
+    pids = tmp_path / "pids"
+    env = dict(os.environ, PYTHONPATH=str(os.path.dirname(os.path.dirname(lodarrow.__file__))))
+    proc = subprocess.Popen([sys.executable, str(script), str(pids), corpus], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not pids.exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "no batch came"
+            time.sleep(0.1)
+        workers = [int((tmp_path / f"pids.{w}").read_text()) for w in range(2)]
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 15
+        alive = workers
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+            alive = [w for w in alive if _alive(w)]
+        assert not alive, f"workers {alive} outlived the training process"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _alive(pid):
+    import os
+
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:
+        os.kill(pid, 0)
+        return True

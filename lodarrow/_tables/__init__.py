@@ -9,5 +9,6 @@
   ``write_parquet``; ``_dataset``: ``map_parquet``; ``_spark``: ``spark_map``;
 - ``_sources``: the one resolver of Parquet sources (files, directories, globs, lists, on any
   filesystem); ``_filesystems``: URIs, pyarrow / fsspec filesystems, footers and errors naming
-  the file; ``_lengths_store``: the lengths cache and the writers' length sidecars.
+  the file; ``_lengths_store``: the lengths cache and the lengths recorded in each
+  file's footer (``_footer``: the footer edit).
 """

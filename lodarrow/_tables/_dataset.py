@@ -29,7 +29,7 @@ from lodarrow._progress import Progress
 from lodarrow._progress import mb as _mb
 from lodarrow._tables._filesystems import as_filesystem, display_path, join, open_parquet, \
     reraise as _reraise, split_source
-from lodarrow._tables._lengths_store import LengthsRecorder, sidecar_path
+from lodarrow._tables._lengths_store import FOOTER_KEY, LengthsRecorder
 from lodarrow._tables._parquet_writers import check_engine, choose_engine, remove_partial, \
     sink_polars
 from lodarrow._tables._sources import resolve_source
@@ -159,10 +159,12 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
         filesystem is wrapped in ``pyarrow.fs.PyFileSystem(FSSpecHandler(...))``).  Reads
         are ranged: only the column chunks of the batch being read are fetched.
     record_lengths : bool, default True
-        Write beside each output file the lengths of its list columns
-        (``.<name>.lodarrow-lengths``, docs/training.md#lengths-cache), so that
-        :func:`lodarrow.sequence_lengths` and :func:`lodarrow.batch_loader` start without
-        decoding them.  The Parquet files are the same either way.
+        Record the lengths of each output file's list columns in one key-value entry of that
+        file's own Parquet footer (``lodarrow.lengths``, bound to its row groups;
+        docs/tables.md#where-the-lengths-live), so that :func:`lodarrow.sequence_lengths`
+        and :func:`lodarrow.batch_loader` start without decoding them.  ``dest`` holds the
+        data files either way (and ``_SUCCESS`` on an object store), and every reader reads
+        the same rows.
     **write_options
         Passed to ``pyarrow.parquet.ParquetWriter`` (``compression``,
         ``compression_level``, ``use_dictionary``, ...); ``compression`` and
@@ -205,13 +207,13 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
     A remote ``dest`` (an object store has no rename of a directory): each output file is
     written to a local temporary file, uploaded under the hidden prefix
     ``.<dest>.lodarrow-tmp-<id>/`` beside ``dest``, and, once every file is uploaded, each
-    object is moved (server-side copy and delete) under ``dest``, sidecars before their
-    data files, then an empty ``dest/_SUCCESS`` is written and the prefix removed.  What a
-    reader sees mid-run: nothing under ``dest`` (or the old dataset, with ``overwrite``,
-    whose objects are deleted when the move starts) until every file is uploaded; then a
-    growing set of whole files (an object is never visible half-written); ``_SUCCESS``
-    only when the dataset is complete -- wait for it, as for Spark's output.  A failed
-    run removes the hidden prefix; one killed outright leaves it (readers skip it).
+    object is moved (server-side copy and delete) under ``dest``, then an empty
+    ``dest/_SUCCESS`` is written and the prefix removed.  What a reader sees mid-run:
+    nothing under ``dest`` (or the old dataset, with ``overwrite``, whose objects are
+    deleted when the move starts) until every file is uploaded; then a growing set of whole
+    files (an object is never visible half-written); ``_SUCCESS`` only when the dataset is
+    complete -- wait for it, as for Spark's output.  A failed run removes the hidden prefix;
+    one killed outright leaves it (readers skip it).
 
     Examples
     --------
@@ -282,7 +284,7 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
             result = _map_file(pq, path, src.filesystem, out_path, udf, batch_rows, engine,
                                write_options, bar, sizes[k], stop, record_lengths)
             if remote_staging is not None:
-                _upload(out_path, dfs, join(remote_staging, rel), record_lengths)
+                _upload(out_path, dfs, join(remote_staging, rel))
             return result
 
         if threads == 1 or len(files) == 1:
@@ -292,8 +294,7 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
         if remote_staging is None:
             _publish(staging, dest, overwrite)
         else:
-            _publish_remote(dfs, remote_staging, dest, [rel for _, rel in files],
-                            record_lengths)
+            _publish_remote(dfs, remote_staging, dest, [rel for _, rel in files])
     except BaseException:
         stop.set()
         if remote_staging is not None:
@@ -356,23 +357,18 @@ def _check_remote_dest(fs, dest, src, overwrite):
     return dest
 
 
-def _upload(local, fs, remote, with_sidecar):
-    """Copy a finished output file (and its sidecar) to the remote staging prefix, then
-    remove the local copies (local disk holds about one file per thread)."""
+def _upload(local, fs, remote):
+    """Copy a finished output file to the remote staging prefix, then remove the local copy
+    (local disk holds about one file per thread)."""
     import pyarrow.fs as pafs
 
-    pairs = [(local, remote)]
-    side = sidecar_path(local)
-    if with_sidecar and os.path.exists(side):
-        pairs.insert(0, (side, sidecar_path(remote, fs)))
-    for a, b in pairs:
-        pafs.copy_files(a, b, source_filesystem=pafs.LocalFileSystem(),
-                        destination_filesystem=fs)
-        os.remove(a)
+    pafs.copy_files(local, remote, source_filesystem=pafs.LocalFileSystem(),
+                    destination_filesystem=fs)
+    os.remove(local)
 
 
-def _publish_remote(fs, staging, dest, rels, with_sidecars):
-    """Move every staged object under ``dest`` (sidecars first), then write ``_SUCCESS``.
+def _publish_remote(fs, staging, dest, rels):
+    """Move every staged object under ``dest``, then write ``_SUCCESS``.
 
     Object stores have no directory rename: each object is copied server-side and deleted,
     so a reader sees, until the move starts, no ``dest`` (or the old one); during it, a
@@ -385,12 +381,7 @@ def _publish_remote(fs, staging, dest, rels, with_sidecars):
         fs.delete_file(dest)
     elif info.type == pafs.FileType.Directory:
         fs.delete_dir_contents(dest)  # overwrite (checked before the run)
-    moves = []
-    for rel in rels:
-        if with_sidecars:
-            moves.append((sidecar_path(join(staging, rel), fs),
-                          sidecar_path(join(dest, rel), fs)))
-        moves.append((join(staging, rel), join(dest, rel)))
+    moves = [(join(staging, rel), join(dest, rel)) for rel in rels]
     staged = {i.path for i in fs.get_file_info(pafs.FileSelector(staging, recursive=True))}
     for a, b in moves:
         if a in staged:
@@ -466,10 +457,10 @@ def _map_file(pq, path, fs, out_path, udf, batch_rows, engine, write_options, ba
                 empty = pa.RecordBatch.from_pylist([], schema=schema_in)
                 stream.schema = _call(udf, empty, path, starts, 0).schema
             _write_file(pq, stream, first, tmp, rows, engine, write_options)
-            os.replace(tmp, out_path)
-            if record_lengths:  # the sidecar, bound to the finished file (docs/training.md)
+            if record_lengths:  # in the footer, bound to the row groups just written
                 recorder = stream.recorder or LengthsRecorder(stream.schema)
-                recorder.write(out_path, fn="map_parquet")
+                recorder.stamp(tmp, fn="map_parquet")
+            os.replace(tmp, out_path)
         except BaseException:
             remove_partial(tmp)
             raise
@@ -489,7 +480,7 @@ class _Outputs:
     def __init__(self, pf, udf, rows, schema, path, starts, bar, size, stop, record=False):
         self._batches = pf.iter_batches(batch_size=rows, use_threads=True)
         self._record = record
-        self.recorder = None  # the output's lengths, for its sidecar
+        self.recorder = None  # the output's lengths, for its footer
         self._udf, self.path, self._starts = udf, path, starts
         self._bar, self._stop = bar, stop
         self._bytes_per_row = size / max(pf.metadata.num_rows, 1)
@@ -544,6 +535,9 @@ class _Outputs:
 def _write_file(pq, stream, first, tmp, rows, engine, write_options):
     """Write ``first`` and the rest of ``stream`` to ``tmp``, a row group per batch of ``rows``."""
     schema, path = stream.schema, stream.path
+    if FOOTER_KEY in (schema.metadata or {}):  # a record copied from another file
+        schema = schema.with_metadata({k: v for k, v in schema.metadata.items()
+                                       if k != FOOTER_KEY})
     batches = stream if first is None else itertools.chain([first], stream)
     if choose_engine(engine, schema, write_options, schema.metadata, "map_parquet") == "polars":
         # polars encodes a batch's row group in its own threads while this file's next

@@ -327,8 +327,41 @@ def ray_parquet_sink(dest, *, partition_cols=None, overwrite=False, engine="auto
 
 def _write_partition(frame, target, prefix):
     """One Dask partition (a pandas DataFrame) into the staging directory."""
-    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = _readable_pandas_metadata(pa.Table.from_pandas(frame, preserve_index=False))
     return target.write(iter([table]), prefix)
+
+
+def _readable_pandas_metadata(table):
+    """``table`` with the dtypes of its pandas metadata that pandas cannot parse back left
+    to pyarrow's default conversion.
+
+    ``from_pandas`` records a ``pd.ArrowDtype`` column's dtype by name, and pandas parses no
+    nested one (``"list<item: int32>[pyarrow]"``): ``pandas.read_parquet`` and Dask would
+    refuse the file ("data type ... not understood"), as they refuse ``ddf.to_parquet``'s.
+    Such a column reads back as pyarrow converts a list column without metadata.
+    """
+    import json
+
+    import pandas as pd
+
+    meta = table.schema.metadata or {}
+    try:
+        spec = json.loads(meta[b"pandas"])
+        columns = spec["columns"]
+    except (KeyError, ValueError, TypeError):
+        return table
+    changed = False
+    for column in columns:
+        name = column.get("numpy_type") if isinstance(column, dict) else None
+        if isinstance(name, str) and name.endswith("[pyarrow]"):
+            try:
+                pd.api.types.pandas_dtype(name)
+            except (TypeError, ValueError, NotImplementedError):  # what pandas raises
+                column["numpy_type"] = "object"
+                changed = True
+    if not changed:
+        return table
+    return table.replace_schema_metadata({**meta, b"pandas": json.dumps(spec).encode()})
 
 
 def dask_write_parquet(ddf, dest, *, partition_cols=None, overwrite=False, engine="auto",

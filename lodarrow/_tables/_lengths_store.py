@@ -1,8 +1,21 @@
-"""Sequence lengths kept once decoded: a lengths cache and the sidecars lodarrow's writers leave.
+"""Sequence lengths kept once decoded: each file's own footer, and a lengths cache.
 
 Parquet keeps a list column's lengths in its data pages (repetition levels), so the lengths of
-a corpus cost decoding one leaf column.  This module keeps them (docs/training.md#lengths-cache):
+a corpus cost decoding one leaf column.  This module keeps them (docs/training.md#lengths-cache,
+docs/tables.md#where-the-lengths-live):
 
+- **In the file's footer**: ``write_parquet`` and ``map_parquet`` record, as they write, the
+  lengths of every list column of each file in one key-value entry of that file's Parquet
+  footer (``lodarrow.lengths``: a JSON header, then per column the entry counts of each list
+  level and the null rows, packed, zstd-compressed and base64-encoded), added once the row
+  groups are written (lodarrow._tables._footer).  It is bound to the row groups it describes:
+  it holds where the footer starts and the SHA-256 of the rest of the footer (every row
+  group's row count, byte sizes, column chunk offsets, sizes and statistics, and the writer),
+  checked at every read, so a file rewritten by a tool that copies the footer's key-value
+  metadata is decoded, never served stale lengths.  It is not in the stored Arrow schema
+  (``ARROW:schema``), so pyarrow, pandas and every tool that reads a table through them see
+  the schema metadata the user wrote; every Parquet reader ignores a key it does not know,
+  and the directory holds the data files only.
 - **The cache**: one small file per (data file, list column, LoD level) under
   ``<cache dir>/lengths-v1/``, named by the SHA-256 of the file's :class:`Fingerprint` (its
   path or URI, size, modification time and the SHA-256 of its Parquet footer), the column
@@ -10,23 +23,19 @@ a corpus cost decoding one leaf column.  This module keeps them (docs/training.m
   read (it is only left behind, until :func:`clear_lengths_cache`).  Entries are written to
   a temporary name and moved into place with ``os.replace``: ranks that write the same entry
   at once each leave a whole file, never a torn one.
-- **Sidecars**: ``write_parquet`` and ``map_parquet`` write ``.<file name>.lodarrow-lengths``
-  beside each Parquet file they write: a small Parquet file of two flat columns (the lengths,
-  int64, and a null flag per row) holding every list column's lengths per LoD level and row
-  group one after the other, indexed in its key-value metadata and bound to the data file by
-  its size and footer digest.  It travels with the data (a copy to S3 keeps it valid: its
-  modification time is not part of the binding), its leading dot hides it from lodarrow's,
-  pyarrow.dataset's, Spark's and Hadoop's directory listings, and the data file itself is
-  left exactly as the writer made it.
+- **Sidecars of earlier releases** (``.<file name>.lodarrow-lengths`` beside each file, which
+  lodarrow no longer writes): still read where valid (bound to the data file's size and
+  footer digest), so a dataset written before keeps its fast start.
 
-:meth:`LengthsStore.get` looks in the cache, then in the sidecar; :meth:`LengthsStore.put`
-fills the cache.  The cache directory: the ``cache_dir`` argument, else ``$LODARROW_CACHE_DIR``,
-else ``$XDG_CACHE_HOME/lodarrow``, else ``~/.cache/lodarrow``.
+:meth:`LengthsStore.file` looks in the footer, then the cache, then a sidecar;
+:meth:`LengthsStore.put` fills the cache.  The cache directory: the ``cache_dir`` argument,
+else ``$LODARROW_CACHE_DIR``, else ``$XDG_CACHE_HOME/lodarrow``, else ``~/.cache/lodarrow``.
 """
 
+import base64
+import binascii
 import dataclasses
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -38,15 +47,21 @@ import numpy as np
 import pyarrow as pa
 
 from lodarrow._tables._filesystems import display_path, join, read_footer, reraise
+from lodarrow._tables._footer import (digest_without, parse_footer, read_tail, replace_footer,
+                                      with_key_value)
 
 __all__ = ["Fingerprint", "fingerprint", "LengthsStore", "LengthsRecorder", "cache_root",
-           "clear_lengths_cache", "sidecar_path", "column_counts", "token_lengths"]
+           "clear_lengths_cache", "sidecar_path", "column_counts", "token_lengths",
+           "recorded_lengths", "FOOTER_KEY"]
 
 #: The layout version of cache entries and sidecars (a change makes new names).
 VERSION = 1
 _SUBDIR = f"lengths-v{VERSION}"
 _SIDECAR_SUFFIX = ".lodarrow-lengths"
 _SIDECAR_KEY = b"lodarrow.lengths"
+#: The footer key-value entry holding a file's recorded lengths, and its layout version.
+FOOTER_KEY = b"lodarrow.lengths"
+FOOTER_VERSION = 2
 
 
 # ---------------------------------------------------------------------------- fingerprints
@@ -70,6 +85,10 @@ class Fingerprint:
         Row groups in the file.
     path, filesystem
         Where to open it (not part of the identity).
+    recorded : dict or None
+        The lengths lodarrow's writer recorded in the footer (:func:`recorded_lengths`),
+        checked against this file; None where there are none, or they describe other row
+        groups (not part of the identity).
     """
 
     name: str
@@ -79,6 +98,7 @@ class Fingerprint:
     num_row_groups: int
     path: str = dataclasses.field(compare=False, repr=False, default=None)
     filesystem: object = dataclasses.field(compare=False, repr=False, default=None)
+    recorded: object = dataclasses.field(compare=False, repr=False, default=None)
 
     def key(self):
         """A hex digest of the identity (cache entries are named by it)."""
@@ -113,7 +133,7 @@ def fingerprint(path, filesystem=None, fn="sequence_lengths"):
         mtime = info.mtime_ns
     meta, digest, size = read_footer(path, filesystem, fn)
     fp = Fingerprint(name, int(size), None if mtime is None else int(mtime), digest,
-                     meta.num_row_groups, path, filesystem)
+                     meta.num_row_groups, path, filesystem, recorded_lengths(meta, size))
     return fp, meta
 
 
@@ -179,17 +199,6 @@ def _offsets(c):
     return out
 
 
-def _split_rows(counts, rows):
-    """``counts`` (per level, file-wide) cut into blocks of ``rows`` rows (row groups)."""
-    bounds = [np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)]
-    for c in counts[:-1]:
-        bounds.append(_offsets(c)[bounds[-1]])
-    blocks = []
-    for g in range(len(rows)):
-        blocks.append([c[b[g]:b[g + 1]] for c, b in zip(counts, bounds)])
-    return blocks
-
-
 # ---------------------------------------------------------------------------- directories
 def cache_root(cache_dir=None):
     """The lengths cache's directory: ``cache_dir``, else ``$LODARROW_CACHE_DIR``, else
@@ -230,9 +239,9 @@ def clear_lengths_cache(cache_dir=None):
 
     Notes
     -----
-    Only the cache's own subdirectory (``lengths-v1``) is removed; the sidecars beside the
-    Parquet files are part of the data and stay.  Deleting the directory by hand is as safe:
-    entries are only ever read whole, and a missing one is decoded again.
+    Only the cache's own subdirectory (``lengths-v1``) is removed; the lengths recorded in the
+    Parquet files' footers are part of the data and stay.  Deleting the directory by hand is
+    as safe: entries are only ever read whole, and a missing one is decoded again.
 
     Examples
     --------
@@ -250,8 +259,8 @@ def clear_lengths_cache(cache_dir=None):
 
 
 def sidecar_path(path, filesystem=None):
-    """Where the sidecar of the Parquet file ``path`` lives: ``.<name>.lodarrow-lengths``
-    in the same directory."""
+    """Where an earlier release's sidecar of the Parquet file ``path`` lives:
+    ``.<name>.lodarrow-lengths`` in the same directory."""
     if filesystem is None:
         folder, name = os.path.split(path)
         return os.path.join(folder, f".{name}{_SIDECAR_SUFFIX}")
@@ -261,18 +270,21 @@ def sidecar_path(path, filesystem=None):
 
 # ---------------------------------------------------------------------------- the store
 class LengthsStore:
-    """Cached lengths of Parquet row groups: the cache directory, then the sidecars.
+    """Lengths of Parquet row groups kept once: the file's footer, the cache directory, then
+    the sidecars of earlier releases.
 
     Parameters
     ----------
     cache_dir : str, path-like, None or False
         The cache directory (None: the default, see :func:`cache_root`); False: no cache
-        (sidecars are still read).
+        (the footers and sidecars are still read).
 
     Notes
     -----
     Thread-safe.  :meth:`put` keeps a file's row groups in memory until it has them all, then
     writes the file's entry at once (one small file per data file, column and level).
+    ``recorded_hits``, ``hits``, ``sidecar_hits`` and ``misses`` count the files served from
+    the footer, the cache and a sidecar, and those found nowhere.
     """
 
     def __init__(self, cache_dir=None):
@@ -280,14 +292,15 @@ class LengthsStore:
                                                                       _SUBDIR)
         self._lock = threading.Lock()
         self._entries = {}    # (fp key, column, level) -> list per row group, or None
+        self._recorded = {}   # (fp key, column) -> (levels, null rows) of its footer, or None
         self._sidecars = {}   # fp key -> {(column, level): list per row group} or None
         self._pending = {}    # (fp key, column, level) -> {row group: (lengths, mask)}
-        self.hits = self.sidecar_hits = self.misses = 0
+        self.recorded_hits = self.hits = self.sidecar_hits = self.misses = 0
 
     # --- reading
     def get(self, fp, row_group, column, level):
-        """``(lengths, null_mask)`` of one row group, or None when neither the cache nor a
-        valid sidecar has it.
+        """``(lengths, null_mask)`` of one row group, or None when neither the footer, the
+        cache nor a valid sidecar has it.
 
         Parameters
         ----------
@@ -315,18 +328,41 @@ class LengthsStore:
         with self._lock:
             if key in self._entries:
                 return self._entries[key]
-        groups = self._read_entry(fp, column, level)
+        # the footer is in memory already: no read at all
+        groups = self._from_footer(fp, column, level)
         if groups is not None:
-            self.hits += 1
+            self.recorded_hits += 1
         else:
-            groups = self._from_sidecar(fp, column, level)
+            groups = self._read_entry(fp, column, level)
             if groups is not None:
-                self.sidecar_hits += 1
+                self.hits += 1
             else:
-                self.misses += 1
+                groups = self._from_sidecar(fp, column, level)
+                if groups is not None:
+                    self.sidecar_hits += 1
+                else:
+                    self.misses += 1
         with self._lock:
             self._entries[key] = groups
         return groups
+
+    def _from_footer(self, fp, column, level):
+        if fp.recorded is None:
+            return None
+        key = (fp.key(), column)
+        with self._lock:
+            known = key in self._recorded
+            found = self._recorded.get(key)
+        if not known:  # only the column asked for is decoded
+            found = _decode_column(fp.recorded, column)
+            with self._lock:
+                self._recorded[key] = found
+        if found is None:
+            return None
+        levels, null_rows = found
+        if not 0 <= level < len(levels):
+            return None
+        return _row_group_lengths(levels, null_rows, level, fp.recorded["row_groups"])
 
     def _entry_path(self, fp, column, level):
         digest = hashlib.sha256(json.dumps([fp.key(), column, level]).encode()).hexdigest()
@@ -461,11 +497,17 @@ def _concat(arrays):
         else np.zeros(0, np.int64)
 
 
-# ---------------------------------------------------------------------------- sidecars
+# ---------------------------------------------------------------------------- old sidecars
 def read_sidecar(fp):
-    """``{(column, level): [(lengths, null_mask) per row group]}`` from the sidecar of the
-    file ``fp`` names, or None when there is none or it describes another version of the
-    file (another size or footer)."""
+    """``{(column, level): [(lengths, null_mask) per row group]}`` from the sidecar an
+    earlier release wrote beside the file ``fp`` names, or None when there is none or it
+    describes another version of the file (another size or footer).
+
+    A sidecar is a small Parquet file ``.<name>.lodarrow-lengths`` of two flat columns (the
+    lengths, and a null flag per level-0 sequence) for every list column, level and row group
+    one after the other, indexed in its schema metadata with the data file's size and footer
+    digest.
+    """
     import pyarrow.parquet as pq
 
     path = sidecar_path(fp.path, fp.filesystem)
@@ -508,12 +550,163 @@ def read_sidecar(fp):
     return out
 
 
+def remove_sidecar(path, filesystem=None):
+    """Remove the sidecar an earlier release left beside ``path`` (a file being written
+    again: the sidecar would only be stale, and a stray file to other readers)."""
+    _remove(sidecar_path(path, filesystem), filesystem)
+
+
+# ---------------------------------------------------------------------------- the footer
+def recorded_lengths(meta, size):
+    """The lengths record in a file's footer, checked against the file, or None.
+
+    Parameters
+    ----------
+    meta : pyarrow.parquet.FileMetaData
+        The file's footer, as read.
+    size : int
+        The file's size in bytes.
+
+    Returns
+    -------
+    dict or None
+        The record's header (:meth:`LengthsRecorder.stamp`), its packed arrays under
+        ``"payload"`` (still base64), when it was written for this file's row groups: the
+        footer starts where it did, and the footer without the record has the digest it
+        had.  None when there is none, or it is of another version or of other row groups
+        (a rewrite that copied the key-value metadata), or unreadable.
+    """
+    kv = meta.metadata
+    value = kv.get(FOOTER_KEY) if kv else None
+    if value is None:
+        return None
+    try:
+        cut = value.index(b"\n")
+        record = json.loads(value[:cut])
+        if (not isinstance(record, dict) or record.get("version") != FOOTER_VERSION
+                or record["data_bytes"] != size - meta.serialized_size - 8
+                or len(record["row_groups"]) != meta.num_row_groups
+                or record["footer"] != digest_without(meta, FOOTER_KEY, value)):
+            return None
+    except (ValueError, KeyError, TypeError, pa.ArrowException):
+        return None
+    record["payload"] = memoryview(value)[cut + 1:]
+    return record
+
+
+def _pack(arr, at):
+    """``(description, bytes)`` of non-negative integers: a constant run as its value, else
+    the narrowest unsigned width, its bytes split into planes (what compresses: the high
+    bytes of lengths are mostly zero)."""
+    arr = np.asarray(arr, np.int64)
+    n = len(arr)
+    if n and arr[0] == arr[-1] and (arr == arr[0]).all():
+        return {"n": n, "const": int(arr[0])}, b""
+    top = int(arr.max()) if n else 0
+    width = 1 if top < 1 << 8 else 2 if top < 1 << 16 else 4 if top < 1 << 32 else 8
+    planes = arr.astype(f"<u{width}").view(np.uint8).reshape(n, width).T
+    return {"n": n, "at": at, "width": width}, planes.tobytes()
+
+
+def _unpack(blob, d):
+    n = d["n"]
+    if "const" in d:
+        return ("const", int(d["const"]), n)
+    width, at = d["width"], d["at"]
+    if width not in (1, 2, 4, 8) or at < 0 or at + n * width > blob.size:
+        raise ValueError("an array out of the record's bytes")
+    planes = np.frombuffer(blob, np.uint8, n * width, at).reshape(width, n)
+    out = planes[-1].astype(np.int64)
+    for k in range(width - 2, -1, -1):  # in place: 5x faster than a transposing copy
+        out <<= 8
+        out |= planes[k]
+    return out
+
+
+def _size(level):
+    return level[2] if isinstance(level, tuple) else len(level)
+
+
+def _total(level):
+    return level[1] * level[2] if isinstance(level, tuple) else int(level.sum())
+
+
+def _decode_column(record, name):
+    """``(levels, null rows)`` of one column of a footer record, each level the entry counts
+    of its lists (an array, or ``("const", value, n)``); None where the record has no such
+    column or does not hold together."""
+    try:
+        col = record["columns"].get(name)
+        if isinstance(col, dict) and "same_as" in col:  # another column's lengths
+            col = record["columns"].get(col["same_as"])
+            if not isinstance(col, dict) or "same_as" in col:
+                return None
+        if col is None:
+            return None
+        start, end = col["blob"]
+        blob = pa.py_buffer(binascii.a2b_base64(record["payload"][start:end]))
+        if record["codec"] == "zstd":  # damaged: fails to decompress; numpy views the buffer
+            blob = pa.Codec("zstd").decompress(blob, col["size"])
+        elif record["codec"] != "none" or blob.size != col["size"]:
+            return None
+        levels = [_unpack(blob, d) for d in col["levels"]]
+        gaps = _unpack(blob, col["nulls"])
+        gaps = np.full(gaps[2], gaps[1], np.int64) if isinstance(gaps, tuple) else gaps
+        null_rows = np.cumsum(gaps)  # stored as the gaps between them
+        rows = expect = sum(record["row_groups"])
+        for lv in levels:  # each level holds one count per list of the level above
+            if _size(lv) != expect:
+                return None
+            expect = _total(lv)
+        if len(null_rows) and null_rows[-1] >= rows:
+            return None
+    except (ValueError, KeyError, TypeError, AttributeError, OSError, pa.ArrowException):
+        return None
+    return levels, null_rows
+
+
+def _positions(level, index):
+    """Where the lists of ``level`` start and end in the level below, at ``index`` (None:
+    every boundary)."""
+    if isinstance(level, tuple):  # a regular level: no array of n copies of the width
+        step = level[1]
+        return (np.arange(level[2] + 1, dtype=np.int64) if index is None else index) * step
+    bounds = _offsets(level)
+    return bounds if index is None else bounds[index]
+
+
+def _row_group_lengths(levels, null_rows, level, rows):
+    """``[(lengths, null_mask)]`` per row group of ``rows`` rows, from file-wide counts."""
+    row_bounds = _offsets(np.asarray(rows, np.int64))
+    seq_bounds = row_bounds
+    for lv in levels[:level]:  # the level-`level` sequences of each row group
+        seq_bounds = _positions(lv, seq_bounds)
+    if level == len(levels) - 1:  # the innermost lists: their counts are the lengths
+        last = levels[level]
+        lengths = np.full(last[2], last[1], np.int64) if isinstance(last, tuple) else last
+    else:
+        tokens = _positions(levels[level], None)
+        for lv in levels[level + 1:]:
+            tokens = _positions(lv, tokens)
+        lengths = np.diff(tokens)
+    cuts = np.searchsorted(null_rows, row_bounds)
+    out = []
+    for g, n in enumerate(rows):
+        mask = None
+        if cuts[g + 1] > cuts[g]:
+            mask = np.zeros(n, bool)
+            mask[null_rows[cuts[g]:cuts[g + 1]] - row_bounds[g]] = True
+        out.append((lengths[seq_bounds[g]:seq_bounds[g + 1]], mask))
+    return out
+
+
 class LengthsRecorder:
     """Records the lengths of every list column of a file being written, batch by batch,
-    and writes its sidecar once the file is complete (:meth:`write`)."""
+    and stamps them into its footer once the file is complete (:meth:`stamp`)."""
 
     def __init__(self, schema):
-        self.columns = [f.name for f in schema if _depth(f.type) > 0]
+        self.depths = {f.name: _depth(f.type) for f in schema if _depth(f.type) > 0}
+        self.columns = list(self.depths)
         self._counts = {name: [] for name in self.columns}
         self._nulls = {name: [] for name in self.columns}
         self._rows = 0
@@ -530,57 +723,86 @@ class LengthsRecorder:
                 np.flatnonzero(nulls) + self._rows if nulls is not None else None)
         self._rows += table.num_rows
 
-    def write(self, path, filesystem=None, sidecar=None, fn="write_parquet"):
-        """Write the sidecar of the complete file ``path`` (to ``sidecar``, by default
-        :func:`sidecar_path`); nothing when the file has no list column."""
-        import pyarrow.parquet as pq
+    def stamp(self, path, fn="write_parquet"):
+        """Record the lengths in the footer of the complete local Parquet file ``path``.
 
-        sidecar = sidecar or sidecar_path(path, filesystem)
+        The footer gains one key-value entry, :data:`FOOTER_KEY`; the data pages are not
+        touched.  Nothing is recorded for a file without a list column, nor for one without
+        a stored Arrow schema (``store_schema=False``: pyarrow would show the entry as the
+        schema's metadata).  A footer that cannot take the entry (an encrypted file, a full
+        disk) is left as it was, with a ``RuntimeWarning``: the lengths are then decoded at
+        the first start.
+
+        Returns
+        -------
+        bool
+            Whether the lengths were recorded.
+        """
         if not self.columns:
-            _remove(sidecar, filesystem)  # an older file's sidecar would only be stale
-            return
-        meta, digest, size = read_footer(path, filesystem, fn)
-        rows = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
-        starts = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
-        entries, lengths, nulls_out, at = [], [], [], 0
+            return False
+        try:
+            with open(path, "r+b") as f:
+                footer, start = read_tail(f)
+                # the digest covers the footer without the entry, so it is taken on a
+                # footer holding an empty one: the same bytes around it as the final one
+                blank = parse_footer(with_key_value(footer, FOOTER_KEY, b""))
+                if b"ARROW:schema" not in (blank.metadata or {}):
+                    return False
+                rows = [blank.row_group(g).num_rows for g in range(blank.num_row_groups)]
+                if sum(rows) != self._rows:
+                    raise ValueError(f"the file has {sum(rows)} rows, {self._rows} were "
+                                     f"recorded")
+                value = self._record(start, digest_without(blank, FOOTER_KEY, b""), rows)
+                new = with_key_value(footer, FOOTER_KEY, value)
+                parse_footer(new)  # pyarrow reads it, or the file keeps its footer
+                try:
+                    replace_footer(f, start, new)
+                except BaseException:
+                    replace_footer(f, start, footer)
+                    raise
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            warnings.warn(f"{fn}: the sequence lengths of {path!r} are not recorded in its "
+                          f"footer ({exc}); they will be decoded at the first start instead",
+                          RuntimeWarning, stacklevel=3)
+            return False
+        return True
+
+    def _record(self, data_bytes, digest, rows):
+        """The footer entry's text: a JSON header, a newline, then each column's arrays
+        packed (:func:`_pack`), compressed and base64-encoded, one block per column (a
+        reader decodes the column it needs); a column of the same lengths as an earlier one
+        (``input_ids``, ``attention_mask``, ``labels``) is recorded as that column's."""
+        codec = "zstd" if pa.Codec.is_available("zstd") else "none"
+        columns, blocks, seen, at = {}, [], [], 0
         for name in self.columns:
-            parts = self._counts[name]
-            depth = len(parts[0]) if parts else 0
-            counts = [_concat([p[k] for p in parts]) for k in range(depth)]
+            batches = self._counts[name]
+            counts = [_concat([b[k] for b in batches]) for k in range(self.depths[name])]
             nulls = [n for n in self._nulls[name] if n is not None]
-            nulls = _concat(nulls) if nulls else None
-            blocks = _split_rows(counts, rows) if depth else []
-            for g, block in enumerate(blocks):
-                for level in range(depth):
-                    seq = token_lengths(block, level)
-                    flag = np.zeros(len(seq), bool)
-                    if level == 0 and nulls is not None:  # the null rows, on level 0's rows
-                        lo, hi = np.searchsorted(nulls, [starts[g], starts[g + 1]])
-                        flag[nulls[lo:hi] - starts[g]] = True
-                    entries.append([name, level, g, at, len(seq), rows[g]])
-                    lengths.append(seq)
-                    nulls_out.append(flag)
-                    at += len(seq)
-        binding = {"version": VERSION, "size": size, "footer": digest, "entries": entries}
-        table = pa.table({"lengths": pa.array(_concat(lengths)),
-                          "null": pa.array(np.concatenate(nulls_out) if nulls_out
-                                           else np.zeros(0, bool))})
-        table = table.replace_schema_metadata({_SIDECAR_KEY: json.dumps(binding).encode()})
-        buf = io.BytesIO()
-        pq.write_table(table, buf, compression="zstd")
-        _write_bytes(sidecar, buf.getvalue(), filesystem)
-
-
-def _write_bytes(path, data, filesystem):
-    """Write a small file whole: a temporary name then a rename, locally; one PUT remotely."""
-    if filesystem is None:
-        tmp = f"{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-        return
-    with filesystem.open_output_stream(path) as f:
-        f.write(data)
+            null_rows = _concat(nulls) if nulls else np.zeros(0, np.int64)
+            same = next((other for other, c, n in seen if len(c) == len(counts)
+                         and np.array_equal(n, null_rows)
+                         and all(np.array_equal(x, y) for x, y in zip(c, counts))), None)
+            if same is not None:
+                columns[name] = {"same_as": same}
+                continue
+            seen.append((name, counts, null_rows))
+            parts, offset, levels = [], 0, []
+            for arr in counts + [np.diff(null_rows, prepend=0)]:  # null rows as small gaps
+                d, raw = _pack(arr, offset)
+                levels.append(d)
+                parts.append(raw)
+                offset += len(raw)
+            raw = b"".join(parts)
+            data = pa.Codec(codec).compress(raw, asbytes=True) if codec != "none" else raw
+            text = base64.b64encode(data)
+            blocks.append(text)
+            columns[name] = {"levels": levels[:-1], "nulls": levels[-1], "size": len(raw),
+                             "blob": [at, at + len(text)]}
+            at += len(text)
+        header = {"version": FOOTER_VERSION, "data_bytes": data_bytes, "footer": digest,
+                  "row_groups": rows, "codec": codec, "columns": columns}
+        # the header parses alone: the payload is not copied through a JSON string
+        return json.dumps(header, separators=(",", ":")).encode() + b"\n" + b"".join(blocks)
 
 
 def _remove(path, filesystem):

@@ -23,7 +23,7 @@ from lodarrow._interop._arrow import to_arrow
 from lodarrow._interop._arrow_layout import arrow_type
 from lodarrow._tables._filesystems import as_filesystem, open_parquet, read_footer, \
     split_source
-from lodarrow._tables._lengths_store import LengthsRecorder
+from lodarrow._tables._lengths_store import FOOTER_KEY, LengthsRecorder, remove_sidecar
 from lodarrow._tables._parquet_writers import choose_engine, remove_partial, write_polars
 from lodarrow._tables._table import columns_to_tensors, representable_columns, select_columns
 from lodarrow._tables._adapters import adapt, is_pandas_frame, is_polars_frame, objects_to_arrow
@@ -64,11 +64,13 @@ def write_parquet(t_or_dict, path, *, engine="auto", record_lengths=True, **kwar
         such as ``s3://bucket/key.parquet``, or ``filesystem=`` among ``kwargs``) is written
         by pyarrow.
     record_lengths : bool, default True
-        Also write the lengths of every list column, per LoD level and row group, beside the
-        file (``.<name>.lodarrow-lengths``, docs/training.md#lengths-cache), so that
+        Record the lengths of every list column, per LoD level, in one key-value entry of
+        the file's own Parquet footer (``lodarrow.lengths``, bound to the row groups as
+        written; docs/tables.md#where-the-lengths-live), so that
         :func:`lodarrow.sequence_lengths` and :func:`lodarrow.batch_loader` start without
-        decoding them.  The Parquet file is the same either way; nothing is recorded for a
-        file-like ``path``.
+        decoding them.  The data pages, the schema and its metadata are the same either way,
+        and every reader reads the same rows; nothing is recorded for a file-like ``path``,
+        nor with ``store_schema=False``.
     **kwargs
         Passed to ``pyarrow.parquet.write_table`` (``compression``, ``row_group_size``,
         ``use_dictionary``, ``write_statistics``, ...); each one given replaces lodarrow's
@@ -133,23 +135,50 @@ def write_parquet(t_or_dict, path, *, engine="auto", record_lengths=True, **kwar
     if not isinstance(record_lengths, bool):
         raise TypeError(f"write_parquet: record_lengths must be a bool, "
                         f"got {type(record_lengths).__name__}")
-    target = None  # (path, filesystem) of a file written by name: where its sidecar goes
-    if isinstance(path, (str, os.PathLike)):
-        fs, where = split_source(os.fspath(path),
-                                 as_filesystem(kwargs.pop("filesystem", None), "write_parquet"),
-                                 "write_parquet", "path")
-        target = (where, fs)
-        if fs is not None:  # pyarrow's writer, through the filesystem
-            if engine == "polars":
-                raise ValueError("write_parquet: engine='polars' cannot write to a remote "
-                                 "path; engine='auto' or 'pyarrow' writes it with pyarrow")
-            engine, path, kwargs["filesystem"] = "pyarrow", where, fs
-    _write_table(table, tensors, path, engine, kwargs)
-    if target is not None and record_lengths:
-        recorder = LengthsRecorder(table.schema)
+    if FOOTER_KEY in (table.schema.metadata or {}):  # a record copied from another file
+        table = table.replace_schema_metadata(
+            {k: v for k, v in table.schema.metadata.items() if k != FOOTER_KEY} or None)
+    if not isinstance(path, (str, os.PathLike)):
+        _write_table(table, tensors, path, engine, kwargs)
+        return
+    fs, where = split_source(os.fspath(path),
+                             as_filesystem(kwargs.pop("filesystem", None), "write_parquet"),
+                             "write_parquet", "path")
+    recorder = LengthsRecorder(table.schema) if record_lengths else None
+    if recorder:
+        recorder.add(table)
+    if fs is None:
+        _write_table(table, tensors, where, engine, kwargs)
         if recorder:
-            recorder.add(table)
-        recorder.write(target[0], target[1])
+            recorder.stamp(where)
+    else:
+        if engine == "polars":
+            raise ValueError("write_parquet: engine='polars' cannot write to a remote "
+                             "path; engine='auto' or 'pyarrow' writes it with pyarrow")
+        _write_remote(table, tensors, where, fs, kwargs, recorder)
+    remove_sidecar(where, fs)  # an earlier release's, of the file this one replaces
+
+
+def _write_remote(table, tensors, where, fs, kwargs, recorder):
+    """Write with pyarrow's writer to ``where`` in ``fs``: straight there, or, to record the
+    lengths in the footer once the row groups are written, to a local temporary file that
+    is then uploaded (one object, complete when it appears)."""
+    if not recorder:
+        _write_table(table, tensors, where, "pyarrow", {**kwargs, "filesystem": fs})
+        return
+    import tempfile
+
+    import pyarrow.fs as pafs
+
+    handle, tmp = tempfile.mkstemp(prefix="lodarrow-write-", suffix=".parquet")
+    os.close(handle)
+    try:
+        _write_table(table, tensors, tmp, "pyarrow", kwargs)
+        recorder.stamp(tmp)
+        pafs.copy_files(tmp, where, source_filesystem=pafs.LocalFileSystem(),
+                        destination_filesystem=fs)
+    finally:
+        remove_partial(tmp)
 
 
 def _write_table(table, tensors, path, engine, kwargs):

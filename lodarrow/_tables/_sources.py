@@ -6,8 +6,8 @@
 (docs/tables.md#dataset-directories).  Which files of a directory (or glob) are data:
 
 1. a name starting with ``.`` or ``_`` is not (``_SUCCESS``, ``_metadata``, ``.crc`` files,
-   hidden staging directories, lodarrow's own length sidecars), nor is anything below a
-   directory so named -- pyarrow.dataset's, Spark's and Hadoop's rule;
+   hidden staging directories, the length sidecars of lodarrow's earlier releases), nor is
+   anything below a directory so named -- pyarrow.dataset's, Spark's and Hadoop's rule;
 2. a name ending with ``.parquet``, ``.parq`` or ``.pq`` (any case; ``.snappy.parquet`` too)
    is: such a file that is empty, truncated or garbled is an error naming it;
 3. any other name (``README.md``, ``dataset_info.json``, ``part-00000``) is data only if the

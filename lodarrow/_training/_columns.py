@@ -34,7 +34,8 @@ class ExtraColumn:
         valid = None
         if column.null_count:
             valid = np.asarray(column.is_valid())
-            column = column.fill_null(pa.scalar(0, type=column.type))
+            zero = False if pa.types.is_boolean(column.type) else 0
+            column = column.fill_null(pa.scalar(zero, type=column.type))
         values = column.to_numpy(zero_copy_only=False)
         if values.dtype != self.dtype:
             values = values.astype(self.dtype)

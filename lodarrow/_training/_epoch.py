@@ -246,7 +246,8 @@ def plan_epoch(lengths, args, num_replicas, rng, *, rows=None, part_starts=None)
         blocks = _cut_rows(items[1], cells, args, R)
     else:
         blocks = _cut(seq, cells, tails, args, R)
-    lo, hi, block, extra_drop = _steps(blocks, seq, args, R, rng, splits)
+    lo, hi, block, extra_drop = _steps(blocks, seq, order, args, R, rng, splits,
+                                       None if items is None else items[2])
     dropped["drop_last"] += extra_drop
     if tails and len(cells) > 1:  # the tail step is read with the last block
         block[block == len(cells) - 1] = len(cells) - 2
@@ -533,8 +534,9 @@ def _cut_rows(row, cells, args, R):
 
 # --- 4. steps ---------------------------------------------------------------------------------
 
-def _steps(blocks, seq, args, R, rng, splits=None):
-    """Equal batch counts per rank in every block, batches matched into steps."""
+def _steps(blocks, seq, order, args, R, rng, splits=None, offsets=None):
+    """Equal batch counts per rank in every block, batches matched into steps (``splits``
+    and ``offsets``: a packed-rows plan's row starts and item slots)."""
     los, his, block_ids, dropped = [], [], [], 0
     carry = None
     csum = sq = None
@@ -549,17 +551,22 @@ def _steps(blocks, seq, args, R, rng, splits=None):
             carry = None
         # the last block has no next one to carry into: it may merge batches instead
         last = k + 1 == len(blocks)
-        evened = _even_out(lanes, R, splits, _fits(seq, args) if last else None)
+        evened = _even_out(lanes, R, splits, _fits(seq, args) if last else None, offsets)
         if evened is None:
             if k + 1 < len(blocks):
                 carry = lanes
                 continue
+            count = sum(len(a) for a, _ in lanes)
             if not args.drop_last:
+                what = ("one packed row of one item" if splits is not None
+                        else "one sequence")
                 raise ValueError(f"{args.fn}: the sequences cannot be dealt to num_replicas="
-                                 f"{R} ranks in equal steps: every batch holds one sequence "
-                                 f"and their count is no multiple of {R}; use drop_last=True")
+                                 f"{R} ranks in equal steps: every batch holds {what} (the "
+                                 f"last block's {count} batches), and their count is no "
+                                 f"multiple of {R}; use drop_last=True (drops {count % R} "
+                                 f"batch(es)), or another num_replicas")
             evened, lost = _deal(lanes, R)
-            dropped += lost
+            dropped += _dropped(lost, evened, order, args.fn)
         lo = np.stack([lane[0] for lane in evened])
         hi = np.stack([lane[1] for lane in evened])
         lo, hi = _match(lo, hi, csum, sq, args, rng)
@@ -594,12 +601,14 @@ def _fits(seq, args):
     return fits
 
 
-def _even_out(lanes, R, splits=None, fits=None):
+def _even_out(lanes, R, splits=None, fits=None, offsets=None):
     """Give every lane as many batches.  First each lane short of the longest splits its own
     largest batches (a split exceeds no budget, and no rank reads another's rows); where that
     is not enough, the block's batch count is made a multiple of ``R`` by splits and surplus
     batches move to the lanes short of one.  ``splits`` marks the positions a batch may be
-    split at (packed rows: row starts; default anywhere).  None when no batch can be split."""
+    split at (packed rows: row starts; default anywhere); where no batch of packed rows has a
+    row start inside (batches of one row), a row of several items is cut in two (``offsets``,
+    the items' slots in their rows, updated).  None when no batch can be split."""
     counts = [len(lo) for lo, _ in lanes]
     if min(counts) == max(counts):
         return lanes
@@ -611,10 +620,15 @@ def _even_out(lanes, R, splits=None, fits=None):
     if min(len(lo) for lo, _ in lanes) == top:
         return lanes
     total = sum(len(lo) for lo, _ in lanes)
+    def split(r):
+        return _split_one(lanes, r, splits) or (
+            offsets is not None and _cut_row(lanes, r, splits, offsets)
+            and _split_one(lanes, r, splits))
+
     while total % R:
         short = min(len(lo) for lo, _ in lanes)
         order = sorted(range(R), key=lambda r: len(lanes[r][0]) != short)
-        if not any(_split_one(lanes, r, splits) for r in order):
+        if not any(split(r) for r in order):
             break
         total += 1
     # no batch left to split (batches of one sequence): merge neighbours that fit together
@@ -651,6 +665,27 @@ def _merge_one(lanes, fits):
     return False
 
 
+def _cut_row(lanes, r, splits, offsets):
+    """Cut a row of lane ``r`` holding several items in two rows (the one with the most
+    items, at its middle item): the second part's items start again at slot 0, and a row
+    start is marked there.  False if every row of the lane holds one item."""
+    lo, hi = lanes[r]
+    best, at = 0, -1
+    for a, b in zip(lo.tolist(), hi.tolist()):
+        starts = a + np.flatnonzero(splits[a:b])  # each row of the batch: [start, next)
+        ends = np.append(starts[1:], b)
+        sizes = ends - starts
+        k = int(np.argmax(sizes))
+        if sizes[k] > best:
+            best, at = int(sizes[k]), int(starts[k])
+    if best < 2:
+        return False
+    mid = at + best // 2
+    offsets[mid:at + best] -= offsets[mid]
+    splits[mid] = True
+    return True
+
+
 def _split_one(lanes, r, splits):
     """Split lane ``r``'s largest batch in two; False if no batch of it can be split."""
     lo, hi = lanes[r]
@@ -669,6 +704,22 @@ def _split_one(lanes, r, splits):
         mid = int(inside[np.argmin(np.abs(inside - mid))])
     lanes[r] = (np.insert(lo, j + 1, mid), np.insert(hi, j, mid))
     return True
+
+
+def _dropped(lost, kept, order, fn):
+    """The sequences the batches ``lost`` (``(lo, hi)`` ranges of ``order``) leave out.  A
+    sequence cut into chunks must be left out whole or not at all: a chunk of it in a kept
+    batch is a ``ValueError`` (the loader is refused, never a part delivered)."""
+    if not lost:
+        return 0
+    gone = np.unique(np.concatenate([order[a:b] for a, b in lost]))
+    kept_rows = np.concatenate([order[a:b] for lane in kept for a, b in zip(*lane)] or
+                               [np.zeros(0, np.int64)])
+    if np.isin(gone, kept_rows).any():
+        raise ValueError(f"{fn}: drop_last would deliver part of a sequence that "
+                         "oversize='split' cut into rows (the rest dropped); use another "
+                         "num_replicas, or drop_last=False")
+    return int(len(gone))
 
 
 def _deal(lanes, R):
@@ -697,7 +748,7 @@ def _deal(lanes, R):
             lane[0] = np.concatenate([lane[0], spare_lo[-need:]]).astype(np.int64)
             lane[1] = np.concatenate([lane[1], spare_hi[-need:]]).astype(np.int64)
             del spare_lo[-need:], spare_hi[-need:]
-    lost = int(sum(b - a for a, b in zip(spare_lo, spare_hi)))
+    lost = list(zip(spare_lo, spare_hi))
     return [(lo, hi) for lo, hi in out], lost
 
 

@@ -21,7 +21,8 @@ def sequence_lengths(source, column=None, *, level=0, filesystem=None, cache_dir
     sources give their lengths from the offsets alone.  A Parquet source is read one row group
     at a time, and only one leaf column of ``column`` (the cheapest by compressed size); only
     the offsets of what was read are kept, and the result is kept in the lengths cache (or
-    read from the sidecar lodarrow's writers leave), so later calls read no column at all.
+    read from the footer lodarrow's writers record them in), so later calls read no column
+    at all.
     See docs/training.md#what-is-read and docs/training.md#lengths-cache.
 
     Parameters
@@ -118,7 +119,7 @@ def parquet_part_lengths(parts, name, level, with_nulls=False, cache_dir=None):
     row group that can is read for them: :func:`_value_nulls_known`).
 
     A row group whose lengths the cache (``cache_dir``: None the default directory, False
-    none) or the file's sidecar holds is not read; one that is decoded is put in the cache
+    none) or the file's footer (or an earlier release's sidecar) holds is not read; one that is decoded is put in the cache
     (lodarrow._tables._lengths_store)."""
     from lodarrow._tables._lengths_store import LengthsStore
     from lodarrow._threads import num_threads
@@ -127,7 +128,7 @@ def parquet_part_lengths(parts, name, level, with_nulls=False, cache_dir=None):
     if not parts.parts:
         return ([], [], []) if with_nulls else []
     store = LengthsStore(cache_dir)
-    # what the cache or the sidecars hold, a whole file at a time
+    # what the footers, the cache or old sidecars hold, a whole file at a time
     kept = [store.file(fp, name, level) for fp in parts.fingerprints]
     index = {path: k for k, path in enumerate(parts.files)}
     leaves = {}

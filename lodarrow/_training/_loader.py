@@ -36,7 +36,7 @@ _FN = "batch_loader"
 
 def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=None,
                  shuffle=True, drop_last=False, seed=0, num_replicas=1, rank=0,
-                 balance="batches", alpha=0.0, oversize="alone", nulls="error", mode="padded",
+                 balance="batches", alpha=None, oversize="alone", nulls="error", mode="padded",
                  row_length=None, level=0, pad_value=0, to="numpy", extra_columns=(),
                  bucket=True, window=65536, row_groups=4, num_rows=None,
                  pad_to_multiple_of=None, pad_widths=None, num_segments=None, prefetch=2,
@@ -90,8 +90,9 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
         "tokens": ranks get equal tokens, and each step holds every rank's batch of the same
         rank by size (each step's batches of similar tokens).  "compute": the same with the
         cost ``len + alpha * len**2`` (attention's quadratic term).
-    alpha : float, default 0.0
-        The quadratic weight of ``balance="compute"``.
+    alpha : float, optional
+        The quadratic weight of ``balance="compute"`` (default 0.0; another balance: a
+        ``ValueError``).
     oversize : {"alone", "error", "drop", "split"}, default "alone"
         A sequence whose batch alone is over ``max_tokens`` after padding (or longer than
         ``row_length`` with ``mode="packed_rows"``, or than the widest of ``pad_widths``): a
@@ -149,7 +150,7 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
         The lengths cache (docs/training.md#lengths-cache): by default
         ``$LODARROW_CACHE_DIR``, else ``$XDG_CACHE_HOME/lodarrow``, else
         ``~/.cache/lodarrow``; False: none.  A start whose lengths the cache (or the
-        sidecars of lodarrow's writers) holds decodes no column before the first batch.
+        footers of lodarrow's writers) holds decodes no column before the first batch.
 
     Returns
     -------
@@ -216,6 +217,7 @@ class BatchLoader:
         self._filesystem, self._cache_dir = filesystem, cache_dir
         self.epoch = 0
         self._cursor = 0                       # steps of the epoch received
+        self._start = 0                        # the cursor set_epoch / load_state_dict set
         self._segments = [[self.select.num_replicas, 0]]
         self._fresh = True                     # set_epoch / load_state_dict since the last pass
         self._warned = False
@@ -351,16 +353,23 @@ class BatchLoader:
         value_rows, value_seqs = self._value_nulls
         if len(self._row_nulls) and sel.nulls == "error":
             row = int(self._row_nulls[0])
+            advice = ("pass nulls='empty' to read them as empty sequences or nulls='drop' to "
+                      "leave them out" if not len(value_rows) else
+                      f"pass nulls='drop' to leave them out (the column also holds null "
+                      f"values inside {len(value_rows)} row(s), which nulls='empty' cannot "
+                      f"read)")
             raise ValueError(f"{_FN}: {self._where(row)} of column {self.column!r} is null "
-                             f"({len(self._row_nulls)} null row(s)); pass nulls='empty' to read "
-                             f"them as empty sequences or nulls='drop' to leave them out")
+                             f"({len(self._row_nulls)} null row(s)); {advice}")
         if len(value_rows) and (sel.nulls != "drop" or len(value_seqs) == 0):
             row = int(value_rows[0])
+            advice = ("or pass nulls='drop' to leave those rows out" if sel.nulls != "drop"
+                      else f"(at level={sel.level} which sequences of the row hold it is not "
+                           f"known without reading the values, so nulls='drop' cannot leave "
+                           f"them out)")
             raise ValueError(f"{_FN}: {self._where(row)} of column {self.column!r} holds a "
                              f"null value inside its list ({len(value_rows)} such row(s)); a "
                              f"batch has no number to put there: fill the nulls first (e.g. "
-                             f"pyarrow.compute.fill_null on the list's values) or pass "
-                             f"nulls='drop' to leave those rows out")
+                             f"pyarrow.compute.fill_null on the list's values) {advice}")
         exclude = []
         self._dropped_nulls = 0
         if sel.nulls == "drop":
@@ -496,7 +505,7 @@ class BatchLoader:
             if start_step > steps:
                 raise ValueError(f"set_epoch: start_step={start_step} is past the epoch's "
                                  f"{steps} steps")
-        self._cursor = start_step
+        self._cursor = self._start = start_step
         self._fresh = True
         self._tell_datasets()
 
@@ -523,6 +532,11 @@ class BatchLoader:
         cursor = self._cursor
         if steps is not None:
             cursor = as_nonnegative_int(steps, "state_dict: steps")
+            total = len(self)
+            if cursor > total:
+                raise ValueError(f"state_dict: steps={cursor} is past the epoch's {total} steps "
+                                 f"(steps counts the batches of the current epoch the loop "
+                                 f"received, not a global step)")
         return {"format": FORMAT, "plan_version": PLAN_VERSION,
                 "args": self._fingerprint(self.column), "source": dict(self._source_print),
                 "seed": self.select.seed, "epoch": self.epoch, "cursor": cursor,
@@ -568,7 +582,7 @@ class BatchLoader:
             segments.append([self.select.num_replicas, cursor])
         self.epoch = epoch
         self._segments = segments
-        self._cursor = cursor
+        self._cursor = self._start = cursor
         self._fresh = True
         self._tell_datasets()
         plan, base = self._epoch_plan()
@@ -617,12 +631,17 @@ class BatchLoader:
         return self._deliver()
 
     def _note_pass(self):
-        if not self._fresh and not self._warned:
-            self._warned = True
-            warnings.warn(f"{_FN}: epoch {self.epoch} is iterated again from step "
-                          f"{self._cursor}: the same batches as before (call set_epoch(epoch) "
-                          f"before each epoch, or load_state_dict to resume)", UserWarning,
-                          stacklevel=3)
+        """A pass after a whole pass, with no set_epoch or load_state_dict between, is the
+        same batches again (from where the epoch was set to start), with a warning, as with
+        DataLoader workers; a pass after one broken off goes on from the cursor."""
+        if not self._fresh and self._cursor >= len(self):
+            if not self._warned:
+                self._warned = True
+                warnings.warn(f"{_FN}: epoch {self.epoch} is iterated again from step "
+                              f"{self._start}: the same batches as before (call "
+                              f"set_epoch(epoch) before each epoch, or load_state_dict to "
+                              f"resume)", UserWarning, stacklevel=3)
+            self._cursor = self._start
         self._fresh = False
 
     def _deliver(self):

@@ -63,9 +63,14 @@ class Selection:
         self.oversize = check_choice(oversize, f"{fn}: oversize", OVERSIZE)
         self.nulls = check_choice(nulls, f"{fn}: nulls", NULLS)
         self.balance = check_choice(balance, f"{fn}: balance", BALANCES)
+        given = alpha is not None
+        alpha = 0.0 if alpha is None else alpha
         if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, (int, float,
                                                                            np.number)):
             raise TypeError(f"{fn}: alpha must be a number, got {type(alpha).__name__}")
+        if given and self.balance != "compute":
+            raise ValueError(f"{fn}: alpha applies to balance='compute' only "
+                             f"(balance={balance!r})")
         self.alpha = float(alpha)
         if not (self.alpha >= 0 and np.isfinite(self.alpha)):
             raise ValueError(f"{fn}: alpha must be a finite number >= 0, got {alpha!r}")
@@ -85,6 +90,20 @@ class Selection:
                              f"batch could not hold its sequences; give batch_size <= {cap} "
                              f"(or leave batch_size out: batches then hold at most {cap})")
         self.shape = shape.bind(self.max_tokens)
+        if shape.rows_per_batch is not None and self.batch_size is not None:
+            raise ValueError(f"{fn}: batch_size={self.batch_size} does not apply to packed rows "
+                             f"the plan packs (max_tokens or num_rows given: a batch is "
+                             f"{shape.rows_per_batch} rows of row_length={shape.row_length}, "
+                             f"whatever number of sequences they hold); leave batch_size out, "
+                             f"or give batch_size alone to pack each batch of that many "
+                             f"sequences at collation")
+        if shape.mode == "padded" and shape.collate.num_rows and self.max_tokens is not None:
+            narrowest = int(shape.alone(np.array([1]))[0])
+            if narrowest < 0 or narrowest > self.max_tokens:
+                raise ValueError(
+                    f"{fn}: num_rows={shape.collate.num_rows} rows of the narrowest width "
+                    f"({shape.describe()}) take {narrowest} slots, more than max_tokens="
+                    f"{self.max_tokens}: no batch fits; give fewer rows or a larger budget")
         return self
 
     @property

@@ -105,11 +105,11 @@ class BatchShape:
         if self.mode != "packed_rows":
             return self
         rows = self.collate.num_rows
+        if max_tokens is not None and max_tokens < self.row_length:
+            raise ValueError(f"{self.fn}: max_tokens={max_tokens} is less than one row of "
+                             f"row_length={self.row_length}")
         if rows is None and max_tokens is not None:
             rows = max_tokens // self.row_length
-            if rows == 0:
-                raise ValueError(f"{self.fn}: max_tokens={max_tokens} is less than one row of "
-                                 f"row_length={self.row_length}")
         elif rows is not None and max_tokens is not None and rows * self.row_length > max_tokens:
             raise ValueError(f"{self.fn}: num_rows={rows} rows of row_length={self.row_length} "
                              f"are {rows * self.row_length} slots, more than max_tokens="

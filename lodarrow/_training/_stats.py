@@ -16,7 +16,7 @@ def plan_statistics(plan, base, loader):
         "num_replicas": plan.num_replicas,
         "first_step": base,
         "steps": plan.steps,
-        "sequences": sizes.sum(axis=1).tolist(),
+        "sequences": _sequences(plan).sum(axis=1).tolist(),
         "tokens": tokens.sum(axis=1).tolist(),
         "padded_tokens": padded.sum(axis=1).tolist(),
         "padding": 0.0 if total_padded == 0 else 1.0 - int(tokens.sum()) / total_padded,
@@ -29,6 +29,17 @@ def plan_statistics(plan, base, loader):
         out["packing"] = _packing(plan, loader.shape)
     if loader._parts is not None:
         out["decodes"] = _decodes(plan, loader)
+    return out
+
+
+def _sequences(plan):
+    """The sequences of every batch (a sequence split into chunks counts once a batch)."""
+    if plan.items is None or not plan.split:
+        return plan.sizes
+    out = np.empty(plan.lo.shape, np.int64)
+    for r in range(plan.num_replicas):
+        for s in range(plan.steps):
+            out[r, s] = len(np.unique(plan.order[plan.lo[r, s]:plan.hi[r, s]]))
     return out
 
 

@@ -72,6 +72,31 @@ def stateful_loader_state(dataloader_state):
     return {**workers[0]["loader"], "cursor": received}
 
 
+_WATCHING = []
+
+
+def _exit_with_parent():
+    """A DataLoader worker whose training process died (``kill -9``) ends too.  torch's own
+    watchdog ends the worker's loop, but a batch crossing by value can fill the pipe, and
+    the worker would then wait forever at exit on the queue's feeder thread (the other
+    workers hold the pipe's read end open): a daemon thread ends the process instead."""
+    import threading
+    import time
+
+    if _WATCHING:
+        return
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    _WATCHING.append(threading.Thread(target=watch, name="lodarrow-parent-watch",
+                                      daemon=True))
+    _WATCHING[0].start()
+
+
 def _one_storage(out):
     """A worker's batch as one buffer on the wire (see :class:`_WireBatch`)."""
     import numpy as np
@@ -264,6 +289,7 @@ def _make_class(torch):
             if info is None:
                 return iter(self.loader)
             os.environ["LODARROW_NUM_THREADS"] = "1"  # the workers share the cores
+            _exit_with_parent()
             if self.loader.deliver.to == "torch":
                 self.loader._one_storage = _one_storage
             return self._worker_pass(info)
