@@ -1,46 +1,59 @@
 #!/usr/bin/env python
-"""lodarrow's batch loader against the loaders users pick, on one Parquet corpus, in one run.
+"""lodarrow's batch loader against a hand-written NumPy/Arrow loop and the loaders users pick,
+one corpus, one invocation per table.
 
-    python benchmarks/loaders.py --sequences 1000000 --workers 2 \\
-        --markdown loaders.md --json loaders.json \\
-        --peer-python streaming=/path/to/other/venv/bin/python \\
-        --peer-python litdata=/path/to/other/venv/bin/python
+    python benchmarks/loaders.py --sequences 100000 --workers 2 \\
+        --peer-python hf=/work/venv-peers/bin/python \\
+        --peer-python grain=/work/venv-peers/bin/python \\
+        --peer-python litdata=/work/venv-peers/bin/python \\
+        --peer-python streaming=/work/venv-mds/bin/python \\
+        --markdown loaders.md --json loaders.json
 
 The corpus (``--sequences`` token-id sequences, lognormal lengths, one ``list<int32>`` column
 in a Parquet file) is written once, untimed, under ``--workdir`` and reused while its
-parameters do not change.  Each peer's own conversion (MosaicML ``streaming``'s MDS shards,
-litdata's ``optimize``, Hugging Face ``datasets``' Arrow cache) is made from it once,
-untimed.  Then every loader runs in a fresh process of its own (``--peer-python`` picks
-another interpreter for a peer whose requirements do not install beside the others), once in
-the process and once through ``torch.utils.data.DataLoader(num_workers=--workers)`` (or the
-peer's own worker pool), and reports:
+parameters do not change; so are the peers' own conversions of it (Hugging Face ``datasets``'
+Arrow cache, MosaicML ``streaming``'s MDS shards, litdata's ``optimize`` chunks).
 
-- **start s**: from making the loader (the corpus and conversions exist) to the first batch:
-  lengths, plans, samplers, index files, worker start-up;
-- **tokens/s** delivered (real tokens, padding not counted) over ``--seconds`` seconds after
-  ``--warmup`` batches, or until the resume point, whichever comes first;
-- **padding %**: slots of the delivered arrays that hold no token;
-- **packing %**: for loaders that pack into fixed rows, the share of row slots holding tokens;
-- **resume s**: a new loader, made as a restarted job makes it, with the state saved after
-  ``--resume-at`` of the epoch (each peer's own mechanism), to its first batch;
-- **RSS MiB**: the peak resident set of the process, and of each worker (shared pages of a
-  memory-mapped file count in every process that touched them);
-- the 1-minute load average before and after each run: the machine may be shared, so the
-  figures are noisy; compare the rows of one run only.
+Every row is one loader doing one job, in a fresh process of its own (``--peer-python`` picks
+another interpreter for a peer, by peer name or library: hf, grain, litdata, streaming),
+with ``torch.set_num_threads(1)`` in that process (DataLoader workers set it themselves):
 
-A peer whose library is not installed (for that interpreter) is listed with the import error.
-The Markdown table (one row per loader and mode) goes to ``--markdown``, everything measured
-to ``--json``.  See benchmarks/README.md ("Loaders").
+- the jobs: "padded" (batches of ``--batch-size`` sequences, grouped by length), "packed"
+  (the same batches flattened: ``cu_seqlens``), "packed_rows" (rows of ``--row-length``,
+  ``--rows-per-batch`` rows a batch), "segments" (JAX's flat layout, at most
+  ``rows-per-batch * row-length`` tokens a batch, that fixed width), and a different job,
+  "concatenated blocks" (the token stream cut into ``row-length`` blocks, as litdata's
+  ``TokensLoader`` and llm-foundry's concatenated MDS samples do);
+- every batch is a dict of torch tensors;
+- the timed window is whole epochs: ``--warmup`` epochs first (untimed; the start-up is in
+  them), then whole epochs until at least ``--seconds`` have passed (at most
+  ``--max-epochs``).  A loader with no epochs of its own (Grain's ``repeat``) counts an
+  epoch as the corpus' tokens delivered.  The resume measurement comes after the window;
+- **tokens/s**: real tokens (padding not counted) over the timed epochs; **÷ loop**: that
+  over the NumPy/Arrow loop's, same job, same source (peers with a conversion of their own:
+  over the loop on the in-memory table), the loop in one process for a row in one process
+  and the loop in the same number of ``DataLoader`` workers for a row with workers;
+- **start s**: from making the loader to the first batch; **resume s**: a new loader, made as
+  a restarted job makes it, with the state saved ``--resume-at`` into the epoch after the
+  window (each loader's own mechanism), to its first batch;
+- **RSS MiB**: the peak resident set of the process, and of each worker;
+- the 1-minute load average before and after each row, and of the whole invocation.
+
+A peer whose library does not import (in its interpreter) is listed with the import error.
+The Markdown (command, machine, load, tables) goes to ``--markdown``, everything measured to
+``--json``.  See benchmarks/README.md ("Loaders").
 """
 
 import argparse
+import datetime
+import fnmatch
 import gc
 import importlib
-import inspect
 import json
 import math
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import threading
@@ -50,6 +63,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import loop_baseline  # noqa: E402  (benchmarks/loop_baseline.py, beside this file)
 
 # ----------------------------------------------------------------------------------------
 # the corpus
@@ -82,179 +98,206 @@ def write_corpus(path, lengths, vocab, row_group_size, seed):
 
 
 class Context:
-    """What every peer is given: the corpus and the shape of the batches."""
+    """What every loader is given: the corpus and the shape of the batches."""
 
     def __init__(self, args, meta):
         self.workdir = Path(args.workdir)
         self.corpus = self.workdir / "corpus.parquet"
         self.sequences = meta["sequences"]
         self.tokens = meta["tokens"]
+        self.row_groups_total = meta.get("row_groups") or pq.ParquetFile(
+            self.corpus).num_row_groups
         self.batch_size = args.batch_size
         self.row_length = args.row_length
         self.rows_per_batch = args.rows_per_batch
+        self.max_tokens = args.row_length * args.rows_per_batch
+        self.window = args.window or 50 * args.batch_size
+        self.row_groups = args.row_groups
         self.seed = args.seed
         self.resume_at = args.resume_at
-        self.prefetch = args.prefetch
         self.resume_budget = args.resume_budget
+        self.grain_threads = args.grain_threads
+        self.grain_bins = args.grain_bins or 8 * args.rows_per_batch
+        self.grain_buffer = args.grain_buffer
+        self.table = None       # the in-memory table, read before the clock where a row uses it
 
     def conversion(self, name):
         return self.workdir / name
 
-    def steps_padded(self):
-        """Batches of ``batch_size`` sequences in an epoch."""
-        return math.ceil(self.sequences / self.batch_size)
+    def source(self, kind):
+        """``kind``: "table" (the in-memory table), "parquet" or "parquet-global"."""
+        return self.table if kind == "table" else str(self.corpus)
 
-    def steps_rows(self):
-        """Batches of ``rows_per_batch`` full rows in an epoch (a lower bound)."""
-        return math.ceil(self.tokens / (self.row_length * self.rows_per_batch))
+    def shuffle_scope(self, kind):
+        if kind == "table":
+            return f"global; sorted in {self.window:,}-row windows"
+        if kind == "parquet-global":
+            return f"global: one block of all {self.row_groups_total} row groups, sorted whole"
+        blocks = max(1, self.row_groups_total // self.row_groups)
+        return (f"block-local: row groups shuffled, {blocks} blocks of "
+                f"~{self.row_groups_total / blocks:.3g} row groups (~"
+                f"{self.sequences // blocks:,} rows) shuffled and sorted whole")
 
 
-def parquet_row_groups(path):
-    """Row group by row group: (offsets, values) as NumPy arrays."""
-    f = pq.ParquetFile(path)
-    for k in range(f.num_row_groups):
-        col = f.read_row_group(k, columns=[COLUMN]).column(0).combine_chunks()
-        yield (col.offsets.to_numpy(zero_copy_only=False),
-               col.values.to_numpy(zero_copy_only=False))
+def arrow_rows(path):
+    """The corpus as one in-memory table (what the "table" rows are given)."""
+    return pq.read_table(path, columns=[COLUMN])
 
 
 # ----------------------------------------------------------------------------------------
-# batch arrays shared by the PyTorch peers
+# batch glue shared by the peers (the same NumPy collation as the loop)
 # ----------------------------------------------------------------------------------------
 
-def pad_collate(samples):
-    """``torch.nn.utils.rnn.pad_sequence`` of a list of 1-D arrays, with the mask."""
+def packed_from_list(seqs):
+    """Per-sequence items (1-D NumPy arrays) to the "packed" batch of the loop and lodarrow."""
     import torch
-    from torch.nn.utils.rnn import pad_sequence
 
-    seqs = [torch.as_tensor(s) for s in samples]
-    lengths = torch.tensor([len(s) for s in seqs])
-    values = pad_sequence(seqs, batch_first=True, padding_value=0)
-    mask = torch.arange(values.shape[1])[None, :] < lengths[:, None]
-    return {COLUMN: values, "attention_mask": mask, "lengths": lengths}
-
-
-def padded_counts(batch):
-    """(tokens, slots, sequences) of a padded batch with ``lengths`` or ``attention_mask``."""
-    values = batch[COLUMN] if COLUMN in batch else batch["values"]
-    if "lengths" in batch:
-        tokens = int(batch["lengths"].sum())
-    else:
-        tokens = int(batch["attention_mask"].sum())
-    return tokens, int(values.numel()), int(values.shape[0])
+    lengths = np.fromiter((len(s) for s in seqs), np.int64, len(seqs))
+    values = np.concatenate(seqs)
+    cu = np.zeros(len(seqs) + 1, np.int64)
+    np.cumsum(lengths, out=cu[1:])
+    t = torch.from_numpy
+    # "lengths" first: MosaicML's StreamingDataLoader counts a dict batch's samples by the
+    # length of its first value
+    return {"lengths": t(lengths), "values": t(values), "cu_seqlens": t(cu.astype(np.int32)),
+            "max_seqlen": int(lengths.max()),
+            "position_ids": t(np.arange(len(values)) - np.repeat(cu[:-1], lengths)),
+            "seq_idx": t(np.repeat(np.arange(len(seqs), dtype=np.int32), lengths))}
 
 
-class SkipBatches:
-    """A batch sampler without its first ``skip`` batches: how ``accelerate``'s
-    ``skip_first_batches`` (the Hugging Face Trainer's resume) fast-forwards a map-style
-    loader without reading the skipped samples."""
+def arrow_collate(mode):
+    """A batch's ``pyarrow.Table`` (``ds[indices]`` of a ``datasets`` Dataset in the "arrow"
+    format) to the loop's batch of ``mode``."""
+    def collate(table):
+        offsets, values = loop_baseline.list_parts(table.column(COLUMN))
+        return loop_baseline.collate(mode, offsets[:-1], np.diff(offsets), values)
+    return collate
 
-    def __init__(self, batch_sampler, skip):
-        self.batch_sampler, self.skip = batch_sampler, skip
+
+def stack_blocks(blocks):
+    """Concatenated-token samples (NumPy or torch, ``row_length`` each) to one tensor."""
+    import torch
+
+    if isinstance(blocks[0], torch.Tensor):
+        return {"values": torch.stack(blocks)}
+    return {"values": torch.from_numpy(np.stack(blocks))}
+
+
+def counts_of(kind, batch):
+    """(real tokens, slots, sequences) of a batch of ``kind``: cheap reads of what the batch
+    already holds (no pass over its values)."""
+    v = batch["values"]
+    if kind in ("packed", "blocks"):
+        n = int(v.numel())
+        return n, n, int(len(batch["lengths"])) if "lengths" in batch else int(v.shape[0])
+    return int(batch["lengths"].sum()), int(v.numel()), int(len(batch["lengths"]))
+
+
+class EpochBatches:
+    """A batch sampler re-made each epoch by ``make(epoch)`` (seeded by the epoch, as
+    ``accelerate``'s seedable samplers are), skipping the first ``skip`` batches of the epoch
+    it resumes (``skip_first_batches``, without reading the skipped samples)."""
+
+    def __init__(self, make, epoch=0, skip=0):
+        self.make, self.epoch, self.skip = make, epoch, skip
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
 
     def __iter__(self):
-        for k, batch in enumerate(self.batch_sampler):
-            if k >= self.skip:
+        skip, self.skip = self.skip, 0
+        for k, batch in enumerate(self.make(self.epoch)):
+            if k >= skip:
                 yield batch
 
     def __len__(self):
-        return max(len(self.batch_sampler) - self.skip, 0)
-
-
-class ArrowRows:
-    """A random-access dataset over the corpus' Arrow table (``pq.read_table``): item ``i``
-    is sequence ``i``'s token ids, a zero-copy NumPy slice.  The table is read on first use
-    in each process (a worker that is spawned, not forked, reads its own)."""
-
-    def __init__(self, path, as_dict=False):
-        self.path, self.as_dict = str(path), as_dict
-        self._chunks = None
-        self._len = pq.ParquetFile(self.path).metadata.num_rows
-
-    def _load(self):
-        # Grain reads items from 16 threads: one reads the table (dict.setdefault is atomic;
-        # the lock is not pickled: Grain pickles the source for its workers)
-        with self.__dict__.setdefault("_lock", threading.Lock()):
-            if self._chunks is not None:
-                return
-            col = pq.read_table(self.path, columns=[COLUMN]).column(0)
-            chunks = [(c.offsets.to_numpy(), c.values.to_numpy()) for c in col.chunks]
-            self._starts = np.cumsum([0] + [len(o) - 1 for o, _ in chunks])
-            self._chunks = chunks
-
-    def __getstate__(self):
-        return {"path": self.path, "as_dict": self.as_dict, "_len": self._len,
-                "_chunks": None}
-
-    def __len__(self):
-        return self._len
-
-    def __getitem__(self, i):
-        if self._chunks is None:
-            self._load()
-        i = int(i)
-        c = int(np.searchsorted(self._starts, i, side="right")) - 1
-        offsets, values = self._chunks[c]
-        j = i - int(self._starts[c])
-        seq = values[offsets[j]:offsets[j + 1]]
-        return {COLUMN: seq} if self.as_dict else seq
+        return len(self.make(self.epoch))
 
 
 # ----------------------------------------------------------------------------------------
-# the peers
+# the loaders
 # ----------------------------------------------------------------------------------------
+
+class Run:
+    """An open loader: ``epoch(e)`` iterates epoch ``e`` (from the resumed step, the first
+    time, after a resume), or ``stream()`` with ``epoch_tokens`` (no epochs of its own)."""
+
+    epoch_tokens = None
+
+    def __init__(self, epoch=None, stream=None, close=None, save=None, **extra):
+        self._epoch, self._stream, self._close, self._save = epoch, stream, close, save
+        self.__dict__.update(extra)
+
+    def epoch(self, e):
+        return self._epoch(e)
+
+    def stream(self):
+        return self._stream()
+
+    def save(self, epoch, steps):
+        return self._save(epoch, steps)
+
+    def close(self):
+        if self._close is not None:
+            self._close()
+        self._close = None
+
 
 class Peer:
-    """One loader configuration.
+    """One loader configuration (a row per worker count it runs with).
 
-    ``open(ctx, workers, state)`` returns an object with ``batches()`` (an iterator) and
-    ``close()``; ``state`` is None (from the start of the epoch) or what ``save`` gave.
-    ``resume`` names the peer's own mechanism; ``save(run, steps)`` is called after ``steps``
-    batches were received (None: the peer cannot save a state in that mode).
+    ``open(ctx, workers, state)`` returns a :class:`Run`; ``state`` is None (epoch 0 from the
+    start) or ``{"epoch", "step", ...}`` (what ``Run.save`` added for a loader that saves its
+    own state).  ``resume(workers)`` names the mechanism (None: none);
+    ``saves_state(workers)``: True when the state is saved by the loader once the batches
+    are received (the driver iterates to the point first), False when it is a step count the
+    training loop keeps.
     """
 
-    name = label = kind = resume = ""
+    name = label = ""
+    kind = "padded"          # the job: padded, packed, rows, segments, blocks
+    library = ""             # --peer-python key besides the name
+    source = "own"           # table, parquet, parquet-global, own (a conversion of its own)
     requires = ()
-    worker_note = "DataLoader(num_workers)"
+    workers_modes = None     # None: every --modes entry; else the subset it runs
+    fast_path = ""
+    shuffle = ""
+    threads = ""
 
     def prepare(self, ctx):
         """The peer's own conversion of the corpus (untimed); seconds it took, or 0."""
         return 0.0
 
-    def steps_per_epoch(self, ctx, run):
-        return ctx.steps_padded()
-
     def warm_imports(self):
         """Import what ``open`` imports, before the clock starts."""
 
+    def resume(self, workers):
+        return None
+
     def saves_state(self, workers):
-        """True: the state is saved by the loader after the batches received (the driver
-        iterates to the resume point first); False: it is a step count kept by the user."""
-        return True
+        return False
 
     def counts(self, batch):
-        return padded_counts(batch)
+        return counts_of(self.kind, batch)
 
+    def describe_threads(self, workers, ctx):
+        return self.threads
 
-class _Run:
-    def __init__(self, iterator, close=None, **extra):
-        self._iterator, self._close = iterator, close
-        self.__dict__.update(extra)
+    def describe_shuffle(self, ctx):
+        return self.shuffle
 
-    def batches(self):
-        return self._iterator
+    def describe_fast_path(self, ctx):
+        return self.fast_path.format(B=ctx.batch_size, L=ctx.row_length, R=ctx.rows_per_batch)
 
-    def close(self):
-        if self._close is not None:
-            self._close()
-        self._iterator = None
+    def runs_with(self, workers):
+        return self.workers_modes is None or workers in self.workers_modes
 
 
 def _torch_loader(dataset, workers, **kwargs):
     import torch
 
     return torch.utils.data.DataLoader(dataset, num_workers=workers,
-                                       persistent_workers=False, **kwargs)
+                                       persistent_workers=workers > 0, **kwargs)
 
 
 def _shutdown(loader):
@@ -263,124 +306,198 @@ def _shutdown(loader):
         it._shutdown_workers()
 
 
+JOB_NAMES = {"padded": "padded", "packed": "packed (cu_seqlens)",
+             "packed_rows": "packed_rows", "segments": "segments (JAX)"}
+KIND_OF = {"padded": "padded", "packed": "packed", "packed_rows": "rows",
+           "segments": "segments"}
+SOURCE_NAMES = {"table": "in-memory table", "parquet": "Parquet",
+                "parquet-global": "Parquet, global shuffle"}
+
+
 class Lodarrow(Peer):
     requires = ("lodarrow", "torch")
+    library = "lodarrow"
 
-    def __init__(self, mode):
-        self.mode = mode
-        self.name = f"lodarrow-{mode.replace('_', '-')}"
-        self.kind = "rows" if mode == "packed_rows" else mode
-        self.label = {"padded": "lodarrow padded, bucketed (batch_size)",
-                      "packed": "lodarrow packed (cu_seqlens, batch_size)",
-                      "packed_rows": "lodarrow packed_rows (rows of row_length)"}[mode]
-        self.worker_note = "DataLoader(loader.torch(), batch_size=None, num_workers)"
+    def __init__(self, mode, source, prefetch=None):
+        self.mode, self.source, self.prefetch = mode, source, prefetch
+        self.kind = KIND_OF[mode]
+        tail = "" if prefetch is None else f"-prefetch{prefetch}"
+        self.name = f"lodarrow-{mode.replace('_', '-')}-{source}{tail}"
+        pf = "" if prefetch is None else f", prefetch={prefetch}"
+        self.label = f"lodarrow {mode}, {SOURCE_NAMES[source]}{pf}"
+        if prefetch is not None or source == "parquet-global":
+            self.workers_modes = (0,)
+
+    def describe_fast_path(self, ctx):
+        kw = ", ".join(f"{k}={v!r}" for k, v in self.kwargs(ctx).items() if k != "seed")
+        return (f"la.batch_loader({'table' if self.source == 'table' else 'path'}, "
+                f"{COLUMN!r}, {kw}); workers: DataLoader(loader.torch(), batch_size=None, "
+                f"num_workers=w, persistent_workers=True)")
 
     def kwargs(self, ctx):
-        import lodarrow as la
-
-        params = inspect.signature(la.batch_loader).parameters
-        kw = dict(to="torch", seed=ctx.seed, progress=False)
-        if self.mode == "padded":
-            kw.update(batch_size=ctx.batch_size, mode="padded")
-        elif self.mode == "packed":
-            kw.update(batch_size=ctx.batch_size, cost="packed", mode="packed", bucket=False)
+        kw = dict(to="torch", seed=ctx.seed, progress=False, mode=self.mode)
+        if self.mode in ("padded", "packed"):
+            kw["batch_size"] = ctx.batch_size
+        elif self.mode == "packed_rows":
+            kw.update(max_tokens=ctx.max_tokens, row_length=ctx.row_length)
         else:
-            kw.update(max_tokens=ctx.row_length * ctx.rows_per_batch, cost="packed",
-                      mode="packed_rows", row_length=ctx.row_length)
-        # what later versions add, used where this build has it
-        if "prefetch" in params and ctx.prefetch is not None:
-            kw["prefetch"] = ctx.prefetch
+            kw.update(max_tokens=ctx.max_tokens, pad_to_multiple_of=ctx.max_tokens)
+        if self.source == "table":
+            kw["window"] = ctx.window
+        elif self.source == "parquet":
+            kw["row_groups"] = ctx.row_groups
+        else:
+            kw["row_groups"] = ctx.row_groups_total
+        if self.prefetch is not None:
+            kw["prefetch"] = self.prefetch
         return kw
 
-    def _make(self, ctx):
+    def open(self, ctx, workers, state=None):
         import lodarrow as la
 
-        return la.batch_loader(str(ctx.corpus), COLUMN, **self.kwargs(ctx))
-
-    def open(self, ctx, workers, state=None):
-        loader = self._make(ctx)
-        if workers:
-            if state is not None:
-                loader.set_epoch(0, start_step=state["step"])
-            data = _torch_loader(loader.torch(), workers, batch_size=None)
-            return _Run(iter(data), lambda: _shutdown(data), loader=loader)
+        loader = la.batch_loader(ctx.source(self.source), COLUMN, **self.kwargs(ctx))
         if state is not None:
             if "state_dict" in state:
                 loader.load_state_dict(state["state_dict"])
-            else:   # no resume API in this build: skip by iterating
-                it = iter(loader)
-                for _ in range(state["step"]):
-                    next(it)
-                return _Run(it, loader=loader)
-        return _Run(iter(loader), loader=loader)
-
-    def resume_api(self):
-        import lodarrow as la
-
-        cls = type(la.batch_loader(pa.array([[1]]), batch_size=1, progress=False))
-        has_state = hasattr(cls, "state_dict") and hasattr(cls, "load_state_dict")
-        has_start = "start_step" in inspect.signature(cls.set_epoch).parameters
-        return has_state, has_start
-
-    def describe_resume(self, workers):
-        has_state, has_start = self.resume_api()
+            else:
+                loader.set_epoch(state["epoch"], start_step=state["step"])
+        resumed = [state is not None]
         if workers:
-            return "set_epoch(0, start_step=s)" if has_start else None
-        return "state_dict / load_state_dict" if has_state else "skip by iterating (no API)"
+            data = _torch_loader(loader.torch(), workers, batch_size=None)
+
+            def epoch(e):
+                if not resumed[0]:
+                    loader.set_epoch(e)
+                resumed[0] = False
+                return iter(data)
+            return Run(epoch, close=lambda: _shutdown(data), loader=loader)
+
+        def epoch(e):
+            if not resumed[0]:
+                loader.set_epoch(e)
+            resumed[0] = False
+            return iter(loader)
+
+        def save(e, steps):
+            return {"epoch": e, "step": steps,
+                    "state_dict": json.loads(json.dumps(loader.state_dict()))}
+        return Run(epoch, save=save, loader=loader)
+
+    def resume(self, workers):
+        return "set_epoch(e, start_step=s)" if workers else "state_dict / load_state_dict"
 
     def saves_state(self, workers):
-        return not workers and self.resume_api()[0]
+        return not workers
 
-    def save(self, run, steps, workers):
-        has_state, has_start = self.resume_api()
+    def describe_threads(self, workers, ctx):
+        from lodarrow._threads import num_threads
+
         if workers:
-            return {"step": steps} if has_start else None
-        if has_state:
-            return {"state_dict": json.loads(json.dumps(run.loader.state_dict())),
-                    "step": steps}
-        return {"step": steps}
+            return f"{workers} DataLoader workers (torch 1 thread, LODARROW_NUM_THREADS=1 each)"
+        pf = 2 if self.prefetch is None else self.prefetch
+        return (f"main + {'a prefetch thread' if pf else 'no prefetch thread'}; "
+                f"kernels up to {num_threads()} thread(s) (load-aware)")
 
-    def steps_per_epoch(self, ctx, run):
-        return len(run.loader)
-
-    def counts(self, batch):
-        v = batch["values"]
-        if self.mode == "padded":
-            return int(batch["lengths"].sum()), int(v.numel()), int(v.shape[0])
-        if self.mode == "packed":
-            return int(v.shape[0]), int(v.shape[0]), int(len(batch["lengths"]))
-        return int(batch["attention_mask"].sum()), int(v.numel()), int(len(batch["lengths"]))
+    def describe_shuffle(self, ctx):
+        return ctx.shuffle_scope(self.source) + "; batches shuffled within a block"
 
 
-class PlainTorch(Peer):
-    name = "torch-arrow"
-    label = "torch Dataset over Arrow + pad_sequence (random batches)"
-    kind = "padded"
+class Loop(Peer):
     requires = ("torch",)
-    resume = "sampler skip (skip_first_batches)"
+    library = "loop"
+    threads = "one thread (NumPy, pyarrow reads)"
+
+    def __init__(self, mode, source):
+        self.mode, self.source = mode, source
+        if source == "parquet-global":
+            self.workers_modes = (0,)
+        self.kind = KIND_OF[mode]
+        self.name = f"loop-{mode.replace('_', '-')}-{source}"
+        self.label = f"NumPy/Arrow loop {mode}, {SOURCE_NAMES[source]}"
+
+    def describe_fast_path(self, ctx):
+        return (f"loop_baseline.Loop(" + ("table" if self.source == "table" else "path")
+                + f", {self.mode!r}, " + {
+                    "padded": f"batch_size={ctx.batch_size}",
+                    "packed": f"batch_size={ctx.batch_size}",
+                    "packed_rows": f"row_length={ctx.row_length}, "
+                                   f"num_rows={ctx.rows_per_batch}",
+                    "segments": f"max_tokens={ctx.max_tokens}"}[self.mode]
+                + (f", window={ctx.window}" if self.source == "table" else
+                   f", window=None, row_groups="
+                   f"{ctx.row_groups_total if self.source == 'parquet-global' else ctx.row_groups}")
+                + "): shuffle, sort in windows, cut, shuffle batches; one NumPy gather a "
+                  "batch; torch.from_numpy")
+
+    def open(self, ctx, workers, state=None):
+        src = ctx.source(self.source)
+        loop = loop_baseline.Loop(
+            src, COLUMN, self.mode, batch_size=ctx.batch_size, max_tokens=ctx.max_tokens,
+            row_length=ctx.row_length, num_rows=ctx.rows_per_batch,
+            window=ctx.window if self.source == "table" else None,
+            row_groups=ctx.row_groups_total if self.source == "parquet-global"
+            else ctx.row_groups, seed=ctx.seed)
+        skip = [0 if state is None else state["step"]]
+        if workers:  # worker i makes batches i, i + k, ...: the DataLoader's order is the loop's
+            dataset = loop_baseline.LoopDataset(loop)
+            data = _torch_loader(dataset, workers, batch_size=None)
+
+            def epoch(e):
+                s, skip[0] = skip[0], 0
+                dataset.set_epoch(e, s)
+                return iter(data)
+            return Run(epoch, close=lambda: _shutdown(data))
+
+        def epoch(e):
+            s, skip[0] = skip[0], 0
+            return loop.epoch(e, start=s)
+        return Run(epoch)
+
+    def describe_threads(self, workers, ctx):
+        return (f"{workers} DataLoader workers (torch 1 thread each); each tensor crosses in "
+                f"its own shared-memory segment" if workers else self.threads)
+
+    def resume(self, workers):
+        return "plan the epoch again, skip s batches (a Parquet block is still read)"
+
+    def describe_shuffle(self, ctx):
+        scope = ctx.shuffle_scope(self.source)
+        return scope + ("; batches shuffled globally" if self.source == "table"
+                        else "; batches shuffled within a block")
+
+
+class LoopBlocks(Peer):
+    name = "loop-blocks-table"
+    label = "NumPy/Arrow loop, concatenated blocks, in-memory table"
+    kind = "blocks"
+    source = "table"
+    requires = ("torch",)
+    library = "loop"
+    workers_modes = (0,)
+    threads = "one thread"
+    fast_path = "values cut into {L}-token blocks, block order shuffled, blocks[idx] per batch"
+    shuffle = "global (block order)"
 
     def open(self, ctx, workers, state=None):
         import torch
 
-        dataset = ArrowRows(ctx.corpus)
-        dataset._load()       # in __init__, as a user writes it: workers inherit it by fork
-        gen = torch.Generator().manual_seed(ctx.seed)
-        sampler = torch.utils.data.BatchSampler(
-            torch.utils.data.RandomSampler(dataset, generator=gen), ctx.batch_size, False)
-        if state is not None:
-            sampler = SkipBatches(sampler, state["step"])
-        data = _torch_loader(dataset, workers, batch_sampler=sampler, collate_fn=pad_collate)
-        return _Run(iter(data), lambda: _shutdown(data))
+        _, values = loop_baseline.list_parts(ctx.table.column(COLUMN))
+        L, R = ctx.row_length, ctx.rows_per_batch
+        blocks = values[:len(values) // L * L].reshape(-1, L)
+        skip = [0 if state is None else state["step"]]
 
-    def describe_resume(self, workers):
-        return self.resume
+        def epoch(e):
+            s, skip[0] = skip[0], 0
+            order = np.random.default_rng([ctx.seed, e]).permutation(len(blocks))
+            for k in range(s * R, len(order), R):
+                yield {"values": torch.from_numpy(blocks[np.sort(order[k:k + R])])}
+        return Run(epoch)
 
-    def saves_state(self, workers):
-        return False
+    def resume(self, workers):
+        return "skip s batches"
 
-    def save(self, run, steps, workers):
-        return {"step": steps}
 
+# --- Hugging Face datasets ----------------------------------------------------------------
 
 def _hf_prepare(ctx):
     import datasets
@@ -394,215 +511,376 @@ def _hf_prepare(ctx):
     return time.perf_counter() - t
 
 
-def _hf_tokenizer():
-    """A tokenizer made here (nothing downloaded): ``tokenizer.pad`` only needs the pad id."""
-    from tokenizers import Tokenizer
-    from tokenizers.models import WordLevel
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(WordLevel({"[PAD]": 0, "[UNK]": 1}, unk_token="[UNK]"))
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]")
-
-
-class HFGroupByLength(Peer):
-    name = "hf-group-by-length"
-    label = "HF datasets + LengthGroupedSampler + DataCollatorWithPadding"
+class HFPadded(Peer):
+    name = "hf-padded"
+    label = "HF datasets (arrow format) + LengthGroupedSampler(lengths=)"
     kind = "padded"
+    library = "hf"
     requires = ("datasets", "transformers", "torch")
-    resume = "sampler skip (skip_first_batches)"
+    fast_path = ("load_from_disk(...).with_format('arrow'); lengths from Arrow "
+                 "(pc.list_value_length); LengthGroupedSampler({B}, lengths=); one ds[indices] a "
+                 "batch (a pyarrow Table); the loop's NumPy collation")
+    shuffle = "global; sorted in {W:,}-row megabatches (LengthGroupedSampler: 50 x {B})"
+    threads = "main process (torch 1 thread)"
 
     def prepare(self, ctx):
         return _hf_prepare(ctx)
+
+    def describe_shuffle(self, ctx):
+        return self.shuffle.format(W=50 * ctx.batch_size, B=ctx.batch_size)
 
     def warm_imports(self):
         import transformers.trainer_pt_utils  # noqa: F401
 
-    def open(self, ctx, workers, state=None):
-        import datasets
+    def sampler(self, ctx, ds, gen_seed):
+        import pyarrow.compute as pc
         import torch
-        import transformers
         from transformers.trainer_pt_utils import LengthGroupedSampler
 
-        transformers.logging.set_verbosity_error()
-        ds = datasets.load_from_disk(str(ctx.conversion("hf-dataset")))
-        gen = torch.Generator().manual_seed(ctx.seed)
-        # group_by_length=True without a "length" column: the Trainer's sampler reads every
-        # row's length from the dataset
-        sampler = torch.utils.data.BatchSampler(
-            LengthGroupedSampler(ctx.batch_size, dataset=ds, generator=gen), ctx.batch_size,
-            False)
-        if state is not None:
-            sampler = SkipBatches(sampler, state["step"])
-        collate = transformers.DataCollatorWithPadding(_hf_tokenizer(), return_tensors="pt")
-        data = _torch_loader(ds, workers, batch_sampler=sampler, collate_fn=collate)
-        return _Run(iter(data), lambda: _shutdown(data))
-
-    def describe_resume(self, workers):
-        return self.resume
-
-    def saves_state(self, workers):
-        return False
-
-    def save(self, run, steps, workers):
-        return {"step": steps}
-
-
-class HFFlattening(Peer):
-    name = "hf-flattening"
-    label = "HF IterableDataset (shuffle buffer) + DataCollatorWithFlattening"
-    kind = "packed"
-    requires = ("datasets", "transformers", "torch")
-    resume = "IterableDataset.state_dict"
-
-    def prepare(self, ctx):
-        return _hf_prepare(ctx)
-
-    def warm_imports(self):
-        import transformers.data.data_collator  # noqa: F401
+        lengths = pc.list_value_length(ds.data.column(COLUMN)).to_numpy().tolist()
+        return lambda e: torch.utils.data.BatchSampler(
+            LengthGroupedSampler(ctx.batch_size, lengths=lengths,
+                                 generator=torch.Generator().manual_seed(gen_seed + e)),
+            ctx.batch_size, False)
 
     def open(self, ctx, workers, state=None):
         import datasets
         import transformers
 
         transformers.logging.set_verbosity_error()
-        ds = datasets.load_from_disk(str(ctx.conversion("hf-dataset")))
-        ids = ds.to_iterable_dataset(num_shards=64).shuffle(seed=ctx.seed, buffer_size=1000)
-        collate = transformers.DataCollatorWithFlattening(return_flash_attn_kwargs=True)
-        if workers:
-            # the state lives in the workers: torchdata's StatefulDataLoader collects it
-            from torchdata.stateful_dataloader import StatefulDataLoader
+        ds = datasets.load_from_disk(str(ctx.conversion("hf-dataset"))).with_format("arrow")
+        batches = EpochBatches(self.sampler(ctx, ds, ctx.seed),
+                               *((state["epoch"], state["step"]) if state else (0, 0)))
+        data = _torch_loader(ds, workers, sampler=batches, batch_size=None,
+                             collate_fn=arrow_collate(self.kind))
+        first = [state is not None]
 
-            data = StatefulDataLoader(ids, batch_size=ctx.batch_size, collate_fn=collate,
-                                      num_workers=workers)
-            if state is not None:
-                data.load_state_dict(state["state_dict"])
-            return _Run(iter(data), lambda: _shutdown(data), loader=data)
-        if state is not None:
-            ids.load_state_dict(state["state_dict"])
-        data = _torch_loader(ids, 0, batch_size=ctx.batch_size, collate_fn=collate)
-        return _Run(iter(data), dataset=ids)
+        def epoch(e):
+            if not first[0]:
+                batches.set_epoch(e)
+            first[0] = False
+            return iter(data)
+        return Run(epoch, close=lambda: _shutdown(data))
 
-    def describe_resume(self, workers):
-        if not workers:
-            return self.resume
-        try:
-            import torchdata.stateful_dataloader  # noqa: F401
-        except ImportError:
-            return None
-        return "StatefulDataLoader.state_dict"
+    def resume(self, workers):
+        return "sampler skip (skip_first_batches)"
 
-    def save(self, run, steps, workers):
-        state = run.loader.state_dict() if workers else run.dataset.state_dict()
-        return {"state_dict": state, "step": steps}
-
-    def counts(self, batch):
-        n = int(batch[COLUMN].numel())
-        return n, n, int(len(batch["cu_seq_lens_q"]) - 1)
+    def describe_threads(self, workers, ctx):
+        return (f"{workers} DataLoader workers (torch 1 thread each)" if workers
+                else self.threads)
 
 
-class MosaicStreaming(Peer):
-    name = "streaming"
-    label = "MosaicML streaming (MDS) + pad_sequence"
-    kind = "padded"
+class HFPacked(HFPadded):
+    name = "hf-packed"
+    label = "HF datasets (arrow format) + random batches, flattened"
+    kind = "packed"
+    fast_path = ("load_from_disk(...).with_format('arrow'); RandomSampler batches of {B}; one "
+                 "ds[indices] a batch; flattened with NumPy (what DataCollatorWithFlattening "
+                 "makes, from Arrow)")
+    shuffle = "global (RandomSampler)"
+
+    def sampler(self, ctx, ds, gen_seed):
+        import torch
+
+        n = len(ds)
+        return lambda e: torch.utils.data.BatchSampler(
+            torch.utils.data.RandomSampler(range(n), generator=torch.Generator().manual_seed(
+                gen_seed + e)), ctx.batch_size, False)
+
+
+# --- MosaicML streaming -------------------------------------------------------------------
+
+def _streaming():
+    """``import streaming`` without ``streaming.vision``: the only module importing
+    torchvision, whose PyPI build for torch 2.13 is the CUDA one and does not load beside the
+    CPU torch (the benchmark uses no vision dataset)."""
+    import types
+
+    sys.modules.setdefault("streaming.vision", types.ModuleType("streaming.vision"))
+    import streaming
+
+    return streaming
+
+
+def _import(name):
+    return _streaming() if name == "streaming" else importlib.import_module(name)
+
+
+def _parquet_row_groups(path):
+    f = pq.ParquetFile(path)
+    for k in range(f.num_row_groups):
+        yield loop_baseline.list_parts(f.read_row_group(k, columns=[COLUMN]).column(0))
+
+
+def _concatenated_blocks(path, block):
+    """The corpus' tokens, one stream, cut into ``block``-token pieces (the tail dropped), as
+    llm-foundry's ``ConcatTokensDataset`` makes them (here without BOS/EOS tokens)."""
+    carry = np.zeros(0, np.int32)
+    for _, values in _parquet_row_groups(path):
+        values = np.concatenate([carry, values])
+        n = len(values) // block * block
+        yield from values[:n].reshape(-1, block)
+        carry = values[n:]
+
+
+class Mosaic(Peer):
+    name = "streaming-sequences"
+    label = "MosaicML streaming, one sample per sequence, flattened"
+    kind = "packed"
+    library = "streaming"
     requires = ("streaming", "torch")
-    resume = "StreamingDataLoader.state_dict"
-    worker_note = "StreamingDataLoader(num_workers)"
+    fast_path = ("MDSWriter(ndarray:int32, 64 MB shards); StreamingDataset(local, "
+                 "shuffle=True, batch_size={B}) + StreamingDataLoader; flattened with NumPy")
+    shuffle = ("py1e (the default): shards shuffled, samples shuffled within blocks of "
+               "262,144 (the default for one node; the whole corpus here)")
+    threads = "main process (torch 1 thread)"
+    out = "mds"
 
     def prepare(self, ctx):
-        from streaming import MDSWriter
-
-        out = ctx.conversion("mds")
+        out = ctx.conversion(self.out)
         if (out / "index.json").exists():
             return 0.0
+        MDSWriter = _streaming().MDSWriter
         t = time.perf_counter()
-        with MDSWriter(out=str(out), columns={COLUMN: "ndarray:int32"},
+        with MDSWriter(out=str(out), columns={"tokens": "ndarray:int32"},
                        size_limit="64mb") as writer:
-            for offsets, values in parquet_row_groups(ctx.corpus):
-                for j in range(len(offsets) - 1):
-                    writer.write({COLUMN: values[offsets[j]:offsets[j + 1]]})
+            for sample in self.samples(ctx):
+                writer.write({"tokens": sample})
         return time.perf_counter() - t
 
+    def samples(self, ctx):
+        for offsets, values in _parquet_row_groups(ctx.corpus):
+            for j in range(len(offsets) - 1):
+                yield values[offsets[j]:offsets[j + 1]]
+
+    def batch_size(self, ctx):
+        return ctx.batch_size
+
+    def collate(self, samples):
+        return packed_from_list([s["tokens"] for s in samples])
+
+    def warm_imports(self):
+        _streaming()
+
     def open(self, ctx, workers, state=None):
-        from streaming import StreamingDataLoader, StreamingDataset
+        streaming = _streaming()
         from streaming.base.util import clean_stale_shared_memory
 
         clean_stale_shared_memory()
-        ds = StreamingDataset(local=str(ctx.conversion("mds")), shuffle=True,
-                              shuffle_seed=ctx.seed, batch_size=ctx.batch_size)
-        data = StreamingDataLoader(ds, batch_size=ctx.batch_size, num_workers=workers,
-                                   collate_fn=_streaming_collate)
+        ds = streaming.StreamingDataset(local=str(ctx.conversion(self.out)), shuffle=True,
+                                        shuffle_seed=ctx.seed, batch_size=self.batch_size(ctx))
+        data = streaming.StreamingDataLoader(ds, batch_size=self.batch_size(ctx),
+                                             num_workers=workers, collate_fn=self.collate,
+                                             persistent_workers=workers > 0)
         if state is not None:
             data.load_state_dict(state["state_dict"])
-        return _Run(iter(data), lambda: _shutdown(data), loader=data, dataset=ds)
 
-    def describe_resume(self, workers):
-        return self.resume
+        def save(e, steps):
+            return {"epoch": e, "step": steps, "state_dict": data.state_dict()}
+        # the dataset counts its epochs itself: each pass of the loader is the next one
+        return Run(lambda e: iter(data), close=lambda: _shutdown(data), save=save)
 
-    def save(self, run, steps, workers):
-        return {"state_dict": run.loader.state_dict(), "step": steps}
+    def resume(self, workers):
+        return "StreamingDataLoader.state_dict"
+
+    def saves_state(self, workers):
+        return True
+
+    def describe_threads(self, workers, ctx):
+        return (f"{workers} StreamingDataLoader workers (torch 1 thread each)" if workers
+                else self.threads)
 
 
-def _streaming_collate(samples):
-    return pad_collate([s[COLUMN] for s in samples])
+class MosaicConcat(Mosaic):
+    name = "streaming-concat"
+    label = "MosaicML streaming, concatenated blocks (llm-foundry) [other job]"
+    kind = "blocks"
+    fast_path = ("llm-foundry's concatenated layout: MDS 'tokens' ndarray:int32 samples of "
+                 "{L}; StreamingDataset + StreamingDataLoader, {R} samples a batch, "
+                 "stacked")
+    out = "mds-concat"
 
+    def samples(self, ctx):
+        return _concatenated_blocks(ctx.corpus, ctx.row_length)
+
+    def batch_size(self, ctx):
+        return ctx.rows_per_batch
+
+    def collate(self, samples):
+        return stack_blocks([s["tokens"] for s in samples])
+
+
+# --- litdata ------------------------------------------------------------------------------
 
 def _litdata_rows(row_group, path=None):
     """litdata ``optimize``'s function: the sequences of one row group."""
-    f = pq.ParquetFile(path)
-    col = f.read_row_group(row_group, columns=[COLUMN]).column(0).combine_chunks()
-    offsets, values = col.offsets.to_numpy(), col.values.to_numpy()
+    col = pq.ParquetFile(path).read_row_group(row_group, columns=[COLUMN]).column(0)
+    offsets, values = loop_baseline.list_parts(col)
     for j in range(len(offsets) - 1):
         yield values[offsets[j]:offsets[j + 1]].copy()
 
 
 class LitData(Peer):
-    name = "litdata"
-    label = "litdata (optimize) + pad_sequence"
-    kind = "padded"
+    name = "litdata-sequences"
+    label = "litdata, one item per sequence, flattened"
+    kind = "packed"
+    library = "litdata"
     requires = ("litdata", "torch")
-    resume = "StreamingDataLoader.state_dict"
-    worker_note = "StreamingDataLoader(num_workers)"
+    fast_path = ("optimize(fn yielding each sequence, 64 MB chunks); StreamingDataset("
+                 "shuffle=True) + StreamingDataLoader(batch_size={B}); flattened with NumPy")
+    shuffle = "block-local: chunks shuffled, items shuffled within each worker's chunks"
+    threads = "main process (torch 1 thread) + litdata's chunk thread"
+    out = "litdata"
 
     def prepare(self, ctx):
         import functools
 
         import litdata
 
-        out = ctx.conversion("litdata")
+        out = ctx.conversion(self.out)
         if (out / "index.json").exists():
             return 0.0
         t = time.perf_counter()
         groups = list(range(pq.ParquetFile(ctx.corpus).num_row_groups))
         litdata.optimize(fn=functools.partial(_litdata_rows, path=str(ctx.corpus)),
-                         inputs=groups, output_dir=str(out), chunk_bytes="64MB",
-                         num_workers=2, verbose=False)
+                         inputs=groups, output_dir=str(out), num_workers=2, verbose=False,
+                         **self.optimize_kwargs(ctx))
         return time.perf_counter() - t
+
+    def optimize_kwargs(self, ctx):
+        return {"chunk_bytes": "64MB"}
+
+    def dataset(self, ctx):
+        import litdata
+
+        return litdata.StreamingDataset(str(ctx.conversion(self.out)), shuffle=True,
+                                        seed=ctx.seed)
+
+    def batch_size(self, ctx):
+        return ctx.batch_size
+
+    def collate(self, items):
+        return packed_from_list(items)
 
     def open(self, ctx, workers, state=None):
         import litdata
 
-        ds = litdata.StreamingDataset(str(ctx.conversion("litdata")), shuffle=True,
-                                      seed=ctx.seed)
-        data = litdata.StreamingDataLoader(ds, batch_size=ctx.batch_size, num_workers=workers,
-                                           collate_fn=pad_collate)
+        data = litdata.StreamingDataLoader(self.dataset(ctx), batch_size=self.batch_size(ctx),
+                                           num_workers=workers, collate_fn=self.collate,
+                                           persistent_workers=workers > 0)
         if state is not None:
             data.load_state_dict(state["state_dict"])
-        return _Run(iter(data), lambda: _shutdown(data), loader=data)
 
-    def describe_resume(self, workers):
-        return self.resume
+        def save(e, steps):
+            return {"epoch": e, "step": steps, "state_dict": data.state_dict()}
+        return Run(lambda e: iter(data), close=lambda: _shutdown(data), save=save)
 
-    def save(self, run, steps, workers):
-        return {"state_dict": run.loader.state_dict(), "step": steps}
+    def resume(self, workers):
+        return "StreamingDataLoader.state_dict"
+
+    def saves_state(self, workers):
+        return True
+
+    def describe_threads(self, workers, ctx):
+        return (f"{workers} StreamingDataLoader workers (torch 1 thread each)" if workers
+                else self.threads)
+
+
+def _litdata_tokens(row_group, path=None):
+    """litdata ``optimize``'s function for ``TokensLoader``: each sequence's tokens (litdata
+    concatenates them into the chunks)."""
+    yield from _litdata_rows(row_group, path)
+
+
+class LitDataTokens(LitData):
+    name = "litdata-tokens"
+    label = "litdata TokensLoader, concatenated blocks [other job]"
+    kind = "blocks"
+    fast_path = ("optimize(item_loader=TokensLoader(), chunk_size={L}*1024 tokens); "
+                 "StreamingDataset(item_loader=TokensLoader(block_size={L}), "
+                 "shuffle=True, drop_last=True) + StreamingDataLoader(batch_size={R})")
+    shuffle = "block-local: chunks shuffled, blocks shuffled within each worker's chunks"
+    out = "litdata-tokens"
+
+    def optimize_kwargs(self, ctx):
+        import litdata
+
+        return {"chunk_size": ctx.row_length * 1024, "item_loader": litdata.TokensLoader()}
+
+    def dataset(self, ctx):
+        import litdata
+
+        return litdata.StreamingDataset(str(ctx.conversion(self.out)), shuffle=True,
+                                        seed=ctx.seed, drop_last=True,
+                                        item_loader=litdata.TokensLoader(
+                                            block_size=ctx.row_length))
+
+    def batch_size(self, ctx):
+        return ctx.rows_per_batch
+
+    def collate(self, items):
+        return stack_blocks(items)
+
+
+# --- Grain --------------------------------------------------------------------------------
+
+class ArrowRows:
+    """A random-access source over the corpus' Arrow table: item ``i`` is sequence ``i``'s
+    token ids (a dict), a zero-copy NumPy slice.  Given the in-memory table (read before the
+    clock, as the other "table" rows are given it); a worker process that gets it pickled
+    reads the file itself."""
+
+    def __init__(self, path, table=None):
+        self.path = str(path)
+        self._parts = None if table is None else loop_baseline.list_parts(table.column(COLUMN))
+        self._len = pq.ParquetFile(self.path).metadata.num_rows
+
+    def __getstate__(self):
+        return {"path": self.path, "_len": self._len, "_parts": None}
+
+    def __len__(self):
+        return self._len
+
+    def __getitem__(self, i):
+        if self._parts is None:
+            with self.__dict__.setdefault("_lock", threading.Lock()):
+                if self._parts is None:
+                    self._parts = loop_baseline.list_parts(arrow_rows(self.path).column(0))
+        offsets, values = self._parts
+        return {COLUMN: values[offsets[i]:offsets[i + 1]]}
+
+
+def _grain_to_torch(batch):
+    import torch
+
+    return {k: torch.from_numpy(v) for k, v in batch.items()}
 
 
 class GrainPacking(Peer):
     name = "grain-packing"
-    label = "Grain MapDataset (shuffle) + BestFitPackIterDataset + batch"
+    label = "Grain MapDataset + BestFitPackIterDataset"
     kind = "rows"
+    source = "table"
+    library = "grain"
     requires = ("grain", "torch")
-    resume = "DatasetIterator.get_state / set_state"
-    worker_note = "mp_prefetch(num_workers)"
+
+    def describe_shuffle(self, ctx):
+        return (f"global (MapDataset.shuffle, reshuffled each repeat); packed online into "
+                f"{ctx.grain_bins} open rows")
+
+    def describe_fast_path(self, ctx):
+        return (f"MapDataset.source(Arrow rows).shuffle().repeat().to_iter_dataset("
+                f"ReadOptions(num_threads={ctx.grain_threads}, prefetch_buffer_size="
+                f"{ctx.grain_buffer})) -> BestFitPackIterDataset(length_struct="
+                f"{ctx.row_length}, num_packing_bins={ctx.grain_bins}) -> batch("
+                f"{ctx.rows_per_batch}); workers: .mp_prefetch(num_workers=w); torch.from_numpy "
+                f"in the main process")
+
+    def describe_threads(self, workers, ctx):
+        where = f"{workers} mp_prefetch workers" if workers else "main process"
+        reads = (f"{ctx.grain_threads} read thread(s)" if ctx.grain_threads
+                 else "items read in the packing thread")
+        return f"{where}; {reads}"
 
     def warm_imports(self):
         import grain.experimental  # noqa: F401
@@ -611,55 +889,64 @@ class GrainPacking(Peer):
         import grain
         import grain.experimental as gx
 
-        pack = getattr(gx, "BestFitPackIterDataset", None) or gx.FirstFitPackIterDataset
-        ds = (grain.MapDataset.source(ArrowRows(ctx.corpus, as_dict=True))
-              .shuffle(seed=ctx.seed).to_iter_dataset())
-        ds = pack(ds, length_struct={COLUMN: ctx.row_length},
-                  num_packing_bins=ctx.rows_per_batch, seed=ctx.seed)
+        ds = (grain.MapDataset.source(ArrowRows(ctx.corpus, ctx.table)).shuffle(seed=ctx.seed)
+              .repeat(None)
+              .to_iter_dataset(grain.ReadOptions(num_threads=ctx.grain_threads,
+                                                 prefetch_buffer_size=ctx.grain_buffer)))
+        ds = gx.BestFitPackIterDataset(ds, length_struct={COLUMN: ctx.row_length},
+                                       num_packing_bins=ctx.grain_bins, seed=ctx.seed)
         ds = ds.batch(ctx.rows_per_batch)
         if workers:
             ds = ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=workers))
-        return ds, pack.__name__
+        return ds.map(_grain_to_torch)
 
     def open(self, ctx, workers, state=None):
         from absl import flags
 
         if not flags.FLAGS.is_parsed():   # Grain's worker pool reads absl flags
             flags.FLAGS.mark_as_parsed()
-        ds, _ = self._dataset(ctx, workers)
-        it = iter(ds)
+        it = iter(self._dataset(ctx, workers))
         if state is not None:
             it.set_state(state["state_dict"])
 
         def close():
             if hasattr(it, "close"):
                 it.close()
-        return _Run(it, close, grain_iterator=it)
 
-    def describe_resume(self, workers):
-        return self.resume
+        def save(e, steps):
+            return {"epoch": e, "step": steps, "state_dict": it.get_state()}
+        run = Run(stream=lambda: it, close=close, save=save)
+        run.epoch_tokens = ctx.tokens
+        return run
 
-    def save(self, run, steps, workers):
-        return {"state_dict": run.grain_iterator.get_state(), "step": steps}
+    def resume(self, workers):
+        return "DatasetIterator.get_state / set_state"
 
-    def steps_per_epoch(self, ctx, run):
-        return ctx.steps_rows()
+    def saves_state(self, workers):
+        return True
 
     def counts(self, batch):
         seg = batch[f"{COLUMN}_segment_ids"]
-        tokens = int(np.count_nonzero(seg))
-        seqs = int(sum(len(np.unique(r[r > 0])) for r in seg))
-        return tokens, int(seg.size), seqs
+        return (int(seg.count_nonzero()), int(seg.numel()),
+                int(seg.amax(dim=1).sum()))
 
 
-PEERS = {p.name: p for p in [Lodarrow("padded"), Lodarrow("packed"), Lodarrow("packed_rows"),
-                             HFGroupByLength(), HFFlattening(), MosaicStreaming(), LitData(),
-                             GrainPacking(), PlainTorch()]}
-# which interpreter's import decides whether a peer is there: the one it runs in
-LIBRARY = {"lodarrow-padded": "lodarrow", "lodarrow-packed": "lodarrow",
-           "lodarrow-packed-rows": "lodarrow", "hf-group-by-length": "transformers",
-           "hf-flattening": "transformers", "streaming": "streaming", "litdata": "litdata",
-           "grain-packing": "grain", "torch-arrow": "torch"}
+def _all_peers():
+    peers = []
+    for mode in ("padded", "packed", "packed_rows", "segments"):
+        for source in ("table", "parquet"):
+            peers += [Lodarrow(mode, source), Lodarrow(mode, source, prefetch=0)]
+        peers += [Lodarrow(mode, "parquet-global")]
+        peers += [Loop(mode, s) for s in ("table", "parquet", "parquet-global")]
+    peers += [LoopBlocks(), HFPadded(), HFPacked(), Mosaic(), MosaicConcat(), LitData(),
+              LitDataTokens(), GrainPacking()]
+    return {p.name: p for p in peers}
+
+
+PEERS = _all_peers()
+JOBS = [("padded", "padded"), ("packed", "packed (cu_seqlens)"), ("rows", "packed_rows"),
+        ("segments", "segments (JAX)"),
+        ("blocks", "concatenated blocks: a different job (no sequence boundaries)")]
 
 
 # ----------------------------------------------------------------------------------------
@@ -716,67 +1003,110 @@ class Memory(threading.Thread):
                 "rss_worker_mib": round(max(others) / mib) if others else None}
 
 
-def run_one(peer, ctx, workers, seconds, warmup):
-    """Start, throughput, resume and memory of one peer in one mode (this process)."""
+END = object()   # an epoch's end, in the stream of batches
+
+
+def with_epochs(run, peer, first_epoch=0):
+    """``(epoch, batch)`` pairs, and ``(epoch, END)`` after each epoch's last batch: the
+    loader's own epochs, or (``run.epoch_tokens``) an epoch per corpus' tokens delivered."""
+    if run.epoch_tokens is None:
+        e = first_epoch
+        while True:
+            for batch in run.epoch(e):
+                yield e, batch
+            yield e, END
+            e += 1
+    e, delivered = first_epoch, 0
+    for batch in run.stream():
+        yield e, batch
+        delivered += peer.counts(batch)[0]
+        if delivered >= (e - first_epoch + 1) * run.epoch_tokens:
+            yield e, END
+            e += 1
+
+
+def run_one(peer, ctx, workers, seconds, warmup, max_epochs=1000):
+    """Start, throughput, resume and memory of one loader with ``workers`` workers."""
     import torch
 
-    torch.manual_seed(ctx.seed)
-    for name in peer.requires:   # imports are not the loader's start-up
-        importlib.import_module(name)
+    torch.set_num_threads(1)          # as a data loader process sets it (workers do)
+    for name in peer.requires:        # imports are not the loader's start-up
+        _import(name)
     peer.warm_imports()
-    result = {"peer": peer.name, "label": peer.label, "kind": peer.kind,
-              "workers": workers, "load_before": round(os.getloadavg()[0], 2)}
+    if peer.source == "table" and ctx.table is None:
+        ctx.table = arrow_rows(ctx.corpus)     # the in-memory source: given, not timed
+    result = {"peer": peer.name, "label": peer.label, "kind": peer.kind, "workers": workers,
+              "source": peer.source, "fast_path": peer.describe_fast_path(ctx),
+              "shuffle": peer.describe_shuffle(ctx), "threads": peer.describe_threads(workers, ctx),
+              "torch_threads": torch.get_num_threads(),
+              "load_before": round(os.getloadavg()[0], 2)}
     mem = Memory()
     mem.start()
     t0 = time.perf_counter()
     run = peer.open(ctx, workers)
-    result["start_open_s"] = time.perf_counter() - t0   # the loader made, no batch yet
-    it = run.batches()
-    counts = peer.counts(next(it))
+    result["start_open_s"] = time.perf_counter() - t0     # the loader made, no batch yet
+    stream = with_epochs(run, peer)
+    _, batch = next(stream)
     result["start_s"] = time.perf_counter() - t0
-    steps = 1
-    for _ in range(warmup):
-        next(it)
-        steps += 1
-    epoch_steps = peer.steps_per_epoch(ctx, run)
-    resume_step = max(int(epoch_steps * ctx.resume_at), steps + 1)
-    tokens = slots = seqs = batches = 0
+    result["first_batch"] = list(peer.counts(batch))
+    epochs_done, in_epoch = 0, 1
+    while epochs_done < warmup:       # whole warm-up epochs, untimed
+        _, batch = next(stream)
+        if batch is END:
+            epochs_done, in_epoch = epochs_done + 1, 0
+        else:
+            in_epoch += 1
+    result["warmup_s"] = time.perf_counter() - t0
+    tokens = slots = seqs = batches = timed_epochs = epoch_batches = 0
     t1 = time.perf_counter()
-    deadline = t1 + seconds
-    for batch in it:
-        steps += 1
+    for e, batch in stream:
+        if batch is END:
+            timed_epochs += 1
+            epoch_batches, in_epoch = in_epoch, 0
+            if time.perf_counter() - t1 >= seconds or timed_epochs >= max_epochs:
+                break
+            continue
         tk, sl, sq = peer.counts(batch)
-        tokens, slots, seqs, batches = tokens + tk, slots + sl, seqs + sq, batches + 1
-        if steps >= resume_step or time.perf_counter() >= deadline:
-            break
+        tokens, slots, seqs, batches, in_epoch = (tokens + tk, slots + sl, seqs + sq,
+                                                  batches + 1, in_epoch + 1)
     elapsed = time.perf_counter() - t1
-    result.update(timed_s=elapsed, timed_batches=batches, timed_tokens=tokens,
-                  tokens_per_s=tokens / elapsed, batches_per_s=batches / elapsed,
-                  seqs_per_s=seqs / elapsed, padding_pct=100.0 * (1 - tokens / slots),
+    result.update(timed_s=elapsed, timed_epochs=timed_epochs, timed_batches=batches,
+                  timed_tokens=tokens, tokens_per_s=tokens / elapsed,
+                  batches_per_s=batches / elapsed, seqs_per_s=seqs / elapsed,
+                  padding_pct=100.0 * (1 - tokens / slots),
                   packing_pct=100.0 * tokens / slots if peer.kind == "rows" else None,
-                  first_batch=list(counts))
-    result["resume"] = peer.describe_resume(workers)
-    if result["resume"] is not None:
-        if peer.saves_state(workers):   # saved after resume_step batches: go there (untimed)
-            # ... within --resume-budget seconds at the measured pace: a slow loader saves
-            # earlier in the epoch (the fraction is reported)
-            reachable = steps + int(batches / elapsed * ctx.resume_budget)
-            resume_step = max(min(resume_step, reachable), steps)
-            while steps < resume_step:
-                next(it)
-                steps += 1
-        state = peer.save(run, resume_step, workers)
+                  tokens_per_epoch=tokens / max(timed_epochs, 1))
+    result["resume"] = peer.resume(workers)
+    result["steps_per_epoch"] = epoch_batches
+    if result["resume"] is not None and epoch_batches:
+        resume_epoch = warmup + timed_epochs
+        step = max(1, min(int(epoch_batches * ctx.resume_at), epoch_batches))
+        if peer.saves_state(workers):
+            # the state is saved after ``step`` batches: go there (untimed), within
+            # --resume-budget seconds at the measured pace (a slow loader saves earlier; the
+            # fraction is reported)
+            step = max(1, min(step, int(batches / elapsed * ctx.resume_budget)))
+            got = 0
+            while got < step:
+                _, batch = next(stream)
+                if batch is END:
+                    break
+                got += 1
+            step = got
+            state = run.save(resume_epoch, step)
+        else:
+            state = {"epoch": resume_epoch, "step": step}
+        stream.close()
         run.close()
-        del run, it
+        del run, stream, batch
         gc.collect()
         t2 = time.perf_counter()
         run = peer.open(ctx, workers, state)
         result["resume_open_s"] = time.perf_counter() - t2
-        next(run.batches())
+        next(with_epochs(run, peer, resume_epoch))
         result["resume_s"] = time.perf_counter() - t2
-        result["resume_step"] = resume_step
-        result["resume_fraction"] = resume_step / max(epoch_steps, 1)
-        result["steps_per_epoch"] = epoch_steps
+        result["resume_step"] = step
+        result["resume_fraction"] = step / epoch_batches
     run.close()
     result.update(mem.stop())
     result["load_after"] = round(os.getloadavg()[0], 2)
@@ -784,14 +1114,14 @@ def run_one(peer, ctx, workers, seconds, warmup):
 
 
 def child_main(args):
-    """``--run PEER``/``--prepare PEER``: one job, its JSON on the last line of stdout."""
+    """``--job run|prepare --peer PEER``: one job, its JSON on the last line of stdout."""
     meta = json.loads((Path(args.workdir) / "corpus.json").read_text())
     ctx = Context(args, meta)
     peer = PEERS[args.peer]
     if args.job == "prepare":
         out = {"prepare_s": peer.prepare(ctx)}
     else:
-        out = run_one(peer, ctx, args.workers, args.seconds, args.warmup)
+        out = run_one(peer, ctx, args.workers, args.seconds, args.warmup, args.max_epochs)
     out["versions"] = versions(peer)
     print("\n" + json.dumps(out), flush=True)
 
@@ -801,7 +1131,8 @@ def versions(peer):
     out = {"python": platform.python_version()}
     for name in sorted(names):
         try:
-            out[name] = getattr(importlib.import_module(name), "__version__", "?")
+            mod = _import(name)
+            out[name] = getattr(mod, "__version__", "?")
         except Exception:   # noqa: BLE001 - reported, not raised
             out[name] = None
     return out
@@ -835,6 +1166,7 @@ def ensure_corpus(args):
     meta = {"params": params, "sequences": int(len(lengths)), "tokens": int(lengths.sum()),
             "mean_length": float(lengths.mean()), "median_length": float(np.median(lengths)),
             "max_length": int(lengths.max()),
+            "row_groups": pq.ParquetFile(work / "corpus.parquet").num_row_groups,
             "parquet_mib": round((work / "corpus.parquet").stat().st_size / (1 << 20)),
             "write_s": round(time.perf_counter() - t, 1)}
     meta_path.write_text(json.dumps(meta, indent=1))
@@ -847,7 +1179,7 @@ def inline(args, job, peer, workers=0):
     try:
         if job == "prepare":
             return {"prepare_s": PEERS[peer].prepare(ctx)}
-        return run_one(PEERS[peer], ctx, workers, args.seconds, args.warmup)
+        return run_one(PEERS[peer], ctx, workers, args.seconds, args.warmup, args.max_epochs)
     except Exception as exc:   # noqa: BLE001 - reported in the table
         return {"error": f"{type(exc).__name__}: {exc}"}
 
@@ -876,7 +1208,8 @@ def child(args, python, job, peer, workers=0, timeout=None):
 def passthrough(args):
     out = []
     for key in ("workdir", "batch_size", "row_length", "rows_per_batch", "seed", "seconds",
-                "warmup", "resume_at", "resume_budget", "prefetch"):
+                "warmup", "max_epochs", "resume_at", "resume_budget", "window", "row_groups",
+                "grain_threads", "grain_buffer", "grain_bins"):
         if getattr(args, key) is not None:
             out += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
     return out
@@ -884,15 +1217,17 @@ def passthrough(args):
 
 def available(python, peer, in_process=False):
     """None if ``peer``'s libraries import in ``python``, else the error."""
+    requires = list(PEERS[peer].requires)
     if in_process:
-        for name in PEERS[peer].requires:
+        for name in requires:
             try:
-                importlib.import_module(name)
+                _import(name)
             except Exception as exc:   # noqa: BLE001 - the reason it is not run
                 return f"{name}: {type(exc).__name__}: {exc}"[:300]
         return None
-    code = ("import importlib, sys\n"
-            f"for m in {list(PEERS[peer].requires)!r}:\n"
+    code = ("import importlib, sys, types\n"
+            "sys.modules.setdefault('streaming.vision', types.ModuleType('streaming.vision'))\n"
+            f"for m in {requires!r}:\n"
             "    try: importlib.import_module(m)\n"
             "    except Exception as e: print(f'{m}: {type(e).__name__}: {e}'); sys.exit(1)\n")
     proc = subprocess.run([python, "-c", code], capture_output=True, text=True,
@@ -916,31 +1251,113 @@ def resumed(r):
     return f"{r['resume_s']:.2f} ({100 * r['resume_fraction']:.0f}%)"
 
 
+def loop_rates(results):
+    """The NumPy/Arrow loop's tokens/s by (job, source, with workers or not)."""
+    return {(r["kind"], r["source"], bool(r["workers"])): r["tokens_per_s"] for r in results
+            if r["peer"].startswith("loop-") and "error" not in r}
+
+
+def loop_base(loops, kind, source, workers):
+    """The loop a row compares with: the same job and source, in one process, or in
+    DataLoader workers for a row with workers (the same hand-over to pay)."""
+    for src in (source, "table"):
+        base = loops.get((kind, src, bool(workers)))
+        if base:
+            return base
+    return None
+
+
+def ratio(r, loops):
+    base = loop_base(loops, r["kind"], r.get("source"), r["workers"])
+    if not base or "error" in r:
+        return "—"
+    return f"{r['tokens_per_s'] / base:.2f}"
+
+
+def workers_text(r):
+    if not r["workers"]:
+        return "0"
+    return str(r["workers"])
+
+
 def markdown(report):
-    meta = report["corpus"]
-    lines = [f"Corpus: {meta['sequences']:,} sequences, {meta['tokens']:,} int32 token ids "
+    meta, a = report["corpus"], report["args"]
+    m = report["machine"]
+    lines = [f"Command: `{report['command']}`", "",
+             f"Machine: {m['cpu_model']}, {m['cpus']} CPUs usable ({m['cpus_online']} online), "
+             f"{m['platform']}, Python {m['python']}; 1-minute load average "
+             f"{m['load_at_start']:.2f} at the start, {report['load_at_end']:.2f} at the end "
+             f"({report['started']} to {report['finished']}, {report['wall_s'] / 60:.0f} min).",
+             "",
+             f"Corpus: {meta['sequences']:,} sequences, {meta['tokens']:,} int32 token ids "
              f"(lognormal lengths, mean {meta['mean_length']:.0f}, median "
              f"{meta['median_length']:.0f}, max {meta['max_length']:,}), one Parquet file of "
-             f"{meta['parquet_mib']:,} MiB; batches of {report['args']['batch_size']} "
-             f"sequences, rows of {report['args']['row_length']:,} "
-             f"({report['args']['rows_per_batch']} a batch); resume at "
-             f"{report['args']['resume_at']:.0%} of the epoch.", "",
-             "| loader | workers | tokens/s | padding % | packing % | start s | resume s "
-             "(at % of epoch) | resume by | RSS MiB (main / worker) | load |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
-    for r in report["results"]:
-        if "error" in r:
-            lines.append(f"| {r['label']} | {r['workers']} | failed: {r['error'][:160]} "
-                         "| | | | | | | |")
+             f"{meta['parquet_mib']:,} MiB in {meta.get('row_groups', '?')} row groups.  "
+             f"Batches: {a['batch_size']} sequences (padded, packed); {a['rows_per_batch']} rows "
+             f"of {a['row_length']:,} (packed_rows, concatenated blocks); at most "
+             f"{a['rows_per_batch'] * a['row_length']:,} tokens in that fixed width (segments).  "
+             f"Window: {a['warmup']} warm-up epoch(s), then whole epochs until "
+             f"{a['seconds']:g} s (at most {a['max_epochs']}).  Every process: "
+             f"torch.set_num_threads(1); DataLoader workers: persistent, torch 1 thread each.  "
+             f"Resume at {a['resume_at']:.0%} of the epoch after the window.", ""]
+    results = report["results"]
+    loops = loop_rates(results)
+    # the summary: lodarrow against the loop, per job and source
+    lines += ["| job | source | loop tokens/s | lodarrow prefetch=2 | ÷ loop | prefetch=0 "
+              "| ÷ loop | loop, DataLoader workers | lodarrow, DataLoader workers "
+              "| ÷ loop with workers |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    by = {(r["peer"], r["workers"]): r for r in results if "error" not in r}
+    for mode in ("padded", "packed", "packed_rows", "segments"):
+        for source in ("table", "parquet", "parquet-global"):
+            base = loops.get((KIND_OF[mode], source, False))
+            wbase = loops.get((KIND_OF[mode], source, True))
+            stem = f"lodarrow-{mode.replace('_', '-')}-{source}"
+            workers = [r for (p, w), r in by.items() if p == stem and w]
+            def rate(r, b):
+                if r is None:
+                    return ["—", "—"]
+                return [fmt(r["tokens_per_s"], thousands=True),
+                        f"{r['tokens_per_s'] / b:.2f}" if b else "—"]
+            cells = (rate(by.get((stem, 0)), base) + rate(by.get((stem + "-prefetch0", 0)), base)
+                     + [fmt(wbase, thousands=True) if wbase else "—"]
+                     + rate(workers[0] if workers else None, wbase))
+            if base is None and all(c == "—" for c in cells):
+                continue
+            lines.append(f"| {JOB_NAMES[mode]} | {SOURCE_NAMES[source]} | "
+                         f"{fmt(base, thousands=True)} | " + " | ".join(cells) + " |")
+    for kind, title in JOBS:
+        rows = [r for r in results if r.get("kind") == kind]
+        if not rows:
             continue
-        rss = f"{r['rss_main_mib']:,}"
-        if r["workers"]:
-            rss += f" / {r['rss_worker_mib']:,}" if r.get("rss_worker_mib") else " / —"
-        lines.append(
-            f"| {r['label']} | {r['workers']} | {fmt(r['tokens_per_s'], thousands=True)} "
-            f"| {fmt(r['padding_pct'])} | {fmt(r['packing_pct'])} | {fmt(r['start_s'], 2)} "
-            f"| {resumed(r)} | {r['resume'] or 'not supported'} | {rss} "
-            f"| {r['load_before']:.1f}-{r['load_after']:.1f} |")
+        lines += ["", f"### {title}", "",
+                  "| loader | workers | tokens/s | ÷ loop | padding % | packing % | epochs (s) "
+                  "| start s | resume s (at % of epoch) | resume by | RSS MiB (main / worker) "
+                  "| load | shuffle scope | threads |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: "
+                  "| ---: | --- | --- |"]
+        for r in rows:
+            if "error" in r:
+                lines.append(f"| {r['label']} | {workers_text(r)} | failed: "
+                             f"{r['error'][:200]} | | | | | | | | | | | |")
+                continue
+            rss = f"{r['rss_main_mib']:,}"
+            if r["workers"]:
+                rss += f" / {r['rss_worker_mib']:,}" if r.get("rss_worker_mib") else " / —"
+            lines.append(
+                f"| {r['label']} | {workers_text(r)} | {fmt(r['tokens_per_s'], thousands=True)} "
+                f"| {ratio(r, loops)} | {fmt(r['padding_pct'])} | {fmt(r['packing_pct'])} "
+                f"| {r['timed_epochs']} ({r['timed_s']:.1f}) | {fmt(r['start_s'], 2)} "
+                f"| {resumed(r)} | {r['resume'] or 'not supported'} | {rss} "
+                f"| {r['load_before']:.1f}-{r['load_after']:.1f} | {r['shuffle']} "
+                f"| {r['threads']} |")
+    lines += ["", "What each row runs:", ""]
+    seen = set()
+    for r in results:
+        if r["peer"] in seen or "error" in r:
+            continue
+        seen.add(r["peer"])
+        lines.append(f"- {r['label']}: {r['fast_path']}")
     if report["missing"]:
         lines += ["", "Not run:", ""]
         lines += [f"- {name}: {why}" for name, why in report["missing"].items()]
@@ -948,52 +1365,81 @@ def markdown(report):
     if prep:
         lines += ["", "Conversions (untimed above): " + ", ".join(
             f"{k} {v:.0f} s" for k, v in prep.items()) + "."]
+    vers = {}
+    for r in results:
+        for k, v in (r.get("versions") or {}).items():
+            vers.setdefault(k, set()).add(str(v))
+    if vers:
+        lines += ["", "Versions: " + ", ".join(f"{k} {'/'.join(sorted(v))}"
+                                               for k, v in sorted(vers.items())) + "."]
     return "\n".join(lines) + "\n"
+
+
+def select_peers(spec):
+    if spec == "all":
+        return list(PEERS)
+    names = []
+    for part in spec.split(","):
+        hits = [n for n in PEERS if fnmatch.fnmatchcase(n, part)]
+        if not hits:
+            raise SystemExit(f"--peers: unknown peer {part!r}; peers: {sorted(PEERS)}")
+        names += [n for n in hits if n not in names]
+    return names
 
 
 def driver(args):
     pythons = dict(p.split("=", 1) for p in args.peer_python)
-    unknown = set(pythons) - set(PEERS)
+    libraries = {p.library for p in PEERS.values()}
+    unknown = set(pythons) - set(PEERS) - libraries
     if unknown:
-        raise SystemExit(f"--peer-python: unknown peer(s) {sorted(unknown)}; "
-                         f"peers: {sorted(PEERS)}")
-    names = list(PEERS) if args.peers == "all" else args.peers.split(",")
-    for name in names:
-        if name not in PEERS:
-            raise SystemExit(f"--peers: unknown peer {name!r}; peers: {sorted(PEERS)}")
+        raise SystemExit(f"--peer-python: unknown peer(s) {sorted(unknown)}; peers: "
+                         f"{sorted(PEERS)}, or libraries: {sorted(libraries - {''})}")
+    names = select_peers(args.peers)
     modes = [int(m) for m in args.modes.split(",")] if args.modes else [0, args.workers]
     meta = ensure_corpus(args)
     print(f"corpus: {meta['sequences']:,} sequences, {meta['tokens']:,} tokens, "
           f"{meta['parquet_mib']} MiB", file=sys.stderr)
+    started = time.time()
     report = {"args": vars(args), "corpus": meta, "machine": machine(), "results": [],
               "missing": {}, "prepare": {},
-              "command": "python benchmarks/loaders.py " + " ".join(sys.argv[1:])}
+              "started": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+              "command": "python benchmarks/loaders.py " + shlex.join(sys.argv[1:]
+                                                                       if args.argv is None
+                                                                       else args.argv)}
     for name in names:
-        python = pythons.get(name, sys.executable)
+        peer = PEERS[name]
+        python = pythons.get(name) or pythons.get(peer.library) or sys.executable
         why = available(python, name, args.in_process)
         if why is not None:
-            report["missing"][PEERS[name].label] = why
+            report["missing"][peer.label] = why
             print(f"{name}: not run ({why})", file=sys.stderr)
             continue
         prep = child(args, python, "prepare", name, timeout=args.timeout * 4)
         if "error" in prep:
-            report["missing"][PEERS[name].label] = "conversion failed: " + prep["error"]
+            report["missing"][peer.label] = "conversion failed: " + prep["error"]
             print(f"{name}: conversion failed: {prep['error']}", file=sys.stderr)
             continue
         report["prepare"][name] = prep["prepare_s"]
         if args.prepare_only:
             continue
         for workers in modes:
+            if not peer.runs_with(workers):
+                continue
             r = child(args, python, "run", name, workers, timeout=args.timeout)
-            r.setdefault("label", PEERS[name].label)
+            r.setdefault("label", peer.label)
             r.setdefault("peer", name)
+            r.setdefault("kind", peer.kind)
+            r.setdefault("source", peer.source)
             r.setdefault("workers", workers)
             r["python"] = python
             report["results"].append(r)
             print(f"{name} workers={workers}: " + (r["error"] if "error" in r else
-                  f"{r['tokens_per_s']:,.0f} tokens/s, start {r['start_s']:.2f} s, "
-                  f"resume {fmt(r.get('resume_s'), 2)} s, load {r['load_before']}"),
-                  file=sys.stderr)
+                  f"{r['tokens_per_s']:,.0f} tokens/s over {r['timed_epochs']} epochs, start "
+                  f"{r['start_s']:.2f} s, resume {fmt(r.get('resume_s'), 2)} s, load "
+                  f"{r['load_before']}-{r['load_after']}"), file=sys.stderr)
+    report["load_at_end"] = os.getloadavg()[0]
+    report["finished"] = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    report["wall_s"] = time.time() - started
     table = markdown(report)
     print(table)
     if args.markdown:
@@ -1004,14 +1450,25 @@ def driver(args):
 
 
 def machine():
-    return {"cpus": os.cpu_count(), "platform": platform.platform(),
-            "python": platform.python_version(), "load_at_start": os.getloadavg()}
+    model = platform.processor() or "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cpu_model": model, "cpus": usable, "cpus_online": os.cpu_count(),
+            "platform": platform.platform(), "python": platform.python_version(),
+            "load_at_start": os.getloadavg()[0]}
 
 
 def parse(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sequences", type=int, default=1_000_000)
+    p.add_argument("--sequences", type=int, default=100_000)
     p.add_argument("--mean-length", type=float, default=300.0,
                    help="mean of the lognormal lengths before clipping (default 300)")
     p.add_argument("--sigma", type=float, default=1.0, help="lognormal sigma (default 1.0)")
@@ -1020,28 +1477,47 @@ def parse(argv):
     p.add_argument("--vocab", type=int, default=50_257)
     p.add_argument("--row-group-size", type=int, default=10_000)
     p.add_argument("--batch-size", type=int, default=32,
-                   help="sequences per batch of the padded and flattened loaders")
-    p.add_argument("--row-length", type=int, default=4096, help="packed row length")
+                   help="sequences per batch of the padded and packed jobs")
+    p.add_argument("--row-length", type=int, default=4096,
+                   help="packed row length, and the block of the concatenated job")
     p.add_argument("--rows-per-batch", type=int, default=8,
-                   help="rows per batch of the row packers (lodarrow: the token budget)")
+                   help="rows per batch (packed_rows, blocks); x row-length: the token budget "
+                        "of segments")
+    p.add_argument("--window", type=int, default=None,
+                   help="rows sorted together in the in-memory rows (lodarrow window=, the "
+                        "loop's windows; default 50 x batch-size, LengthGroupedSampler's "
+                        "megabatch)")
+    p.add_argument("--row-groups", type=int, default=4,
+                   help="row groups a block of the Parquet rows (lodarrow row_groups=, the "
+                        "loop's blocks; default 4, lodarrow's default)")
+    p.add_argument("--grain-threads", type=int, default=0,
+                   help="Grain ReadOptions(num_threads=) (default 0: items read in the "
+                        "packing thread; 1 and 2 read threads measured slower on 2 cores)")
+    p.add_argument("--grain-buffer", type=int, default=16,
+                   help="Grain ReadOptions(prefetch_buffer_size=) (default 16: Grain checks "
+                        "every slot of the buffer for each element it yields)")
+    p.add_argument("--grain-bins", type=int, default=None,
+                   help="Grain num_packing_bins (default 8 x rows-per-batch)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--seconds", type=float, default=10.0,
-                   help="throughput window per run (after the warm-up)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed batches after the first")
+                   help="whole epochs are timed until at least this many seconds (default 10)")
+    p.add_argument("--warmup", type=int, default=1,
+                   help="untimed whole epochs first (default 1; the start-up is in them)")
+    p.add_argument("--max-epochs", type=int, default=1000,
+                   help="at most this many timed epochs (default 1000)")
     p.add_argument("--resume-at", type=float, default=0.5,
                    help="the resume point, as a fraction of the epoch (default 0.5)")
     p.add_argument("--resume-budget", type=float, default=60.0,
-                   help="seconds a peer that saves its state may iterate (untimed) to reach "
+                   help="seconds a loader that saves its state may iterate (untimed) to reach "
                         "the resume point; a slower one saves earlier (default 60)")
-    p.add_argument("--prefetch", type=int, default=None,
-                   help="lodarrow's prefetch= (batches made ahead in a thread), where the "
-                        "build has it (default: the loader's default)")
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers (default 2)")
     p.add_argument("--modes", default=None,
                    help="comma-separated worker counts to run (default: 0 and --workers)")
-    p.add_argument("--peers", default="all", help=f"comma-separated, of {', '.join(PEERS)}")
+    p.add_argument("--peers", default="all",
+                   help="comma-separated names or patterns (e.g. 'lodarrow-padded-*,loop-*')")
     p.add_argument("--peer-python", action="append", default=[], metavar="PEER=PYTHON",
-                   help="run PEER with another interpreter (repeatable)")
+                   help="run PEER (a name, or a library: hf, grain, litdata, streaming) with "
+                        "another interpreter (repeatable)")
     p.add_argument("--workdir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"),
                                                      "lodarrow-bench-loaders"),
                    help="the corpus and the peers' conversions (kept between runs)")
@@ -1051,11 +1527,12 @@ def parse(argv):
     p.add_argument("--in-process", action="store_true",
                    help="run every job in this process (a quick check of the script; the "
                         "figures are not comparable)")
-    p.add_argument("--markdown", help="write the table here")
+    p.add_argument("--markdown", help="write the tables here")
     p.add_argument("--json", help="write everything measured here")
     p.add_argument("--job", choices=["run", "prepare"], help=argparse.SUPPRESS)
     p.add_argument("--peer", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    args.argv = list(argv)
     if not 0 < args.resume_at < 1:
         p.error(f"--resume-at must be in (0, 1), got {args.resume_at}")
     return args
