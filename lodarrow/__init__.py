@@ -37,6 +37,7 @@ from lodarrow._tables._parquet import iter_parquet, read_parquet, write_parquet
 from lodarrow._interop._pandas import from_pandas
 from lodarrow._tables._dataset import map_parquet
 from lodarrow._tables._lengths_store import clear_lengths_cache
+from lodarrow._tables._data_cache import clear_data_cache
 from lodarrow import _ops
 from lodarrow._ops import *  # noqa: F401,F403  (the operators, listed once: _ops.__all__)
 from lodarrow._tables._apply import apply, col
@@ -84,4 +85,5 @@ __all__ = [
 __all__ += ["from_awkward", "from_torch", "to_awkward", "to_torch"]  # the conversion hub
 __all__ += ["from_jax", "to_jax", "from_tf", "to_tf", "from_paddle", "to_paddle"]
 __all__ += ["clear_lengths_cache"]  # the lengths cache (docs/training.md#lengths-cache)
+__all__ += ["clear_data_cache"]  # docs/training.md#a-local-cache-for-remote-corpora
 __all__ += _ops.__all__  # the operators

@@ -186,6 +186,7 @@ def map_parquet(source: Any, dest: Any, udf: Callable[[Any], Any], *,
                 filesystem: Any = None, record_lengths: bool = True,
                 **write_options: Any) -> MapSummary: ...
 def clear_lengths_cache(cache_dir: Any = None) -> Any: ...
+def clear_data_cache(cache_dir: Any = None) -> int: ...
 def ray_parquet_sink(dest: Any, *, partition_cols: Sequence[str] | None = None,
                      overwrite: bool = False,
                      engine: Literal["auto", "pyarrow", "polars"] = "auto",
@@ -263,7 +264,7 @@ def batch_loader(source: Any, column: str | None = None, *, batch_size: int | No
                  pad_to_multiple_of: int | None = None,
                  pad_widths: Sequence[int] | None = None, num_segments: int | None = None,
                  prefetch: int = 2, progress: bool | None = None, filesystem: Any = None,
-                 cache_dir: Any = None) -> BatchLoader: ...
+                 cache_dir: Any = None, cache_bytes: int | None = None) -> BatchLoader: ...
 
 # ---------------------------------------------------------------------------- operators
 # (docs/operators.md; Paddle's names and parameters; ``name`` is accepted and ignored)

@@ -63,6 +63,7 @@ def _valid_calls(parquet_path, out_path):
                         "overwrite": True, "filesystem": pafs.LocalFileSystem(),
                         "record_lengths": True},
         "clear_lengths_cache": {"cache_dir": out_path + ".cache"},
+        "clear_data_cache": {"cache_dir": out_path + ".cache"},
         "lod_append": {"x": np.arange(5.0), "level": [0, 2, 5], "name": "n"},
         "lod_reset": {"x": _t(), "y": None, "target_lod": [0, 1, 5], "name": "n"},
         "sequence_concat": {"input": [_t(), _t()], "name": "n"},
@@ -115,7 +116,7 @@ def _valid_calls(parquet_path, out_path):
                          "window": 8, "row_groups": 2, "shuffle": True, "seed": 0,
                          "drop_last": False, "num_replicas": 1, "rank": 0,
                          "balance": "compute", "alpha": 0.5, "oversize": "alone",
-                         "progress": False, "cache_dir": False},
+                         "progress": False, "cache_dir": False, "cache_bytes": None},
         "udf": {"op": "sequence_pool", "out": "s", "device": None, "input": la.col("x"),
                 "pool_type": "sum"},
     }

@@ -40,7 +40,7 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
                  row_length=None, level=0, pad_value=0, to="numpy", extra_columns=(),
                  bucket=True, window=65536, row_groups=4, num_rows=None,
                  pad_to_multiple_of=None, pad_widths=None, num_segments=None, prefetch=2,
-                 progress=None, filesystem=None, cache_dir=None):
+                 progress=None, filesystem=None, cache_dir=None, cache_bytes=None):
     """Stream model-ready batches from a Parquet dataset or a table, following one global plan.
 
     The lengths are read first (:func:`lodarrow.sequence_lengths`, no values) and everything
@@ -151,6 +151,14 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
         ``$LODARROW_CACHE_DIR``, else ``$XDG_CACHE_HOME/lodarrow``, else
         ``~/.cache/lodarrow``; False: none.  A start whose lengths the cache (or the
         footers of lodarrow's writers) holds decodes no column before the first batch.
+    cache_bytes : int, optional
+        Keep the row groups read from a remote source (``s3://``, ``gs://``, ``filesystem=``)
+        on the local disk, at most this many bytes, under ``cache_dir``'s ``data-v1/``
+        (docs/training.md#a-local-cache-for-remote-corpora): what was read once (by any
+        process of the machine: ranks, ``DataLoader`` workers, a later run) is not fetched
+        again, so a second epoch that fits fetches nothing.  Least recently used files are
+        evicted first, never one a process is reading.  Default: no data cache; a local
+        source is always read in place.
 
     Returns
     -------
@@ -193,14 +201,16 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
                        fn=_FN)
     deliver = Delivery(to=to, prefetch=prefetch, progress=progress, fn=_FN)
     select.bind(shape)
+    from lodarrow._tables._data_cache import data_cache
     from lodarrow._tables._filesystems import as_filesystem
     from lodarrow._tables._lengths_store import check_cache_dir
 
-    # where the source lives and where its lengths are kept: not planning arguments (a
-    # state saved on one filesystem resumes on a copy of the corpus on another)
+    # where the source lives and where its lengths and bytes are kept: not planning arguments
+    # (a state saved on one filesystem resumes on a copy of the corpus on another)
+    cache_dir = check_cache_dir(cache_dir, _FN)
     return BatchLoader(source, column, select, deliver,
-                       filesystem=as_filesystem(filesystem, _FN),
-                       cache_dir=check_cache_dir(cache_dir, _FN))
+                       filesystem=as_filesystem(filesystem, _FN), cache_dir=cache_dir,
+                       data_cache=data_cache(cache_bytes, cache_dir, _FN))
 
 
 class BatchLoader:
@@ -212,9 +222,11 @@ class BatchLoader:
     PyTorch ``IterableDataset`` (torchdata's ``StatefulDataLoader`` protocol included).
     """
 
-    def __init__(self, source, column, select, deliver, *, filesystem=None, cache_dir=None):
+    def __init__(self, source, column, select, deliver, *, filesystem=None, cache_dir=None,
+                 data_cache=None):
         self.select, self.shape, self.deliver = select, select.shape, deliver
         self._filesystem, self._cache_dir = filesystem, cache_dir
+        self._data_cache = data_cache
         self.epoch = 0
         self._cursor = 0                       # steps of the epoch received
         self._start = 0                        # the cursor set_epoch / load_state_dict set
@@ -291,7 +303,7 @@ class BatchLoader:
         self._part_starts = None
 
     def _init_parquet(self, source, column):
-        parts = ParquetParts(source, _FN, filesystem=self._filesystem)
+        parts = ParquetParts(source, _FN, filesystem=self._filesystem, cache=self._data_cache)
         if parts.schema is None:
             raise ValueError(f"{_FN}: the source holds no Parquet file")
         self.column = pick_column(parts.schema, column, _FN)

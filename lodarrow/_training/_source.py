@@ -128,10 +128,13 @@ class ParquetParts:
     """The row groups of a Parquet source: ``(path, row group, rows)`` in reading order.
 
     Every file's footer is read here, once: the row counts, the byte sizes, and the schema of
-    each file.  :meth:`unify` checks the columns the loader reads across files.
+    each file.  :meth:`unify` checks the columns the loader reads across files.  ``cache``
+    (a ``lodarrow._tables._data_cache.DataCache``, or None): where the row groups of a remote
+    source are read through (docs/training.md#a-local-cache-for-remote-corpora); a local
+    source is read in place.
     """
 
-    def __init__(self, source, fn, arg="source", filesystem=None):
+    def __init__(self, source, fn, arg="source", filesystem=None, cache=None):
         from lodarrow._tables._lengths_store import fingerprint
         from lodarrow._tables._sources import resolve_source
 
@@ -160,7 +163,9 @@ class ParquetParts:
         self.starts = np.concatenate([[0], np.cumsum(self.rows)]).astype(np.int64)
         self.types = {}
         self._meta_of = dict(zip(self.files, self.metas))  # footers are not read again
+        self._fingerprint_of = dict(zip(self.files, self.fingerprints))
         self.sizes = [fp.size for fp in self.fingerprints]
+        self.cache = cache if self.filesystem is not None else None
 
     def unify(self, columns):
         """The type each of ``columns`` is read as: the same in every file, or a safe widening
@@ -211,11 +216,15 @@ class ParquetParts:
 
     def read_group(self, k, columns):
         """Columns ``columns`` of row group ``k`` as stored; an error names the file and the
-        row group.  A remote file is read by ranged requests for those column chunks only."""
+        row group.  A remote file is read by ranged requests for those column chunks only,
+        through the data cache when there is one (then what it holds is not fetched again)."""
         from lodarrow._tables._filesystems import open_parquet
 
         path, g, _ = self.parts[k]
         try:
+            if self.cache is not None:
+                return self.cache.read_row_group(self._fingerprint_of[path],
+                                                 self._meta_of[path], g, columns, self.fn)
             with open_parquet(path, self.filesystem, self.fn, metadata=self._meta_of[path],
                               pre_buffer=False) as pf:
                 return pf.read_row_group(g, columns=columns, use_threads=False)
