@@ -206,10 +206,6 @@ def test_document_code(path, tmp_path, monkeypatch):
             where = f"{path.name}:{first_line}"
             if why_not is not None:
                 continue
-            missing = _missing_libraries(code)
-            if missing:
-                skipped.append(f"{where} (imports {', '.join(missing)}, not installed)")
-                continue
             signature = _documented_signature(code)
             if signature is not None:
                 function, documented = signature
@@ -218,9 +214,20 @@ def test_document_code(path, tmp_path, monkeypatch):
                     failed.append(f"{where}: documents {function.__name__}{documented}, "
                                   f"lodarrow has {function.__name__}{actual}")
                 continue
+            if skipped:  # the blocks share one namespace: a later one may need a skipped one's
+                skipped.append(f"{where} (after a skipped block)")
+                continue
+            missing = _missing_libraries(code)
+            if missing:
+                skipped.append(f"{where} (imports {', '.join(missing)}, not installed)")
+                continue
             try:  # the block's own line numbers in the traceback: blank lines before it
                 exec(compile("\n" * (first_line - 1) + code, str(path), "exec"), namespace)
             except Exception as exc:  # the traceback from the document's line on
+                missing = _not_installed(exc)
+                if missing:  # lodarrow asked for an optional library that is not installed
+                    skipped.append(f"{where} (needs {missing}, not installed)")
+                    continue
                 lines = traceback.format_exception(exc.__class__, exc, exc.__traceback__.tb_next)
                 failed.append(f"{where}: the block failed:\n{''.join(lines)}")
     finally:
@@ -228,6 +235,18 @@ def test_document_code(path, tmp_path, monkeypatch):
     assert not failed, "\n".join(failed)
     if skipped:
         pytest.skip(f"{path.name}: the other blocks ran; skipped {'; '.join(skipped)}")
+
+
+def _not_installed(exc):
+    """The optional library an ``ImportError`` (lodarrow's ``import_optional``) names, when it
+    is not installed; else None."""
+    if not isinstance(exc, ImportError):
+        return None
+    name = (exc.name or "").partition(".")[0]
+    try:
+        return name if name and importlib.util.find_spec(name) is None else None
+    except (ImportError, ValueError):  # a module set to None in sys.modules
+        return name
 
 
 def anchors(path):
