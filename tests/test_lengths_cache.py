@@ -4,7 +4,9 @@ sidecars of earlier releases.
 
 What is checked: a cached or recorded start reads no column and gives the decoded lengths
 (every level, null rows included); a changed file is never served stale lengths (size,
-modification time, footer; a rewrite that copies the footer's key-value metadata); entries
+modification time, footer; a rewrite that copies the footer's key-value metadata, into a
+file of other row groups or into a byte-identical footer over reordered rows); a damaged
+footer entry (one character) is decoded, never served; entries
 are whole under concurrent writers; the directory's resolution and clearing; the files hold
 the same data pages, schema and rows with or without recorded lengths, and nothing else is
 written beside them; an earlier release's sidecars are still read where valid.
@@ -25,7 +27,7 @@ import lodarrow as la
 from lodarrow._tables import _footer, _lengths_store
 from lodarrow._tables._lengths_store import (FOOTER_KEY, LengthsStore, cache_root,
                                              column_counts, fingerprint, read_sidecar,
-                                             sidecar_path, token_lengths)
+                                             sidecar_path, sign_record, token_lengths)
 from lodarrow._training import _source
 
 
@@ -312,6 +314,8 @@ def test_a_damaged_record_is_not_used(tmp_path):
     got = _lengths_store.recorded_lengths(meta, size)
     assert bytes(got.pop("payload")) == payload and got == header
     assert _lengths_store.recorded_lengths(meta, size + 1) is None  # not where it was
+    del header["check"]  # each damage below is signed again: the checks past the checksum
+    assert sign_record(header, payload) == meta.metadata[FOOTER_KEY]
     col = header["columns"]["ids"]
 
     def ids(**change):
@@ -323,14 +327,135 @@ def test_a_damaged_record_is_not_used(tmp_path):
                          (ids(levels=[{"n": 3, "const": 1}]), payload),
                          (ids(levels=[{"n": 500, "at": 10 ** 6, "width": 1}]), payload),
                          (ids(blob=[0, 5]), payload),
-                         ({"columns": {"ids": {"same_as": "nope"}}}, payload)):
-        set_record(path, json.dumps({**header, **damage}).encode() + b"\n" + data)
+                         ({"columns": {"ids": {"same_as": "nope"}}}, payload),
+                         ({"data": {}}, payload), ({"data": {"ids": [4, 10 ** 9, "0"]}}, payload),
+                         ({"data": {"ids": [4, 100, "0" * 64]}}, payload),
+                         ({"data": {"ids": None}}, payload)):
+        set_record(path, sign_record({**header, **damage}, data))
         store = LengthsStore(False)
         assert store.file(fingerprint(str(path))[0], "ids", 0) is None, damage
         np.testing.assert_array_equal(la.sequence_lengths(path, cache_dir=False), want)
+    # the unreleased layout before this one (version 2: no checksum, no data binding)
+    old = {k: v for k, v in header.items() if k != "data"}
+    set_record(path, json.dumps({**old, "version": 2}, separators=(",", ":")).encode()
+               + b"\n" + payload)
+    assert fingerprint(str(path))[0].recorded is None
+    np.testing.assert_array_equal(la.sequence_lengths(path, cache_dir=False), want)
     set_record(path, b"{oops")  # no record at all
     assert fingerprint(str(path))[0].recorded is None
     np.testing.assert_array_equal(la.sequence_lengths(path, cache_dir=False), want)
+
+
+def test_one_damaged_character_of_the_entry_is_never_served(tmp_path):
+    """zstd frames carry no checksum and the header is plain JSON: the entry's own SHA-256
+    catches a change of any one character, in the header or the payload (each would
+    otherwise give wrong lengths or none)."""
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 300, 5000)
+    ids = pa.ListArray.from_arrays(pa.array(np.r_[0, np.cumsum(lengths)].astype(np.int32)),
+                                   pa.array(np.zeros(lengths.sum(), np.int32)))
+    path = tmp_path / "t.parquet"
+    la.write_parquet(pa.table({"ids": ids}), path)
+    value = pq.read_metadata(path).metadata[FOOTER_KEY]
+    alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    for pos in list(range(0, len(value), max(1, len(value) // 60))) + [len(value) - 1]:
+        damaged = bytearray(value)
+        if damaged[pos] in alphabet:  # still base64 (or JSON) text: decodes without error
+            damaged[pos] = alphabet[(alphabet.index(damaged[pos]) + 1) % 64]
+        else:
+            damaged[pos] = ord("A") if damaged[pos] != ord("A") else ord("B")
+        set_record(path, bytes(damaged))
+        assert fingerprint(str(path))[0].recorded is None, pos
+        np.testing.assert_array_equal(la.sequence_lengths(path, cache_dir=False), lengths)
+    set_record(path, value)  # the same entry back: served again
+    store = LengthsStore(False)
+    assert store.file(fingerprint(str(path))[0], "ids", 0) is not None
+    assert store.recorded_hits == 1
+
+
+def rewrite_in_place(path, table, **options):
+    """Write ``table`` to ``path`` with pyarrow, copying the footer entry by hand."""
+    entry = pq.read_metadata(path).metadata[FOOTER_KEY]
+    with pq.ParquetWriter(f"{path}.new", table.schema, **options) as w:
+        w.write_table(table)
+        w.add_key_value_metadata({FOOTER_KEY: entry})
+    os.replace(f"{path}.new", path)
+
+
+def test_a_rewrite_into_the_same_footer_is_decoded(tmp_path):
+    """Rows reordered, the entry copied: the footer (row counts, page sizes, statistics,
+    writer) can come out byte for byte the same, so only the data pages tell; the entry is
+    bound to the start of the column's first data page."""
+    path = tmp_path / "t.parquet"
+    lengths = np.array([1, 2, 3, 4, 5, 6, 7] * 20)
+    t = pa.table({"ids": pa.array([[7] * int(k) for k in lengths], pa.list_(pa.int32()))})
+    opts = dict(compression="none", use_dictionary=False, write_statistics=False)
+    la.write_parquet(t, path, engine="pyarrow", **opts)
+
+    def footer():  # what the entry binds to: the footer as pyarrow serializes it, without it
+        meta = pq.read_metadata(path)
+        return _footer.digest_without(meta, FOOTER_KEY, meta.metadata[FOOTER_KEY])
+
+    before = footer()
+    np.testing.assert_array_equal(la.sequence_lengths(path, cache_dir=False), lengths)
+    back = pq.read_table(path).cast(t.schema)  # read back: the writer's own schema
+    rewrite_in_place(path, back.take(pa.array(np.arange(len(lengths))[::-1])), **opts)
+    assert footer() == before  # the same footer, other data pages
+    fp, _ = fingerprint(str(path))
+    assert fp.recorded is not None  # the footer's checks hold ...
+    store = LengthsStore(False)
+    assert store.file(fp, "ids", 0) is None  # ... the data's does not
+    np.testing.assert_array_equal(la.sequence_lengths(path, cache_dir=False), lengths[::-1])
+    loader = la.batch_loader(path, "ids", max_tokens=8, cost="packed", cache_dir=False)
+    np.testing.assert_array_equal(loader.lengths, lengths[::-1])
+    assert all(int(b["lengths"].sum()) <= 8 for b in loader)  # planned from the real lengths
+
+
+def test_a_shuffled_rewrite_with_the_entry_copied_is_decoded(tmp_path):
+    """The reviewer's case, writer defaults: short lists (tags), la.write_parquet, then
+    read_table -> shuffle -> ParquetWriter with the entry copied; some of these footers come
+    out byte-identical (3 in 10 with pyarrow 26).  Every one is decoded."""
+    rng = np.random.default_rng(0)
+    for k in range(10):
+        lengths = rng.integers(1, 8, 1000)
+        ids = pa.ListArray.from_arrays(
+            pa.array(np.r_[0, np.cumsum(lengths)].astype(np.int32)),
+            pa.array(rng.integers(0, 1000, lengths.sum(), dtype=np.int32)))
+        pq.write_table(pa.table({"ids": ids}), tmp_path / "src.parquet")
+        path = tmp_path / f"t{k}.parquet"
+        la.write_parquet(pq.read_table(tmp_path / "src.parquet"), path, engine="pyarrow")
+        order = rng.permutation(len(lengths))
+        rewrite_in_place(path, pq.read_table(path).take(pa.array(order)))
+        np.testing.assert_array_equal(la.sequence_lengths(path, cache_dir=False),
+                                      lengths[order])
+        loader = la.batch_loader(path, "ids", batch_size=8, cache_dir=False)
+        np.testing.assert_array_equal(loader.lengths, lengths[order])
+
+
+def test_the_data_check_is_one_small_read(tmp_path, monkeypatch):
+    """The binding to the data pages costs one ranged read of a few KiB per file and column
+    asked for, once per store; a column not asked for is not checked."""
+    table = pa.table({"a": pa.array([[1, 2, 3]] * 5000), "b": pa.array([[1]] * 5000),
+                      "s": pa.array(["x" * 100] * 5000)})
+    path = tmp_path / "t.parquet"
+    la.write_parquet(table, path, row_group_size=2000)
+    header = json.loads(pq.read_metadata(path).metadata[FOOTER_KEY].split(b"\n", 1)[0])
+    assert set(header["data"]) == {"a", "b"}
+    for at, n, digest in header["data"].values():
+        assert n <= _lengths_store.DATA_BYTES + 256 and len(digest) == 64
+    reads = []
+    real = _lengths_store._bound_to_data
+
+    def counted(fp, record, column):
+        reads.append(column)
+        return real(fp, record, column)
+
+    monkeypatch.setattr(_lengths_store, "_bound_to_data", counted)
+    store = LengthsStore(False)
+    fp, _ = fingerprint(str(path))
+    for _ in range(3):
+        assert store.file(fp, "a", 0) is not None
+    assert reads == ["a"]
 
 
 def test_columns_of_the_same_lengths_are_recorded_once(tmp_path, no_decoding):
@@ -438,6 +563,44 @@ def test_write_parquet_to_s3_records_lengths(s3, tmp_path, no_decoding):
     la.write_parquet({"x": t}, f"s3://{bucket}/d/u.parquet", record_lengths=False)
     assert FOOTER_KEY not in pq.read_metadata(f"{bucket}/d/u.parquet",
                                               filesystem=fs).metadata
+
+
+def test_a_remote_file_is_checked_against_its_data_once(s3, tmp_path, monkeypatch):
+    """On an object store the data check is one more ranged request per file: made at the
+    first start, its verdict kept in the cache directory under the file's fingerprint; a
+    rewrite into the same footer is decoded there too."""
+    fs, bucket = s3
+    lengths = np.array([1, 2, 3, 4, 5, 6, 7] * 20)
+    t = pa.table({"ids": pa.array([[7] * int(k) for k in lengths], pa.list_(pa.int32()))})
+    opts = dict(compression="none", use_dictionary=False, write_statistics=False)
+    local = tmp_path / "t.parquet"
+    la.write_parquet(t, local, engine="pyarrow", **opts)
+    with open(local, "rb") as src, fs.open_output_stream(f"{bucket}/d/t.parquet") as dst:
+        dst.write(src.read())
+    back = pq.read_table(local).cast(t.schema)
+    rewrite_in_place(local, back.take(pa.array(np.arange(len(lengths))[::-1])), **opts)
+    with open(local, "rb") as src, fs.open_output_stream(f"{bucket}/e/t.parquet") as dst:
+        dst.write(src.read())
+    checks = []
+    real = _lengths_store._bound_to_data
+
+    def counted(fp, record, column):
+        checks.append(fp.name)
+        return real(fp, record, column)
+
+    monkeypatch.setattr(_lengths_store, "_bound_to_data", counted)
+    cache = tmp_path / "cache"
+    for _ in range(3):
+        np.testing.assert_array_equal(
+            la.sequence_lengths(f"s3://{bucket}/d/t.parquet", cache_dir=cache), lengths)
+    assert len(checks) == 1  # the first start only
+    for _ in range(2):
+        la.sequence_lengths(f"s3://{bucket}/d/t.parquet", cache_dir=False)
+    assert len(checks) == 3  # no cache: at every start
+    for _ in range(2):  # the rewrite: decoded (then from the lengths cache)
+        np.testing.assert_array_equal(
+            la.sequence_lengths(f"s3://{bucket}/e/t.parquet", cache_dir=cache), lengths[::-1])
+    assert len(checks) == 5
 
 
 def pafs_selector(path):

@@ -160,7 +160,8 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
         are ranged: only the column chunks of the batch being read are fetched.
     record_lengths : bool, default True
         Record the lengths of each output file's list columns in one key-value entry of that
-        file's own Parquet footer (``lodarrow.lengths``, bound to its row groups;
+        file's own Parquet footer (``lodarrow.lengths``, checked against the footer and the first
+        data bytes it was written with;
         docs/tables.md#where-the-lengths-live), so that :func:`lodarrow.sequence_lengths`
         and :func:`lodarrow.batch_loader` start without decoding them.  ``dest`` holds the
         data files either way (and ``_SUCCESS`` on an object store), and every reader reads

@@ -12,6 +12,10 @@ unknown key reads the same rows.
 
 The value must be text (UTF-8): the Thrift field is a ``string``, and readers built on Rust's
 ``parquet`` crate (polars) refuse a footer whose values are not valid UTF-8.
+
+:func:`page_header` reads the Thrift ``PageHeader`` in front of a page of a column chunk with
+the same walk (lodarrow._tables._lengths_store binds the entry to the first bytes of a data
+page, which the footer does not cover).
 """
 
 import hashlib
@@ -19,7 +23,8 @@ import struct
 
 import pyarrow as pa
 
-__all__ = ["read_tail", "with_key_value", "parse_footer", "digest_without", "replace_footer"]
+__all__ = ["read_tail", "with_key_value", "parse_footer", "digest_without", "replace_footer",
+           "page_header", "DATA_PAGES"]
 
 # compact protocol type ids
 _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT, _UUID = \
@@ -28,6 +33,8 @@ _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _ST
 #: (a signed plaintext footer must not change).
 _KEY_VALUE, _ENCRYPTION = 5, (8, 9)
 _MAGIC = b"PAR1"
+#: PageHeader's ``type``: DATA_PAGE and DATA_PAGE_V2 (the others: INDEX_PAGE, DICTIONARY_PAGE).
+DATA_PAGES = (0, 3)
 
 
 def read_tail(f):
@@ -132,6 +139,24 @@ def _with_key_value(footer, key, value):
             out.append(_header(fid, typ, prev) + _list_header(len(entries) + 1) + body)
         prev = fid
     return b"".join(out) + b"\x00"
+
+
+def page_header(data):
+    """``(page type, header length, compressed page size)`` of the Thrift ``PageHeader`` at
+    the start of ``data`` (bytes of a column chunk from a page's start); ``IndexError`` where
+    ``data`` ends inside the header, ``ValueError`` for bytes that are not a page header."""
+    data = bytes(data)
+    fields, end = _fields(data, 0)
+    if end > len(data):
+        raise IndexError("the page header goes on past the bytes read")
+    ints = {}
+    for fid, typ, a, _ in fields:
+        if fid in (1, 3) and typ == _I32:
+            z = _read_varint(data, a)[0]
+            ints[fid] = (z >> 1) ^ -(z & 1)
+    if len(ints) != 2 or ints[3] < 0:
+        raise ValueError("not a Parquet page header")
+    return ints[1], end, ints[3]
 
 
 # ---------------------------------------------------------------------------- the walk

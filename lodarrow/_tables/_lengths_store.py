@@ -8,21 +8,37 @@ docs/tables.md#where-the-lengths-live):
   lengths of every list column of each file in one key-value entry of that file's Parquet
   footer (``lodarrow.lengths``: a JSON header, then per column the entry counts of each list
   level and the null rows, packed, zstd-compressed and base64-encoded), added once the row
-  groups are written (lodarrow._tables._footer).  It is bound to the row groups it describes:
-  it holds where the footer starts and the SHA-256 of the rest of the footer (every row
-  group's row count, byte sizes, column chunk offsets, sizes and statistics, and the writer),
-  checked at every read, so a file rewritten by a tool that copies the footer's key-value
-  metadata is decoded, never served stale lengths.  It is not in the stored Arrow schema
-  (``ARROW:schema``), so pyarrow, pandas and every tool that reads a table through them see
-  the schema metadata the user wrote; every Parquet reader ignores a key it does not know,
-  and the directory holds the data files only.
+  groups are written (lodarrow._tables._footer).  It is checked at every read, and used only
+  where every check holds (else the column is decoded):
+
+  - the entry itself: the SHA-256 of the whole entry (header and payload; zstd frames carry
+    no checksum), so a damaged character is caught;
+  - the footer: where it starts and the SHA-256 of the rest of it (every row group's row
+    count, byte sizes, column chunk offsets, sizes and statistics, and the writer), so a
+    file rewritten by a tool that copies the footer's key-value metadata into a file of
+    other row groups is decoded;
+  - the data: per column, the SHA-256 of the header of the first data page of its first
+    leaf in the first row group with rows and the :data:`DATA_BYTES` bytes after it (the
+    start of its repetition levels), read when the column's lengths are first asked for
+    (one ranged read of a few KiB; for a remote file the verdict is kept in the cache
+    directory under the file's fingerprint, so the request is made once, not at every
+    start), so a rewrite into a byte-identical footer (rows reordered: the same row counts,
+    page sizes and statistics) is decoded too.  What it does not see: a rewrite whose footer
+    is byte-identical and whose bytes are identical there too, that is one that keeps the
+    first rows of the first row group as they were and reorders only later ones.
+
+  It is not in the stored Arrow schema (``ARROW:schema``), so pyarrow, pandas and every tool
+  that reads a table through them see the schema metadata the user wrote; every Parquet
+  reader ignores a key it does not know, and the directory holds the data files only.
 - **The cache**: one small file per (data file, list column, LoD level) under
   ``<cache dir>/lengths-v1/``, named by the SHA-256 of the file's :class:`Fingerprint` (its
   path or URI, size, modification time and the SHA-256 of its Parquet footer), the column
-  and the level.  A file that changes gets another fingerprint, so a stale entry is never
-  read (it is only left behind, until :func:`clear_lengths_cache`).  Entries are written to
-  a temporary name and moved into place with ``os.replace``: ranks that write the same entry
-  at once each leave a whole file, never a torn one.
+  and the level (and, for a remote file whose footer's lengths were found bound to its data,
+  an empty ``.bound`` file named the same way).  A file that changes gets another
+  fingerprint, so a stale entry is never read (it is only left behind, until
+  :func:`clear_lengths_cache`).  Entries are written to a temporary name and moved into place
+  with ``os.replace``: ranks that write the same entry at once each leave a whole file, never
+  a torn one.
 - **Sidecars of earlier releases** (``.<file name>.lodarrow-lengths`` beside each file, which
   lodarrow no longer writes): still read where valid (bound to the data file's size and
   footer digest), so a dataset written before keeps its fast start.
@@ -47,21 +63,28 @@ import numpy as np
 import pyarrow as pa
 
 from lodarrow._tables._filesystems import display_path, join, read_footer, reraise
-from lodarrow._tables._footer import (digest_without, parse_footer, read_tail, replace_footer,
-                                      with_key_value)
+from lodarrow._tables._footer import (DATA_PAGES, digest_without, page_header, parse_footer,
+                                      read_tail, replace_footer, with_key_value)
 
 __all__ = ["Fingerprint", "fingerprint", "LengthsStore", "LengthsRecorder", "cache_root",
            "clear_lengths_cache", "sidecar_path", "column_counts", "token_lengths",
-           "recorded_lengths", "FOOTER_KEY"]
+           "recorded_lengths", "sign_record", "FOOTER_KEY"]
 
 #: The layout version of cache entries and sidecars (a change makes new names).
 VERSION = 1
 _SUBDIR = f"lengths-v{VERSION}"
 _SIDECAR_SUFFIX = ".lodarrow-lengths"
 _SIDECAR_KEY = b"lodarrow.lengths"
-#: The footer key-value entry holding a file's recorded lengths, and its layout version.
+#: The footer key-value entry holding a file's recorded lengths, and its layout version (2:
+#: unreleased, without the checksum and the data binding; read as no entry, so decoded).
 FOOTER_KEY = b"lodarrow.lengths"
-FOOTER_VERSION = 2
+FOOTER_VERSION = 3
+#: Bytes of a column's first data page, after its page header, its recorded lengths are bound
+#: to (with the header): the start of the page's repetition levels.
+DATA_BYTES = 4096
+#: The entry header's last field: its checksum (SHA-256, hex) of the entry without it.
+_CHECK = b',"check":"'
+_CHECK_LEN = len(_CHECK) + 64 + 2  # the field, the digest, '"}'
 
 
 # ---------------------------------------------------------------------------- fingerprints
@@ -87,8 +110,10 @@ class Fingerprint:
         Where to open it (not part of the identity).
     recorded : dict or None
         The lengths lodarrow's writer recorded in the footer (:func:`recorded_lengths`),
-        checked against this file; None where there are none, or they describe other row
-        groups (not part of the identity).
+        checked against this file's footer (their checksum, the footer's digest); None where
+        there are none, they are damaged or they describe other row groups (not part of the
+        identity).  Their binding to the data pages is checked when a column's lengths are
+        first asked for (:meth:`LengthsStore.file`).
     """
 
     name: str
@@ -353,8 +378,10 @@ class LengthsStore:
         with self._lock:
             known = key in self._recorded
             found = self._recorded.get(key)
-        if not known:  # only the column asked for is decoded
-            found = _decode_column(fp.recorded, column)
+        if not known:  # only the column asked for is checked against the data, and decoded
+            found = None
+            if self._bound(fp, column):
+                found = _decode_column(fp.recorded, column)
             with self._lock:
                 self._recorded[key] = found
         if found is None:
@@ -363,6 +390,29 @@ class LengthsStore:
         if not 0 <= level < len(levels):
             return None
         return _row_group_lengths(levels, null_rows, level, fp.recorded["row_groups"])
+
+    def _bound(self, fp, column):
+        """Whether the lengths of ``column`` in the footer of ``fp`` are bound to its data
+        pages (:func:`_bound_to_data`: one ranged read).  For a remote file the verdict is
+        kept in the cache directory, named by the file's fingerprint as an entry is (the
+        file unchanged since: its size, modification time and whole footer), so that the
+        request is made at the first start, not at every start of every rank."""
+        marker = None
+        if fp.filesystem is not None and self.directory is not None:
+            digest = hashlib.sha256(json.dumps([fp.key(), column, "bound"]).encode())
+            digest = digest.hexdigest()
+            marker = os.path.join(self.directory, digest[:2], digest + _BOUND_SUFFIX)
+            if os.path.exists(marker):
+                return True
+        if not _bound_to_data(fp, fp.recorded, column):
+            return False
+        if marker is not None:
+            try:  # an empty file: written whole or not at all
+                os.makedirs(os.path.dirname(marker), exist_ok=True)
+                open(marker, "ab").close()
+            except OSError:
+                pass  # an unwritable cache: the check is made again at the next start
+        return True
 
     def _entry_path(self, fp, column, level):
         digest = hashlib.sha256(json.dumps([fp.key(), column, level]).encode()).hexdigest()
@@ -468,6 +518,8 @@ class LengthsStore:
 #: int64.  Read whole in one ``read``, and viewed, not parsed (``numpy.frombuffer``).
 _ENTRY_MAGIC = b"LODARROW-LENGTHS-1\n"
 _ENTRY_SUFFIX = ".lengths"
+#: An empty file: a remote file's recorded lengths of a column were found bound to its data.
+_BOUND_SUFFIX = ".bound"
 
 
 def _entry_bytes(header, lengths, null_rows):
@@ -571,10 +623,12 @@ def recorded_lengths(meta, size):
     -------
     dict or None
         The record's header (:meth:`LengthsRecorder.stamp`), its packed arrays under
-        ``"payload"`` (still base64), when it was written for this file's row groups: the
-        footer starts where it did, and the footer without the record has the digest it
-        had.  None when there is none, or it is of another version or of other row groups
-        (a rewrite that copied the key-value metadata), or unreadable.
+        ``"payload"`` (still base64), when it is whole (its checksum: the SHA-256 of the
+        entry) and was written for this file's row groups: the footer starts where it did,
+        and the footer without the record has the digest it had.  None when there is none,
+        or it is damaged, of another version or of other row groups (a rewrite that copied
+        the key-value metadata), or unreadable.  Its binding to the data pages is checked
+        apart (:func:`_bound_to_data`), when a column's lengths are asked for.
     """
     kv = meta.metadata
     value = kv.get(FOOTER_KEY) if kv else None
@@ -582,7 +636,15 @@ def recorded_lengths(meta, size):
         return None
     try:
         cut = value.index(b"\n")
-        record = json.loads(value[:cut])
+        line = value[:cut]
+        if not (line[-_CHECK_LEN:-66] == _CHECK and line.endswith(b'"}')):
+            return None  # no checksum: another version's entry
+        check = hashlib.sha256(line[:-_CHECK_LEN])
+        check.update(b"}\n")
+        check.update(memoryview(value)[cut + 1:])
+        if check.hexdigest().encode() != line[-66:-2]:
+            return None  # damaged: the header or the payload changed since it was written
+        record = json.loads(line)
         if (not isinstance(record, dict) or record.get("version") != FOOTER_VERSION
                 or record["data_bytes"] != size - meta.serialized_size - 8
                 or len(record["row_groups"]) != meta.num_row_groups
@@ -592,6 +654,90 @@ def recorded_lengths(meta, size):
         return None
     record["payload"] = memoryview(value)[cut + 1:]
     return record
+
+
+def sign_record(header, payload):
+    """The footer entry's value: ``header`` (a dict) as JSON with its checksum as the last
+    field (``"check"``: the SHA-256 of the value written without that field), a newline,
+    then ``payload`` (bytes)."""
+    head = json.dumps(header, separators=(",", ":")).encode()
+    if not head.endswith(b"}") or b"\n" in head:
+        raise ValueError("a header that is not a JSON object on one line")
+    check = hashlib.sha256(head + b"\n" + payload).hexdigest().encode()
+    return head[:-1] + _CHECK + check + b'"}\n' + payload
+
+
+def _first_leaf(meta, name):
+    """The index of the first Parquet leaf column of top-level column ``name``."""
+    schema = meta.schema
+    for i in range(len(schema)):
+        path = schema.column(i).path
+        if path == name or path.startswith(name + "."):
+            return i
+    raise ValueError(f"no Parquet column of {name!r}")
+
+
+def _data_span(f, meta, name):
+    """``(offset, length)`` of the bytes of the open local file ``f`` that bind the lengths
+    of column ``name`` to its data pages: the header of the first data page of its first leaf
+    column in the first row group with rows, and up to :data:`DATA_BYTES` bytes after it
+    (within the column chunk; the start of the page's repetition levels, which a reordering
+    of the rows changes).  None where the file has no rows; ``ValueError`` where the column
+    chunk holds no readable data page."""
+    leaf = _first_leaf(meta, name)
+    group = next((meta.row_group(g) for g in range(meta.num_row_groups)
+                  if meta.row_group(g).num_rows), None)
+    if group is None:
+        return None
+    chunk = group.column(leaf)
+    at = chunk.data_page_offset
+    if chunk.has_dictionary_page and chunk.dictionary_page_offset:  # 0: none, for some
+        at = min(at, chunk.dictionary_page_offset)  # the chunk starts with its dictionary
+    end = at + chunk.total_compressed_size
+    for _ in range(16):  # a dictionary page, maybe an index page, then the first data page
+        want = 256
+        while True:  # the header: read more until it is whole
+            f.seek(at)
+            data = f.read(min(want, end - at))
+            try:
+                kind, head, size = page_header(data)
+                break
+            except IndexError:
+                if want >= end - at:
+                    raise ValueError(f"a truncated page header in column {name!r}") from None
+                want *= 16
+        if kind in DATA_PAGES:
+            return at, min(at + head + DATA_BYTES, end) - at
+        at += head + size
+        if at >= end:
+            break
+    raise ValueError(f"no data page found in column {name!r}")
+
+
+def _bound_to_data(fp, record, column):
+    """Whether the bytes ``record`` binds ``column``'s lengths to (:func:`_data_span`) are
+    in the file ``fp`` as they were written: one ranged read of a few KiB.  False where they
+    differ (a rewrite into the same footer), or cannot be read."""
+    try:
+        span = record["data"][column]
+        if span is None:  # no rows: nothing to be bound to
+            return sum(record["row_groups"]) == 0
+        at, n, digest = span
+        if not (type(at) is int and type(n) is int and 0 <= at and 0 < n
+                and at + n <= record["data_bytes"] and isinstance(digest, str)):
+            return False
+        if fp.path is None:
+            return False
+        if fp.filesystem is None:
+            with open(fp.path, "rb") as f:
+                f.seek(at)
+                data = f.read(n)
+        else:
+            with fp.filesystem.open_input_file(fp.path) as f:
+                data = f.read_at(n, at)
+    except (OSError, pa.ArrowException, KeyError, ValueError, TypeError):
+        return False
+    return len(data) == n and hashlib.sha256(data).hexdigest() == digest
 
 
 def _pack(arr, at):
@@ -752,7 +898,15 @@ class LengthsRecorder:
                 if sum(rows) != self._rows:
                     raise ValueError(f"the file has {sum(rows)} rows, {self._rows} were "
                                      f"recorded")
-                value = self._record(start, digest_without(blank, FOOTER_KEY, b""), rows)
+                spans = {name: _data_span(f, blank, name) for name in self.columns}
+                bound = {}
+                for name, span in spans.items():
+                    if span is not None:
+                        f.seek(span[0])
+                        span = [span[0], span[1], hashlib.sha256(f.read(span[1])).hexdigest()]
+                    bound[name] = span
+                value = self._record(start, digest_without(blank, FOOTER_KEY, b""), rows,
+                                     bound)
                 new = with_key_value(footer, FOOTER_KEY, value)
                 parse_footer(new)  # pyarrow reads it, or the file keeps its footer
                 try:
@@ -767,11 +921,13 @@ class LengthsRecorder:
             return False
         return True
 
-    def _record(self, data_bytes, digest, rows):
-        """The footer entry's text: a JSON header, a newline, then each column's arrays
-        packed (:func:`_pack`), compressed and base64-encoded, one block per column (a
-        reader decodes the column it needs); a column of the same lengths as an earlier one
-        (``input_ids``, ``attention_mask``, ``labels``) is recorded as that column's."""
+    def _record(self, data_bytes, digest, rows, bound):
+        """The footer entry's text: a JSON header (its checksum last: :func:`sign_record`),
+        a newline, then each column's arrays packed (:func:`_pack`), compressed and
+        base64-encoded, one block per column (a reader decodes the column it needs); a
+        column of the same lengths as an earlier one (``input_ids``, ``attention_mask``,
+        ``labels``) is recorded as that column's.  ``bound``: per column, the bytes its
+        lengths are bound to (``[offset, length, SHA-256]``, or None: no rows)."""
         codec = "zstd" if pa.Codec.is_available("zstd") else "none"
         columns, blocks, seen, at = {}, [], [], 0
         for name in self.columns:
@@ -800,9 +956,9 @@ class LengthsRecorder:
                              "blob": [at, at + len(text)]}
             at += len(text)
         header = {"version": FOOTER_VERSION, "data_bytes": data_bytes, "footer": digest,
-                  "row_groups": rows, "codec": codec, "columns": columns}
+                  "data": bound, "row_groups": rows, "codec": codec, "columns": columns}
         # the header parses alone: the payload is not copied through a JSON string
-        return json.dumps(header, separators=(",", ":")).encode() + b"\n" + b"".join(blocks)
+        return sign_record(header, b"".join(blocks))
 
 
 def _remove(path, filesystem):

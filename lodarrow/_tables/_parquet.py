@@ -65,8 +65,9 @@ def write_parquet(t_or_dict, path, *, engine="auto", record_lengths=True, **kwar
         by pyarrow.
     record_lengths : bool, default True
         Record the lengths of every list column, per LoD level, in one key-value entry of
-        the file's own Parquet footer (``lodarrow.lengths``, bound to the row groups as
-        written; docs/tables.md#where-the-lengths-live), so that
+        the file's own Parquet footer (``lodarrow.lengths``, checksummed, bound to the
+        footer and to the start of the data pages as written, all checked at every read;
+        docs/tables.md#where-the-lengths-live), so that
         :func:`lodarrow.sequence_lengths` and :func:`lodarrow.batch_loader` start without
         decoding them.  The data pages, the schema and its metadata are the same either way,
         and every reader reads the same rows; nothing is recorded for a file-like ``path``,
