@@ -252,7 +252,8 @@ def collate(source: Any, rows: ArrayLike | None = None, *, column: str | None = 
             row_length: int | None = None, to: str = "numpy", oversize: str | None = None,
             num_rows: int | None = None, pad_to_multiple_of: int | None = None,
             pad_widths: Sequence[int] | None = None,
-            num_segments: int | None = None) -> dict[str, Any]: ...
+            num_segments: int | None = None, separator: Any = None,
+            remainder: str | None = None) -> dict[str, Any]: ...
 def batch_loader(source: Any, column: str | None = None, *, batch_size: int | None = None,
                  max_tokens: int | None = None, cost: str | None = None, shuffle: bool = True,
                  drop_last: bool = False, seed: int = 0, num_replicas: int = 1, rank: int = 0,
@@ -263,6 +264,7 @@ def batch_loader(source: Any, column: str | None = None, *, batch_size: int | No
                  window: int = 65536, row_groups: int = 4, num_rows: int | None = None,
                  pad_to_multiple_of: int | None = None,
                  pad_widths: Sequence[int] | None = None, num_segments: int | None = None,
+                 separator: Any = None, remainder: str | None = None,
                  prefetch: int = 2, progress: bool | None = None, filesystem: Any = None,
                  cache_dir: Any = None, cache_bytes: int | None = None) -> BatchLoader: ...
 

@@ -61,22 +61,32 @@ def _table(lengths, null_rows=(), null_values=()):
 
 @st.composite
 def cases(draw):
-    mode = draw(st.sampled_from(["padded", "packed", "packed_rows", "segments"]))
+    mode = draw(st.sampled_from(["padded", "packed", "packed_rows", "segments", "blocks"]))
     kw = {"mode": mode, "seed": draw(st.integers(0, 2**16)),
           "shuffle": draw(st.booleans()), "drop_last": draw(st.booleans()),
           "prefetch": draw(st.sampled_from([0, 2])), "extra_columns": ["label"]}
-    budget = draw(st.sampled_from(["batch_size", "max_tokens", "both"]))
-    if budget != "max_tokens":
+    # rows the plan lays out take max_tokens or num_rows (batch_size alone: packed at collation)
+    budget = draw(st.sampled_from(
+        ["max_tokens", "num_rows"] if mode == "blocks" else
+        ["batch_size", "max_tokens", "num_rows"] if mode == "packed_rows" else
+        ["batch_size", "max_tokens", "both"]))
+    if budget in ("batch_size", "both"):
         kw["batch_size"] = draw(st.integers(2, 24))
-    if budget != "batch_size":
+    if budget in ("max_tokens", "both"):
         kw["max_tokens"] = draw(st.sampled_from([160, 256, 512, 1024]))
         kw["balance"] = draw(st.sampled_from(["batches", "tokens", "compute"]))
         if kw["balance"] == "compute":
             kw["alpha"] = 0.01
-    if mode == "packed_rows":
+    if mode == "blocks":  # documents joined and cut into blocks of row_length
+        kw["row_length"] = draw(st.sampled_from([32, 64, 160]))
+        if budget == "num_rows":
+            kw["num_rows"] = draw(st.integers(1, 8))
+        if draw(st.booleans()):
+            kw["separator"] = -1
+    elif mode == "packed_rows":
         kw["row_length"] = draw(st.sampled_from([32, 64, 160]))
         kw["oversize"] = draw(st.sampled_from(["split", "drop", "error"]))
-        if draw(st.booleans()):
+        if budget == "num_rows":
             kw["num_rows"] = draw(st.integers(1, 8))
     else:
         kw["oversize"] = draw(st.sampled_from(["alone", "alone", "drop", "drop", "error"]))
@@ -147,7 +157,7 @@ def _tokens(batch, mode):
         assert (ids[ids >= len(rows)] == batch["num_segments"]).all()
         for k, row in enumerate(rows):
             out[int(row)] = values[ids == k]
-    else:
+    else:  # packed rows and blocks
         mask, idx = np.asarray(batch["attention_mask"]), np.asarray(batch["seq_idx"])
         assert (idx[~mask] == -1).all()
         for k, row in enumerate(rows):
@@ -170,7 +180,7 @@ def _shape_kept(batch, kw):
         if kw.get("num_segments"):
             assert batch["num_segments"] == kw["num_segments"]
         assert n <= batch["num_segments"]
-    elif mode == "packed_rows":
+    elif mode in ("packed_rows", "blocks"):
         assert values.shape[1] == kw["row_length"]
         if kw.get("num_rows") or kw.get("max_tokens"):
             rows = kw.get("num_rows") or kw["max_tokens"] // kw["row_length"]
@@ -189,7 +199,7 @@ def _budget_kept(batch, slots, kw):
         return
     # over the budget: only a sequence alone in its batch, too long for any batch
     rows = np.asarray(batch["rows"])
-    assert kw["oversize"] == "alone" and len(rows) == 1, (slots, kw)
+    assert kw.get("oversize") == "alone" and len(rows) == 1, (slots, kw)
 
 
 def _deliver(loaders, stop=None):
@@ -284,8 +294,8 @@ def test_guarantees_hold_on_the_delivered_batches(case):
                         received.setdefault(row, []).append(toks)
     # documented: a sequence split into chunks across two batches, the first received
     # before a world change, is delivered again whole after it (docs/training.md#resuming)
-    again = kw["oversize"] == "split" and case["resume"] == "state_dict" \
-        and case["after"] != world
+    again = kw.get("oversize") == "split" or kw["mode"] == "blocks"
+    again = again and case["resume"] == "state_dict" and case["after"] != world
     _exactly_once(received, lengths, kw, final, dropped_before, null_rows, again)
 
 
@@ -293,14 +303,17 @@ def _exactly_once(received, lengths, kw, stats, dropped_before, null_rows, again
     nulls = set(np.asarray(null_rows).tolist())
     for row, pieces in received.items():
         toks = np.sort(np.concatenate(pieces))
-        if again and lengths[row] > kw["row_length"]:
+        if kw.get("separator") is not None:  # blocks: one separator after each sequence
+            assert again or (toks == kw["separator"]).sum() == 1, f"sequence {row}: separators"
+            toks = toks[toks != kw["separator"]]
+        if again and (kw["mode"] == "blocks" or lengths[row] > kw["row_length"]):
             toks = np.unique(toks)
         length = 0 if row in nulls else lengths[row]
         assert np.array_equal(toks, row * STRIDE + np.arange(length)), \
             f"sequence {row}: its tokens are not delivered exactly once"
     missing = len(lengths) - len(received)
     dropped = stats["dropped"]
-    assert missing == dropped["nulls"] + dropped["oversize"] + dropped["drop_last"] \
+    assert missing == sum(dropped.values()) \
         + dropped_before, (missing, dropped, dropped_before)
     if not kw.get("drop_last"):
         assert dropped["drop_last"] == 0 or dropped_before == 0
@@ -453,7 +466,7 @@ def test_one_packed_row_a_batch_on_several_ranks(files, world, drop_last):
 
 def test_a_review_of_the_options_meeting():
     table = _table(_lengths(0))
-    with pytest.raises(ValueError, match="batch_size=16 does not apply to packed rows"):
+    with pytest.raises(ValueError, match="batch_size=16 does not apply to rows the plan lays out"):
         la.batch_loader(table, "tokens", batch_size=16, max_tokens=2048, mode="packed_rows",
                         row_length=256, oversize="split")
     with pytest.raises(ValueError, match="narrowest width .* no batch fits"):

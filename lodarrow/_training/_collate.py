@@ -22,7 +22,9 @@ from lodarrow._validation import (as_index_array, as_positive_int, check_choice,
 __all__ = ["collate"]
 
 _FN = "collate"
-MODES = ("padded", "packed", "packed_rows", "segments")
+MODES = ("padded", "packed", "packed_rows", "segments", "blocks")
+#: The modes that lay sequences out in rows of ``row_length`` (items of a Placement).
+ROW_MODES = ("packed_rows", "blocks")
 OVERSIZE = ("split", "drop", "error")
 #: The arrays collation makes whose values are indices, positions or lengths: for JAX without
 #: ``jax_enable_x64`` they become int32 when their values fit (an error otherwise), where any
@@ -92,16 +94,17 @@ class Shape(NamedTuple):
     pad_to_multiple_of: object = None
     pad_widths: object = None
     num_segments: object = None
+    remainder: str = "pad"
 
 
 #: Which modes each shape option applies to.
-_APPLIES = {"oversize": ("packed_rows",), "num_rows": ("padded", "packed_rows"),
+_APPLIES = {"oversize": ("packed_rows",), "num_rows": ("padded", "packed_rows", "blocks"),
             "pad_to_multiple_of": ("padded", "segments"), "pad_widths": ("padded", "segments"),
-            "num_segments": ("segments",)}
+            "num_segments": ("segments",), "remainder": ("blocks",)}
 
 
 def check_shape(mode, fn=_FN, *, oversize=None, num_rows=None, pad_to_multiple_of=None,
-                pad_widths=None, num_segments=None):
+                pad_widths=None, num_segments=None, remainder=None):
     """The shape options of ``mode`` checked once, as a :class:`Shape`.
 
     An option given for a mode it does not apply to is a ``ValueError`` (it would be ignored
@@ -124,16 +127,19 @@ def check_shape(mode, fn=_FN, *, oversize=None, num_rows=None, pad_to_multiple_o
         if not widths:
             raise ValueError(f"{fn}: pad_widths is empty; give at least one width")
         pad_widths = tuple(sorted(set(widths)))
+    if remainder is not None:
+        remainder = check_choice(remainder, f"{fn}: remainder", ("pad", "drop"))
     given = {"oversize": oversize, "num_rows": num_rows,
              "pad_to_multiple_of": pad_to_multiple_of, "pad_widths": pad_widths,
-             "num_segments": num_segments}
+             "num_segments": num_segments, "remainder": remainder}
     for name, value in given.items():
         if value is not None and mode not in _APPLIES[name]:
             modes = " or ".join(repr(m) for m in _APPLIES[name])
             raise ValueError(f"{fn}: {name} applies to mode={modes} only (mode={mode!r})")
     if pad_to_multiple_of is not None and pad_widths is not None:
         raise ValueError(f"{fn}: give pad_to_multiple_of or pad_widths, not both")
-    return Shape(oversize or "error", num_rows, pad_to_multiple_of, pad_widths, num_segments)
+    return Shape(oversize or "error", num_rows, pad_to_multiple_of, pad_widths, num_segments,
+                 remainder or "pad")
 
 
 _NO_SHAPE = Shape()
@@ -314,6 +320,73 @@ def pack_placement(lengths, row_length, *, window=None, oversize="error", ids=No
                      n_rows, row_length, dropped)
 
 
+def block_placement(lengths, row_length, *, remainder="pad"):
+    """Concatenate sequences of ``lengths`` in their order and cut the stream into blocks
+    (rows) of ``row_length`` slots, as a :class:`Placement`: a sequence crossing a block
+    boundary is cut there (an item a block; positions restart at each item).  The last block
+    is kept part full (``remainder="pad"``) or left out (``"drop"``: its items' sequences that
+    lose every token are ``Placement.dropped``).  An empty sequence is an item of no tokens
+    where the stream is."""
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    L = int(row_length)
+    n = len(lengths)
+    ends = np.cumsum(lengths)
+    firsts = ends - lengths
+    total = int(ends[-1]) if n else 0
+    # the blocks each sequence touches: from its first token's to its last token's
+    first_row = firsts // L
+    last_row = np.where(lengths > 0, (ends - 1) // L, first_row)
+    pieces = last_row - first_row + 1
+    seq = np.repeat(np.arange(n, dtype=np.int64), pieces)
+    k = np.arange(len(seq), dtype=np.int64) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+    row = first_row[seq] + k
+    lo = np.maximum(firsts[seq], row * L)
+    hi = np.minimum(ends[seq], (row + 1) * L)
+    start = lo - firsts[seq]
+    length = hi - lo
+    offset = lo - row * L
+    n_rows = -(-total // L)
+    if n and total == 0:
+        n_rows = 1  # only empty sequences: one (empty) block holds them
+    past = row > max(n_rows - 1, 0)  # an empty sequence at the very end: the last block's
+    row = np.where(past, max(n_rows - 1, 0), row)  # end (after its full row)
+    offset = np.where(past, L, offset)
+    dropped = _EMPTY
+    if remainder == "drop" and total % L:
+        last = total // L  # the part-full block
+        keep = row < last
+        gone = np.setdiff1d(seq[~keep], seq[keep])
+        seq, start, length, row, offset = (x[keep] for x in (seq, start, length, row, offset))
+        dropped = gone
+        n_rows = last
+    return Placement(seq, start, length, row, offset, int(n_rows), L, dropped)
+
+
+def with_separator(seqs, separator):
+    """``seqs`` (a :class:`Sequences`) with ``separator`` appended to every sequence: a copy of
+    the values (one more row a sequence) that "blocks" concatenates."""
+    values = seqs.values
+    n = len(seqs)
+    lengths = seqs.lengths + 1
+    new_starts = np.zeros(n, np.int64)
+    np.cumsum(lengths[:-1], out=new_starts[1:])
+    out = np.empty((int(lengths.sum()),) + values.shape[1:], dtype=values.dtype)
+    out[_spread(new_starts, seqs.lengths)] = values[_spread(seqs.starts, seqs.lengths)]
+    out[new_starts + seqs.lengths] = separator
+    copy = Sequences.__new__(Sequences)
+    copy.level, copy.values, copy.on_gpu = seqs.level, out, False
+    copy.starts, copy.lengths = new_starts, lengths
+    copy._src = copy._pad = None
+    return copy
+
+
+def _spread(starts, lengths):
+    """Each value row of the sequences: ``starts[i] .. starts[i] + lengths[i] - 1``, in turn."""
+    ends = np.cumsum(lengths)
+    return np.repeat(starts - ends + lengths, lengths) + np.arange(
+        int(ends[-1]) if len(ends) else 0, dtype=np.int64)
+
+
 def _check_placement(p, lengths, row_length, fn):
     """A placement made elsewhere must fit this batch: every item within its sequence and its
     row, rows in order, a row's items back to back (the kernels trust all of it)."""
@@ -347,7 +420,8 @@ def _check_placement(p, lengths, row_length, fn):
 
 def collate(source, rows=None, *, column=None, level=0, mode="padded", pad_value=0,
             row_length=None, to="numpy", oversize=None, num_rows=None,
-            pad_to_multiple_of=None, pad_widths=None, num_segments=None):
+            pad_to_multiple_of=None, pad_widths=None, num_segments=None, separator=None,
+            remainder=None):
     """Turn a batch of sequences into model-ready arrays, in one call.
 
     Parameters
@@ -362,7 +436,7 @@ def collate(source, rows=None, *, column=None, level=0, mode="padded", pad_value
     level : int, default 0
         Which LoD level is the sequence: its values, across every deeper level, are one
         sequence (the boundaries of the deeper levels are not kept).
-    mode : {"padded", "packed", "packed_rows", "segments"}, default "padded"
+    mode : {"padded", "packed", "packed_rows", "segments", "blocks"}, default "padded"
         "padded": ``values`` of shape ``(batch, width, *feature)``, ``lengths``,
         ``attention_mask`` (bool, True on tokens).  "packed": the varlen form of
         FlashAttention and Hugging Face's flattening: ``values`` ``(total, *feature)``,
@@ -377,11 +451,13 @@ def collate(source, rows=None, *, column=None, level=0, mode="padded", pad_value
         dropped); ``max_seqlen``; ``lengths``.  "segments": JAX's layout: ``values``
         ``(width, *feature)``, ``segment_ids`` (int32, the sequence of each token,
         ``num_segments`` on padding), ``num_segments`` (an int), ``position_ids``,
-        ``lengths`` (``(num_segments,)``).  See docs/training.md#collation.
+        ``lengths`` (``(num_segments,)``).  See docs/training.md#collation.  "blocks": the sequences joined end to end (``separator`` after each) and cut
+        into rows of ``row_length``, a sequence cut wherever a row ends: the arrays of
+        "packed_rows", positions restarting at each piece (docs/training.md#token-blocks).
     pad_value : scalar, default 0
         The value of padding positions.
     row_length : int, optional
-        The length of a packed row (mode "packed_rows" only).
+        The length of a packed row or block (modes "packed_rows" and "blocks" only).
     to : {"numpy", "torch", "jax", "tf"}, default "numpy"
         The arrays' library: NumPy (CuPy for GPU data) or a zero-copy DLPack view.  JAX
         without ``jax_enable_x64`` gets the index arrays (``cu_seqlens``, ``position_ids``,
@@ -400,6 +476,11 @@ def collate(source, rows=None, *, column=None, level=0, mode="padded", pad_value
         "segments": the flat length the smallest that holds the tokens.
     num_segments : int, optional
         "segments": the (static) number of segments; default the batch's sequences.
+    separator : scalar, optional
+        "blocks": a value (a token id, of the values' dtype) appended to every sequence
+        before they are joined.
+    remainder : {"pad", "drop"}, optional
+        "blocks": keep the last block part full, padded (the default), or leave it out.
 
     Returns
     -------
@@ -435,12 +516,13 @@ def collate(source, rows=None, *, column=None, level=0, mode="padded", pad_value
     to = check_choice(to, f"{_FN}: to", LIBRARIES)
     if row_length is not None:
         row_length = as_positive_int(row_length, f"{_FN}: row_length")
-    if (mode == "packed_rows") != (row_length is not None):
-        raise ValueError(f"{_FN}: row_length is needed with mode='packed_rows' and only then "
-                         f"(mode={mode!r}, row_length={row_length!r})")
+    if (mode in ROW_MODES) != (row_length is not None):
+        raise ValueError(f"{_FN}: row_length is needed with mode='packed_rows' or 'blocks' and "
+                         f"only then (mode={mode!r}, row_length={row_length!r})")
+    check_separator(separator, mode, _FN)
     shape = check_shape(mode, _FN, oversize=oversize, num_rows=num_rows,
                         pad_to_multiple_of=pad_to_multiple_of, pad_widths=pad_widths,
-                        num_segments=num_segments)
+                        num_segments=num_segments, remainder=remainder)
     seqs = as_sequences(source, column, level)
     if rows is None:
         rows = np.arange(len(seqs), dtype=np.int64)
@@ -451,8 +533,31 @@ def collate(source, rows=None, *, column=None, level=0, mode="padded", pad_value
             raise ValueError(f"{_FN}: rows holds {bad}, out of range for {len(seqs)} sequences")
     pad = coerce_pad_value(pad_value, seqs.values.dtype, seqs.values.shape[1:],
                            name=f"{_FN}: pad_value")
+    if separator is not None:
+        sep = coerce_pad_value(separator, seqs.values.dtype, seqs.values.shape[1:],
+                               name=f"{_FN}: separator")
+        seqs = with_separator(_on_host(seqs, _FN), sep)
     out = collate_rows(seqs, rows, mode, pad, row_length, shape=shape)
     return convert(out, seqs.on_gpu, to)
+
+
+def check_separator(separator, mode, fn):
+    """``separator``: None, or a number (a token id) for mode "blocks"."""
+    if separator is None:
+        return
+    if isinstance(separator, (bool, np.bool_, str, bytes)) or not isinstance(
+            separator, (int, float, np.generic)):
+        raise TypeError(f"{fn}: separator must be a number (a token id), got "
+                        f"{type(separator).__name__}")
+    if mode != "blocks":
+        raise ValueError(f"{fn}: separator applies to mode='blocks' only (mode={mode!r})")
+
+
+def _on_host(seqs, fn):
+    if seqs.on_gpu:
+        raise ValueError(f"{fn}: separator= needs the values on the host (a GPU LoDTensor: "
+                         f"append the separator before, or collate without one)")
+    return seqs
 
 
 def convert(out, on_gpu, to, fn=_FN):
@@ -492,8 +597,9 @@ def collate_rows(seqs, rows, mode, pad, row_length=None, *, placement=None, shap
     ``rows``) the batch is laid out as it says instead of packed again; it is checked to fit
     the batch's lengths, unless ``trusted`` (a loader's own plan, made from these lengths).
     """
-    if placement is not None and mode != "packed_rows":
-        raise ValueError(f"{fn}: a placement is for mode='packed_rows' (mode={mode!r})")
+    if placement is not None and mode not in ROW_MODES:
+        raise ValueError(f"{fn}: a placement is for mode='packed_rows' or 'blocks' "
+                         f"(mode={mode!r})")
     rows = np.asarray(rows, dtype=np.int64)
     lengths = seqs.lengths[rows]
     if mode == "padded":
@@ -502,7 +608,9 @@ def collate_rows(seqs, rows, mode, pad, row_length=None, *, placement=None, shap
         return _packed(seqs, rows, lengths, pad)
     if mode == "segments":
         return _segments(seqs, rows, lengths, pad, shape, fn)
-    if placement is None:
+    if placement is None and mode == "blocks":
+        placement = block_placement(lengths, row_length, remainder=shape.remainder)
+    elif placement is None:
         placement = pack_placement(lengths, row_length, oversize=shape.oversize, ids=rows,
                                    fn=fn)
     elif not trusted:

@@ -242,7 +242,9 @@ def plan_epoch(lengths, args, num_replicas, rng, *, rows=None, part_starts=None)
     order, seq = _arrange(stream, lengths, cells, args, rng, in_memory=part_starts is None)
     items = splits = None
     if args.packing:
-        order, seq, items, cells, splits = _pack(order, seq, cells, args)
+        order, seq, items, cells, splits, remainder = _pack(order, seq, cells, args)
+        if args.shape.mode == "blocks":
+            dropped["remainder"], dropped["remainder_tokens"] = remainder
         blocks = _cut_rows(items[1], cells, args, R)
     else:
         blocks = _cut(seq, cells, tails, args, R)
@@ -486,16 +488,23 @@ def _pack(order, seq, cells, args):
     in row order (their sequences, lengths, and ``(start, row, offset, row_length)``, rows
     numbered across the plan), the cells in item positions, and where a batch may be split
     (row starts)."""
-    from lodarrow._training._collate import pack_placement
+    from lodarrow._training._collate import block_placement, pack_placement
 
     L = args.row_length
+    blocks = args.shape.mode == "blocks"
     out_seq, out_len, starts, rows, offsets, new_cells = [], [], [], [], [], []
     pos = row_base = 0
+    remainder = [0, 0]  # blocks' remainder="drop": the sequences and tokens left out
     for bounds in cells:
         new = [pos]
         for lo, hi in zip(bounds[:-1], bounds[1:]):
-            p = pack_placement(seq[lo:hi], L, oversize="split" if args.split else "error",
-                               fn=args.fn)
+            if blocks:  # the cell's sequences, in stream order, cut into blocks
+                p = block_placement(seq[lo:hi], L, remainder=args.shape.collate.remainder)
+                remainder[0] += len(p.dropped)
+                remainder[1] += int(seq[lo:hi].sum()) - p.tokens
+            else:
+                p = pack_placement(seq[lo:hi], L, oversize="split" if args.split else "error",
+                                   fn=args.fn)
             out_seq.append(order[lo:hi][p.seq])
             out_len.append(p.length)
             starts.append(p.start)
@@ -510,7 +519,7 @@ def _pack(order, seq, cells, args):
     splits = np.ones(len(row) + 1, bool)
     splits[1:-1] = row[1:] != row[:-1]
     return (cat(out_seq), np.ascontiguousarray(cat(out_len)),
-            (cat(starts), row, cat(offsets), L), new_cells, splits)
+            (cat(starts), row, cat(offsets), L), new_cells, splits, remainder)
 
 
 def _cut_rows(row, cells, args, R):

@@ -15,7 +15,7 @@ import weakref
 import numpy as np
 import pyarrow as pa
 
-from lodarrow._training._collate import as_sequences, collate_rows, convert
+from lodarrow._training._collate import as_sequences, collate_rows, convert, with_separator
 from lodarrow._training._columns import (ExtraColumn, check_jax_x64, fill_value_nulls,
                                          null_rows, value_null_rows)
 from lodarrow._training._deliver import Delivery, prefetched
@@ -39,8 +39,9 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
                  balance="batches", alpha=None, oversize="alone", nulls="error", mode="padded",
                  row_length=None, level=0, pad_value=0, to="numpy", extra_columns=(),
                  bucket=True, window=65536, row_groups=4, num_rows=None,
-                 pad_to_multiple_of=None, pad_widths=None, num_segments=None, prefetch=2,
-                 progress=None, filesystem=None, cache_dir=None, cache_bytes=None):
+                 pad_to_multiple_of=None, pad_widths=None, num_segments=None, separator=None,
+                 remainder=None, prefetch=2, progress=None, filesystem=None, cache_dir=None,
+                 cache_bytes=None):
     """Stream model-ready batches from a Parquet dataset or a table, following one global plan.
 
     The lengths are read first (:func:`lodarrow.sequence_lengths`, no values) and everything
@@ -105,11 +106,14 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
         the file, row group and row), an empty sequence, or left out (counted).  A row
         holding a null value inside its lists is an error under "error" and "empty" (no
         number to put in the batch), left out under "drop"; known before the first batch.
-    mode : {"padded", "packed", "packed_rows", "segments"}, default "padded"
+    mode : {"padded", "packed", "packed_rows", "segments", "blocks"}, default "padded"
         As for :func:`lodarrow.collate`.  With "packed_rows" and ``max_tokens`` (or
         ``num_rows``) the plan itself packs: each rank's share of a block is packed best-fit
         decreasing into rows of ``row_length``, and a batch is ``num_rows`` (default
-        ``max_tokens // row_length``) rows: one shape for the whole run.
+        ``max_tokens // row_length``) rows: one shape for the whole run.  "blocks" (with
+        ``max_tokens`` or ``num_rows``) joins each rank's share of a block end to end, in the
+        shuffled order, and cuts it into blocks of ``row_length``: every token once per epoch,
+        ``num_rows`` blocks a batch (docs/training.md#token-blocks).
     row_length : int, optional
         As for :func:`lodarrow.collate`.
     level : int, default 0
@@ -138,6 +142,13 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
         its slots after the rounding within ``max_tokens``; what cannot be honoured
         (``batch_size`` above ``num_rows``, ``num_rows x row_length`` above ``max_tokens``) is
         a ``ValueError`` when the loader is made.
+    separator : scalar, optional
+        ``mode="blocks"``: a token id (of the column's dtype) appended to every sequence
+        before the stream is cut into blocks (counted in the lengths and the statistics).
+    remainder : {"pad", "drop"}, optional
+        ``mode="blocks"``: each rank's share of a block ends with a part-full block, padded
+        (the default: every token once) or left out (its tokens counted in
+        ``statistics()["packing"]["remainder_tokens"]``).
     prefetch : int, default 2
         Batches made ahead in a background thread when iterated in this process (the kernels
         and Parquet decoding release the GIL); 0: made when asked for.
@@ -198,7 +209,7 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
     shape = BatchShape(mode, cost, row_length, split=select.oversize == "split",
                        num_rows=num_rows, pad_to_multiple_of=pad_to_multiple_of,
                        pad_widths=pad_widths, num_segments=num_segments, pad_value=pad_value,
-                       fn=_FN)
+                       separator=separator, remainder=remainder, fn=_FN)
     deliver = Delivery(to=to, prefetch=prefetch, progress=progress, fn=_FN)
     select.bind(shape)
     from lodarrow._tables._data_cache import data_cache
@@ -238,6 +249,7 @@ class BatchLoader:
         self._dropped_nulls = self._oversize_dropped = 0
         self._datasets = weakref.WeakSet()     # torch datasets to tell of a new position
         self._one_storage = None               # DataLoader workers: a batch in one buffer
+        self._sep = None                       # blocks: the separator's value row
         if is_parquet_source(source):
             self._init_parquet(source, column)
         elif hasattr(source, "iter_batches") and not isinstance(source, (pa.Table,
@@ -296,6 +308,9 @@ class BatchLoader:
                 table.schema.get_field_index(column), column, col)
         self._seqs = as_sequences(table if table is not None else col, column,
                                   self.select.level, _FN)
+        self._sep = self._separator_for(self._seqs)
+        if self._sep is not None:  # blocks: each sequence ends with the separator
+            self._seqs = with_separator(self._seqs, self._sep)
         self.lengths = self._seqs.lengths
         self._pad = self._pad_for(self._seqs)
         self._check_to(self._seqs.values.dtype)
@@ -324,6 +339,9 @@ class BatchLoader:
                              for n in self.select.extra_columns]
         empty = as_sequences(pa.array([], type=types[self.column]), None, self.select.level, _FN)
         self._pad = self._pad_for(empty)
+        self._sep = self._separator_for(empty)
+        if self._sep is not None:  # blocks: each sequence ends with the separator
+            self.lengths = self.lengths + 1
         self._check_to(empty.values.dtype)
         rows = np.concatenate([[0], np.cumsum(parts.rows)])
         self._row_nulls = (np.concatenate([n + rows[k] for k, n in enumerate(nulls)])
@@ -340,6 +358,16 @@ class BatchLoader:
                "mode": self.shape.mode, "row_length": self.shape.row_length,
                "shape": self.shape.fingerprint()}
         return out
+
+    def _separator_for(self, seqs):
+        """``separator`` as one value row of the column's dtype (None: none)."""
+        if self.shape.separator is None:
+            return None
+        if seqs.on_gpu:
+            raise ValueError(f"{_FN}: separator= needs the values on the host (a GPU "
+                             f"LoDTensor: append the separator to its sequences first)")
+        return coerce_pad_value(self.shape.separator, seqs.values.dtype,
+                                seqs.values.shape[1:], name=f"{_FN}: separator")
 
     def _pad_for(self, seqs):
         return coerce_pad_value(self.shape.pad_value, seqs.values.dtype, seqs.values.shape[1:],
@@ -730,6 +758,8 @@ class BatchLoader:
             i = table.schema.get_field_index(self.column)
             table = table.set_column(i, self.column, fill_value_nulls(table.column(i)))
         seqs = as_sequences(table, self.column, self.select.level, _FN)
+        if self._sep is not None:
+            seqs = with_separator(seqs, self._sep)
         firsts = np.asarray(firsts, np.int64)
         offsets = np.asarray(offsets, np.int64)
 
@@ -776,6 +806,9 @@ class BatchLoader:
                                      f"{block_no} of column {column!r} is null; pass "
                                      f"nulls='empty' or nulls='drop'")
                 seqs = as_sequences(table, column, self.select.level, _FN)
+                self._sep = self._separator_for(seqs)
+                if self._sep is not None:
+                    seqs = with_separator(seqs, self._sep)
                 specs = [ExtraColumn(n, table.schema.field(n).type, table.column(n).null_count)
                          for n in self.select.extra_columns]
                 self._extra_specs = specs

@@ -32,8 +32,6 @@ class Selection:
         self.fn = fn
         self.batch_size = _opt_pos(batch_size, "batch_size", fn)
         self.max_tokens = _opt_pos(max_tokens, "max_tokens", fn)
-        if self.batch_size is None and self.max_tokens is None:
-            raise ValueError(f"{fn}: give batch_size, max_tokens or both (both are None)")
         if isinstance(level, (bool, np.bool_)):
             raise TypeError(f"{fn}: level must be an integer, got bool")
         self.level = as_int(level, f"{fn}: level")
@@ -80,9 +78,15 @@ class Selection:
         """Meet the shape stage: check the options where they meet, and keep the shape
         (``shape.bind`` settles planned packed rows against ``max_tokens``)."""
         fn = self.fn
+        rows_given = shape.row_length is not None and shape.collate.num_rows is not None
+        if self.batch_size is None and self.max_tokens is None and not rows_given:
+            raise ValueError(f"{fn}: give batch_size, max_tokens or both (both are None)")
         if self.oversize == "split" and shape.mode != "packed_rows":
             raise ValueError(f"{fn}: oversize='split' applies to mode='packed_rows' only "
                              f"(mode={shape.mode!r})")
+        if shape.mode == "blocks" and self.oversize != "alone":
+            raise ValueError(f"{fn}: oversize does not apply to mode='blocks' (a sequence is cut "
+                             f"at every block boundary it crosses); leave it out")
         cap = shape.max_count
         if cap is not None and self.batch_size is not None and self.batch_size > cap:
             name = "num_rows" if shape.mode == "padded" else "num_segments"
@@ -90,9 +94,13 @@ class Selection:
                              f"batch could not hold its sequences; give batch_size <= {cap} "
                              f"(or leave batch_size out: batches then hold at most {cap})")
         self.shape = shape.bind(self.max_tokens)
+        if shape.mode == "blocks" and shape.rows_per_batch is None:
+            raise ValueError(f"{fn}: mode='blocks' needs max_tokens or num_rows (a batch is "
+                             f"that many blocks of row_length={shape.row_length}; the plan "
+                             f"cuts the whole stream into blocks, not each batch)")
         if shape.rows_per_batch is not None and self.batch_size is not None:
-            raise ValueError(f"{fn}: batch_size={self.batch_size} does not apply to packed rows "
-                             f"the plan packs (max_tokens or num_rows given: a batch is "
+            raise ValueError(f"{fn}: batch_size={self.batch_size} does not apply to rows the "
+                             f"plan lays out (max_tokens or num_rows given: a batch is "
                              f"{shape.rows_per_batch} rows of row_length={shape.row_length}, "
                              f"whatever number of sequences they hold); leave batch_size out, "
                              f"or give batch_size alone to pack each batch of that many "
@@ -114,8 +122,10 @@ class Selection:
 
     def plan_args(self, cell_rows):
         """The planning arguments of :func:`lodarrow._training._epoch.plan_epoch`."""
+        # blocks concatenate the sequences in the stream's (shuffled) order: no bucketing
         return PlanArgs(batch_size=self.count_cap, max_tokens=self.max_tokens,
-                        packed=self.shape.cost == "packed", bucket=self.bucket,
+                        packed=self.shape.cost == "packed",
+                        bucket=self.bucket and self.shape.mode != "blocks",
                         shuffle=self.shuffle, drop_last=self.drop_last, balance=self.balance,
                         alpha=self.alpha,
                         oversize="alone" if self.oversize == "split" else self.oversize,

@@ -19,7 +19,7 @@ batch will have is budgeted, not its unrounded length.
 
 import numpy as np
 
-from lodarrow._training._collate import MODES, check_shape
+from lodarrow._training._collate import MODES, ROW_MODES, check_separator, check_shape
 from lodarrow._validation import as_positive_int, check_choice
 
 __all__ = ["BatchShape", "COSTS"]
@@ -55,7 +55,7 @@ class BatchShape:
 
     def __init__(self, mode, cost=None, row_length=None, *, split=False, num_rows=None,
                  pad_to_multiple_of=None, pad_widths=None, num_segments=None, pad_value=0,
-                 fn="batch_loader"):
+                 remainder=None, separator=None, fn="batch_loader"):
         self.fn = fn
         if pad_value is None or isinstance(pad_value, (str, bytes)) or not (
                 isinstance(pad_value, (int, float, np.generic)) or hasattr(pad_value,
@@ -70,15 +70,19 @@ class BatchShape:
         self.cost = check_choice(cost, f"{fn}: cost", COSTS)
         self.row_length = None if row_length is None else as_positive_int(
             row_length, f"{fn}: row_length")
-        if (self.mode == "packed_rows") != (self.row_length is not None):
-            raise ValueError(f"{fn}: row_length is needed with mode='packed_rows' and only "
-                             f"then (mode={mode!r}, row_length={row_length!r})")
+        if (self.mode in ROW_MODES) != (self.row_length is not None):
+            raise ValueError(f"{fn}: row_length is needed with mode='packed_rows' or 'blocks' "
+                             f"and only then (mode={mode!r}, row_length={row_length!r})")
         packing = self.mode == "packed_rows"
         self.collate = check_shape(
             self.mode, fn, oversize=("split" if split else "error") if packing else None,
             num_rows=num_rows, pad_to_multiple_of=pad_to_multiple_of, pad_widths=pad_widths,
-            num_segments=num_segments)
-        self.split = bool(split)
+            num_segments=num_segments, remainder=remainder)
+        # blocks cut every sequence at the block boundaries it crosses
+        self.split = bool(split) or self.mode == "blocks"
+        check_separator(separator, self.mode, fn)
+        #: blocks: a value row appended to every sequence (checked against the dtype later)
+        self.separator = separator
         #: packed rows planned by the plan itself: batches of this many rows (set by bind)
         self.rows_per_batch = None
 
@@ -102,7 +106,7 @@ class BatchShape:
     def bind(self, max_tokens):
         """Settle what depends on the budget: packed rows planned (``num_rows``, or as many
         rows of ``row_length`` as ``max_tokens`` holds), checked to fit it."""
-        if self.mode != "packed_rows":
+        if self.mode not in ROW_MODES:
             return self
         rows = self.collate.num_rows
         if max_tokens is not None and max_tokens < self.row_length:
@@ -147,9 +151,9 @@ class BatchShape:
             rows = count if self.collate.num_rows is None else np.full_like(
                 count, self.collate.num_rows)
             return np.where(width < 0, -1, rows * width)
-        if self.mode == "packed_rows":
+        if self.mode in ROW_MODES:
             if self.rows_per_batch is None:
-                raise ValueError("packed rows packed at collation: use packed_rows_slots")
+                raise ValueError("rows laid out at collation: use packed_rows_slots")
             return np.full_like(count, self.rows_per_batch * self.row_length)
         return self.width(tokens)  # "packed" has no width option: the tokens themselves
 
@@ -167,7 +171,7 @@ class BatchShape:
         """What ``max_tokens`` bounds of each sequence of ``lengths`` in a batch of its own
         (:meth:`measure`; -1: no width holds it)."""
         lengths = np.asarray(lengths, dtype=np.int64)
-        if self.mode == "packed_rows":  # a row holds it, or its chunks (split)
+        if self.mode in ROW_MODES:  # a row holds it, or its chunks (split, blocks)
             slots = (self.rows_per_batch or 1) * self.row_length
             fits = (lengths <= self.row_length) | self.split
             return np.where(fits, slots, -1).astype(np.int64)
@@ -182,7 +186,7 @@ class BatchShape:
             return _PADDED, c.num_rows or 0, multiple, widths
         if self.mode == "packed" or self.mode == "segments":
             return (_FLAT_COUNTED_PADDED if self.cost == "padded" else _FLAT), 0, multiple, widths
-        return _FLAT, 0, 1, widths  # packed rows cut by batch_size only (or planned)
+        return _FLAT, 0, 1, widths  # rows cut by batch_size only (or planned)
 
     def packed_rows_slots(self, lengths, bounds):
         """Packed rows packed at collation: the slots of each batch ``lengths[bounds[b]:
@@ -193,6 +197,14 @@ class BatchShape:
         lengths = np.ascontiguousarray(lengths, dtype=np.int64)
         bounds = np.ascontiguousarray(bounds, dtype=np.int64)
         L = self.row_length
+        if self.mode == "blocks":  # the batch's tokens cut into blocks
+            csum = np.concatenate([[0], np.cumsum(lengths)])
+            tokens = csum[bounds[1:]] - csum[bounds[:-1]]
+            rows = tokens // L if self.collate.remainder == "drop" else -(-tokens // L)
+            rows = np.where((np.diff(bounds) > 0) & (tokens == 0), 1, rows)
+            if self.collate.num_rows is not None:
+                rows = np.maximum(rows, self.collate.num_rows)
+            return rows * L
         chunks = np.maximum(-(-lengths // L), 1) if self.split else np.ones_like(lengths)
         items = np.repeat(lengths, chunks)
         first = np.repeat(np.cumsum(chunks) - chunks, chunks)
@@ -213,8 +225,12 @@ class BatchShape:
     def fingerprint(self):
         """The shape options a saved state names."""
         c = self.collate
-        return [c.num_rows, c.pad_to_multiple_of, c.pad_widths and list(c.pad_widths),
-                c.num_segments]
+        out = [c.num_rows, c.pad_to_multiple_of, c.pad_widths and list(c.pad_widths),
+               c.num_segments]
+        if self.mode == "blocks":
+            sep = self.separator
+            out += [c.remainder, None if sep is None else np.asarray(sep).tolist()]
+        return out
 
     def describe(self):
         """The options given, for messages (``name=value``)."""

@@ -25,8 +25,12 @@ def plan_statistics(plan, base, loader):
                     "drop_last": int(plan.dropped["drop_last"])},
         "step_balance": {"tokens": _ratios(tokens), "compute": _ratios(plan.compute)},
     }
+    if loader.shape.mode == "blocks":  # remainder="drop": sequences wholly in a cut block
+        out["dropped"]["remainder"] = int(plan.dropped.get("remainder", 0))
     if plan.items is not None:
         out["packing"] = _packing(plan, loader.shape)
+        if loader.shape.mode == "blocks":
+            out["packing"]["remainder_tokens"] = int(plan.dropped.get("remainder_tokens", 0))
     if loader._parts is not None:
         out["decodes"] = _decodes(plan, loader)
     return out
@@ -47,7 +51,8 @@ def batch_slots(plan, shape):
     """The slots of every batch of ``plan`` (``(ranks, steps)``) as collation lays them out
     (:class:`lodarrow._training._shape.BatchShape`): padding, widths, fixed rows and
     segments counted."""
-    if plan.items is not None or shape.mode != "packed_rows" or shape.rows_per_batch:
+    if plan.items is not None or shape.mode not in ("packed_rows", "blocks") \
+            or shape.rows_per_batch:
         return shape.slots(plan.sizes, plan.longest, plan.tokens)
     # packed rows packed at collation: each batch packed as collate packs it
     lo, hi = plan.lo.ravel(), plan.hi.ravel()

@@ -1,0 +1,130 @@
+"""Concatenated token blocks (shared/TRAINING.md section 6c, docs/training.md#token-blocks):
+``mode="blocks"`` joins the sequences of the shuffled stream end to end (a separator after
+each, optionally) and cuts the stream into blocks of ``row_length``: every token once per
+epoch, one shape for the run, positions restarting at each document and block."""
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lodarrow as la
+
+STRIDE = 1000
+
+
+def _table(lengths):
+    """Sequence ``i`` holds ``i * STRIDE, i * STRIDE + 1, ...``: a token names its sequence."""
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    values = (np.repeat(np.arange(len(lengths)) * STRIDE - offsets[:-1], lengths)
+              + np.arange(offsets[-1])).astype(np.int32)
+    return pa.table({"ids": pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))})
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(0, 300, 600)
+    table = _table(lengths)
+    folder = tmp_path_factory.mktemp("blocks")
+    pq.write_table(table.slice(0, 400), folder / "a.parquet", row_group_size=100)
+    pq.write_table(table.slice(400), folder / "b.parquet")
+    return str(folder), table, lengths
+
+
+def test_collate_joins_and_cuts_as_documented():
+    col = pa.array([[1, 2, 3], [4], [5, 6], [7, 8, 9, 10]])
+    b = la.collate(col, mode="blocks", row_length=4, separator=0)
+    assert b["values"].tolist() == [[1, 2, 3, 0], [4, 0, 5, 6], [0, 7, 8, 9], [10, 0, 0, 0]]
+    assert b["position_ids"].tolist() == [[0, 1, 2, 3], [0, 1, 0, 1], [0, 0, 1, 2],
+                                          [0, 1, 0, 0]]
+    assert b["seq_idx"].tolist() == [[0, 0, 0, 0], [1, 1, 2, 2], [2, 3, 3, 3], [3, 3, -1, -1]]
+    assert b["cu_seqlens"].tolist() == [[0, 4, 4], [0, 2, 4], [0, 1, 4], [0, 2, 2]]
+    dropped = la.collate(col, mode="blocks", row_length=4, remainder="drop")
+    assert dropped["values"].tolist() == [[1, 2, 3, 4], [5, 6, 7, 8]]
+    with pytest.raises(ValueError, match="separator applies to mode='blocks' only"):
+        la.collate(col, mode="packed", separator=0)
+    with pytest.raises(TypeError, match="separator must be a number"):
+        la.collate(col, mode="blocks", row_length=4, separator="eos")
+    with pytest.raises(ValueError, match="remainder applies to mode='blocks' only"):
+        la.collate(col, mode="packed_rows", row_length=4, remainder="drop")
+
+
+@pytest.mark.parametrize("world", [1, 3])
+@pytest.mark.parametrize("separator", [None, -1])
+def test_every_token_once_in_fixed_blocks(corpus, world, separator):
+    path, _, lengths = corpus
+    loaders = [la.batch_loader(path, "ids", mode="blocks", row_length=128, max_tokens=512,
+                               separator=separator, num_replicas=world, rank=r, seed=5,
+                               progress=False, cache_dir=False) for r in range(world)]
+    assert len({len(lo) for lo in loaders}) == 1
+    tokens, slots = [], 0
+    for lo in loaders:
+        for b in lo:
+            values, mask = np.asarray(b["values"]), np.asarray(b["attention_mask"])
+            assert values.shape == (4, 128), "one shape for the run"
+            slots += values.size
+            pos, idx = np.asarray(b["position_ids"]), np.asarray(b["seq_idx"])
+            rows = np.asarray(b["rows"])
+            for r in range(values.shape[0]):  # positions count from 0 in each document piece
+                for k in np.unique(idx[r][mask[r]]):
+                    piece = mask[r] & (idx[r] == k)
+                    assert np.array_equal(pos[r][piece], np.arange(piece.sum()))
+                    got = values[r][piece]
+                    got = got[got != separator] if separator is not None else got
+                    assert np.all(got // STRIDE == rows[k])
+            tokens.append(values[mask])
+    tokens = np.concatenate(tokens)
+    if separator is not None:
+        assert (tokens == separator).sum() == len(lengths)  # one after each sequence
+        tokens = tokens[tokens != separator]
+    expected = np.concatenate([i * STRIDE + np.arange(k) for i, k in enumerate(lengths)])
+    assert np.array_equal(np.sort(tokens), np.sort(expected)), "every token exactly once"
+    stats = loaders[0].statistics()
+    assert sum(stats["padded_tokens"]) == slots
+    assert sum(stats["tokens"]) == len(expected) + (len(lengths) if separator else 0)
+
+
+def test_the_remainder_dropped_is_counted(corpus):
+    _, table, lengths = corpus
+    loader = la.batch_loader(table, "ids", mode="blocks", row_length=128, num_rows=2,
+                             remainder="drop", window=100, seed=1, progress=False)
+    delivered = sum(int(np.asarray(b["attention_mask"]).sum()) for b in loader)
+    stats = loader.statistics()
+    assert delivered == sum(stats["tokens"])
+    # a cell's last batch may hold fewer full blocks than num_rows: empty rows, counted
+    assert stats["padded_tokens"][0] % (2 * 128) == 0
+    assert delivered + stats["packing"]["remainder_tokens"] == int(lengths.sum())
+
+
+def test_blocks_resume_exactly(corpus):
+    path, _, _ = corpus
+    kw = dict(mode="blocks", row_length=64, max_tokens=256, seed=2, progress=False,
+              cache_dir=False)
+    whole = [np.asarray(b["values"]) for b in la.batch_loader(path, "ids", **kw)]
+    first = la.batch_loader(path, "ids", **kw)
+    head = [np.asarray(b["values"]) for _, b in zip(range(5), first)]
+    state = json.loads(json.dumps(first.state_dict()))
+    again = la.batch_loader(path, "ids", **kw)
+    again.load_state_dict(state)
+    rest = [np.asarray(b["values"]) for b in again]
+    assert len(head) + len(rest) == len(whole)
+    assert all(np.array_equal(a, b) for a, b in zip(head + rest, whole))
+
+
+def test_what_blocks_refuse(corpus):
+    _, table, _ = corpus
+    with pytest.raises(ValueError, match="mode='blocks' needs max_tokens or num_rows"):
+        la.batch_loader(table, "ids", mode="blocks", row_length=64, batch_size=8)
+    with pytest.raises(ValueError, match="oversize does not apply to mode='blocks'"):
+        la.batch_loader(table, "ids", mode="blocks", row_length=64, max_tokens=256,
+                        oversize="drop")
+    with pytest.raises(ValueError, match="row_length is needed"):
+        la.batch_loader(table, "ids", mode="blocks", max_tokens=256)
+    with pytest.raises(ValueError, match="separator applies to mode='blocks' only"):
+        la.batch_loader(table, "ids", max_tokens=256, separator=0)
+    with pytest.raises(TypeError, match="separator"):  # does not fit the values' int32
+        la.batch_loader(table, "ids", mode="blocks", row_length=64, max_tokens=256,
+                        separator=2**40)
