@@ -187,6 +187,9 @@ def counts_of(kind, batch):
     """(real tokens, slots, sequences) of a batch of ``kind``: cheap reads of what the batch
     already holds (no pass over its values)."""
     v = batch["values"]
+    if kind == "blocks" and "attention_mask" in batch:  # lodarrow's blocks: a padded tail
+        return (int(batch["attention_mask"].sum()), int(v.numel()),
+                int(len(batch["lengths"])))
     if kind in ("packed", "blocks"):
         n = int(v.numel())
         return n, n, int(len(batch["lengths"])) if "lengths" in batch else int(v.shape[0])
@@ -309,7 +312,7 @@ def _shutdown(loader):
 JOB_NAMES = {"padded": "padded", "packed": "packed (cu_seqlens)",
              "packed_rows": "packed_rows", "segments": "segments (JAX)"}
 KIND_OF = {"padded": "padded", "packed": "packed", "packed_rows": "rows",
-           "segments": "segments"}
+           "segments": "segments", "blocks": "blocks"}
 SOURCE_NAMES = {"table": "in-memory table", "parquet": "Parquet",
                 "parquet-global": "Parquet, global shuffle"}
 
@@ -325,6 +328,10 @@ class Lodarrow(Peer):
         self.name = f"lodarrow-{mode.replace('_', '-')}-{source}{tail}"
         pf = "" if prefetch is None else f", prefetch={prefetch}"
         self.label = f"lodarrow {mode}, {SOURCE_NAMES[source]}{pf}"
+        if mode == "blocks":
+            self.label += (" (documents shuffled, then joined: position_ids, seq_idx, "
+                           "cu_seqlens per piece)")
+            self.workers_modes = None
         if prefetch is not None or source == "parquet-global":
             self.workers_modes = (0,)
 
@@ -338,11 +345,14 @@ class Lodarrow(Peer):
         kw = dict(to="torch", seed=ctx.seed, progress=False, mode=self.mode)
         if self.mode in ("padded", "packed"):
             kw["batch_size"] = ctx.batch_size
-        elif self.mode == "packed_rows":
+        elif self.mode in ("packed_rows", "blocks"):
             kw.update(max_tokens=ctx.max_tokens, row_length=ctx.row_length)
         else:
             kw.update(max_tokens=ctx.max_tokens, pad_to_multiple_of=ctx.max_tokens)
-        if self.source == "table":
+        if self.mode == "blocks":  # the whole stream joined (the defaults): no bucketing
+            if self.source == "parquet-global":
+                kw["row_groups"] = ctx.row_groups_total
+        elif self.source == "table":
             kw["window"] = ctx.window
         elif self.source == "parquet":
             kw["row_groups"] = ctx.row_groups
@@ -399,6 +409,10 @@ class Lodarrow(Peer):
                 f"kernels up to {num_threads()} thread(s) (load-aware)")
 
     def describe_shuffle(self, ctx):
+        if self.mode == "blocks":
+            return ("documents shuffled (in memory: all; Parquet: row groups, then the rows of "
+                    "blocks of 4 row groups), joined in that order and cut; batches shuffled "
+                    "within a block")
         return ctx.shuffle_scope(self.source) + "; batches shuffled within a block"
 
 
@@ -938,6 +952,9 @@ def _all_peers():
             peers += [Lodarrow(mode, source), Lodarrow(mode, source, prefetch=0)]
         peers += [Lodarrow(mode, "parquet-global")]
         peers += [Loop(mode, s) for s in ("table", "parquet", "parquet-global")]
+    # blocks: documents shuffled and joined, with each piece's positions (a richer job than
+    # cutting the stored stream: labelled so in the table)
+    peers += [Lodarrow("blocks", source) for source in ("table", "parquet")]
     peers += [LoopBlocks(), HFPadded(), HFPacked(), Mosaic(), MosaicConcat(), LitData(),
               LitDataTokens(), GrainPacking()]
     return {p.name: p for p in peers}

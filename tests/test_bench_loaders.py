@@ -18,6 +18,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "loaders.py"
+# every row delivers torch tensors, and the hand-written baseline (loop_baseline.py) is torch's
+pytest.importorskip("torch")
 
 
 def _load_script():
