@@ -379,44 +379,91 @@ def gather_rows(const uint8_t[::1] src, int64_t row_bytes, const int64_t[::1] st
     Rows ``dest[k]+lengths[k]:dest[k]+slot[k]`` (the fill; ``slot`` empty: none) get
     ``pad_row``.  The per-row outputs, each skipped when empty: ``positions`` gets
     ``0..lengths[k]-1`` at the item's rows and 0 over the fill, ``mask`` 1 and 0,
-    ``token_ids`` ``ids[k]`` and ``fill_id``.
+    ``token_ids`` ``ids[k]`` and ``fill_id``.  One thread runs a plain loop (no OpenMP
+    region to start: a batch's worth is microseconds).
     """
     cdef Py_ssize_t k, n = starts.shape[0]
-    cdef int64_t j, d, ln, fill_to
     if n == 0:
         return
     # raw pointers: the per-token loops below vectorise (memoryview indexing does not)
-    cdef const uint8_t* ps = &src[0] if src.shape[0] > 0 else NULL
-    cdef uint8_t* po = &out[0] if out.shape[0] > 0 else NULL
-    cdef const uint8_t* pad = &pad_row[0] if pad_row.shape[0] > 0 else NULL
-    cdef int64_t* pp = &positions[0] if positions.shape[0] > 0 else NULL
-    cdef uint8_t* pm = &mask[0] if mask.shape[0] > 0 else NULL
-    cdef int32_t* pt = &token_ids[0] if token_ids.shape[0] > 0 else NULL
-    cdef const int64_t* pslot = &slot[0] if slot.shape[0] > 0 else NULL
+    cdef _Items it
+    it.src = &src[0] if src.shape[0] > 0 else NULL
+    it.out = &out[0] if out.shape[0] > 0 else NULL
+    it.pad = &pad_row[0] if pad_row.shape[0] > 0 else NULL
+    it.positions = &positions[0] if positions.shape[0] > 0 else NULL
+    it.mask = &mask[0] if mask.shape[0] > 0 else NULL
+    it.token_ids = &token_ids[0] if token_ids.shape[0] > 0 else NULL
+    it.slot = &slot[0] if slot.shape[0] > 0 else NULL
+    it.ids = &ids[0] if ids.shape[0] > 0 else NULL
+    it.starts = &starts[0]
+    it.lengths = &lengths[0]
+    it.dest = &dest[0]
+    it.row_bytes = row_bytes
+    it.fill_id = fill_id
     with nogil:
-        for k in prange(n, num_threads=max(num_threads, 1), schedule="dynamic", chunksize=64):
-            d = dest[k]
-            ln = lengths[k]
-            if ln > 0 and row_bytes > 0:
-                memcpy(po + d * row_bytes, ps + starts[k] * row_bytes, ln * row_bytes)
-            if pp != NULL:
-                _iota(pp + d, ln)
-            if pm != NULL and ln > 0:
-                memset(pm + d, 1, ln)
-            if pt != NULL:
-                _fill32(pt + d, ln, ids[k])
-            if pslot != NULL:
-                fill_to = pslot[k] - ln  # the fill after the item
-                if fill_to > 0:
-                    if row_bytes > 0:
-                        for j in range(d + ln, d + ln + fill_to):
-                            memcpy(po + j * row_bytes, pad, row_bytes)
-                    if pp != NULL:
-                        memset(pp + d + ln, 0, fill_to * sizeof(int64_t))
-                    if pm != NULL:
-                        memset(pm + d + ln, 0, fill_to)
-                    if pt != NULL:
-                        _fill32(pt + d + ln, fill_to, fill_id)
+        if num_threads <= 1:
+            for k in range(n):
+                _gather_item(&it, k)
+        else:
+            for k in prange(n, num_threads=num_threads, schedule="dynamic", chunksize=64):
+                _gather_item(&it, k)
+
+
+ctypedef struct _Items:
+    const uint8_t* src
+    uint8_t* out
+    const uint8_t* pad
+    int64_t* positions
+    uint8_t* mask
+    int32_t* token_ids
+    const int64_t* slot
+    const int64_t* starts
+    const int64_t* lengths
+    const int64_t* dest
+    const int32_t* ids
+    int64_t row_bytes
+    int32_t fill_id
+
+
+cdef inline void _gather_item(const _Items* it, Py_ssize_t k) noexcept nogil:
+    cdef int64_t d = it.dest[k]
+    cdef int64_t ln = it.lengths[k]
+    cdef int64_t rb = it.row_bytes
+    cdef int64_t fill_to
+    if ln > 0 and rb > 0:
+        memcpy(it.out + d * rb, it.src + it.starts[k] * rb, ln * rb)
+    if it.positions != NULL:
+        _iota(it.positions + d, ln)
+    if it.mask != NULL and ln > 0:
+        memset(it.mask + d, 1, ln)
+    if it.token_ids != NULL:
+        _fill32(it.token_ids + d, ln, it.ids[k])
+    if it.slot != NULL:
+        fill_to = it.slot[k] - ln  # the fill after the item
+        if fill_to > 0:
+            if rb > 0:
+                _fill_rows(it.out + (d + ln) * rb, it.pad, rb, fill_to)
+            if it.positions != NULL:
+                memset(it.positions + d + ln, 0, fill_to * sizeof(int64_t))
+            if it.mask != NULL:
+                memset(it.mask + d + ln, 0, fill_to)
+            if it.token_ids != NULL:
+                _fill32(it.token_ids + d + ln, fill_to, it.fill_id)
+
+
+cdef inline void _fill_rows(uint8_t* dst, const uint8_t* pad, int64_t row_bytes,
+                            int64_t count) noexcept nogil:
+    """``count`` copies of the ``row_bytes`` of ``pad`` at ``dst``: one copy, then the filled
+    part doubled (about log2(count) memcpy calls, not one a row)."""
+    cdef int64_t done = 1
+    cdef int64_t c
+    if count <= 0:
+        return
+    memcpy(dst, pad, row_bytes)
+    while done < count:
+        c = done if done < count - done else count - done
+        memcpy(dst + done * row_bytes, dst, c * row_bytes)
+        done += c
 
 
 cdef inline void _iota(int64_t* out, int64_t n) noexcept nogil:
@@ -483,23 +530,49 @@ def gather_padded(const uint8_t[::1] src, int64_t row_bytes, const int64_t[::1] 
                   int num_threads):
     """The padded batch of ``rows``: sequence ``rows[k]`` (value rows ``starts[rows[k]]...``,
     ``lengths[k]`` of them) to output rows ``k * longest...``, padded with ``pad_row`` to
-    ``longest``; ``mask`` gets 1 on the sequence, 0 on the padding."""
+    ``longest``; ``mask`` gets 1 on the sequence, 0 on the padding.  One thread runs a plain
+    loop (no OpenMP region to start)."""
     cdef Py_ssize_t k, n = rows.shape[0]
-    cdef int64_t j, d, ln
     if n == 0 or longest == 0:
         return
-    cdef const uint8_t* ps = &src[0] if src.shape[0] > 0 else NULL
-    cdef uint8_t* po = &out[0] if out.shape[0] > 0 else NULL
-    cdef const uint8_t* pad = &pad_row[0] if pad_row.shape[0] > 0 else NULL
-    cdef uint8_t* pm = &mask[0]
+    cdef _Padded pd
+    pd.src = &src[0] if src.shape[0] > 0 else NULL
+    pd.out = &out[0] if out.shape[0] > 0 else NULL
+    pd.pad = &pad_row[0] if pad_row.shape[0] > 0 else NULL
+    pd.mask = &mask[0]
+    pd.starts = &starts[0]
+    pd.rows = &rows[0]
+    pd.lengths = &lengths[0]
+    pd.row_bytes = row_bytes
+    pd.longest = longest
     with nogil:
-        for k in prange(n, num_threads=max(num_threads, 1), schedule="static"):
-            d = k * longest
-            ln = lengths[k]
-            if ln > 0 and row_bytes > 0:
-                memcpy(po + d * row_bytes, ps + starts[rows[k]] * row_bytes, ln * row_bytes)
-            memset(pm + d, 1, ln)
-            memset(pm + d + ln, 0, longest - ln)
-            if row_bytes > 0:
-                for j in range(d + ln, d + longest):
-                    memcpy(po + j * row_bytes, pad, row_bytes)
+        if num_threads <= 1:
+            for k in range(n):
+                _pad_one(&pd, k)
+        else:
+            for k in prange(n, num_threads=num_threads, schedule="static"):
+                _pad_one(&pd, k)
+
+
+ctypedef struct _Padded:
+    const uint8_t* src
+    uint8_t* out
+    const uint8_t* pad
+    uint8_t* mask
+    const int64_t* starts
+    const int64_t* rows
+    const int64_t* lengths
+    int64_t row_bytes
+    int64_t longest
+
+
+cdef inline void _pad_one(const _Padded* pd, Py_ssize_t k) noexcept nogil:
+    cdef int64_t d = k * pd.longest
+    cdef int64_t ln = pd.lengths[k]
+    cdef int64_t rb = pd.row_bytes
+    if ln > 0 and rb > 0:
+        memcpy(pd.out + d * rb, pd.src + pd.starts[pd.rows[k]] * rb, ln * rb)
+    memset(pd.mask + d, 1, ln)
+    memset(pd.mask + d + ln, 0, pd.longest - ln)
+    if rb > 0:
+        _fill_rows(pd.out + (d + ln) * rb, pd.pad, rb, pd.longest - ln)

@@ -454,12 +454,13 @@ class Loop(Peer):
         skip = [0 if state is None else state["step"]]
         if workers:  # worker i makes batches i, i + k, ...: the DataLoader's order is the loop's
             dataset = loop_baseline.LoopDataset(loop)
-            data = _torch_loader(dataset, workers, batch_size=None)
+            data = _torch_loader(dataset, workers, batch_size=None,
+                                 collate_fn=loop_baseline.identity)
 
             def epoch(e):
                 s, skip[0] = skip[0], 0
                 dataset.set_epoch(e, s)
-                return iter(data)
+                return loop_baseline.to_torch(iter(data))
             return Run(epoch, close=lambda: _shutdown(data))
 
         def epoch(e):
@@ -468,8 +469,8 @@ class Loop(Peer):
         return Run(epoch)
 
     def describe_threads(self, workers, ctx):
-        return (f"{workers} DataLoader workers (torch 1 thread each); each tensor crosses in "
-                f"its own shared-memory segment" if workers else self.threads)
+        return (f"{workers} DataLoader workers (torch 1 thread each); NumPy arrays cross "
+                f"pickled, torch.from_numpy in the main process" if workers else self.threads)
 
     def resume(self, workers):
         return "plan the epoch again, skip s batches (a Parquet block is still read)"

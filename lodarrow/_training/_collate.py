@@ -567,6 +567,8 @@ def convert(out, on_gpu, to, fn=_FN):
     int32 (a ``ValueError`` if a value does not fit); any other 64-bit array is a
     ``ValueError`` naming its key (JAX would narrow it silently).
     """
+    if to == "torch" and not on_gpu:  # the per-batch path: torch shares NumPy's memory
+        return _to_torch(out, fn)
     narrow = to == "jax" and not jax_x64()
     result = {}
     for key, value in out.items():
@@ -579,6 +581,27 @@ def convert(out, on_gpu, to, fn=_FN):
             value = _to_device(value)
         result[key] = dense_to(value, to, name=f"{fn}: {key!r}")
     return result
+
+
+def _to_torch(out, fn):
+    """:func:`convert` to torch of host arrays: ``torch.from_numpy`` (collation's arrays are
+    fresh and writable), else :func:`dense_to`'s checks."""
+    from_numpy = _torch_from_numpy()
+    result = {}
+    for key, value in out.items():
+        if type(value) is np.ndarray and value.flags.writeable:
+            result[key] = from_numpy(value)
+        elif isinstance(value, int):
+            result[key] = value
+        else:
+            result[key] = dense_to(value, "torch", name=f"{fn}: {key!r}")
+    return result
+
+
+def _torch_from_numpy():
+    from lodarrow._interop._optional import import_optional
+
+    return import_optional("torch", "conversion to torch").from_numpy
 
 
 def _narrow(a, key, fn):

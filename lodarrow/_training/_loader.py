@@ -698,12 +698,17 @@ class BatchLoader:
         if self.deliver.prefetch:
             made = prefetched(made, self.deliver.prefetch)
         try:
-            for step, batch, tokens in made:
-                self._cursor = base + step + 1
-                bar.advance(int(plan.hi[self.select.rank, step] - plan.lo[self.select.rank, step]),
-                            share, tokens)
-                bar.file_done()
-                yield batch
+            if not bar.enabled:  # the per-batch path, as short as it goes
+                for step, batch, _ in made:
+                    self._cursor = base + step + 1
+                    yield batch
+            else:
+                rank = self.select.rank
+                for step, batch, tokens in made:
+                    self._cursor = base + step + 1
+                    bar.advance(int(plan.hi[rank, step] - plan.lo[rank, step]), share, tokens)
+                    bar.file_done()
+                    yield batch
             ok = True
         finally:
             made.close()
