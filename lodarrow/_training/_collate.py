@@ -759,7 +759,8 @@ def _packed_rows(seqs, rows, lengths, pad, p, shape, fn):
 
 
 def _int32(a, name):
-    if a.size and int(a.max()) > _INT32_MAX:
+    """``a`` as int32 (offsets: their last entry is their largest)."""
+    if a.size and int(a[-1] if name == "cu_seqlens" and a.ndim == 1 else a.max()) > _INT32_MAX:
         raise ValueError(f"{_FN}: {name} past 2**31 - 1 does not fit int32 (a batch of "
                          f"{int(a.max())} tokens)")
     return a.astype(np.int32)

@@ -32,6 +32,9 @@ from lodarrow._validation import (as_flag, as_int, as_nonnegative_int, as_positi
 __all__ = ["BatchLoader", "batch_loader"]
 
 _FN = "batch_loader"
+#: Map a block's source positions to its read table's through a lookup table up to this many
+#: rows (8 bytes each); a wider span searches the row groups instead.
+_LOOKUP_ROWS = 1 << 22
 
 
 def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=None,
@@ -248,7 +251,7 @@ class BatchLoader:
         self._parts = self._ray = None
         self._dropped_nulls = self._oversize_dropped = 0
         self._datasets = weakref.WeakSet()     # torch datasets to tell of a new position
-        self._one_storage = None               # DataLoader workers: a batch in one buffer
+        self._one_storage = None               # DataLoader workers: a batch for the wire
         self._sep = None                       # blocks: the separator's value row
         if is_parquet_source(source):
             self._init_parquet(source, column)
@@ -768,10 +771,21 @@ class BatchLoader:
         firsts = np.asarray(firsts, np.int64)
         offsets = np.asarray(offsets, np.int64)
 
-        def local_of(batch_rows):
-            i = np.searchsorted(needed, np.searchsorted(self._part_starts, batch_rows,
-                                                        side="right") - 1)
-            return batch_rows - firsts[i] + offsets[i]
+        lo = int(self._part_starts[needed[0]])
+        hi = int(self._part_starts[needed[-1] + 1])
+        if level0 and hi - lo <= _LOOKUP_ROWS:  # one table lookup a batch
+            shift = np.zeros(hi - lo, np.int64)
+            for k, first, at in zip(needed.tolist(), firsts.tolist(), offsets.tolist()):
+                a, b = int(self._part_starts[k]) - lo, int(self._part_starts[k + 1]) - lo
+                shift[a:b] = at - first
+
+            def local_of(batch_rows):
+                return batch_rows + shift[batch_rows - lo]
+        else:
+            def local_of(batch_rows):
+                i = np.searchsorted(needed, np.searchsorted(self._part_starts, batch_rows,
+                                                            side="right") - 1)
+                return batch_rows - firsts[i] + offsets[i]
 
         extras = {e.name: e.prepare(table.column(e.name)) for e in self._extra_specs}
         return seqs, local_of, extras

@@ -7,10 +7,10 @@ Worker ``i`` of ``k`` makes the steps ``i, i + k, ...`` from the cursor, so the 
   main process) write the loader's position into shared memory; each worker reads it when an
   iteration starts, so persistent workers (``persistent_workers=True``) follow too.  A second
   pass over the same position warns once.
-- **One buffer per batch.**  torch hands a worker's tensors to the main process through
-  shared memory, a segment per tensor (a file, a descriptor and a mapping each).  With
-  ``to="torch"`` a worker instead copies the batch's arrays into one buffer that crosses by
-  value and becomes the dict of tensors again in the main process (:class:`_WireBatch`).
+- **Arrays by value.**  torch hands a worker's tensors to the main process through shared
+  memory, a segment per tensor (a file, a descriptor and a mapping each).  With
+  ``to="torch"`` a worker instead hands over the batch's NumPy arrays, pickled by value, and
+  they become the dict of tensors in the main process (:class:`_WireBatch`).
 - **torchdata's ``StatefulDataLoader``.**  ``state_dict`` / ``load_state_dict`` are called in
   each worker: a worker's state is the loader's position and that worker's next step, so the
   ``StatefulDataLoader`` resumes with the first batch not yet received.  torchdata restores
@@ -98,50 +98,34 @@ def _exit_with_parent():
 
 
 def _one_storage(out):
-    """A worker's batch as one buffer on the wire (see :class:`_WireBatch`)."""
+    """A worker's batch for the wire (see :class:`_WireBatch`)."""
     import numpy as np
 
-    arrays = [(k, v) for k, v in out.items() if isinstance(v, np.ndarray)]
-    layout, at = [], 0
-    for key, value in arrays:
-        layout.append((key, value.dtype.str, value.shape, at))
-        at += -(-value.nbytes // 64) * 64
-    buf = bytearray(at)
-    flat = np.frombuffer(buf, np.uint8)
-    for (key, value), (_, _, _, start) in zip(arrays, layout):
-        flat[start:start + value.nbytes] = np.ascontiguousarray(value).reshape(-1).view(
-            np.uint8)
+    arrays = {k: v for k, v in out.items() if isinstance(v, np.ndarray)}
     rest = {k: v for k, v in out.items() if not isinstance(v, np.ndarray)}
-    return _WireBatch(buf, layout, rest)
+    return _WireBatch(arrays, rest)
 
 
 class _WireBatch:
-    """A batch crossing from a ``DataLoader`` worker: one ``bytearray`` (the arrays, back to
-    back) pickled by value through the worker's queue, unpickled in the main process straight
-    into a dict of torch tensors viewing it.  (A tensor would cross as a shared-memory segment
-    of its own: a file, a descriptor and a mapping per tensor, several milliseconds each on a
-    busy machine.)  Not a ``Mapping``, so ``DataLoader``'s ``default_convert`` leaves it."""
+    """A batch crossing from a ``DataLoader`` worker: its NumPy arrays pickled by value
+    through the worker's queue, made torch tensors (``from_numpy``, no copy) in the main
+    process.  (A tensor would cross as a shared-memory segment of its own: a file, a
+    descriptor and a mapping per tensor, milliseconds each on a busy machine.)  Not a
+    ``Mapping``, so ``DataLoader``'s ``default_convert`` leaves it to cross as it is."""
 
-    __slots__ = ("buf", "layout", "rest")
+    __slots__ = ("arrays", "rest")
 
-    def __init__(self, buf, layout, rest):
-        self.buf, self.layout, self.rest = buf, layout, rest
+    def __init__(self, arrays, rest):
+        self.arrays, self.rest = arrays, rest
 
     def __reduce__(self):
-        return _rebuild, (self.buf, self.layout, self.rest)
+        return _rebuild, (self.arrays, self.rest)
 
 
-def _rebuild(buf, layout, rest):
-    import numpy as np
+def _rebuild(arrays, rest):
     import torch
 
-    flat = np.frombuffer(buf, np.uint8)
-    out = {}
-    for key, dtype, shape, start in layout:
-        dtype = np.dtype(dtype)
-        count = int(np.prod(shape, dtype=np.int64))
-        piece = flat[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
-        out[key] = torch.from_numpy(piece)
+    out = {key: torch.from_numpy(value) for key, value in arrays.items()}
     out.update(rest)
     return out
 
