@@ -440,8 +440,8 @@ class Loop(Peer):
                 + (f", window={ctx.window}" if self.source == "table" else
                    f", window=None, row_groups="
                    f"{ctx.row_groups_total if self.source == 'parquet-global' else ctx.row_groups}")
-                + "): shuffle, sort in windows, cut, shuffle batches; one NumPy gather a "
-                  "batch; torch.from_numpy")
+                + "): shuffle, sort in windows, cut, shuffle batches; one NumPy slice copy "
+                  "a sequence into the batch's arrays; torch.from_numpy")
 
     def open(self, ctx, workers, state=None):
         src = ctx.source(self.source)
@@ -1421,9 +1421,8 @@ def driver(args):
     report = {"args": vars(args), "corpus": meta, "machine": machine(), "results": [],
               "missing": {}, "prepare": {},
               "started": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
-              "command": "python benchmarks/loaders.py " + shlex.join(sys.argv[1:]
-                                                                       if args.argv is None
-                                                                       else args.argv)}
+              "command": _environment() + "python benchmarks/loaders.py "
+                         + shlex.join(sys.argv[1:] if args.argv is None else args.argv)}
     for name in names:
         peer = PEERS[name]
         python = pythons.get(name) or pythons.get(peer.library) or sys.executable
@@ -1554,6 +1553,12 @@ def parse(argv):
     if not 0 < args.resume_at < 1:
         p.error(f"--resume-at must be in (0, 1), got {args.resume_at}")
     return args
+
+
+def _environment():
+    """The variables of the environment that decide the run, as a command's prefix."""
+    names = ("LODARROW_NUM_THREADS", "OMP_NUM_THREADS")
+    return "".join(f"{n}={shlex.quote(os.environ[n])} " for n in names if n in os.environ)
 
 
 def main(argv=None):

@@ -7,7 +7,8 @@ shared evenly), the row groups in a random order.  Each epoch shuffles the rows 
 block, sorts them by length inside windows of ``window`` rows (None: the whole block), cuts
 batches there (``batch_size`` sequences; "segments": at most ``max_tokens`` tokens;
 "packed_rows": best-fit decreasing into rows of ``row_length``, ``num_rows`` rows a batch) and
-shuffles the block's batches.  Collation is vectorised NumPy (one index array per batch).
+shuffles the block's batches.  Collation copies each sequence with one NumPy slice into the
+batch's preallocated arrays (cheaper than one fancy-index gather a batch at these sizes).
 """
 
 import bisect

@@ -12,7 +12,7 @@ from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 from lodarrow._tables._apply import ColumnRef
 from lodarrow._tables._dataset import MapSummary
-from lodarrow._training import BatchLoader, BatchPlan
+from lodarrow._training import BatchLoader, BatchPlan, Mixture
 
 __version__: str
 __all__: list[str]
@@ -254,6 +254,10 @@ def collate(source: Any, rows: ArrayLike | None = None, *, column: str | None = 
             pad_widths: Sequence[int] | None = None,
             num_segments: int | None = None, separator: Any = None,
             remainder: str | None = None) -> dict[str, Any]: ...
+def mix(sources: Sequence[Any] | Mapping[str, Any],
+        weights: Sequence[float] | Mapping[str, float] | None = None, *,
+        counts: Sequence[int] | Mapping[str, int] | None = None, epoch_size: int | None = None,
+        by: str = "sequences") -> Mixture: ...
 def batch_loader(source: Any, column: str | None = None, *, batch_size: int | None = None,
                  max_tokens: int | None = None, cost: str | None = None, shuffle: bool = True,
                  drop_last: bool = False, seed: int = 0, num_replicas: int = 1, rank: int = 0,

@@ -117,6 +117,8 @@ def _valid_calls(parquet_path, out_path):
                          "drop_last": False, "num_replicas": 1, "rank": 0,
                          "balance": "compute", "alpha": 0.5, "oversize": "alone",
                          "progress": False, "cache_dir": False, "cache_bytes": None},
+        "mix": {"sources": [pa.table({"x": pa.array([[1], [2, 3]])})], "weights": [1.0],
+                "counts": None, "epoch_size": 4, "by": "sequences"},
         "udf": {"op": "sequence_pool", "out": "s", "device": None, "input": la.col("x"),
                 "pool_type": "sum"},
     }

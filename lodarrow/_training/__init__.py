@@ -7,5 +7,7 @@ from lodarrow._training._batching import BatchPlan, batch_plan
 from lodarrow._training._collate import collate
 from lodarrow._training._lengths import sequence_lengths
 from lodarrow._training._loader import BatchLoader, batch_loader
+from lodarrow._training._mix import Mixture, mix
 
-__all__ = ["BatchLoader", "BatchPlan", "batch_loader", "batch_plan", "collate", "sequence_lengths"]
+__all__ = ["BatchLoader", "BatchPlan", "Mixture", "batch_loader", "batch_plan", "collate", "mix",
+           "sequence_lengths"]

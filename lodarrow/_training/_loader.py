@@ -21,6 +21,7 @@ from lodarrow._training._columns import (ExtraColumn, check_jax_x64, fill_value_
 from lodarrow._training._deliver import Delivery, prefetched
 from lodarrow._training._epoch import PLAN_VERSION, plan_epoch
 from lodarrow._training._lengths import parquet_part_lengths
+from lodarrow._training._mix import Mixture, epoch_mix
 from lodarrow._training._resume import FORMAT, check_state, fingerprint, segment_plan
 from lodarrow._training._select import Selection
 from lodarrow._training._shape import BatchShape
@@ -253,7 +254,11 @@ class BatchLoader:
         self._datasets = weakref.WeakSet()     # torch datasets to tell of a new position
         self._one_storage = None               # DataLoader workers: a batch for the wire
         self._sep = None                       # blocks: the separator's value row
-        if is_parquet_source(source):
+        self._mix = None                       # a Mixture: its counts, each source's members
+        self._mixes = {}                       # EpochMix of the epochs planned
+        if isinstance(source, Mixture):
+            self._init_mixture(source, column)
+        elif is_parquet_source(source):
             self._init_parquet(source, column)
         elif hasattr(source, "iter_batches") and not isinstance(source, (pa.Table,
                                                                           pa.RecordBatch)):
@@ -355,11 +360,138 @@ class BatchLoader:
         self._value_nulls = (value_rows, value_rows if self.select.level == 0 else
                              np.zeros(0, np.int64))
 
+    def _init_mixture(self, mixture, column):
+        """A mixture's sources side by side (Parquet files listed together, or tables
+        concatenated), each source's sequences among them, and its counts an epoch."""
+        names = mixture.names
+        parquet = [is_parquet_source(src) for src in mixture.sources]
+        if any(parquet) and not all(parquet):
+            k = parquet.index(not parquet[0])
+            kinds = ("in memory", "a Parquet source")
+            raise TypeError(f"{_FN}: a mixture's sources must all be Parquet sources or all "
+                            f"in-memory tables; source {names[0]!r} is {kinds[parquet[0]]}, "
+                            f"source {names[k]!r} {kinds[parquet[k]]}")
+        if all(parquet):
+            owner = self._init_mixed_parquet(mixture, column)
+            part_source = np.array([owner[path] for path, _, _ in self._parts.parts], np.int64)
+            starts = self._part_starts
+            members = []
+            for k in range(len(names)):
+                parts = np.flatnonzero(part_source == k)
+                members.append(np.concatenate(
+                    [np.arange(starts[p], starts[p + 1], dtype=np.int64) for p in parts])
+                    if len(parts) else np.zeros(0, np.int64))
+        else:
+            table, sizes = self._mixed_table(mixture, column)
+            self._init_memory(table, self.column)
+            if int(sum(sizes)) != len(self.lengths):  # the sequences of each table, counted
+                raise AssertionError(f"{_FN}: the sources' sequences ({sizes}) do not add up "
+                                     f"to the mixture's {len(self.lengths)}")
+            edges = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+            members = [np.arange(a, b, dtype=np.int64) for a, b in zip(edges[:-1], edges[1:])]
+        self._mix = mixture
+        self._members = members
+        self._mix_counts = mixture.plan_counts(self.lengths, members, _FN)
+        n = len(self.lengths)
+        self._src_of = np.zeros(n, np.int64)
+        self._pos_in_src = np.zeros(n, np.int64)
+        for k, m in enumerate(members):
+            self._src_of[m] = k
+            self._pos_in_src[m] = np.arange(len(m), dtype=np.int64)
+
+    def _init_mixed_parquet(self, mixture, column):
+        """Every source's files, listed together (a file belongs to one source): which source
+        each file is of."""
+        from lodarrow._tables._sources import resolve_source
+
+        files, owner, fs = [], {}, None
+        for k, (name, src) in enumerate(zip(mixture.names, mixture.sources)):
+            got = resolve_source(src, _FN, f"source {name!r}", self._filesystem)
+            if k and type(got.filesystem) is not type(fs):
+                raise ValueError(f"{_FN}: a mixture's sources must be on one filesystem; "
+                                 f"source {name!r} is on {type(got.filesystem).__name__}, "
+                                 f"source {mixture.names[0]!r} on {type(fs).__name__}")
+            fs = got.filesystem
+            for path, _ in got.files:
+                if path in owner:
+                    raise ValueError(f"{_FN}: {path!r} is in source "
+                                     f"{mixture.names[owner[path]]!r} and in source {name!r}; "
+                                     f"a file belongs to one source of a mixture")
+                owner[path] = k
+                files.append(path)
+        self._filesystem = fs
+        self._init_parquet(files, column)
+        return owner
+
+    def _mixed_table(self, mixture, column):
+        """The in-memory sources' columns read, concatenated (types widened to one), and each
+        source's sequences."""
+        import pyarrow.compute as pc
+
+        tables, sizes = [], []
+        for name, src in zip(mixture.names, mixture.sources):
+            table = hf_table(src)
+            if table is None and isinstance(src, pa.RecordBatch):
+                table = pa.Table.from_batches([src])
+            if table is None and isinstance(src, pa.Table):
+                table = src
+            if table is None:
+                raise TypeError(f"{_FN}: source {name!r} of the mixture must be a Parquet "
+                                f"source, a pyarrow Table or RecordBatch or a "
+                                f"datasets.Dataset, got {type(src).__name__}")
+            where = f"{_FN} (source {name!r})"
+            column = pick_column(table.schema, column, where)  # the first names it for all
+            for extra in self.select.extra_columns:
+                pick_column(table.schema, extra, where)
+            table = table.select([column] + self.select.extra_columns)
+            col = table.column(column)
+            _check_sequence_type(col.type, column)
+            check_level(self.select.level, list_depth(col.type), where)
+            for _ in range(self.select.level):
+                col = pc.list_flatten(col)
+            tables.append(table)
+            sizes.append(len(col))
+        try:
+            table = pa.concat_tables(tables, promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            types = ", ".join(f"{n!r}: {t.schema.field(column).type}"
+                              for n, t in zip(mixture.names, tables))
+            raise TypeError(f"{_FN}: the mixture's sources have column types that do not "
+                            f"widen to one ({types}): {exc}") from None
+        self.column = column
+        return table, sizes
+
+    def _epoch_mix(self):
+        """The mixture's current epoch as a virtual source (:class:`EpochMix`)."""
+        em = self._mixes.get(self.epoch)
+        if em is None:
+            if len(self._mixes) > 2:
+                self._mixes.clear()
+            em = epoch_mix(self._mix_counts, self._members, self.lengths, self._part_starts,
+                           self.select.seed, self.epoch)
+            self._mixes[self.epoch] = em
+        return em
+
+    def _source_rows(self, rows):
+        """The sources' positions of plan positions (a mixture's plan is of its epoch)."""
+        return rows if self._mix is None else self._epoch_mix().vmap[rows]
+
+    def _dropped(self):
+        """``(nulls, oversize)``: the sequences of the epoch left out before planning."""
+        if self._mix is None or self._keep is None:
+            return self._dropped_nulls, self._oversize_dropped
+        vmap = self._epoch_mix().vmap
+        out = vmap[~self._keep[vmap]]
+        nulls = int(np.count_nonzero(np.isin(out, self._null_seqs)))
+        return nulls, len(out) - nulls
+
     def _fingerprint(self, column):
         """The arguments that decide the plan and the batches (a saved state names them)."""
         out = {"column": column, **self.select.fingerprint(), "cost": self.shape.cost,
                "mode": self.shape.mode, "row_length": self.shape.row_length,
                "shape": self.shape.fingerprint()}
+        if self._mix is not None:
+            out["mix"] = self._mix.spec()
         return out
 
     def _separator_for(self, seqs):
@@ -415,9 +547,11 @@ class BatchLoader:
                              f"pyarrow.compute.fill_null on the list's values) {advice}")
         exclude = []
         self._dropped_nulls = 0
+        self._null_seqs = np.zeros(0, np.int64)
         if sel.nulls == "drop":
             seqs = np.union1d(self._sequences_of_rows(self._row_nulls), value_seqs)
             self._dropped_nulls = len(seqs)
+            self._null_seqs = seqs.astype(np.int64)
             exclude.append(seqs)
         unplaceable, over = sel.over(self.lengths)
         if exclude:  # what the nulls drop is not over-long as well
@@ -433,11 +567,12 @@ class BatchLoader:
             if sel.oversize == "drop":
                 exclude.append(bad)
                 self._oversize_dropped += len(bad)
-        self._base_rows = None
+        self._base_rows = self._keep = None
         if exclude:
             keep = np.ones(len(self.lengths), bool)
             for rows in exclude:
                 keep[rows] = False
+            self._keep = keep
             self._base_rows = np.flatnonzero(keep)
             self._oversize_dropped = len(self.lengths) - len(self._base_rows) - self._dropped_nulls
 
@@ -503,9 +638,15 @@ class BatchLoader:
 
     def _epoch_plan(self):
         """The plan of the current segment of the epoch, and the epoch step it starts at."""
-        return segment_plan(self.lengths, self.select.plan_args(self._cell_rows()), self._segments,
-                            self.select.seed, self.epoch, self._part_starts, self._plans,
-                            base_rows=self._base_rows)
+        args = self.select.plan_args(self._cell_rows())
+        if self._mix is None:
+            return segment_plan(self.lengths, args, self._segments, self.select.seed,
+                                self.epoch, self._part_starts, self._plans,
+                                base_rows=self._base_rows)
+        em = self._epoch_mix()  # the plan is of the epoch's virtual source
+        base = None if self._keep is None else np.flatnonzero(self._keep[em.vmap])
+        return segment_plan(em.lengths, args, self._segments, self.select.seed, self.epoch,
+                            em.part_starts, self._plans, base_rows=base)
 
     def plan(self):
         """This rank's :class:`BatchPlan` for the current epoch (sequence positions of the
@@ -515,7 +656,9 @@ class BatchLoader:
         if self._ray is not None:
             raise ValueError(f"{_FN}: a Ray source is planned block by block as it streams")
         plan, _ = self._epoch_plan()
-        return rank_plan(plan, self.select.rank, seed=self.select.seed, epoch=self.epoch)
+        out = rank_plan(plan, self.select.rank, seed=self.select.seed, epoch=self.epoch)
+        out.indices = self._source_rows(out.indices)
+        return out
 
     def __len__(self):
         if self._ray is not None:
@@ -642,6 +785,7 @@ class BatchLoader:
         state = dict(self.__dict__)
         state["_datasets"] = None
         state["_plans"] = {}
+        state["_mixes"] = {}
         return state
 
     def __setstate__(self, state):
@@ -734,8 +878,8 @@ class BatchLoader:
             while j < len(steps) and blocks[j] == blocks[k]:
                 j += 1
             group = steps[k:j]
-            seqs, local_of, extras = self._read(
-                np.concatenate([plan.batch(rank, s) for s in group]))
+            seqs, local_of, extras = self._read(self._source_rows(
+                np.concatenate([plan.batch(rank, s) for s in group])))
             for s in group:
                 yield s, self._batch(seqs, local_of, plan, s, extras), int(plan.tokens[rank, s])
             del seqs, extras
@@ -798,11 +942,15 @@ class BatchLoader:
             rows, placement = plan.placement(self.select.rank, step)
         else:
             rows = plan.batch(self.select.rank, step)
-        local = rows if local_of is None else local_of(rows)
+        src = self._source_rows(rows)
+        local = src if local_of is None else local_of(src)
         out = collate_rows(seqs, local, self.shape.mode, self._pad, self.shape.row_length,
                            placement=placement, shape=self.shape.collate, fn=_FN,
                            trusted=True)
-        out["rows"] = rows
+        if self._mix is None:
+            out["rows"] = rows
+        else:  # which sequence of which source
+            out["rows"], out["source"] = self._pos_in_src[src], self._src_of[src]
         arrow = {}
         for spec in self._extra_specs:
             spec.take(extras[spec.name], local, out if spec.numeric else arrow)

@@ -10,6 +10,7 @@ def plan_statistics(plan, base, loader):
     ``base`` of the epoch) for :meth:`BatchLoader.statistics`."""
     sizes, tokens = plan.sizes, plan.tokens
     padded = batch_slots(plan, loader.shape)
+    nulls, oversize = loader._dropped()
     total_padded = int(padded.sum())
     out = {
         "epoch": loader.epoch,
@@ -20,8 +21,8 @@ def plan_statistics(plan, base, loader):
         "tokens": tokens.sum(axis=1).tolist(),
         "padded_tokens": padded.sum(axis=1).tolist(),
         "padding": 0.0 if total_padded == 0 else 1.0 - int(tokens.sum()) / total_padded,
-        "dropped": {"nulls": int(loader._dropped_nulls),
-                    "oversize": int(loader._oversize_dropped + plan.dropped["oversize"]),
+        "dropped": {"nulls": nulls,
+                    "oversize": oversize + int(plan.dropped["oversize"]),
                     "drop_last": int(plan.dropped["drop_last"])},
         "step_balance": {"tokens": _ratios(tokens), "compute": _ratios(plan.compute)},
     }
@@ -33,7 +34,24 @@ def plan_statistics(plan, base, loader):
             out["packing"]["remainder_tokens"] = int(plan.dropped.get("remainder_tokens", 0))
     if loader._parts is not None:
         out["decodes"] = _decodes(plan, loader)
+    if loader._mix is not None:
+        out["sources"] = _sources(plan, loader)
     return out
+
+
+def _sources(plan, loader):
+    """A mixture's sources in the plan (all ranks): the sequences the epoch plans of each
+    (``planned``, before what is dropped), and those and their tokens in this segment's
+    batches."""
+    em = loader._epoch_mix()
+    rows = plan.rows_of_steps(0, plan.steps)
+    k = len(loader._mix.names)
+    seqs = np.bincount(em.source[rows], minlength=k)
+    tokens = np.bincount(em.source[rows], weights=em.lengths[rows], minlength=k)
+    total = max(int(seqs.sum()), 1)
+    return {name: {"planned": int(loader._mix_counts[s]), "sequences": int(seqs[s]),
+                   "tokens": int(tokens[s]), "share": float(seqs[s] / total)}
+            for s, name in enumerate(loader._mix.names)}
 
 
 def _sequences(plan):
@@ -101,7 +119,7 @@ def _decodes(plan, loader):
     for r in range(plan.num_replicas):
         for k in np.unique(plan.block[r]):
             steps = np.flatnonzero(plan.block[r] == k)
-            rows = np.concatenate([plan.batch(r, s) for s in steps])
+            rows = loader._source_rows(np.concatenate([plan.batch(r, s) for s in steps]))
             counts[np.unique(np.searchsorted(starts, rows, side="right") - 1)] += 1
     read = counts[counts > 0]
     return {"row_groups": int(n_parts), "max": int(counts.max()) if n_parts else 0,
