@@ -405,8 +405,10 @@ class Lodarrow(Peer):
         if workers:
             return f"{workers} DataLoader workers (torch 1 thread, LODARROW_NUM_THREADS=1 each)"
         pf = 2 if self.prefetch is None else self.prefetch
+        how = ("LODARROW_NUM_THREADS" if os.environ.get("LODARROW_NUM_THREADS")
+               else "load-aware")
         return (f"main + {'a prefetch thread' if pf else 'no prefetch thread'}; "
-                f"kernels up to {num_threads()} thread(s) (load-aware)")
+                f"kernels up to {num_threads()} thread(s) ({how})")
 
     def describe_shuffle(self, ctx):
         if self.mode == "blocks":

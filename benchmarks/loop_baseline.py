@@ -25,12 +25,6 @@ def list_parts(col):
     return off - off[0], col.flatten().to_numpy()
 
 
-def spread(starts, lengths):
-    """Each token's position: ``starts[i] + 0 .. lengths[i] - 1``, sequence after sequence."""
-    ends = np.cumsum(lengths)
-    return np.repeat(starts - ends + lengths, lengths) + np.arange(ends[-1] if len(ends) else 0)
-
-
 def pack_rows(lengths, row_length):
     """Best-fit decreasing: each sequence, longest first, into the open row it fills best.
     Returns each sequence's (row, offset)."""
@@ -162,8 +156,9 @@ def collate(mode, starts, lengths, values, place=None, *, size=None, row_length=
 class LoopDataset(torch.utils.data.IterableDataset):
     """The loop in ``DataLoader`` workers: worker ``i`` of ``k`` makes batches ``i, i + k,
     ...`` of the epoch set last (shared with persistent workers), so the ``DataLoader`` hands
-    them out in the loop's order; each tensor crosses as torch shares it (its own
-    shared-memory segment)."""
+    them out in the loop's order; every worker plans the whole epoch and reads every block.  A
+    batch crosses as NumPy arrays pickled by value (``collate_fn`` returns them as made),
+    turned into torch tensors by ``torch.from_numpy`` in the main process."""
 
     def __init__(self, loop):
         import multiprocessing

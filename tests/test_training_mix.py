@@ -220,19 +220,72 @@ def test_a_down_sampled_source_is_covered_across_epochs_never_twice_in_one():
     assert np.array_equal(_choice(100, 10, 3, 5, 1), _choice(100, 10, 3, 5, 1))
 
 
-def test_the_mixture_holds_at_every_scale():
+def _write_layout(table, folder, sizes):
+    """``table`` in files of ``sizes[k]``-row row groups, one file per size, row groups of
+    different sizes across files (as writers leave them)."""
+    folder.mkdir()
+    cuts = np.linspace(0, len(table), len(sizes) + 1).astype(int)
+    for k, size in enumerate(sizes):
+        pq.write_table(table.slice(cuts[k], cuts[k + 1] - cuts[k]), folder / f"p{k}.parquet",
+                       row_group_size=size)
+    return str(folder)
+
+
+@pytest.mark.parametrize("source", ["memory", "parquet"])
+def test_the_mixture_holds_at_every_scale(source, tmp_path):
     tables = [_corpus(s, n, 2)[0] for s, n in enumerate([3000, 600, 100])]
+    if source == "parquet":  # row groups of 120-200, 50 and 20 rows
+        tables = [_write_layout(t, tmp_path / f"s{k}", sizes) for k, (t, sizes) in
+                  enumerate(zip(tables, [[200, 120], [50], [20]]))]
     weights = np.array([0.6, 0.3, 0.1])
     m = la.mix(tables, weights=weights.tolist(), epoch_size=6000)
     for shuffle in (True, False):
         loader = la.batch_loader(m, "tokens", batch_size=60, shuffle=shuffle, window=1000,
-                                 progress=False)
+                                 progress=False, cache_dir=False)
         per_step = np.array([np.bincount(b["source"], minlength=3) for b in loader])
         assert per_step.sum(axis=0).tolist() == [3600, 1800, 600]  # the epoch: exact
         # every 10 steps (600 sequences) within a few points of the weights
         windows = per_step[:len(per_step) // 10 * 10].reshape(-1, 10, 3).sum(axis=1)
         share = windows / windows.sum(axis=1, keepdims=True)
-        assert np.abs(share - weights).max() < 0.06, (shuffle, share)
+        # (from Parquet a row group at a time: a little coarser; without shuffling a block's
+        # batches follow in length order)
+        limit = 0.06 if source == "memory" else 0.08 if shuffle else 0.12
+        assert np.abs(share - weights).max() < limit, (shuffle, share)
+
+
+def test_a_weight_of_0_leaves_a_source_out_of_the_epoch_size():
+    a, _ = _corpus(0, 300, 10)
+    b, _ = _corpus(1, 40, 10)
+    stats = la.batch_loader(la.mix({"a": a, "b": b}, weights=[1, 0]), "tokens",
+                            max_tokens=256, progress=False).statistics()["sources"]
+    assert stats["a"]["planned"] == 300 and stats["b"]["planned"] == 0
+
+
+def test_errors_name_the_source_and_its_row():
+    a, _ = _corpus(0, 30, 11)
+    b, _ = _corpus(1, 20, 11)
+    col = b.column("tokens").to_pylist()
+    col[3] = None
+    nulls = b.set_column(0, "tokens", pa.array(col, pa.list_(pa.int32())))
+    with pytest.raises(ValueError, match="row 3 of source 'code' of column 'tokens' is null"):
+        la.batch_loader(la.mix({"web": a, "code": nulls}), "tokens", batch_size=4)
+    col = b.column("tokens").to_pylist()
+    col[5] = list(range(500))
+    long = b.set_column(0, "tokens", pa.array(col, pa.list_(pa.int32())))
+    with pytest.raises(ValueError, match="row 5 of source 'code' has 500 tokens"):
+        la.batch_loader(la.mix({"web": a, "code": long}), "tokens", max_tokens=200,
+                        oversize="error")
+
+
+def test_in_memory_sources_widen_without_loss_or_are_refused():
+    ints = pa.table({"ids": pa.array([[1, 2, 3]], pa.list_(pa.int32()))})
+    longs = pa.table({"ids": pa.array([[4, 5]], pa.list_(pa.int64()))})
+    floats = pa.table({"ids": pa.array([[1.5, 2.5]], pa.list_(pa.float32()))})
+    batch = next(iter(la.batch_loader(la.mix([ints, longs]), "ids", batch_size=2,
+                                      progress=False)))
+    assert batch["values"].dtype == np.int64
+    with pytest.raises(TypeError, match="source '0' but list<item: float> in source '1'"):
+        la.batch_loader(la.mix([longs, floats]), "ids", batch_size=2)
 
 
 def test_a_parquet_mixture_interleaves_row_groups_and_reads_each_copy(tmp_path):
@@ -363,5 +416,5 @@ def test_the_loader_refuses_what_a_mixture_cannot_be(tmp_path):
     with pytest.raises(ValueError, match="holds no tokens"):
         la.batch_loader(la.mix([t, zero], by="tokens"), "tokens", batch_size=4)
     wide = pa.table({"tokens": pa.array([["a"]]), "row": [0]})
-    with pytest.raises(TypeError, match="do not widen"):
+    with pytest.raises(TypeError, match="without loss"):
         la.batch_loader(la.mix([t, wide]), "tokens", batch_size=4)

@@ -194,7 +194,8 @@ class EpochPlan:
         return self.hi - self.lo
 
 
-def plan_epoch(lengths, args, num_replicas, rng, *, rows=None, part_starts=None):
+def plan_epoch(lengths, args, num_replicas, rng, *, rows=None, part_starts=None,
+               part_groups=None):
     """The plan of one epoch (see the module's docstring).
 
     Parameters
@@ -211,9 +212,13 @@ def plan_epoch(lengths, args, num_replicas, rng, *, rows=None, part_starts=None)
         Plan only these sequences (an elastic resume: those not yet received); default all.
     part_starts : numpy.ndarray of int64, optional
         The first sequence of each row group, and the total (a Parquet source).
+    part_groups : numpy.ndarray of int, optional
+        Each row group's group (a mixture's source): the shuffled row groups are interleaved
+        group by group in proportion (:func:`_stratified`), so that every stretch of the
+        stream holds the groups in their shares.
     """
     fn = args.fn
-    stream, edges = _stream(len(lengths), rows, part_starts, args.shuffle, rng)
+    stream, edges = _stream(len(lengths), rows, part_starts, args.shuffle, rng, part_groups)
     dropped = {"oversize": 0, "drop_last": 0}
     if args.oversize == "drop":
         keep = ~args.over(lengths[stream])
@@ -266,7 +271,7 @@ def shuffled(n, rng):
 
 # --- 1. the stream --------------------------------------------------------------------------
 
-def _stream(n, rows, part_starts, shuffle, rng):
+def _stream(n, rows, part_starts, shuffle, rng, part_groups=None):
     """The sequences in stream order, and the positions in it where a row group starts (None
     for an in-memory source)."""
     if part_starts is None:
@@ -274,7 +279,12 @@ def _stream(n, rows, part_starts, shuffle, rng):
             return (shuffled(n, rng) if shuffle else np.arange(n, dtype=np.int64)), None
         return (rows[shuffled(len(rows), rng)] if shuffle else rows), None
     counts = np.diff(part_starts)
-    parts = rng.permutation(len(counts)) if shuffle else np.arange(len(counts))
+    if not shuffle:
+        parts = np.arange(len(counts))
+    elif part_groups is None:
+        parts = rng.permutation(len(counts))
+    else:
+        parts = _stratified(counts, part_groups, rng)
     counts = counts[parts]
     firsts = np.zeros(len(counts), np.int64)
     np.cumsum(counts[:-1], out=firsts[1:])
@@ -288,6 +298,21 @@ def _stream(n, rows, part_starts, shuffle, rng):
         edges = _edges_after(edges, keep)
         stream = stream[keep]
     return stream, edges
+
+
+def _stratified(counts, groups, rng):
+    """The row groups shuffled within each group, then merged so that each group's row groups
+    sit at the middle of their share of the group's rows: every stretch of the stream holds
+    the groups in proportion (a mixture's sources, at the row-group scale)."""
+    order, keys = [], []
+    for g in np.unique(groups):
+        mine = rng.permutation(np.flatnonzero(groups == g))
+        rows = counts[mine].astype(np.float64)
+        total = max(rows.sum(), 1.0)
+        order.append(mine)
+        keys.append((np.cumsum(rows) - rows / 2) / total)
+    order, keys = np.concatenate(order), np.concatenate(keys)
+    return order[np.argsort(keys, kind="stable")]
 
 
 def _edges_after(edges, keep):

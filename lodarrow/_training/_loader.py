@@ -26,7 +26,7 @@ from lodarrow._training._resume import FORMAT, check_state, fingerprint, segment
 from lodarrow._training._select import Selection
 from lodarrow._training._shape import BatchShape
 from lodarrow._training._source import (ParquetParts, check_level, column_of, hf_table,
-                                        is_parquet_source, list_depth, pick_column)
+                                        is_parquet_source, list_depth, pick_column, widen)
 from lodarrow._validation import (as_flag, as_int, as_nonnegative_int, as_positive_int,
                                   coerce_pad_value)
 
@@ -451,14 +451,25 @@ class BatchLoader:
                 col = pc.list_flatten(col)
             tables.append(table)
             sizes.append(len(col))
-        try:
-            table = pa.concat_tables(tables, promote_options="permissive")
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-            types = ", ".join(f"{n!r}: {t.schema.field(column).type}"
-                              for n, t in zip(mixture.names, tables))
-            raise TypeError(f"{_FN}: the mixture's sources have column types that do not "
-                            f"widen to one ({types}): {exc}") from None
+        # each column's type: one all the sources' convert to without loss (as across the
+        # files of a Parquet source), never a lossy promotion (int ids to float)
+        fields = []
+        for name in tables[0].schema.names:
+            target = tables[0].schema.field(name).type
+            for k, t in enumerate(tables[1:], 1):
+                other = t.schema.field(name).type
+                wider = widen(target, other)
+                if wider is None:
+                    raise TypeError(f"{_FN}: column {name!r} is {target} in source "
+                                    f"{mixture.names[0]!r} but {other} in source "
+                                    f"{mixture.names[k]!r}, and neither converts to the other "
+                                    f"without loss")
+                target = wider
+            fields.append(pa.field(name, target))
+        schema = pa.schema(fields)
+        table = pa.concat_tables([t.cast(schema) for t in tables])
         self.column = column
+        self._mix_row_starts = np.concatenate([[0], np.cumsum([len(t) for t in tables])])
         return table, sizes
 
     def _epoch_mix(self):
@@ -580,7 +591,9 @@ class BatchLoader:
         """Why sequence ``k`` cannot be delivered within the limits (``count`` such)."""
         shape, sel = self.shape, self.select
         length = int(self.lengths[k])
-        head = f"{_FN}: sequence {k} ({self._where_seq(k)}) has {length} tokens"
+        where = (self._where_seq(k) if self._mix is not None  # a mixture's own positions
+                 else f"sequence {k} ({self._where_seq(k)})")
+        head = f"{_FN}: {where} has {length} tokens"
         if unplaceable and shape.mode == "packed_rows":
             return (f"{head}, more than row_length={shape.row_length} ({count} such "
                     f"sequence(s)); oversize='drop' leaves them out, 'split' cuts them into rows")
@@ -601,6 +614,9 @@ class BatchLoader:
         return np.zeros(0, np.int64)  # a null row holds no deeper sequence
 
     def _where(self, row):
+        if self._parts is None and self._mix is not None:  # tables side by side
+            s = int(np.searchsorted(self._mix_row_starts, row, side="right")) - 1
+            return f"row {row - int(self._mix_row_starts[s])} of source {self._mix.names[s]!r}"
         if self._parts is None:
             return f"row {row}"
         k = int(np.searchsorted(np.cumsum(self._parts.rows), row, side="right"))
@@ -609,6 +625,11 @@ class BatchLoader:
         return f"row {row - first} of row group {g} of {path!r}"
 
     def _where_seq(self, k):
+        if self._parts is None and self._mix is not None:
+            name = self._mix.names[int(self._src_of[k])]
+            if self.select.level == 0:
+                return f"row {int(self._pos_in_src[k])} of source {name!r}"
+            return f"sequence {int(self._pos_in_src[k])} of source {name!r}"
         if self._parts is None:
             return f"row {k}" if self.select.level == 0 else f"level {self.select.level}"
         p = int(np.searchsorted(self._part_starts, k, side="right")) - 1
@@ -646,7 +667,8 @@ class BatchLoader:
         em = self._epoch_mix()  # the plan is of the epoch's virtual source
         base = None if self._keep is None else np.flatnonzero(self._keep[em.vmap])
         return segment_plan(em.lengths, args, self._segments, self.select.seed, self.epoch,
-                            em.part_starts, self._plans, base_rows=base)
+                            em.part_starts, self._plans, base_rows=base,
+                            part_groups=em.part_source)
 
     def plan(self):
         """This rank's :class:`BatchPlan` for the current epoch (sequence positions of the

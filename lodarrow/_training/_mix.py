@@ -59,7 +59,7 @@ def mix(sources, weights=None, *, counts=None, epoch_size=None, by="sequences"):
         for two copies.
     epoch_size : int, optional
         With ``weights``: the epoch's sequences (``by="sequences"``) or tokens
-        (``by="tokens"``); default: all the sources hold.
+        (``by="tokens"``); default: all the sources of a weight above 0 hold.
     by : {"sequences", "tokens"}, default "sequences"
         What ``weights`` share out.  With ``"tokens"`` a source's count is its share of the
         tokens over its mean length (rounded): the planned counts are exact, the tokens hold
@@ -179,11 +179,14 @@ class Mixture:
         else:
             w = np.array(self.weights) / sum(self.weights)
             if self.by == "sequences":
-                total = int(sizes.sum()) if self.epoch_size is None else self.epoch_size
+                # by default an epoch is as long as the sources it takes from, together
+                total = (int(sizes[w > 0].sum()) if self.epoch_size is None
+                         else self.epoch_size)
                 counts = _largest_remainder(w * total, total)
             else:
                 tokens = np.array([int(lengths[m].sum()) for m in members], np.float64)
-                total = float(tokens.sum()) if self.epoch_size is None else self.epoch_size
+                total = (float(tokens[w > 0].sum()) if self.epoch_size is None
+                         else self.epoch_size)
                 means = np.divide(tokens, sizes, out=np.zeros(len(sizes)), where=sizes > 0)
                 for k in np.flatnonzero((w > 0) & (means == 0)):
                     raise ValueError(f"{fn}: source {names[k]!r} holds no tokens, so no "
@@ -205,11 +208,11 @@ class EpochMix:
     the sources side by side, of source ``source[v]``; ``part_starts`` (Parquet) cut the
     positions into row groups (a row group's copy, or the rows chosen from it)."""
 
-    __slots__ = ("vmap", "source", "lengths", "part_starts")
+    __slots__ = ("vmap", "source", "lengths", "part_starts", "part_source")
 
-    def __init__(self, vmap, source, lengths, part_starts):
+    def __init__(self, vmap, source, lengths, part_starts, part_source=None):
         self.vmap, self.source, self.lengths = vmap, source, lengths
-        self.part_starts = part_starts
+        self.part_starts, self.part_source = part_starts, part_source
 
 
 def epoch_mix(counts, members, lengths, part_starts, seed, epoch):
@@ -244,7 +247,7 @@ def epoch_mix(counts, members, lengths, part_starts, seed, epoch):
         fraction = np.concatenate([(np.arange(len(p)) + 0.5) / len(p) for _, p in streams])
         order = np.argsort(fraction, kind="stable")
         vmap, source_of = vmap[order], source_of[order]
-        vstarts = None
+        vstarts = part_source = None
     else:  # row group by row group
         sizes = np.array([len(p) for p in pieces], np.int64)
         order = np.argsort(np.array(keys), kind="stable")
@@ -252,7 +255,9 @@ def epoch_mix(counts, members, lengths, part_starts, seed, epoch):
         source_of = np.repeat(np.array(owners, np.int32)[order], sizes[order])
         vstarts = np.zeros(len(order) + 1, np.int64)
         np.cumsum(sizes[order], out=vstarts[1:])
-    return EpochMix(vmap.astype(np.int64, copy=False), source_of, lengths[vmap], vstarts)
+        part_source = np.array(owners, np.int64)[order]
+    return EpochMix(vmap.astype(np.int64, copy=False), source_of, lengths[vmap], vstarts,
+                    part_source)
 
 
 def _choice(n, r, epoch, seed, source):

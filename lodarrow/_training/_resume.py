@@ -48,14 +48,15 @@ def rng_of(seed, epoch, segment):
 
 
 def segment_plan(lengths, args, segments, seed, epoch, part_starts=None, cache=None,
-                 base_rows=None):
+                 base_rows=None, part_groups=None):
     """The plan of the last segment of ``segments`` and the step it starts at.
 
     ``segments`` lists ``(num_replicas, first_step)`` in the order the epoch ran them:
     segment ``i`` delivered steps ``[first_step_i, first_step_{i+1})`` of the epoch.
     ``cache`` (a dict) keeps the plans already made, keyed by their segment prefix;
     ``base_rows`` are the sequences the epoch plans (default all: nulls and over-long
-    sequences a loader drops are not among them).
+    sequences a loader drops are not among them); ``part_groups``: each row group's source
+    (a mixture).
     """
     plan, rows, base, key = None, base_rows, 0, (epoch,)
     for i, (replicas, first) in enumerate(segments):
@@ -69,7 +70,7 @@ def segment_plan(lengths, args, segments, seed, epoch, part_starts=None, cache=N
         hit = None if cache is None else cache.get(key)
         if hit is None:
             hit = plan_epoch(lengths, args, replicas, rng_of(seed, epoch, i), rows=rows,
-                             part_starts=part_starts)
+                             part_starts=part_starts, part_groups=part_groups)
             if cache is not None:
                 if len(cache) > 4:
                     cache.clear()

@@ -1,0 +1,336 @@
+"""Mixing corpora by weight: lodarrow's ``la.mix`` against the peers that mix, in one
+invocation (issue 45 item 4; docs/training.md#mixing-corpora).
+
+Three corpora of lognormal lengths (``web``, ``code``, ``books``: 80,000, 20,000 and 4,000
+sequences by default) mixed 50 / 30 / 20 by sequences into epochs of 60,000: ``web`` and
+``code`` down-sampled, ``books`` upsampled three times.  Each loader makes packed batches of 32
+sequences (torch tensors: the tokens flattened, ``cu_seqlens``) for ``--epochs`` epochs in one
+process; every sequence carries its source and row, so the batches delivered say:
+
+- **tokens/s** over the epochs after the first (the first is the warm-up);
+- **exact**: the largest gap between a source's sequences in an epoch and its weight's share of
+  the epoch (0: the mixture is exact every epoch);
+- **repeats**: sequences of a down-sampled source delivered twice in one epoch (without
+  replacement: 0), and the upsampled source's sequences beyond its copies;
+- **coverage**: the share of ``web``'s sequences delivered in the epochs together;
+- **per step**: the largest gap between a source's share of 10 consecutive batches and its
+  weight (how well the mixture holds at the step scale).
+
+The peers, each on its documented way to mix: Hugging Face ``interleave_datasets`` (the
+sources shuffled with the epoch's seed, ``probabilities``, ``stopping_strategy=
+"all_exhausted"``, the first ``epoch_size`` samples an epoch, Arrow format, one ``ds[indices]``
+a batch) and MosaicML ``StreamingDataset(streams=[Stream(local, proportion=w)],
+epoch_size=...)``.  Each runs in its own interpreter (``--peer-python hf=... streaming=...``).
+
+Usage::
+
+    python benchmarks/mixing.py --workdir /tmp/bench-mix --markdown mixing.md \\
+        --peer-python hf=/path/venv/bin/python --peer-python streaming=/path/venv2/bin/python
+"""
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+NAMES = ("web", "code", "books")
+PEERS = ("lodarrow", "hf", "streaming")
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workdir", default="/tmp/bench-mix")
+    p.add_argument("--sizes", default="80000,20000,4000", help="sequences of each corpus")
+    p.add_argument("--weights", default="0.5,0.3,0.2")
+    p.add_argument("--epoch-size", type=int, default=60000)
+    p.add_argument("--epochs", type=int, default=4, help="the first is the warm-up")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--peers", default=",".join(PEERS))
+    p.add_argument("--peer-python", action="append", default=[], metavar="NAME=PYTHON")
+    p.add_argument("--markdown")
+    p.add_argument("--json")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+# --- the corpora --------------------------------------------------------------------------
+
+def corpora(args):
+    """One Parquet file a corpus (columns input_ids, src, row), written once."""
+    work = Path(args.workdir)
+    sizes = [int(x) for x in args.sizes.split(",")]
+    paths = []
+    for s, (name, n) in enumerate(zip(NAMES, sizes)):
+        folder = work / f"{name}-{n}"
+        path = folder / "part-0.parquet"
+        paths.append(str(folder))
+        if path.exists():
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng([args.seed, s])
+        lengths = np.clip(rng.lognormal(np.log(300), 1.0, n), 1, 4096).astype(np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        values = rng.integers(0, 50257, int(offsets[-1]), dtype=np.int32)
+        table = pa.table({"input_ids": pa.LargeListArray.from_arrays(offsets, values),
+                          "src": np.full(n, s, np.int8), "row": np.arange(n, dtype=np.int64)})
+        pq.write_table(table, path, row_group_size=10_000)
+    return paths
+
+
+def packed(seqs):
+    """The batch flattened: values and cu_seqlens (what every row returns)."""
+    import torch
+
+    lengths = np.array([len(x) for x in seqs], np.int64)
+    cu = np.zeros(len(seqs) + 1, np.int32)
+    np.cumsum(lengths, out=cu[1:])
+    values = np.concatenate(seqs) if seqs else np.zeros(0, np.int32)
+    return {"values": torch.from_numpy(values), "cu_seqlens": torch.from_numpy(cu)}
+
+
+# --- the loaders (each in a child process) ---------------------------------------------------
+
+def run_lodarrow(args, paths, weights):
+    import lodarrow as la
+
+    mixture = la.mix(dict(zip(NAMES, paths)), weights=weights, epoch_size=args.epoch_size)
+    loader = la.batch_loader(mixture, "input_ids", batch_size=args.batch_size, mode="packed",
+                             to="torch", extra_columns=["src", "row"], seed=args.seed,
+                             progress=False)
+
+    def epoch(e):
+        loader.set_epoch(e)
+        for b in loader:
+            yield b, b["src"].numpy(), b["row"].numpy(), int(b["cu_seqlens"][-1])
+    return epoch, ("la.batch_loader(la.mix({web, code, books}, weights, epoch_size), "
+                   "batch_size=32, mode='packed', to='torch', extra_columns=['src', 'row'])")
+
+
+def run_hf(args, paths, weights):
+    import datasets
+    import pyarrow.compute as pc
+
+    cache = Path(args.workdir) / "hf"
+    sources = []
+    for name, path in zip(NAMES, paths):
+        out = cache / Path(path).name
+        if not out.exists():
+            datasets.Dataset.from_parquet(str(Path(path) / "part-0.parquet")).save_to_disk(
+                str(out))
+        sources.append(datasets.load_from_disk(str(out)))
+    bs = args.batch_size
+
+    def epoch(e):
+        mixed = datasets.interleave_datasets(
+            [d.shuffle(seed=args.seed + e) for d in sources], probabilities=weights,
+            seed=args.seed + e, stopping_strategy="all_exhausted").with_format("arrow")
+        n = min(args.epoch_size, len(mixed))
+        for k in range(0, n, bs):
+            t = mixed[k:min(k + bs, n)]
+            col = t.column("input_ids").combine_chunks()
+            off = pc.list_value_length(col).to_numpy(zero_copy_only=False)
+            flat = col.flatten().to_numpy()
+            ends = np.cumsum(off)
+            seqs = np.split(flat, ends[:-1])
+            b = packed(seqs)
+            yield (b, t.column("src").to_numpy(), t.column("row").to_numpy(),
+                   int(b["cu_seqlens"][-1]))
+    return epoch, ("interleave_datasets([d.shuffle(seed) ...], probabilities, seed, "
+                   "stopping_strategy='all_exhausted').with_format('arrow'); the first "
+                   "epoch_size samples, ds[k:k+32] a batch, flattened with NumPy")
+
+
+def run_streaming(args, paths, weights):
+    import types
+
+    sys.modules.setdefault("streaming.vision", types.ModuleType("streaming.vision"))
+    import streaming
+    from streaming.base.util import clean_stale_shared_memory
+
+    clean_stale_shared_memory()
+    locals_ = []
+    for name, path in zip(NAMES, paths):
+        out = Path(args.workdir) / "mds" / Path(path).name
+        locals_.append(str(out))
+        if (out / "index.json").exists():
+            continue
+        table = pq.read_table(Path(path) / "part-0.parquet")
+        col = table.column("input_ids").combine_chunks()
+        off = col.offsets.to_numpy()
+        flat = col.flatten().to_numpy()
+        src, row = table.column("src").to_numpy(), table.column("row").to_numpy()
+        with streaming.MDSWriter(out=str(out), columns={"tokens": "ndarray:int32",
+                                                        "src": "int8", "row": "int64"},
+                                 size_limit="64mb") as w:
+            for j in range(len(row)):
+                w.write({"tokens": flat[off[j]:off[j + 1]], "src": int(src[j]),
+                         "row": int(row[j])})
+    streams = [streaming.Stream(local=p, proportion=w) for p, w in zip(locals_, weights)]
+    ds = streaming.StreamingDataset(streams=streams, epoch_size=args.epoch_size, shuffle=True,
+                                    shuffle_seed=args.seed, batch_size=args.batch_size)
+
+    def collate(samples):
+        b = packed([s["tokens"] for s in samples])
+        return (b, np.array([s["src"] for s in samples]), np.array([s["row"] for s in samples]),
+                int(b["cu_seqlens"][-1]))
+    data = streaming.StreamingDataLoader(ds, batch_size=args.batch_size, num_workers=0,
+                                         collate_fn=collate)
+
+    def epoch(e):  # each pass of the loader is the dataset's next epoch
+        yield from data
+    return epoch, ("StreamingDataset(streams=[Stream(local, proportion=w)], epoch_size, "
+                   "shuffle=True, batch_size=32) + StreamingDataLoader; flattened with NumPy")
+
+
+def child(args):
+    import torch
+
+    torch.set_num_threads(1)
+    paths = corpora(args)
+    weights = [float(x) for x in args.weights.split(",")]
+    t0 = time.perf_counter()
+    epoch, how = {"lodarrow": run_lodarrow, "hf": run_hf,
+                  "streaming": run_streaming}[args.child](args, paths, weights)
+    made = time.perf_counter() - t0
+    per_epoch, timed_tokens, timed_s = [], 0, 0.0
+    for e in range(args.epochs):
+        t = time.perf_counter()
+        counts = np.zeros(len(NAMES), np.int64)
+        seen = [[] for _ in NAMES]
+        steps = []
+        tokens = 0
+        for _, src, row, n_tokens in epoch(e):
+            src = np.asarray(src, np.int64)
+            counts += np.bincount(src, minlength=len(NAMES))
+            steps.append(np.bincount(src, minlength=len(NAMES)))
+            for s in range(len(NAMES)):
+                seen[s].append(np.asarray(row)[src == s])
+            tokens += n_tokens
+        dt = time.perf_counter() - t
+        if e:
+            timed_tokens += tokens
+            timed_s += dt
+        rows = [np.concatenate(x) if x else np.zeros(0, np.int64) for x in seen]
+        per_epoch.append({"counts": counts.tolist(), "seconds": dt, "tokens": tokens,
+                          "steps": np.array(steps).tolist(),
+                          "rows": [r.tolist() for r in rows]})
+    print(json.dumps({"peer": args.child, "how": how, "start_s": made,
+                      "tokens_per_s": timed_tokens / timed_s if timed_s else None,
+                      "epochs": per_epoch}))
+
+
+# --- the driver ---------------------------------------------------------------------------
+
+def measures(result, args):
+    """What the batches say: exactness, repeats, coverage, the mixture per 10 steps."""
+    sizes = [int(x) for x in args.sizes.split(",")]
+    w = np.array([float(x) for x in args.weights.split(",")])
+    w = w / w.sum()
+    gaps, repeats, beyond, window_gap = [], 0, 0, 0.0
+    covered = set()
+    for ep in result["epochs"]:
+        total = sum(ep["counts"])
+        gaps.append(max(abs(c - wi * total) for c, wi in zip(ep["counts"], w)))
+        for s, rows in enumerate(ep["rows"]):
+            rows = np.asarray(rows, np.int64)
+            times = np.bincount(rows, minlength=sizes[s]) if len(rows) else np.zeros(1)
+            expected = -(-ep["counts"][s] // sizes[s])  # whole copies, and one part copy
+            over = np.maximum(times - max(expected, 1), 0)
+            if ep["counts"][s] < sizes[s]:
+                repeats += int(over.sum())
+            else:
+                beyond += int(over.sum())
+        covered.update(np.asarray(ep["rows"][0]).tolist())
+        steps = np.array(ep["steps"])
+        if len(steps) >= 10:
+            win = steps[:len(steps) // 10 * 10].reshape(-1, 10, len(w)).sum(axis=1)
+            share = win / np.maximum(win.sum(axis=1, keepdims=True), 1)
+            window_gap = max(window_gap, float(np.abs(share - w).max()))
+    return {"max_gap": max(gaps), "epoch_sequences": [sum(e["counts"]) for e in
+                                                     result["epochs"]],
+            "repeats": repeats, "beyond_copies": beyond,
+            "coverage": len(covered) / sizes[0], "window_gap": window_gap}
+
+
+def main(argv=None):
+    args = parse(sys.argv[1:] if argv is None else argv)
+    if args.child:
+        return child(args)
+    corpora(args)
+    pythons = dict(x.split("=", 1) for x in args.peer_python)
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load0 = os.getloadavg()[0]
+    results = []
+    for peer in args.peers.split(","):
+        python = pythons.get(peer, sys.executable)
+        cmd = [python, os.path.abspath(__file__), "--child", peer] + [
+            x for x in (sys.argv[1:] if argv is None else argv)]
+        before = os.getloadavg()[0]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode:
+            print(f"{peer}: failed\n{proc.stderr[-3000:]}", file=sys.stderr)
+            results.append({"peer": peer, "error": proc.stderr[-1000:]})
+            continue
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        r["load"] = [before, os.getloadavg()[0]]
+        r.update(measures(r, args))
+        for ep in r["epochs"]:  # keep the JSON small
+            del ep["rows"], ep["steps"]
+        results.append(r)
+        print(f"{peer}: {r['tokens_per_s'] / 1e6:.1f} M tokens/s, max gap {r['max_gap']:.0f}, "
+              f"repeats {r['repeats']}, coverage {r['coverage']:.2f}", file=sys.stderr)
+    env = "".join(f"{n}={shlex.quote(os.environ[n])} " for n in ("LODARROW_NUM_THREADS",)
+                  if n in os.environ)
+    report = {"command": env + "python benchmarks/mixing.py " + shlex.join(
+        sys.argv[1:] if argv is None else argv), "started": started,
+        "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load": [load0, os.getloadavg()[0]], "machine": platform.platform(),
+        "cpus": os.cpu_count(), "args": vars(args), "results": results}
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    text = markdown(report, args)
+    if args.markdown:
+        Path(args.markdown).write_text(text)
+    print(text)
+
+
+def markdown(report, args):
+    sizes = args.sizes.split(",")
+    lines = [f"Command: `{report['command']}`", "",
+             f"Machine: {report['machine']}, {report['cpus']} CPUs; {report['started']} to "
+             f"{report['finished']}, 1-minute load average {report['load'][0]:.2f} at the "
+             f"start, {report['load'][1]:.2f} at the end.", "",
+             f"Corpora: web, code, books of {', '.join(f'{int(s):,}' for s in sizes)} "
+             f"sequences (lognormal lengths, mean ~490 tokens); weights {args.weights} by "
+             f"sequences, epochs of {args.epoch_size:,}; packed batches of {args.batch_size} "
+             f"(torch); {args.epochs} epochs, the first untimed; torch 1 thread.", "",
+             "| loader | how it mixes | tokens/s | sequences an epoch | largest gap to the "
+             "weights in an epoch (sequences) | down-sampled sequences twice in an epoch | "
+             "upsampled beyond their copies | web covered | largest gap per 10 steps | "
+             "load |",
+             "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in report["results"]:
+        if "error" in r:
+            lines.append(f"| {r['peer']} | failed: {r['error'].splitlines()[-1][:120]} "
+                         f"| | | | | | | | |")
+            continue
+        lines.append(
+            f"| {r['peer']} | {r['how']} | {r['tokens_per_s']:,.0f} | "
+            f"{', '.join(f'{x:,}' for x in r['epoch_sequences'])} | {r['max_gap']:.0f} | "
+            f"{r['repeats']} | {r['beyond_copies']} | {r['coverage']:.1%} | "
+            f"{r['window_gap']:.3f} | {r['load'][0]:.1f}-{r['load'][1]:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

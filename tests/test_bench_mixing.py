@@ -1,0 +1,48 @@
+"""Smoke test of benchmarks/mixing.py (la.mix against the loaders that mix): tiny corpora,
+lodarrow's row and each peer whose libraries import here, each in its own process.
+
+The speed is not checked (it is compared in the benchmark's runs); what is checked is the
+benchmark's accounting of the batches delivered: lodarrow's mixture exact every epoch (its
+gap to the weights under one sequence, no down-sampled sequence twice in an epoch, the
+upsampled source's sequences delivered their copies' times) and covering the down-sampled
+source across the epochs.
+"""
+
+import importlib.util
+import json
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "mixing.py"
+pytest.importorskip("torch")
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("bench_mixing", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="needs the checkout's benchmarks/")
+def test_the_mixing_benchmark_accounts_for_what_was_delivered(tmp_path):
+    bench = _load_script()
+    peers = ["lodarrow"] + [p for p, mod in (("hf", "datasets"), ("streaming", "streaming"))
+                            if importlib.util.find_spec(mod) is not None]
+    out = tmp_path / "mix.json"
+    bench.main(["--workdir", str(tmp_path / "work"), "--sizes", "600,200,40",
+                "--epoch-size", "400", "--epochs", "3", "--batch-size", "8",
+                "--peers", ",".join(peers), "--json", str(out),
+                "--markdown", str(tmp_path / "mix.md")])
+    report = json.loads(out.read_text())
+    rows = {r["peer"]: r for r in report["results"]}
+    la = rows["lodarrow"]
+    assert la["epoch_sequences"] == [400, 400, 400]
+    assert la["max_gap"] < 1 and la["repeats"] == 0 and la["beyond_copies"] == 0
+    assert la["coverage"] == 1.0  # 200 of 600 an epoch: all of them in 3 epochs
+    assert la["tokens_per_s"] > 0
+    assert "| lodarrow |" in (tmp_path / "mix.md").read_text()
+    for peer in peers[1:]:
+        assert "error" not in rows[peer], rows[peer].get("error")
