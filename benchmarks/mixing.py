@@ -12,7 +12,8 @@ process; every sequence carries its source and row, so the batches delivered say
   the epoch (0: the mixture is exact every epoch);
 - **repeats**: sequences of a down-sampled source delivered twice in one epoch (without
   replacement: 0), and the upsampled source's sequences beyond its copies;
-- **coverage**: the share of ``web``'s sequences delivered in the epochs together;
+- **coverage**: the share of ``web``'s sequences delivered in the fewest epochs that can
+  deliver them all (80,000 at 30,000 an epoch: the first 3);
 - **per step**: the largest gap between a source's share of 10 consecutive batches and its
   weight (how well the mixture holds at the step scale).
 
@@ -60,6 +61,8 @@ def parse(argv):
     p.add_argument("--markdown")
     p.add_argument("--json")
     p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--resume-save", help=argparse.SUPPRESS)
+    p.add_argument("--resume-load", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -108,12 +111,20 @@ def run_lodarrow(args, paths, weights):
                              to="torch", extra_columns=["src", "row"], seed=args.seed,
                              progress=False)
 
-    def epoch(e):
-        loader.set_epoch(e)
+    def rest():
         for b in loader:
             yield b, b["src"].numpy(), b["row"].numpy(), int(b["cu_seqlens"][-1])
-    return epoch, ("la.batch_loader(la.mix({web, code, books}, weights, epoch_size), "
-                   "batch_size=32, mode='packed', to='torch', extra_columns=['src', 'row'])")
+
+    def epoch(e):
+        loader.set_epoch(e)
+        return rest()
+
+    def resume(state):
+        loader.load_state_dict(state)
+        return rest()
+    return (epoch, lambda taken: loader.state_dict(), resume,
+            "la.batch_loader(la.mix({web, code, books}, weights, epoch_size), batch_size=32, "
+            "mode='packed', to='torch', extra_columns=['src', 'row']); state_dict()")
 
 
 def run_hf(args, paths, weights):
@@ -130,12 +141,12 @@ def run_hf(args, paths, weights):
         sources.append(datasets.load_from_disk(str(out)))
     bs = args.batch_size
 
-    def epoch(e):
+    def epoch(e, first=0):
         mixed = datasets.interleave_datasets(
             [d.shuffle(seed=args.seed + e) for d in sources], probabilities=weights,
             seed=args.seed + e, stopping_strategy="all_exhausted").with_format("arrow")
         n = min(args.epoch_size, len(mixed))
-        for k in range(0, n, bs):
+        for k in range(first * bs, n, bs):
             t = mixed[k:min(k + bs, n)]
             col = t.column("input_ids").combine_chunks()
             off = pc.list_value_length(col).to_numpy(zero_copy_only=False)
@@ -145,9 +156,12 @@ def run_hf(args, paths, weights):
             b = packed(seqs)
             yield (b, t.column("src").to_numpy(), t.column("row").to_numpy(),
                    int(b["cu_seqlens"][-1]))
-    return epoch, ("interleave_datasets([d.shuffle(seed) ...], probabilities, seed, "
-                   "stopping_strategy='all_exhausted').with_format('arrow'); the first "
-                   "epoch_size samples, ds[k:k+32] a batch, flattened with NumPy")
+    return (epoch, lambda taken: {"epoch": 0, "batches": taken},
+            lambda state: epoch(state["epoch"], state["batches"]),
+            "interleave_datasets([d.shuffle(seed) ...], probabilities, seed, "
+            "stopping_strategy='all_exhausted').with_format('arrow'); the first epoch_size "
+            "samples, ds[k:k+32] a batch, flattened with NumPy; resumed by skipping the "
+            "batches received")
 
 
 def run_streaming(args, paths, weights):
@@ -180,16 +194,31 @@ def run_streaming(args, paths, weights):
                                     shuffle_seed=args.seed, batch_size=args.batch_size)
 
     def collate(samples):
-        b = packed([s["tokens"] for s in samples])
-        return (b, np.array([s["src"] for s in samples]), np.array([s["row"] for s in samples]),
-                int(b["cu_seqlens"][-1]))
+        import torch
+
+        # a per-sample array first: StreamingDataLoader counts a dict batch's samples (for
+        # its state) by the length of the first value
+        b = {"src": torch.tensor([s["src"] for s in samples]),
+             "row": torch.tensor([s["row"] for s in samples])}
+        b.update(packed([s["tokens"] for s in samples]))
+        return b
     data = streaming.StreamingDataLoader(ds, batch_size=args.batch_size, num_workers=0,
                                          collate_fn=collate)
 
+    def batches():
+        for b in data:
+            yield b, b["src"].numpy(), b["row"].numpy(), int(b["cu_seqlens"][-1])
+
     def epoch(e):  # each pass of the loader is the dataset's next epoch
-        yield from data
-    return epoch, ("StreamingDataset(streams=[Stream(local, proportion=w)], epoch_size, "
-                   "shuffle=True, batch_size=32) + StreamingDataLoader; flattened with NumPy")
+        return batches()
+
+    def resume(state):
+        data.load_state_dict(state)
+        return batches()
+    return (epoch, lambda taken: data.state_dict(), resume,
+            "StreamingDataset(streams=[Stream(local, proportion=w)], epoch_size, "
+            "shuffle=True, batch_size=32) + StreamingDataLoader; flattened with NumPy; "
+            "StreamingDataLoader.state_dict()")
 
 
 def child(args):
@@ -199,9 +228,31 @@ def child(args):
     paths = corpora(args)
     weights = [float(x) for x in args.weights.split(",")]
     t0 = time.perf_counter()
-    epoch, how = {"lodarrow": run_lodarrow, "hf": run_hf,
-                  "streaming": run_streaming}[args.child](args, paths, weights)
+    epoch, save, resume, how = {"lodarrow": run_lodarrow, "hf": run_hf,
+                                "streaming": run_streaming}[args.child](args, paths, weights)
     made = time.perf_counter() - t0
+    if args.resume_save:  # half of epoch 0, its state saved; then the process ends
+        half = args.epoch_size // args.batch_size // 2
+        rows = []
+        for k, (_, src, row, _) in enumerate(epoch(0)):
+            rows.append(np.stack([np.asarray(src, np.int64), np.asarray(row, np.int64)]))
+            if k + 1 == half:
+                break
+        state = save(half)
+        Path(args.resume_save).write_text(json.dumps(
+            {"state": state, "rows": np.concatenate(rows, axis=1).tolist()}))
+        sys.stdout.flush()
+        os._exit(0)  # as a killed job: no clean-up
+    if args.resume_load:  # a new process: the state loaded, the rest of epoch 0
+        saved = json.loads(Path(args.resume_load).read_text())
+        rows, first = [], None
+        for _, src, row, _ in resume(saved["state"]):
+            if first is None:
+                first = time.perf_counter() - t0
+            rows.append(np.stack([np.asarray(src, np.int64), np.asarray(row, np.int64)]))
+        print(json.dumps({"resume_s": first, "rows": np.concatenate(
+            [np.array(saved["rows"], np.int64)] + rows, axis=1).tolist()}))
+        return
     per_epoch, timed_tokens, timed_s = [], 0, 0.0
     for e in range(args.epochs):
         t = time.perf_counter()
@@ -238,7 +289,10 @@ def measures(result, args):
     w = w / w.sum()
     gaps, repeats, beyond, window_gap = [], 0, 0, 0.0
     covered = set()
-    for ep in result["epochs"]:
+    # the fewest epochs that can deliver every web sequence: its coverage is measured there
+    web = result["epochs"][0]["counts"][0]
+    needed = -(-sizes[0] // web) if web else len(result["epochs"])
+    for e, ep in enumerate(result["epochs"]):
         total = sum(ep["counts"])
         gaps.append(max(abs(c - wi * total) for c, wi in zip(ep["counts"], w)))
         for s, rows in enumerate(ep["rows"]):
@@ -250,7 +304,8 @@ def measures(result, args):
                 repeats += int(over.sum())
             else:
                 beyond += int(over.sum())
-        covered.update(np.asarray(ep["rows"][0]).tolist())
+        if e < needed:
+            covered.update(np.asarray(ep["rows"][0]).tolist())
         steps = np.array(ep["steps"])
         if len(steps) >= 10:
             win = steps[:len(steps) // 10 * 10].reshape(-1, 10, len(w)).sum(axis=1)
@@ -259,7 +314,38 @@ def measures(result, args):
     return {"max_gap": max(gaps), "epoch_sequences": [sum(e["counts"]) for e in
                                                      result["epochs"]],
             "repeats": repeats, "beyond_copies": beyond,
-            "coverage": len(covered) / sizes[0], "window_gap": window_gap}
+            "coverage": len(covered) / sizes[0], "coverage_epochs": needed,
+            "window_gap": window_gap}
+
+
+def resumed(cmd, result, args):
+    """Kill at half of epoch 0 after saving the state, resume in a new process: the seconds
+    from its start to the first batch, and whether the two halves are epoch 0 exactly."""
+    state = Path(args.workdir) / f"resume-{cmd[3]}.json"
+    saving = subprocess.run(cmd + ["--resume-save", str(state)], capture_output=True,
+                            text=True)
+    if saving.returncode or not state.exists():
+        return {"resume_s": None, "resume_exact": f"no state: {saving.stderr[-300:]}"}
+    loading = subprocess.run(cmd + ["--resume-load", str(state)], capture_output=True,
+                             text=True)
+    if loading.returncode:
+        return {"resume_s": None, "resume_exact": f"failed: {loading.stderr[-300:]}"}
+    out = json.loads(loading.stdout.strip().splitlines()[-1])
+    got = np.array(out["rows"], np.int64)
+    first = result["epochs"][0]["rows"]
+    want = np.concatenate([np.stack([np.full(len(r), s), np.asarray(r, np.int64)])
+                           for s, r in enumerate(first)], axis=1)
+    got_keys, want_keys = (np.sort(a[0] * (1 << 40) + a[1]) for a in (got, want))
+    exact = len(got_keys) == len(want_keys) and bool(np.array_equal(got_keys, want_keys))
+    # how far from the uninterrupted epoch: sequences missing, and delivered more often
+    keys, counts = np.unique(np.concatenate([got_keys, want_keys]), return_counts=True)
+    g = np.searchsorted(keys, got_keys)
+    w = np.searchsorted(keys, want_keys)
+    have, need = np.bincount(g, minlength=len(keys)), np.bincount(w, minlength=len(keys))
+    return {"resume_s": out["resume_s"], "resume_exact": exact,
+            "resume_delivered": int(len(got_keys)),
+            "resume_missing": int(np.maximum(need - have, 0).sum()),
+            "resume_extra": int(np.maximum(have - need, 0).sum())}
 
 
 def main(argv=None):
@@ -284,6 +370,7 @@ def main(argv=None):
         r = json.loads(proc.stdout.strip().splitlines()[-1])
         r["load"] = [before, os.getloadavg()[0]]
         r.update(measures(r, args))
+        r.update(resumed(cmd, r, args))
         for ep in r["epochs"]:  # keep the JSON small
             del ep["rows"], ep["steps"]
         results.append(r)
@@ -316,20 +403,34 @@ def markdown(report, args):
              f"(torch); {args.epochs} epochs, the first untimed; torch 1 thread.", "",
              "| loader | how it mixes | tokens/s | sequences an epoch | largest gap to the "
              "weights in an epoch (sequences) | down-sampled sequences twice in an epoch | "
-             "upsampled beyond their copies | web covered | largest gap per 10 steps | "
-             "load |",
-             "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+             "upsampled beyond their copies | web covered in the fewest epochs that can | "
+             "largest gap per 10 steps | resumed at half an epoch in a new process: s to "
+             "the first batch, the epoch exact | load |",
+             "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     for r in report["results"]:
         if "error" in r:
             lines.append(f"| {r['peer']} | failed: {r['error'].splitlines()[-1][:120]} "
-                         f"| | | | | | | | |")
+                         f"| | | | | | | | | |")
             continue
+        seqs = r["epoch_sequences"]
+        seqs = (f"{seqs[0]:,} each" if len(set(seqs)) == 1
+                else ", ".join(f"{x:,}" for x in seqs))
         lines.append(
-            f"| {r['peer']} | {r['how']} | {r['tokens_per_s']:,.0f} | "
-            f"{', '.join(f'{x:,}' for x in r['epoch_sequences'])} | {r['max_gap']:.0f} | "
-            f"{r['repeats']} | {r['beyond_copies']} | {r['coverage']:.1%} | "
-            f"{r['window_gap']:.3f} | {r['load'][0]:.1f}-{r['load'][1]:.1f} |")
+            f"| {r['peer']} | {r['how']} | {r['tokens_per_s']:,.0f} | {seqs} | "
+            f"{r['max_gap']:.0f} | {r['repeats']} | {r['beyond_copies']} | "
+            f"{r['coverage']:.1%} ({r['coverage_epochs']}) | "
+            f"{r['window_gap']:.3f} | {_resume_text(r)} | "
+            f"{r['load'][0]:.1f}-{r['load'][1]:.1f} |")
     return "\n".join(lines) + "\n"
+
+
+def _resume_text(r):
+    if r.get("resume_s") is None:
+        return str(r.get("resume_exact"))[:80]
+    if r["resume_exact"] is True:
+        return f"{r['resume_s']:.2f} s, exact"
+    return (f"{r['resume_s']:.2f} s, not exact: {r['resume_delivered']:,} delivered, "
+            f"{r['resume_missing']:,} missing, {r['resume_extra']:,} extra")
 
 
 if __name__ == "__main__":

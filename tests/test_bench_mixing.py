@@ -4,8 +4,9 @@ lodarrow's row and each peer whose libraries import here, each in its own proces
 The speed is not checked (it is compared in the benchmark's runs); what is checked is the
 benchmark's accounting of the batches delivered: lodarrow's mixture exact every epoch (its
 gap to the weights under one sequence, no down-sampled sequence twice in an epoch, the
-upsampled source's sequences delivered their copies' times) and covering the down-sampled
-source across the epochs.
+upsampled source's sequences delivered their copies' times), covering the down-sampled
+source across the epochs, and a resume in a new process delivering the rest of the epoch
+exactly.
 """
 
 import importlib.util
@@ -41,8 +42,9 @@ def test_the_mixing_benchmark_accounts_for_what_was_delivered(tmp_path):
     la = rows["lodarrow"]
     assert la["epoch_sequences"] == [400, 400, 400]
     assert la["max_gap"] < 1 and la["repeats"] == 0 and la["beyond_copies"] == 0
-    assert la["coverage"] == 1.0  # 200 of 600 an epoch: all of them in 3 epochs
+    assert la["coverage"] == 1.0 and la["coverage_epochs"] == 3  # 200 of 600 an epoch
     assert la["tokens_per_s"] > 0
+    assert la["resume_exact"] is True and la["resume_s"] > 0  # killed at half, resumed
     assert "| lodarrow |" in (tmp_path / "mix.md").read_text()
     for peer in peers[1:]:
         assert "error" not in rows[peer], rows[peer].get("error")

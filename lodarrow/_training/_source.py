@@ -229,8 +229,9 @@ class ParquetParts:
                               pre_buffer=False) as pf:
                 return pf.read_row_group(g, columns=columns, use_threads=False)
         except (OSError, pa.ArrowException) as exc:
+            why = str(exc).removeprefix(f"{self.fn}: ")  # said once, at the front
             raise ValueError(f"{self.fn}: cannot read row group {g} of "
-                             f"{self.name(path)!r}: {exc}") from None
+                             f"{self.name(path)!r}: {why}") from None
 
     def read(self, k, columns, lo=0, hi=None):
         """Rows ``[lo, hi)`` of row group ``k`` (its own row numbers), ``columns`` cast to the
