@@ -1,4 +1,4 @@
-"""Concatenated token blocks (shared/TRAINING.md section 6c, docs/training.md#token-blocks):
+"""Concatenated token blocks (docs/training.md#token-blocks):
 ``mode="blocks"`` joins the sequences of the shuffled stream end to end (a separator after
 each, optionally) and cuts the stream into blocks of ``row_length``: every token once per
 epoch, one shape for the run, positions restarting at each document and block."""

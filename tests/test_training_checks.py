@@ -1,6 +1,6 @@
-"""What the loader knows before its first batch (shared/TRAINING.md section 2): over-long
-sequences, column types across files, extra columns `to=` cannot hold, 64-bit data for JAX,
-null rows, bad epochs; every error names the file, row group and row where one is at fault."""
+"""What the loader knows before its first batch (docs/training.md#checked-before-the-first-batch):
+over-long sequences, column types across files, extra columns `to=` cannot hold, 64-bit data for
+JAX, null rows, bad epochs; every error names the file, row group and row where one is at fault."""
 
 import json
 import warnings

@@ -1,4 +1,4 @@
-"""A real elastic resume (shared/TRAINING.md section 7): ``torch.distributed`` with the gloo
+"""A real elastic resume (docs/training.md#resuming): ``torch.distributed`` with the gloo
 backend on 127.0.0.1, a fresh interpreter per rank (as torchrun starts them), ``DataLoader``
 workers, batches padded to a multiple of 64 under a token budget.  4 ranks x 2 workers under
 torchdata's ``StatefulDataLoader`` checkpoint at a random step and stop; 2 ranks x 2 workers

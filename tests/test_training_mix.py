@@ -418,3 +418,21 @@ def test_the_loader_refuses_what_a_mixture_cannot_be(tmp_path):
     wide = pa.table({"tokens": pa.array([["a"]]), "row": [0]})
     with pytest.raises(TypeError, match="without loss"):
         la.batch_loader(la.mix([t, wide]), "tokens", batch_size=4)
+
+
+@pytest.mark.parametrize("kind", ["memory", "parquet"])
+def test_a_mixture_of_deeper_sequences(kind, tmp_path):
+    """level=1: a row holds several sequences (a null row none); a source's sequences are
+    counted at that level."""
+    a = pa.table({"doc": [[[1, 2], [3]], [[4]], None, [[5, 6, 7], [8], [9]]]})
+    b = pa.table({"doc": [[[10]], [[11, 12], [13]]]})
+    if kind == "parquet":
+        pq.write_table(a, tmp_path / "a.parquet")
+        pq.write_table(b, tmp_path / "b.parquet")
+        a, b = str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")
+    loader = la.batch_loader(la.mix({"a": a, "b": b}, counts=[6, 6]), "doc", level=1,
+                             batch_size=2, nulls="empty", progress=False, cache_dir=False)
+    seen = collections.Counter()
+    for batch in loader:
+        seen.update(zip(batch["source"].tolist(), batch["rows"].tolist()))
+    assert seen == {**{(0, k): 1 for k in range(6)}, **{(1, k): 2 for k in range(3)}}

@@ -1,4 +1,4 @@
-"""Where the loader's options meet (shared/TRAINING.md section 6b): hypothesis draws from the
+"""Where the loader's options meet (docs/training.md#where-options-meet): hypothesis draws from the
 product of the options -- mode x budget kind x padding option x balance x drop_last x
 oversize x nulls x ranks x world change x resume path x prefetch x source -- and asserts the
 guarantees on the batches actually delivered, not on the plan:
@@ -12,8 +12,9 @@ guarantees on the batches actually delivered, not on the plan:
 - ``statistics()`` equal to what was delivered: tokens, slots, padding, dropped;
 - a combination that cannot be honoured is refused when the loader is made, never later.
 
-DataLoader workers (processes) are slower to start: their combinations are in
-tests/test_training_stateful.py and tests/test_training_distributed.py.
+The source is the corpus in memory, in Parquet files, or a mixture (``la.mix``) of its two
+parts, each taken once an epoch.  DataLoader workers (processes) are slower to start: their
+combinations are in tests/test_training_stateful.py and tests/test_training_distributed.py.
 """
 
 import json
@@ -113,8 +114,10 @@ def cases(draw):
         + [("rows", "error"), ("values", "error"), ("values", "empty")]))
     if nulls != "none":
         kw["nulls"] = policy
-    source = draw(st.sampled_from(["memory", "parquet"]))
-    if source == "memory":
+    # a mixture of two parts of the corpus, each taken once an epoch (la.mix's virtual source
+    # under every option; tests/test_training_mix.py draws the weights and counts)
+    source = draw(st.sampled_from(["memory", "parquet", "mixture-memory", "mixture-parquet"]))
+    if source.endswith("memory"):
         kw["window"] = draw(st.integers(8, 128))
     else:
         kw["row_groups"] = draw(st.integers(1, 3))
@@ -136,10 +139,29 @@ def _write(table, folder):
     return str(folder)
 
 
+def _ids(batch):
+    """The batch's sequences, as positions in the corpus (a mixture's: from the label)."""
+    return np.asarray(batch["label"] if "source" in batch else batch["rows"])
+
+
+def _source(table, tmp, kind):
+    """The corpus as the case's source: the table, its Parquet files, or a mixture of its
+    two parts (rows [0, 190) and [190, 240), files a, b and c), each taken once."""
+    if kind == "memory":
+        return table
+    if kind == "mixture-memory":
+        return la.mix([table.slice(0, 190), table.slice(190)], counts=[190, 50])
+    folder = _write(table, tmp)
+    if kind == "parquet":
+        return folder
+    return la.mix([[f"{folder}/a.parquet", f"{folder}/b.parquet"], f"{folder}/c.parquet"],
+                  counts=[190, 50])
+
+
 def _tokens(batch, mode):
     """``{row: token values}`` of a delivered batch, read from its arrays the way a model
     reads them, and the batch's slots (the values array's positions)."""
-    rows = np.asarray(batch["rows"])
+    rows = _ids(batch)
     values = np.asarray(batch["values"])
     out = {}
     if mode == "padded":
@@ -222,7 +244,7 @@ def test_guarantees_hold_on_the_delivered_batches(case):
         null_values = rng.choice(np.flatnonzero(lengths > 0), 5, replace=False)
     table = _table(lengths, null_rows, null_values)
     with tempfile.TemporaryDirectory() as tmp:
-        source = table if case["source"] == "memory" else _write(table, Path(tmp))
+        source = _source(table, Path(tmp), case["source"])
 
         def make(R, r):
             return la.batch_loader(source, "tokens", num_replicas=R, rank=r, progress=False,
@@ -236,6 +258,7 @@ def test_guarantees_hold_on_the_delivered_batches(case):
                                            "oversize" if "oversize" in str(exc) else "limits"))
             return
         event(f"delivered, resume={case['resume']}")
+        event(f"delivered from {case['source']}")
         stats = loaders[0].statistics()
         steps = len(loaders[0])
         assert all(len(lo) == steps for lo in loaders)
@@ -257,7 +280,11 @@ def test_guarantees_hold_on_the_delivered_batches(case):
                 got, slots = _tokens(b, kw["mode"])
                 _shape_kept(b, kw)
                 _budget_kept(b, slots, kw)
-                assert np.array_equal(np.asarray(b["label"]), np.asarray(b["rows"]))
+                if "source" in b:  # a mixture: its rows are positions in their source
+                    assert np.array_equal(np.asarray(b["label"]),
+                                          np.asarray(b["rows"]) + 190 * np.asarray(b["source"]))
+                else:
+                    assert np.array_equal(np.asarray(b["label"]), np.asarray(b["rows"]))
                 slots_by_rank[r] += slots
                 for row, toks in got.items():
                     tokens_by_rank[r] += len(toks)

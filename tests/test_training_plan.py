@@ -312,7 +312,7 @@ def test_ten_million_sequences_plan_quickly():
 @pytest.mark.parametrize("kw", [dict(batch_size=32), dict(max_tokens=16384),
                                 dict(max_tokens=16384, cost="packed")])
 def test_token_balance_within_five_percent_per_step_two_percent_per_epoch(kw):
-    """shared/TRAINING.md section 1, on lognormal lengths, 16 ranks."""
+    """docs/training.md#any-layout-any-world, on lognormal lengths, 16 ranks."""
     lengths = np.maximum(np.random.default_rng(8).lognormal(5, 1, 100_000).astype(int), 1)
     plans = _all_ranks(lengths, 16, balance="tokens", window=4096, seed=2, **kw)
     per_step = np.stack([p.tokens for p in plans])

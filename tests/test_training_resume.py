@@ -1,4 +1,4 @@
-"""Resume (shared/TRAINING.md section 3): the state is small data; the next batch after
+"""Resume (docs/training.md#resuming): the state is small data; the next batch after
 load_state_dict is exactly the first not yet received; skipped batches are never read; another
 world size re-plans what is left; a changed source or arguments are named."""
 

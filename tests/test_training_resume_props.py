@@ -1,4 +1,4 @@
-"""Resume as properties (shared/TRAINING.md sections 1, 3 and 7), hypothesis over random
+"""Resume as properties (docs/training.md#plans and #resuming), hypothesis over random
 lengths, budgets, sources (in memory or Parquet of random row groups), world-size chains (such
 as 2 -> 8 -> 3) and resume points: each segment of the epoch runs on its own world from the
 state the segment before saved (through JSON).  Across the segments every sequence is received

@@ -1,4 +1,4 @@
-"""Resume through PyTorch's loaders (shared/TRAINING.md section 3): torchdata's
+"""Resume through PyTorch's loaders (docs/training.md#resuming): torchdata's
 ``StatefulDataLoader`` saves and restores the dataset from ``.torch()`` mid-epoch, with and
 without workers (which prefetch past what the loop received); a plain ``DataLoader`` resumes
 from the counter the training loop keeps (``dataset.set_epoch(e, start_step=s)``), with another

@@ -1,10 +1,10 @@
-"""The loader on the layouts real writers make (shared/TRAINING.md section 1, issue 31's trial):
-Hugging Face ``datasets``, pandas, DuckDB and polars files, one row group on many ranks, two
-files on 16 ranks, row groups of very different sizes.  On every layout: every sequence exactly
+"""The loader on the layouts real writers make (docs/training.md#any-layout-any-world, issue 31's
+trial): Hugging Face ``datasets``, pandas, DuckDB and polars files, one row group on many ranks,
+two files on 16 ranks, row groups of very different sizes. On every layout: every sequence exactly
 once per epoch across the ranks, as many steps on every rank, every batch's values its rows';
 ``balance="tokens"`` within 5% per step (median) and 2% per epoch on a skewed DuckDB layout;
-``drop_last=True`` never empties an epoch that can fill a step; batches mix the sources of a
-corpus sorted by source.  Each writer's test is skipped where the writer is not installed."""
+``drop_last=True`` never empties an epoch that can fill a step; batches mix the sources of a corpus
+sorted by source. Each writer's test is skipped where the writer is not installed."""
 
 import tempfile
 from pathlib import Path

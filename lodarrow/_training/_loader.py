@@ -21,12 +21,13 @@ from lodarrow._training._columns import (ExtraColumn, check_jax_x64, fill_value_
 from lodarrow._training._deliver import Delivery, prefetched
 from lodarrow._training._epoch import PLAN_VERSION, plan_epoch
 from lodarrow._training._lengths import parquet_part_lengths
-from lodarrow._training._mix import Mixture, epoch_mix
+from lodarrow._training._mix import (Mixture, epoch_mix, members_of_parts, mixed_files,
+                                     mixed_table)
 from lodarrow._training._resume import FORMAT, check_state, fingerprint, segment_plan
 from lodarrow._training._select import Selection
 from lodarrow._training._shape import BatchShape
 from lodarrow._training._source import (ParquetParts, check_level, column_of, hf_table,
-                                        is_parquet_source, list_depth, pick_column, widen)
+                                        is_parquet_source, list_depth, pick_column)
 from lodarrow._validation import (as_flag, as_int, as_nonnegative_int, as_positive_int,
                                   coerce_pad_value)
 
@@ -363,30 +364,15 @@ class BatchLoader:
     def _init_mixture(self, mixture, column):
         """A mixture's sources side by side (Parquet files listed together, or tables
         concatenated), each source's sequences among them, and its counts an epoch."""
-        names = mixture.names
-        parquet = [is_parquet_source(src) for src in mixture.sources]
-        if any(parquet) and not all(parquet):
-            k = parquet.index(not parquet[0])
-            kinds = ("in memory", "a Parquet source")
-            raise TypeError(f"{_FN}: a mixture's sources must all be Parquet sources or all "
-                            f"in-memory tables; source {names[0]!r} is {kinds[parquet[0]]}, "
-                            f"source {names[k]!r} {kinds[parquet[k]]}")
-        if all(parquet):
-            owner = self._init_mixed_parquet(mixture, column)
-            part_source = np.array([owner[path] for path, _, _ in self._parts.parts], np.int64)
-            starts = self._part_starts
-            members = []
-            for k in range(len(names)):
-                parts = np.flatnonzero(part_source == k)
-                members.append(np.concatenate(
-                    [np.arange(starts[p], starts[p + 1], dtype=np.int64) for p in parts])
-                    if len(parts) else np.zeros(0, np.int64))
+        if mixture.on_parquet(_FN):
+            files, owner, self._filesystem = mixed_files(mixture, self._filesystem, _FN)
+            self._init_parquet(files, column)
+            members = members_of_parts(self._parts.parts, self._part_starts, owner,
+                                       len(mixture.names))
         else:
-            table, sizes = self._mixed_table(mixture, column)
+            table, self.column, sizes, self._mix_row_starts = mixed_table(
+                mixture, column, self.select.extra_columns, self.select.level, _FN)
             self._init_memory(table, self.column)
-            if int(sum(sizes)) != len(self.lengths):  # the sequences of each table, counted
-                raise AssertionError(f"{_FN}: the sources' sequences ({sizes}) do not add up "
-                                     f"to the mixture's {len(self.lengths)}")
             edges = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
             members = [np.arange(a, b, dtype=np.int64) for a, b in zip(edges[:-1], edges[1:])]
         self._mix = mixture
@@ -398,79 +384,6 @@ class BatchLoader:
         for k, m in enumerate(members):
             self._src_of[m] = k
             self._pos_in_src[m] = np.arange(len(m), dtype=np.int64)
-
-    def _init_mixed_parquet(self, mixture, column):
-        """Every source's files, listed together (a file belongs to one source): which source
-        each file is of."""
-        from lodarrow._tables._sources import resolve_source
-
-        files, owner, fs = [], {}, None
-        for k, (name, src) in enumerate(zip(mixture.names, mixture.sources)):
-            got = resolve_source(src, _FN, f"source {name!r}", self._filesystem)
-            if k and type(got.filesystem) is not type(fs):
-                raise ValueError(f"{_FN}: a mixture's sources must be on one filesystem; "
-                                 f"source {name!r} is on {type(got.filesystem).__name__}, "
-                                 f"source {mixture.names[0]!r} on {type(fs).__name__}")
-            fs = got.filesystem
-            for path, _ in got.files:
-                if path in owner:
-                    raise ValueError(f"{_FN}: {path!r} is in source "
-                                     f"{mixture.names[owner[path]]!r} and in source {name!r}; "
-                                     f"a file belongs to one source of a mixture")
-                owner[path] = k
-                files.append(path)
-        self._filesystem = fs
-        self._init_parquet(files, column)
-        return owner
-
-    def _mixed_table(self, mixture, column):
-        """The in-memory sources' columns read, concatenated (types widened to one), and each
-        source's sequences."""
-        import pyarrow.compute as pc
-
-        tables, sizes = [], []
-        for name, src in zip(mixture.names, mixture.sources):
-            table = hf_table(src)
-            if table is None and isinstance(src, pa.RecordBatch):
-                table = pa.Table.from_batches([src])
-            if table is None and isinstance(src, pa.Table):
-                table = src
-            if table is None:
-                raise TypeError(f"{_FN}: source {name!r} of the mixture must be a Parquet "
-                                f"source, a pyarrow Table or RecordBatch or a "
-                                f"datasets.Dataset, got {type(src).__name__}")
-            where = f"{_FN} (source {name!r})"
-            column = pick_column(table.schema, column, where)  # the first names it for all
-            for extra in self.select.extra_columns:
-                pick_column(table.schema, extra, where)
-            table = table.select([column] + self.select.extra_columns)
-            col = table.column(column)
-            _check_sequence_type(col.type, column)
-            check_level(self.select.level, list_depth(col.type), where)
-            for _ in range(self.select.level):
-                col = pc.list_flatten(col)
-            tables.append(table)
-            sizes.append(len(col))
-        # each column's type: one all the sources' convert to without loss (as across the
-        # files of a Parquet source), never a lossy promotion (int ids to float)
-        fields = []
-        for name in tables[0].schema.names:
-            target = tables[0].schema.field(name).type
-            for k, t in enumerate(tables[1:], 1):
-                other = t.schema.field(name).type
-                wider = widen(target, other)
-                if wider is None:
-                    raise TypeError(f"{_FN}: column {name!r} is {target} in source "
-                                    f"{mixture.names[0]!r} but {other} in source "
-                                    f"{mixture.names[k]!r}, and neither converts to the other "
-                                    f"without loss")
-                target = wider
-            fields.append(pa.field(name, target))
-        schema = pa.schema(fields)
-        table = pa.concat_tables([t.cast(schema) for t in tables])
-        self.column = column
-        self._mix_row_starts = np.concatenate([[0], np.cumsum([len(t) for t in tables])])
-        return table, sizes
 
     def _epoch_mix(self):
         """The mixture's current epoch as a virtual source (:class:`EpochMix`)."""

@@ -22,11 +22,15 @@ resume as for one source.
 """
 
 import numpy as np
+import pyarrow as pa
 
 from lodarrow._training._epoch import shuffled
+from lodarrow._training._source import (check_level, hf_table, is_parquet_source, list_depth,
+                                        pick_column, widen)
 from lodarrow._validation import as_nonnegative_int, as_positive_int, check_choice
 
-__all__ = ["EpochMix", "Mixture", "mix"]
+__all__ = ["EpochMix", "Mixture", "epoch_mix", "members_of_parts", "mix", "mixed_files",
+           "mixed_table"]
 
 _FN = "mix"
 #: The randomness of the choices: ``[seed, _SALT, source, cycle]`` (apart from the plan's).
@@ -162,6 +166,19 @@ class Mixture:
                + ("" if self.epoch_size is None else f", epoch_size={self.epoch_size}"))
         return f"Mixture({self.names}, {how})"
 
+    def on_parquet(self, fn):
+        """Whether the sources are Parquet sources (all of them) or tables in memory (all);
+        a ``TypeError`` when they are of both kinds."""
+        parquet = [is_parquet_source(src) for src in self.sources]
+        if any(parquet) and not all(parquet):
+            k = parquet.index(not parquet[0])
+            kinds = ("in memory", "a Parquet source")
+            raise TypeError(f"{fn}: a mixture's sources must all be Parquet sources or all "
+                            f"in-memory tables; source {self.names[0]!r} is "
+                            f"{kinds[parquet[0]]}, source {self.names[k]!r} "
+                            f"{kinds[parquet[k]]}")
+        return parquet[0]
+
     def spec(self):
         """What decides the choices (a saved loader state names it)."""
         return {"names": list(self.names), "weights": self.weights, "counts": self.counts,
@@ -201,6 +218,95 @@ class Mixture:
             raise ValueError(f"{fn}: the mixture's epoch holds no sequence (counts "
                              f"{counts.tolist()})")
         return counts
+
+
+def mixed_files(mixture, filesystem, fn):
+    """Every Parquet source's files, listed together: ``(files, owner, filesystem)``, ``owner``
+    mapping each file to its source's number (a file belongs to one source; one filesystem)."""
+    from lodarrow._tables._sources import resolve_source
+
+    files, owner, fs = [], {}, None
+    for k, (name, src) in enumerate(zip(mixture.names, mixture.sources)):
+        got = resolve_source(src, fn, f"source {name!r}", filesystem)
+        if k and type(got.filesystem) is not type(fs):
+            raise ValueError(f"{fn}: a mixture's sources must be on one filesystem; source "
+                             f"{name!r} is on {type(got.filesystem).__name__}, source "
+                             f"{mixture.names[0]!r} on {type(fs).__name__}")
+        fs = got.filesystem
+        for path, _ in got.files:
+            if path in owner:
+                raise ValueError(f"{fn}: {path!r} is in source {mixture.names[owner[path]]!r} "
+                                 f"and in source {name!r}; a file belongs to one source of a "
+                                 f"mixture")
+            owner[path] = k
+            files.append(path)
+    return files, owner, fs
+
+
+def members_of_parts(parts, part_starts, owner, n_sources):
+    """Each source's sequence positions, from the row groups ``parts`` (``(path, group,
+    rows)``, their first positions ``part_starts``) and each file's source ``owner``."""
+    source_of = np.array([owner[path] for path, _, _ in parts], np.int64)
+    members = []
+    for k in range(n_sources):
+        mine = np.flatnonzero(source_of == k)
+        members.append(np.concatenate([np.arange(part_starts[p], part_starts[p + 1],
+                                                 dtype=np.int64) for p in mine])
+                       if len(mine) else np.zeros(0, np.int64))
+    return members
+
+
+def mixed_table(mixture, column, extra_columns, level, fn):
+    """The in-memory sources' columns read (``column`` and ``extra_columns``), concatenated:
+    ``(table, column, sequences of each source, first row of each source)``.
+
+    Each column's type is one every source's converts to without loss (as across the files of
+    a Parquet source), never a lossy promotion (int ids to float).
+    """
+    import pyarrow.compute as pc
+
+    tables, sizes = [], []
+    for name, src in zip(mixture.names, mixture.sources):
+        table = hf_table(src)
+        if table is None and isinstance(src, pa.RecordBatch):
+            table = pa.Table.from_batches([src])
+        if table is None and isinstance(src, pa.Table):
+            table = src
+        if table is None:
+            raise TypeError(f"{fn}: source {name!r} of the mixture must be a Parquet source, a "
+                            f"pyarrow Table or RecordBatch or a datasets.Dataset, got "
+                            f"{type(src).__name__}")
+        where = f"{fn} (source {name!r})"
+        column = pick_column(table.schema, column, where)  # the first names it for all
+        for extra in extra_columns:
+            pick_column(table.schema, extra, where)
+        table = table.select([column] + list(extra_columns))
+        col = table.column(column)
+        if list_depth(col.type) == 0:
+            raise TypeError(f"{where}: column {column!r} is {col.type}, not a list column of "
+                            f"sequences; name the list column with column=")
+        check_level(level, list_depth(col.type), where)
+        for _ in range(level):
+            col = pc.list_flatten(col)
+        tables.append(table)
+        sizes.append(len(col))
+    fields = []
+    for name in tables[0].schema.names:
+        target = tables[0].schema.field(name).type
+        for k, t in enumerate(tables[1:], 1):
+            other = t.schema.field(name).type
+            wider = widen(target, other)
+            if wider is None:
+                raise TypeError(f"{fn}: column {name!r} is {target} in source "
+                                f"{mixture.names[0]!r} but {other} in source "
+                                f"{mixture.names[k]!r}, and neither converts to the other "
+                                f"without loss")
+            target = wider
+        fields.append(pa.field(name, target))
+    schema = pa.schema(fields)
+    table = pa.concat_tables([t.cast(schema) for t in tables])
+    row_starts = np.concatenate([[0], np.cumsum([len(t) for t in tables])]).astype(np.int64)
+    return table, column, sizes, row_starts
 
 
 class EpochMix:
