@@ -7,10 +7,12 @@ Worker ``i`` of ``k`` makes the steps ``i, i + k, ...`` from the cursor, so the 
   main process) write the loader's position into shared memory; each worker reads it when an
   iteration starts, so persistent workers (``persistent_workers=True``) follow too.  A second
   pass over the same position warns once.
-- **Arrays by value.**  torch hands a worker's tensors to the main process through shared
-  memory, a segment per tensor (a file, a descriptor and a mapping each).  With
-  ``to="torch"`` a worker instead hands over the batch's NumPy arrays, pickled by value, and
-  they become the dict of tensors in the main process (:class:`_WireBatch`).
+- **Arrays through one shared ring a worker.**  torch hands a worker's tensors to the main
+  process through shared memory, a segment per tensor (a file, a descriptor and a mapping
+  each).  With ``to="torch"`` a worker instead writes the batch's NumPy arrays into its ring
+  of a mapping shared since the fork, and the main process copies them out into the dict of
+  tensors (``_ring.py``); where the ring cannot take them they cross pickled by value
+  (:class:`_WireBatch`).
 - **torchdata's ``StatefulDataLoader``.**  ``state_dict`` / ``load_state_dict`` are called in
   each worker: a worker's state is the loader's position and that worker's next step, so the
   ``StatefulDataLoader`` resumes with the first batch not yet received.  torchdata restores
@@ -21,12 +23,14 @@ Worker ``i`` of ``k`` makes the steps ``i, i + k, ...`` from the cursor, so the 
   ``DataLoader`` and worker count take (docs/training.md#resuming).
 """
 
+import functools
 import json
-import multiprocessing
 import os
 import warnings
 
 __all__ = ["stateful_loader_state", "torch_dataset"]
+
+from ._ring import BatchRing, shared_array
 
 _STATE_BYTES = 1 << 16
 #: How long a worker waits for the others' saved steps on a resume on another world.
@@ -97,21 +101,25 @@ def _exit_with_parent():
     _WATCHING[0].start()
 
 
-def _one_storage(out):
-    """A worker's batch for the wire (see :class:`_WireBatch`)."""
+def _for_the_wire(ring, out):
+    """A worker's batch for the wire: its arrays in the worker's shared-memory ring
+    (:class:`~lodarrow._training._ring.RingBatch`), or pickled by value (:class:`_WireBatch`)
+    where the ring cannot take them."""
     import numpy as np
 
     arrays = {k: v for k, v in out.items() if isinstance(v, np.ndarray)}
     rest = {k: v for k, v in out.items() if not isinstance(v, np.ndarray)}
-    return _WireBatch(arrays, rest)
+    batch = ring.put(arrays, rest)
+    return _WireBatch(arrays, rest) if batch is None else batch
 
 
 class _WireBatch:
-    """A batch crossing from a ``DataLoader`` worker: its NumPy arrays pickled by value
-    through the worker's queue, made torch tensors (``from_numpy``, no copy) in the main
-    process.  (A tensor would cross as a shared-memory segment of its own: a file, a
-    descriptor and a mapping per tensor, milliseconds each on a busy machine.)  Not a
-    ``Mapping``, so ``DataLoader``'s ``default_convert`` leaves it to cross as it is."""
+    """A batch crossing from a ``DataLoader`` worker where the shared ring cannot take it:
+    its NumPy arrays pickled by value through the worker's queue, made torch tensors
+    (``from_numpy``, no copy) in the main process.  (A tensor would cross as a shared-memory
+    segment of its own: a file, a descriptor and a mapping per tensor, milliseconds each on a
+    busy machine.)  Neither this nor a ``RingBatch`` is a ``Mapping``, so ``DataLoader``'s
+    ``default_convert`` leaves them to cross as they are."""
 
     __slots__ = ("arrays", "rest")
 
@@ -130,6 +138,18 @@ def _rebuild(arrays, rest):
     return out
 
 
+def _dataset_in_worker(loader, shared, ring):
+    import torch
+
+    global _CLASS
+    if _CLASS is None:
+        _CLASS = _make_class(torch)
+    dataset = _CLASS.__new__(_CLASS)
+    dataset.loader, dataset._shared, dataset._ring = loader, shared, ring
+    dataset._version, dataset._made, dataset._first = 0, 0, None
+    return dataset
+
+
 def _make_class(torch):
     class TorchBatches(torch.utils.data.IterableDataset):
         """A :class:`lodarrow.BatchLoader` as a PyTorch ``IterableDataset``."""
@@ -137,12 +157,17 @@ def _make_class(torch):
         def __init__(self, loader):
             super().__init__()
             self.loader = loader
-            self._shared = multiprocessing.get_context().Array("c", _STATE_BYTES, lock=True)
+            self._shared = shared_array("c", _STATE_BYTES)
             self._version = 0     # the position last published (main) / applied (worker)
             self._made = 0        # batches this worker made in the current pass
             self._first = None    # this worker's first step of the current pass
+            self._ring = BatchRing()  # workers' batches to the main process (_ring.py)
             self._publish()
             loader._datasets.add(self)  # loader.set_epoch / load_state_dict publish too
+
+        def __reduce__(self):
+            # a worker started by spawn / forkserver: the same loader, shared block and ring
+            return _dataset_in_worker, (self.loader, self._shared, self._ring)
 
         # --- the position, shared with the workers ----------------------------------------
         def _publish(self):
@@ -275,7 +300,7 @@ def _make_class(torch):
             os.environ["LODARROW_NUM_THREADS"] = "1"  # the workers share the cores
             _exit_with_parent()
             if self.loader.deliver.to == "torch":
-                self.loader._one_storage = _one_storage
+                self.loader._one_storage = functools.partial(_for_the_wire, self._ring)
             return self._worker_pass(info)
 
         def _worker_pass(self, info):

@@ -1,0 +1,181 @@
+"""Batches from DataLoader workers through shared memory (lodarrow/_training/_ring.py,
+docs/training.md#loader): the ring against a model of its room (every batch read back as
+written, however they wrap), and DataLoader workers' batches equal to the loader's own in
+process, through the ring, pickled where the ring cannot take a batch, with two iterators
+alive at once and with workers started by ``spawn`` and ``forkserver``."""
+
+import pickle
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lodarrow as la
+from lodarrow._training import _ring
+
+torch = pytest.importorskip("torch")
+
+
+def _arrays(rng, size):
+    return {"values": rng.integers(0, 1 << 30, size, dtype=np.int32),
+            "position_ids": np.arange(size, dtype=np.int64).reshape(-1, 1),
+            "mask": rng.random(size) < 0.5}
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(0, 300_000), min_size=1, max_size=60),
+       lag=st.integers(0, 12), seed=st.integers(0, 2**16))
+def test_every_batch_reads_back_as_written_however_the_ring_wraps(sizes, lag, seed):
+    """A writer runs up to ``lag`` batches ahead of the reader; each batch is taken from the
+    ring (or goes pickled where it does not fit) and equals what was put."""
+    ring = _ring.BatchRing()
+    rng = np.random.default_rng(seed)
+    in_flight, put_pickled = [], 0
+    for size in sizes:
+        arrays = _arrays(rng, size)
+        batch = ring.put(arrays, {"n": size})
+        if batch is None:
+            put_pickled += 1
+        else:
+            in_flight.append((pickle.dumps(batch), arrays))
+        while len(in_flight) > lag:
+            wire, expected = in_flight.pop(0)
+            _same(pickle.loads(wire), expected)
+    for wire, expected in in_flight:
+        _same(pickle.loads(wire), expected)
+    assert put_pickled <= len(sizes)
+
+
+def _same(got, expected):
+    assert set(got) - {"n"} == set(expected)
+    for key, value in expected.items():
+        assert isinstance(got[key], torch.Tensor)
+        assert np.array_equal(got[key].numpy(), value), key
+        assert got[key].numpy().dtype == value.dtype and got[key].shape == value.shape
+
+
+def test_a_full_ring_sends_pickled_and_frees_its_room_as_batches_are_read():
+    ring = _ring.BatchRing()
+    rng = np.random.default_rng(0)
+    size = 1 << 18          # 2.25 MiB a batch: 8 fill the room the ring grows to
+    wires = []
+    while True:
+        batch = ring.put(_arrays(rng, size), {})
+        if batch is None:
+            break
+        wires.append(pickle.dumps(batch))
+    assert 4 <= len(wires) <= 8
+    pickle.loads(wires[0])                        # the oldest read: room again
+    assert ring.put(_arrays(rng, size), {}) is not None
+
+
+def test_a_batch_larger_than_half_a_ring_goes_pickled():
+    ring = _ring.BatchRing()
+    big = {"values": np.zeros(_ring.RING_BYTES // 2 // 4 + 1, np.int32)}
+    assert ring.put(big, {}) is None
+
+
+def test_a_ring_that_crossed_pickled_is_disabled():
+    ring = pickle.loads(pickle.dumps(_ring.BatchRing()))
+    assert not ring.enabled
+    assert ring.put({"values": np.zeros(3, np.int32)}, {}) is None
+
+
+# --- DataLoader workers ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def table():
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(1, 700, 3000)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    values = np.arange(offsets[-1], dtype=np.int32)
+    return pa.table({"ids": pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)),
+                                                      pa.array(values))})
+
+
+MODES = [dict(mode="padded", batch_size=16), dict(mode="packed", batch_size=16),
+         dict(mode="packed_rows", max_tokens=4096, row_length=1024),
+         dict(mode="segments", max_tokens=4096, pad_to_multiple_of=4096)]
+
+
+def _loader(table, **kw):
+    return la.batch_loader(table, "ids", to="torch", seed=3, progress=False, **kw)
+
+
+def _holders(dataset):
+    """Each ring's (holder pid, batches written, batches read)."""
+    words = list(dataset._ring._header.get_obj())
+    return [(words[i], words[i + 2], words[i + 3]) for i in range(0, len(words), 4)]
+
+
+def _equal_batches(got, expected):
+    assert len(got) == len(expected)
+    for k, (a, b) in enumerate(zip(got, expected)):
+        assert a.keys() == b.keys(), k
+        for key in a:
+            if isinstance(a[key], torch.Tensor):
+                assert a[key].dtype == b[key].dtype and torch.equal(a[key], b[key]), (k, key)
+            else:
+                assert a[key] == b[key], (k, key)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=[m["mode"] for m in MODES])
+def test_workers_batches_through_the_ring_equal_the_loaders_own(table, kw):
+    loader = _loader(table, **kw)
+    own = []
+    for epoch in range(3):
+        loader.set_epoch(epoch)
+        own.append(list(loader))
+    dataset = _loader(table, **kw).torch()
+    data = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2,
+                                       persistent_workers=True, prefetch_factor=4)
+    for epoch in range(3):    # the rings wrap many times over three epochs
+        dataset.set_epoch(epoch)
+        _equal_batches(list(data), own[epoch])
+    written = [w for pid, w, r in _holders(dataset) if pid]
+    assert len(written) == 2 and sum(written) == sum(map(len, own))  # none pickled
+
+
+def test_batches_too_large_for_the_ring_cross_pickled_among_the_others(table, monkeypatch):
+    kw = MODES[0]
+    own = list(_loader(table, **kw))
+    sizes = sorted(sum(v.nbytes for v in b.values() if isinstance(v, torch.Tensor))
+                   for b in own)
+    # rings of twice the median batch: the larger half crosses pickled (set before the fork)
+    monkeypatch.setattr(_ring, "RING_BYTES", 2 * sizes[len(sizes) // 2])
+    dataset = _loader(table, **kw).torch()
+    data = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2,
+                                       persistent_workers=True)
+    _equal_batches(list(data), own)
+    through_ring = sum(w for pid, w, r in _holders(dataset) if pid)
+    assert 0 < through_ring < len(own)
+
+
+@pytest.mark.filterwarnings("ignore:batch_loader. epoch 0 is iterated again")
+def test_two_iterators_alive_at_once_write_in_rings_of_their_own(table):
+    kw = MODES[1]
+    own = list(_loader(table, **kw))
+    data = torch.utils.data.DataLoader(_loader(table, **kw).torch(), batch_size=None,
+                                       num_workers=2)
+    first, second = iter(data), iter(data)     # four workers alive, four rings
+    got_first, got_second = [], []
+    for a, b in zip(first, second):
+        got_first.append(a)
+        got_second.append(b)
+        if len(got_first) == 5:
+            assert len([h for h in _holders(data.dataset) if h[0]]) == 4
+    _equal_batches(got_first, own)
+    _equal_batches(got_second, own)
+
+
+@pytest.mark.parametrize("start", ["spawn", "forkserver"])
+def test_workers_of_every_start_method_write_in_the_ring(table, start):
+    kw = MODES[3]
+    own = list(_loader(table, **kw))
+    dataset = _loader(table, **kw).torch()
+    data = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2,
+                                       multiprocessing_context=start)
+    _equal_batches(list(data), own)
+    assert sum(w for pid, w, r in _holders(dataset) if pid) == len(own)
