@@ -403,7 +403,9 @@ class Lodarrow(Peer):
         from lodarrow._threads import num_threads
 
         if workers:
-            return f"{workers} DataLoader workers (torch 1 thread, LODARROW_NUM_THREADS=1 each)"
+            return (f"{workers} DataLoader workers (torch 1 thread, LODARROW_NUM_THREADS=1 "
+                    f"each); batches through a shared-memory ring a worker, copied out into "
+                    f"tensors in the main process")
         pf = 2 if self.prefetch is None else self.prefetch
         how = ("LODARROW_NUM_THREADS" if os.environ.get("LODARROW_NUM_THREADS")
                else "load-aware")

@@ -599,9 +599,15 @@ def _to_torch(out, fn):
 
 
 def _torch_from_numpy():
-    from lodarrow._interop._optional import import_optional
+    global _FROM_NUMPY
+    if _FROM_NUMPY is None:   # imported once: this is on every batch's path
+        from lodarrow._interop._optional import import_optional
 
-    return import_optional("torch", "conversion to torch").from_numpy
+        _FROM_NUMPY = import_optional("torch", "conversion to torch").from_numpy
+    return _FROM_NUMPY
+
+
+_FROM_NUMPY = None
 
 
 def _narrow(a, key, fn):
