@@ -156,7 +156,9 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
         ``statistics()["packing"]["remainder_tokens"]``).
     prefetch : int, default 2
         Batches made ahead in a background thread when iterated in this process (the kernels
-        and Parquet decoding release the GIL); 0: made when asked for.
+        and Parquet decoding release the GIL), and a Parquet source's next block read while
+        the batches of the current one are made (two blocks in memory); 0: each batch made
+        when asked for, each block read when its first batch is.
     progress : bool, optional
         Show a progress bar (batches, tokens/s) on stderr; default: when stderr is a terminal.
     filesystem : pyarrow.fs.FileSystem or fsspec filesystem, optional
@@ -807,18 +809,42 @@ class BatchLoader:
             return
         steps = list(steps)
         blocks = plan.block[rank, steps] if steps else np.zeros(0, np.int64)
-        k = 0
+        groups, k = [], 0  # the steps of each block, in order
         while k < len(steps):
             j = k
             while j < len(steps) and blocks[j] == blocks[k]:
                 j += 1
-            group = steps[k:j]
-            seqs, local_of, extras = self._read(self._source_rows(
-                np.concatenate([plan.batch(rank, s) for s in group])))
-            for s in group:
-                yield s, self._batch(seqs, local_of, plan, s, extras), int(plan.tokens[rank, s])
-            del seqs, extras
+            groups.append(steps[k:j])
             k = j
+
+        def rows_of(group):
+            return self._source_rows(np.concatenate([plan.batch(rank, s) for s in group]))
+
+        if not (self.deliver.prefetch and len(groups) > 1):
+            for group in groups:
+                seqs, local_of, extras = self._read(rows_of(group))
+                for s in group:
+                    yield (s, self._batch(seqs, local_of, plan, s, extras),
+                           int(plan.tokens[rank, s]))
+                del seqs, extras
+            return
+        # read ahead: the next block decoded (GIL released) while this one's batches are made;
+        # a read's error is raised where that block's batches would start, as without it
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(1, thread_name_prefix="lodarrow-read-ahead")
+        try:
+            pending = pool.submit(self._read, rows_of(groups[0]))
+            for i, group in enumerate(groups):
+                seqs, local_of, extras = pending.result()
+                if i + 1 < len(groups):
+                    pending = pool.submit(self._read, rows_of(groups[i + 1]))
+                for s in group:
+                    yield (s, self._batch(seqs, local_of, plan, s, extras),
+                           int(plan.tokens[rank, s]))
+                del seqs, extras
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def _read(self, rows):
         """Read the sequences ``rows`` (positions in the source) from the row groups holding
