@@ -75,6 +75,57 @@ def test_blocks_bound_memory_and_plans_repeat(dataset):
     assert not np.array_equal(plan.indices, loader.plan().indices)
 
 
+def _parquet_batches(dataset, prefetch, epoch=0, **kw):
+    loader = la.batch_loader(dataset, "ids", batch_size=16, row_groups=2, seed=4,
+                             prefetch=prefetch, progress=False, **kw)
+    loader.set_epoch(epoch)
+    return loader, list(loader)
+
+
+@pytest.mark.parametrize("mode", ["padded", "packed"])
+def test_reading_the_next_block_ahead_changes_no_batch(dataset, mode):
+    for epoch in range(2):
+        _, ahead = _parquet_batches(dataset, 2, epoch, mode=mode)
+        _, inline = _parquet_batches(dataset, 0, epoch, mode=mode)
+        assert len(ahead) == len(inline) > 10
+        for a, b in zip(ahead, inline):
+            assert a.keys() == b.keys()
+            for key in a:
+                np.testing.assert_array_equal(np.asarray(a[key]), np.asarray(b[key]))
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_a_read_error_comes_where_its_block_starts(dataset, monkeypatch, prefetch):
+    """Every batch of the blocks before the failing one is delivered, then the error (read
+    ahead or not), naming the file and the row group."""
+    from lodarrow._training._source import ParquetParts
+
+    loader, batches = _parquet_batches(dataset, 0)
+    plan, _ = loader._epoch_plan()
+    # the row group of the second block's first batch fails to read
+    steps_of_first = int(np.sum(plan.block[0] == plan.block[0, 0]))
+    second = loader._source_rows(plan.batch(0, steps_of_first))
+    bad = int(np.searchsorted(loader._part_starts, second[0], side="right") - 1)
+    read_group = ParquetParts.read_group
+
+    def failing(self, k, columns):
+        if k == bad:
+            raise ValueError(f"batch_loader: cannot read row group {self.parts[k][1]} of "
+                             f"'part': broken")
+        return read_group(self, k, columns)
+
+    monkeypatch.setattr(ParquetParts, "read_group", failing)
+    loader = la.batch_loader(dataset, "ids", batch_size=16, row_groups=2, seed=4,
+                             prefetch=prefetch, progress=False)
+    got = []
+    with pytest.raises(ValueError, match="cannot read row group .* broken"):
+        for b in loader:
+            got.append(b)
+    assert len(got) == steps_of_first
+    for a, b in zip(got, batches):
+        np.testing.assert_array_equal(np.asarray(a["rows"]), np.asarray(b["rows"]))
+
+
 def test_modes_and_levels_from_parquet(dataset):
     packed = list(la.batch_loader(dataset, "ids", max_tokens=200, cost="packed",
                                   mode="packed", seed=2))
