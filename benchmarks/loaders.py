@@ -423,7 +423,7 @@ class Lodarrow(Peer):
 class Loop(Peer):
     requires = ("torch",)
     library = "loop"
-    threads = "one thread (NumPy); Parquet decoded on pyarrow's thread pool (its default)"
+    threads = "one thread (NumPy, pyarrow reads)"
 
     def __init__(self, mode, source):
         self.mode, self.source = mode, source
