@@ -179,3 +179,48 @@ def test_workers_of_every_start_method_write_in_the_ring(table, start):
                                        multiprocessing_context=start)
     _equal_batches(list(data), own)
     assert sum(w for pid, w, r in _holders(dataset) if pid) == len(own)
+
+
+def test_a_pass_broken_off_leaves_persistent_workers_at_the_next_epoch(table):
+    """``break`` halfway through an epoch, then ``set_epoch``: persistent workers start the
+    new epoch from its first step (they used to carry on with the old one)."""
+    kw = MODES[0]
+    loader = _loader(table, **kw)
+    loader.set_epoch(1)
+    own = list(loader)
+    dataset = _loader(table, **kw).torch()
+    data = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2,
+                                       persistent_workers=True)
+    dataset.set_epoch(0)
+    for k, _ in enumerate(data):
+        if k == 9:
+            break
+    dataset.set_epoch(1)
+    _equal_batches(list(data), own)
+
+
+@pytest.mark.filterwarnings("ignore:batch_loader. epoch 0 is iterated again")
+def test_rings_of_workers_gone_are_taken_again(table, monkeypatch):
+    """Each broken-off epoch of non-persistent workers leaves batches unread in their rings;
+    the next workers take those rings again, so every batch still goes through a ring."""
+    kw = MODES[1]
+    own = list(_loader(table, **kw))
+    dataset = _loader(table, **kw).torch()
+    data = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
+    for _ in range(_ring.RING_COUNT // 2 + 2):   # more workers in all than there are rings
+        it = iter(data)
+        for k, _ in enumerate(it):
+            if k == 10:
+                break
+        del it
+    dataset.set_epoch(0)
+    from_ring = []
+    take = _ring.BatchRing.take
+
+    def counted(self, batch):
+        from_ring.append(1)
+        return take(self, batch)
+
+    monkeypatch.setattr(_ring.BatchRing, "take", counted)  # the main process's side
+    _equal_batches(list(data), own)
+    assert len(from_ring) == len(own)

@@ -283,25 +283,28 @@ def test_loader_state_counts_the_steps_since_torchdatas_snapshot(corpus, uninter
 
 _TRAIN_AND_DIE = """
 import os, sys, time, torch, lodarrow as la
-out = sys.argv[1]
+out = sys.argv[1] if len(sys.argv) > 1 else None
 
 def note(worker_id):
     with open(f"{out}.{worker_id}", "w") as f:
         f.write(str(os.getpid()))
 
-loader = la.batch_loader(sys.argv[2], "ids", max_tokens=65536, to="torch", progress=False)
-dl = torch.utils.data.DataLoader(loader.torch(), batch_size=None, num_workers=2,
-                                 worker_init_fn=note)
-for k, batch in enumerate(dl):
-    if k == 2:
-        open(out, "w").close()
-    time.sleep(0.2)  # the workers fill the pipe meanwhile
+if __name__ == "__main__":  # (forkserver workers import this module)
+    loader = la.batch_loader(sys.argv[2], "ids", max_tokens=65536, to="torch", progress=False)
+    dl = torch.utils.data.DataLoader(loader.torch(), batch_size=None, num_workers=2,
+                                     worker_init_fn=note, multiprocessing_context=sys.argv[3])
+    for k, batch in enumerate(dl):
+        if k == 2:
+            open(out, "w").close()
+        time.sleep(0.2)  # the workers fill the pipe meanwhile
 """
 
 
-def test_workers_end_when_the_training_process_is_killed(corpus, tmp_path):
+@pytest.mark.parametrize("start", ["fork", "forkserver"])
+def test_workers_end_when_the_training_process_is_killed(corpus, tmp_path, start):
     """``kill -9`` of the training process: its DataLoader workers end too (a batch crossing
-    by value can fill the pipe; a worker would otherwise wait at exit forever)."""
+    by value can fill the pipe; a worker would otherwise wait at exit forever), also under
+    ``forkserver``, where a worker's parent is the fork server, which outlives the trainer."""
     import os
     import signal
     import subprocess
@@ -321,7 +324,7 @@ def test_workers_end_when_the_training_process_is_killed(corpus, tmp_path):
     script.write_text(_TRAIN_AND_DIE)
     pids = tmp_path / "pids"
     env = dict(os.environ, PYTHONPATH=str(os.path.dirname(os.path.dirname(lodarrow.__file__))))
-    proc = subprocess.Popen([sys.executable, str(script), str(pids), corpus], env=env)
+    proc = subprocess.Popen([sys.executable, str(script), str(pids), corpus, start], env=env)
     try:
         deadline = time.monotonic() + 60
         while not pids.exists():

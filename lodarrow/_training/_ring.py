@@ -12,7 +12,8 @@ keep a batch as long as it likes) and frees their room.
 
 - **Who writes where.**  A worker claims one of ``RING_COUNT`` rings when it makes its first
   batch, under a lock shared with the main process: a ring no process holds, or one whose
-  holder has exited with every batch it wrote read.  A worker writes only in its own ring, in
+  holder has exited (batches it wrote that were not read went with its ``DataLoader``
+  iterator).  A worker writes only in its own ring, in
   the order it sends; the main process reads each worker's batches in that order (one pipe
   a worker), so the room a batch held is free once the main process has read it (``read``,
   the batch's serial number, in the ring's header).
@@ -135,8 +136,9 @@ class BatchRing:
         me = os.getpid()
         for ring in range(RING_COUNT):
             pid = words[ring * _WORDS + _PID]
-            free = pid == 0 or (pid != me and not _alive(pid) and
-                                words[ring * _WORDS + _READ] == words[ring * _WORDS + _WRITTEN])
+            # a holder gone leaves its ring free: the batches it wrote and no one read were
+            # dropped with its DataLoader iterator (read later, the generation would differ)
+            free = pid == 0 or (pid != me and not _alive(pid))
             if free:
                 generation = words[ring * _WORDS + _GEN] + 1
                 words[ring * _WORDS + _PID] = me
@@ -204,6 +206,7 @@ def _attached(ring_id, header, dup_fd):
     ring.id, ring._header, ring._fd = tuple(ring_id), header, dup_fd.detach()
     ring._attach(ring._fd)
     ring._init_writer()
+    _RINGS[ring.id] = ring   # a trainer process given the dataset reads its workers' batches
     return ring
 
 

@@ -10,7 +10,7 @@ Worker ``i`` of ``k`` makes the steps ``i, i + k, ...`` from the cursor, so the 
 - **Arrays through one shared ring a worker.**  torch hands a worker's tensors to the main
   process through shared memory, a segment per tensor (a file, a descriptor and a mapping
   each).  With ``to="torch"`` a worker instead writes the batch's NumPy arrays into its ring
-  of a mapping shared since the fork, and the main process copies them out into the dict of
+  of a memory file shared with the main process, which copies them out into the dict of
   tensors (``_ring.py``); where the ring cannot take them they cross pickled by value
   (:class:`_WireBatch`).
 - **torchdata's ``StatefulDataLoader``.**  ``state_dict`` / ``load_state_dict`` are called in
@@ -83,16 +83,33 @@ def _exit_with_parent():
     """A DataLoader worker whose training process died (``kill -9``) ends too.  torch's own
     watchdog ends the worker's loop, but a batch crossing by value can fill the pipe, and
     the worker would then wait forever at exit on the queue's feeder thread (the other
-    workers hold the pipe's read end open): a daemon thread ends the process instead."""
+    workers hold the pipe's read end open): a daemon thread ends the process instead.  It
+    watches the process that started the worker (``multiprocessing.parent_process``): under
+    ``forkserver`` the worker's parent is the fork server, which outlives the training
+    process."""
+    import multiprocessing
     import threading
     import time
 
     if _WATCHING:
         return
-    parent = os.getppid()
+    ppid = os.getppid()
+    starter = multiprocessing.parent_process()
+    trainer = starter.pid if starter is not None else ppid
+
+    def gone():
+        if os.getppid() != ppid:
+            return True
+        try:
+            os.kill(trainer, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+        return False
 
     def watch():
-        while os.getppid() == parent:
+        while not gone():
             time.sleep(1.0)
         os._exit(0)
 
@@ -147,6 +164,8 @@ def _dataset_in_worker(loader, shared, ring):
     dataset = _CLASS.__new__(_CLASS)
     dataset.loader, dataset._shared, dataset._ring = loader, shared, ring
     dataset._version, dataset._made, dataset._first = 0, 0, None
+    dataset._restored = False
+    loader._datasets.add(dataset)  # a trainer process given the dataset: set_epoch publishes
     return dataset
 
 
@@ -161,6 +180,7 @@ def _make_class(torch):
             self._version = 0     # the position last published (main) / applied (worker)
             self._made = 0        # batches this worker made in the current pass
             self._first = None    # this worker's first step of the current pass
+            self._restored = False  # a StatefulDataLoader restored this worker's position
             self._ring = BatchRing()  # workers' batches to the main process (_ring.py)
             self._publish()
             loader._datasets.add(self)  # loader.set_epoch / load_state_dict publish too
@@ -218,11 +238,11 @@ def _make_class(torch):
             saved = state["loader"]
             if saved["segments"][-1][0] == self.loader.select.num_replicas:
                 self.loader.load_state_dict(saved)
-                self._first = state["next_step"]
+                self._first, self._restored = state["next_step"], True
                 return
             received = self._agree(state, info)
             self.loader.load_state_dict({**saved, "cursor": received})
-            self._first = state["epoch_step"] - received
+            self._first, self._restored = state["epoch_step"] - received, True
 
         def _agree(self, state, info):
             """The step the training loop had received when the state was saved: the first
@@ -305,7 +325,11 @@ def _make_class(torch):
 
         def _worker_pass(self, info):
             loader = self.loader
-            resumed = self._first is not None  # a StatefulDataLoader restored this worker
+            # a pass starts where the main process's position says, unless a StatefulDataLoader
+            # restored this worker; a pass abandoned halfway (a break) leaves nothing behind
+            resumed, self._restored = self._restored, False
+            if not resumed:
+                self._first = None
             if not resumed:
                 self._sync()
             with self._shared.get_lock():
