@@ -35,7 +35,7 @@ import weakref
 
 import numpy as np
 
-__all__ = ["BatchRing", "RingBatch", "shared_array"]
+__all__ = ["BatchRing", "RingBatch", "alive", "shared_array"]
 
 #: Rings in one dataset's mapping (at most this many workers write through shared memory).
 RING_COUNT = 16
@@ -138,7 +138,7 @@ class BatchRing:
             pid = words[ring * _WORDS + _PID]
             # a holder gone leaves its ring free: the batches it wrote and no one read were
             # dropped with its DataLoader iterator (read later, the generation would differ)
-            free = pid == 0 or (pid != me and not _alive(pid))
+            free = pid == 0 or (pid != me and not alive(pid))
             if free:
                 generation = words[ring * _WORDS + _GEN] + 1
                 words[ring * _WORDS + _PID] = me
@@ -210,7 +210,8 @@ def _attached(ring_id, header, dup_fd):
     return ring
 
 
-def _alive(pid):
+def alive(pid):
+    """Whether process ``pid`` exists (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

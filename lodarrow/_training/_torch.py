@@ -30,7 +30,7 @@ import warnings
 
 __all__ = ["stateful_loader_state", "torch_dataset"]
 
-from ._ring import BatchRing, shared_array
+from ._ring import BatchRing, alive, shared_array
 
 _STATE_BYTES = 1 << 16
 #: How long a worker waits for the others' saved steps on a resume on another world.
@@ -98,15 +98,7 @@ def _exit_with_parent():
     trainer = starter.pid if starter is not None else ppid
 
     def gone():
-        if os.getppid() != ppid:
-            return True
-        try:
-            os.kill(trainer, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            pass
-        return False
+        return os.getppid() != ppid or not alive(trainer)
 
     def watch():
         while not gone():
