@@ -8,6 +8,10 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, qsort
 from libc.string cimport memcpy, memset
 
+cimport numpy as cnp
+
+cnp.import_array()
+
 
 ctypedef struct _item:
     int64_t length
@@ -407,6 +411,80 @@ def gather_rows(const uint8_t[::1] src, int64_t row_bytes, const int64_t[::1] st
         else:
             for k in prange(n, num_threads=num_threads, schedule="dynamic", chunksize=64):
                 _gather_item(&it, k)
+
+
+def packed_batch(const uint8_t[::1] src, int64_t row_bytes, const int64_t[::1] starts,
+                 const int64_t[::1] lengths, const int64_t[::1] rows, threads,
+                 int64_t parallel_bytes):
+    """One "packed" batch of the sequences ``rows`` (of ``starts`` / ``lengths``, value rows
+    of ``row_bytes`` in ``src``), every array fresh, in one call (a batch's Python overhead
+    is of the order of its copying); from ``parallel_bytes`` of values on, copied on
+    ``threads()`` threads (asked only then: it is not free).
+
+    Returns ``(values, position_ids, seq_idx, cu_seqlens, lengths, max_seqlen)``: the values'
+    bytes back to back, int64 ``0..len-1`` a sequence, int32 the sequence's index, int32
+    offsets, int64 the batch's lengths; None when the batch holds 2**31 tokens or more
+    (``cu_seqlens`` would not fit int32: the caller's general path says so).
+    """
+    cdef Py_ssize_t k, n = rows.shape[0]
+    cdef int64_t total = 0, longest = 0, ln
+    cdef cnp.npy_intp dim = n
+    cdef cnp.ndarray blen = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_INT64, 0)
+    cdef int64_t* bl = <int64_t*>cnp.PyArray_DATA(blen)
+    for k in range(n):
+        ln = lengths[rows[k]]
+        bl[k] = ln
+        total += ln
+        if ln > longest:
+            longest = ln
+    if total > 2147483647:
+        return None
+    dim = n + 1
+    cdef cnp.ndarray cu = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_INT32, 0)
+    cdef int32_t* c = <int32_t*>cnp.PyArray_DATA(cu)
+    c[0] = 0
+    for k in range(n):
+        c[k + 1] = <int32_t>(c[k] + bl[k])
+    dim = total * row_bytes
+    cdef cnp.ndarray values = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_UINT8, 0)
+    dim = total
+    cdef cnp.ndarray positions = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_INT64, 0)
+    cdef cnp.ndarray seq_idx = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_INT32, 0)
+    cdef _Items it
+    it.src = &src[0] if src.shape[0] > 0 else NULL
+    it.out = <uint8_t*>cnp.PyArray_DATA(values) if total * row_bytes > 0 else NULL
+    it.pad = NULL
+    it.positions = <int64_t*>cnp.PyArray_DATA(positions)
+    it.mask = NULL
+    it.token_ids = <int32_t*>cnp.PyArray_DATA(seq_idx)
+    it.slot = NULL
+    it.ids = NULL  # the item's own index
+    it.starts = &starts[0] if starts.shape[0] > 0 else NULL
+    it.lengths = bl
+    it.dest = NULL
+    it.row_bytes = row_bytes
+    it.fill_id = 0
+    cdef const int64_t* r = &rows[0] if n > 0 else NULL
+    cdef int num_threads = threads() if total * row_bytes >= parallel_bytes else 1
+    with nogil:
+        if num_threads <= 1:
+            for k in range(n):
+                _packed_item(&it, r, c, k)
+        else:
+            for k in prange(n, num_threads=num_threads, schedule="dynamic", chunksize=64):
+                _packed_item(&it, r, c, k)
+    return values, positions, seq_idx, cu, blen, longest
+
+
+cdef inline void _packed_item(const _Items* it, const int64_t* rows, const int32_t* cu,
+                              Py_ssize_t k) noexcept nogil:
+    cdef int64_t d = cu[k]
+    cdef int64_t ln = it.lengths[k]
+    cdef int64_t rb = it.row_bytes
+    if ln > 0 and rb > 0:
+        memcpy(it.out + d * rb, it.src + it.starts[rows[k]] * rb, ln * rb)
+    _iota(it.positions + d, ln)
+    _fill32(it.token_ids + d, ln, <int32_t>k)
 
 
 ctypedef struct _Items:

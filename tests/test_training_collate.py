@@ -38,7 +38,8 @@ def _reference(seqs, rows, mode, pad, row_length=None):
             cu.append(cu[-1] + n)
         return {"values": [v for s in picked for v in s], "cu_seqlens": cu,
                 "max_seqlen": longest, "position_ids": [i for n in lengths for i in range(n)],
-                "seq_idx": [k for k, n in enumerate(lengths) for _ in range(n)]}
+                "seq_idx": [k for k, n in enumerate(lengths) for _ in range(n)],
+                "lengths": lengths}
     if mode == "segments":
         return {"values": [v for s in picked for v in s], "num_segments": len(picked),
                 "segment_ids": [k for k, n in enumerate(lengths) for _ in range(n)],
@@ -92,11 +93,49 @@ def test_collate_equals_the_reference(data, level_count, dtype, feature, mode):
     kw = {"row_length": row_length} if mode == "packed_rows" else {}
     got = la.collate(t, rows, level=level, mode=mode, pad_value=pad, **kw)
     _check(got, _reference(seqs, rows, mode, pad, row_length), np.dtype(dtype), feature)
+    if mode == "packed":
+        assert {k: got[k].dtype for k in ("cu_seqlens", "position_ids", "seq_idx", "lengths")} \
+            == {"cu_seqlens": np.int32, "position_ids": np.int64, "seq_idx": np.int32,
+                "lengths": np.int64}
+        assert got["values"].shape == (sum(len(seqs[r]) for r in rows),) + feature
     # and from Arrow, the same
     if dtype != "float16":
         got2 = la.collate(t.to_arrow(), rows, level=level, mode=mode, pad_value=pad, **kw)
         for key in got:
             np.testing.assert_array_equal(np.asarray(got[key]), np.asarray(got2[key]))
+
+
+def test_packed_batches_copied_on_several_threads_equal_the_reference(monkeypatch):
+    # past 8 MiB of values a packed batch is copied on the kernels' threads
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(0, 40_000, 200)
+    values = rng.integers(-9, 9, (int(lengths.sum()), 3)).astype(np.float32)
+    t = la.create_lod_tensor(values, [lengths.tolist()], la.CPUPlace())
+    rows = rng.permutation(200)[:150].tolist() + [7, 7]
+    monkeypatch.setenv("LODARROW_NUM_THREADS", "2")
+    got = la.collate(t, rows, mode="packed")
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    np.testing.assert_array_equal(got["values"], np.concatenate(
+        [values[starts[r]:starts[r + 1]] for r in rows]))
+    np.testing.assert_array_equal(got["position_ids"], np.concatenate(
+        [np.arange(lengths[r]) for r in rows]))
+    np.testing.assert_array_equal(got["seq_idx"], np.repeat(np.arange(len(rows)),
+                                                            lengths[rows]))
+    np.testing.assert_array_equal(got["cu_seqlens"], np.concatenate(
+        [[0], np.cumsum(lengths[rows])]))
+    assert got["values"].nbytes > 8 << 20 and got["max_seqlen"] == lengths[rows].max()
+
+
+def test_the_packed_kernel_leaves_batches_past_int32_to_the_general_path():
+    from lodarrow._cpu import _batch_plan as k
+
+    none = np.zeros(0, np.uint8)
+    lengths = np.array([2**31 - 1, 1, 5], np.int64)
+    assert k.packed_batch(none, 4, np.zeros(3, np.int64), lengths, np.array([0, 1]),
+                          lambda: 1, 1) is None  # nothing allocated or copied
+    made = k.packed_batch(none, 4, np.zeros(3, np.int64), np.array([0, 0, 0]),
+                          np.array([2, 0]), lambda: 1, 1)
+    assert [a.tolist() for a in made[:5]] + [made[5]] == [[], [], [], [0, 0, 0], [0, 0], 0]
 
 
 def test_collate_a_table_column_and_a_plan_batch():

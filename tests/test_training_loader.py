@@ -126,6 +126,176 @@ def test_a_read_error_comes_where_its_block_starts(dataset, monkeypatch, prefetc
         np.testing.assert_array_equal(np.asarray(a["rows"]), np.asarray(b["rows"]))
 
 
+def _equal_batches(got, want):
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert a.keys() == b.keys()
+        for key in a:
+            np.testing.assert_array_equal(np.asarray(a[key]), np.asarray(b[key]))
+
+
+def _counting_reads(monkeypatch):
+    """A list that grows by one per row group read (in any thread)."""
+    from lodarrow._training._source import ParquetParts
+
+    reads, read_group = [], ParquetParts.read_group
+
+    def counted(self, k, columns):
+        reads.append(k)
+        return read_group(self, k, columns)
+
+    monkeypatch.setattr(ParquetParts, "read_group", counted)
+    return reads
+
+
+@pytest.mark.parametrize("row_groups", [2, 100])  # several blocks an epoch, and one
+def test_the_next_epochs_first_block_is_read_once_while_this_epoch_ends(dataset, monkeypatch,
+                                                                         row_groups):
+    reads = _counting_reads(monkeypatch)
+    kw = dict(batch_size=16, row_groups=row_groups, seed=4, progress=False, mode="packed")
+    inline = la.batch_loader(dataset, "ids", prefetch=0, **kw)
+    want = []
+    for epoch in range(3):
+        inline.set_epoch(epoch)
+        want.append(list(inline))
+    read_inline = len(reads)
+    inline.set_epoch(3)
+    next(iter(inline))
+    first_block = len(reads) - read_inline
+    del reads[:]
+    ahead = la.batch_loader(dataset, "ids", prefetch=2, **kw)
+    for epoch in range(3):
+        ahead.set_epoch(epoch)
+        _equal_batches(list(ahead), want[epoch])
+    ahead._ahead._kept[1].result()  # epoch 3's first block, read while epoch 2 ended
+    assert len(reads) == read_inline + first_block  # each block read once, none twice
+
+
+def test_reading_ahead_changes_no_batch_whatever_the_next_pass(dataset):
+    """The pass after an epoch is not always the next epoch: the same epoch again, one
+    further on, a resume mid-epoch, a pass broken off and taken up: every batch as without
+    reading ahead."""
+    kw = dict(batch_size=16, row_groups=2, seed=4, progress=False, extra_columns=["label"])
+    loaders = [la.batch_loader(dataset, "ids", prefetch=p, **kw) for p in (2, 0)]
+    saved = None
+    for step, action in enumerate(["epoch 0", "all", "epoch 1", "all", "epoch 1", "all",
+                                   "epoch 3", "break 5", "save", "all", "epoch 2", "break 3",
+                                   "all", "load", "all", "epoch 4", "break 100", "epoch 5",
+                                   "all"]):
+        got = []
+        for loader in loaders:
+            if action.startswith("epoch"):
+                loader.set_epoch(int(action.split()[1]))
+            elif action == "save":
+                saved = loader.state_dict()
+            elif action == "load":
+                loader.load_state_dict(saved)
+            else:
+                limit = None if action == "all" else int(action.split()[1])
+                out = []
+                for b in loader:
+                    out.append(b)
+                    if len(out) == limit:
+                        break
+                got.append(out)
+        if got:
+            assert len(got[0]) > 0, action
+            _equal_batches(*got)
+
+
+def test_a_next_epochs_read_that_fails_is_made_again_where_its_block_starts(dataset,
+                                                                           monkeypatch):
+    """A read made ahead that failed is read again when its block is due: a passing error
+    is not raised at all, a lasting one where the block starts (the epoch before whole)."""
+    from lodarrow._training._source import ParquetParts
+
+    kw = dict(batch_size=16, row_groups=2, seed=4, progress=False)
+    want = []
+    inline = la.batch_loader(dataset, "ids", prefetch=0, **kw)
+    for epoch in range(2):
+        inline.set_epoch(epoch)
+        want.append(list(inline))
+    read_group = ParquetParts.read_group
+    calls, failing = [0], [None]
+
+    def flaky(self, k, columns):
+        calls[0] += 1
+        if failing[0] is not None and failing[0](calls[0]):
+            raise ValueError("batch_loader: cannot read row group 0 of 'part': broken")
+        return read_group(self, k, columns)
+
+    monkeypatch.setattr(ParquetParts, "read_group", flaky)
+    loader = la.batch_loader(dataset, "ids", prefetch=2, **kw)
+    _equal_batches(list(loader), want[0])  # epoch 0; epoch 1's first block read ahead
+    kept = loader._ahead._kept[1]
+    kept.result()
+    first_read = calls[0]
+
+    # the read of the next epoch's first block fails once: nothing is raised
+    loader.set_epoch(0)
+    calls[0] = 0
+    failing[0] = lambda n: n == first_read
+    _equal_batches(list(loader), want[0])
+    assert loader._ahead._kept[1].exception() is not None
+    loader.set_epoch(1)
+    _equal_batches(list(loader), want[1])
+
+    # from the next epoch's first block on every read fails: the epoch ends whole, the
+    # next one raises at its first batch
+    loader.set_epoch(0)
+    calls[0] = 0
+    failing[0] = lambda n: n >= first_read
+    _equal_batches(list(loader), want[0])
+    loader.set_epoch(1)
+    with pytest.raises(ValueError, match="cannot read row group .* broken"):
+        next(iter(loader))
+
+
+def test_nothing_is_read_ahead_past_the_bound(dataset, monkeypatch):
+    from lodarrow._training import _loader
+
+    monkeypatch.setattr(_loader, "_AHEAD_BYTES", 0)
+    kw = dict(batch_size=16, row_groups=2, seed=4, progress=False)
+    loader = la.batch_loader(dataset, "ids", prefetch=2, **kw)
+    list(loader)
+    assert loader._ahead._kept is None
+    loader.set_epoch(1)
+    _equal_batches(list(loader), _parquet_batches(dataset, 0, 1)[1])
+
+
+def test_workers_forked_while_a_read_is_kept_read_for_themselves(dataset):
+    """A process forked from one that read ahead has none of its threads: its workers
+    read their own blocks (here, epoch 1's first block kept by the training process)."""
+    torch = pytest.importorskip("torch")
+    import multiprocessing
+
+    kw = dict(batch_size=16, row_groups=2, seed=4, progress=False)
+    loader = la.batch_loader(dataset, "ids", prefetch=2, **kw)
+    list(loader)
+    assert loader._ahead._kept is not None
+    loader.set_epoch(1)
+    data = torch.utils.data.DataLoader(
+        loader.torch(), batch_size=None, num_workers=2,
+        multiprocessing_context=multiprocessing.get_context("fork"))
+    _equal_batches(list(data), _parquet_batches(dataset, 0, 1)[1])
+
+
+@pytest.mark.parametrize("num_workers", [1, 2])
+def test_persistent_workers_read_their_next_epochs_first_block_ahead(dataset, num_workers):
+    """Each worker reads ahead the first block of its own share of the next epoch; an epoch
+    run again or skipped to takes nothing of it."""
+    torch = pytest.importorskip("torch")
+    kw = dict(batch_size=16, row_groups=2, seed=4, progress=False, to="torch", mode="packed")
+    inline = la.batch_loader(dataset, "ids", prefetch=0, **kw)
+    dataset_ = la.batch_loader(dataset, "ids", prefetch=2, **kw).torch()
+    data = torch.utils.data.DataLoader(dataset_, batch_size=None, num_workers=num_workers,
+                                       persistent_workers=True)
+    for epoch in (0, 1, 1, 3, 4):
+        inline.set_epoch(epoch)
+        dataset_.set_epoch(epoch)
+        _equal_batches(list(data), list(inline))
+
+
 def test_modes_and_levels_from_parquet(dataset):
     packed = list(la.batch_loader(dataset, "ids", max_tokens=200, cost="packed",
                                   mode="packed", seed=2))

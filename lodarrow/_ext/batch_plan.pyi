@@ -1,3 +1,5 @@
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 
@@ -17,6 +19,9 @@ def best_fit_windows(sizes: _I64, windows: _I64, capacity: int, bin_of: _I64, of
 def gather_rows(src: _U8, row_bytes: int, starts: _I64, lengths: _I64, dest: _I64, slot: _I64,
                 pad_row: _U8, out: _U8, positions: _I64, mask: _U8, ids: _I32, token_ids: _I32,
                 fill_id: int, num_threads: int) -> None: ...
+def packed_batch(src: _U8, row_bytes: int, starts: _I64, lengths: _I64, rows: _I64,
+                 threads: Callable[[], int], parallel_bytes: int
+                 ) -> tuple[_U8, _I64, _I32, _I32, _I64, int] | None: ...
 def permutation(out: _I64, seed: int) -> None: ...
 def gather_padded(src: _U8, row_bytes: int, starts: _I64, rows: _I64, lengths: _I64,
                   longest: int, pad_row: _U8, out: _U8, mask: _U8, num_threads: int) -> None: ...

@@ -630,6 +630,10 @@ def collate_rows(seqs, rows, mode, pad, row_length=None, *, placement=None, shap
         raise ValueError(f"{fn}: a placement is for mode='packed_rows' or 'blocks' "
                          f"(mode={mode!r})")
     rows = np.asarray(rows, dtype=np.int64)
+    if mode == "packed" and not seqs.on_gpu:
+        out = _packed_host(seqs, rows)
+        if out is not None:
+            return out
     lengths = seqs.lengths[rows]
     if mode == "padded":
         return _padded(seqs, rows, lengths, pad, shape, fn)
@@ -705,6 +709,20 @@ def _packed(seqs, rows, lengths, pad):
                                             ids=np.arange(n, dtype=np.int32))
     return {"values": values, "cu_seqlens": _int32(cu, "cu_seqlens"),
             "max_seqlen": int(lengths.max()) if n else 0, "position_ids": positions,
+            "seq_idx": seq_idx, "lengths": lengths}
+
+
+def _packed_host(seqs, rows):
+    """:func:`_packed` of host data in one kernel call (None: past int32, see _packed)."""
+    src, row_bytes = seqs.source_bytes()
+    made = _k.packed_batch(src, row_bytes, seqs.starts, seqs.lengths,
+                           np.ascontiguousarray(rows), num_threads, _PARALLEL_BYTES)
+    if made is None:
+        return None
+    values, positions, seq_idx, cu, lengths, longest = made
+    feature = seqs.values.shape[1:]
+    return {"values": values.view(seqs.values.dtype).reshape((-1,) + feature),
+            "cu_seqlens": cu, "max_seqlen": longest, "position_ids": positions,
             "seq_idx": seq_idx, "lengths": lengths}
 
 

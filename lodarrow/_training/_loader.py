@@ -23,6 +23,7 @@ from lodarrow._training._epoch import PLAN_VERSION, plan_epoch
 from lodarrow._training._lengths import parquet_part_lengths
 from lodarrow._training._mix import (Mixture, epoch_mix, members_of_parts, mixed_files,
                                      mixed_table)
+from lodarrow._training._readahead import ReadAhead
 from lodarrow._training._resume import FORMAT, check_state, fingerprint, segment_plan
 from lodarrow._training._select import Selection
 from lodarrow._training._shape import BatchShape
@@ -37,6 +38,9 @@ _FN = "batch_loader"
 #: Map a block's source positions to its read table's through a lookup table up to this many
 #: rows (8 bytes each); a wider span searches the row groups instead.
 _LOOKUP_ROWS = 1 << 22
+#: The next epoch's first block is read ahead (held beside the last block of the epoch) up to
+#: this many bytes of sequence values.
+_AHEAD_BYTES = 1 << 30
 
 
 def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=None,
@@ -157,8 +161,10 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
     prefetch : int, default 2
         Batches made ahead in a background thread when iterated in this process (the kernels
         and Parquet decoding release the GIL), and a Parquet source's next block read while
-        the batches of the current one are made (two blocks in memory); 0: each batch made
-        when asked for, each block read when its first batch is.
+        the batches of the current one are made; at the last block, the next epoch's first
+        block (two blocks in memory, the one read ahead kept until the next pass; see
+        docs/training.md#loader); 0: each batch made when asked for, each block read when
+        its first batch is.
     progress : bool, optional
         Show a progress bar (batches, tokens/s) on stderr; default: when stderr is a terminal.
     filesystem : pyarrow.fs.FileSystem or fsspec filesystem, optional
@@ -259,6 +265,7 @@ class BatchLoader:
         self._sep = None                       # blocks: the separator's value row
         self._mix = None                       # a Mixture: its counts, each source's members
         self._mixes = {}                       # EpochMix of the epochs planned
+        self._ahead = ReadAhead(self._read)    # Parquet blocks read in a thread
         if isinstance(source, Mixture):
             self._init_mixture(source, column)
         elif is_parquet_source(source):
@@ -354,6 +361,7 @@ class BatchLoader:
         if self._sep is not None:  # blocks: each sequence ends with the separator
             self.lengths = self.lengths + 1
         self._check_to(empty.values.dtype)
+        self._value_bytes = empty.values.dtype.itemsize * int(np.prod(empty.values.shape[1:]))
         rows = np.concatenate([[0], np.cumsum(parts.rows)])
         self._row_nulls = (np.concatenate([n + rows[k] for k, n in enumerate(nulls)])
                            if nulls else np.zeros(0, np.int64))
@@ -387,20 +395,22 @@ class BatchLoader:
             self._src_of[m] = k
             self._pos_in_src[m] = np.arange(len(m), dtype=np.int64)
 
-    def _epoch_mix(self):
-        """The mixture's current epoch as a virtual source (:class:`EpochMix`)."""
-        em = self._mixes.get(self.epoch)
+    def _epoch_mix(self, epoch=None):
+        """The mixture's epoch ``epoch`` (default: the current one) as a virtual source
+        (:class:`EpochMix`)."""
+        epoch = self.epoch if epoch is None else epoch
+        em = self._mixes.get(epoch)
         if em is None:
             if len(self._mixes) > 2:
                 self._mixes.clear()
             em = epoch_mix(self._mix_counts, self._members, self.lengths, self._part_starts,
-                           self.select.seed, self.epoch)
-            self._mixes[self.epoch] = em
+                           self.select.seed, epoch)
+            self._mixes[epoch] = em
         return em
 
-    def _source_rows(self, rows):
+    def _source_rows(self, rows, epoch=None):
         """The sources' positions of plan positions (a mixture's plan is of its epoch)."""
-        return rows if self._mix is None else self._epoch_mix().vmap[rows]
+        return rows if self._mix is None else self._epoch_mix(epoch).vmap[rows]
 
     def _dropped(self):
         """``(nulls, oversize)``: the sequences of the epoch left out before planning."""
@@ -572,16 +582,21 @@ class BatchLoader:
         mean = float(np.mean(np.diff(self._part_starts))) if len(self._part_starts) > 1 else 1
         return max(1, int(round(self.select.row_groups * mean)))
 
-    def _epoch_plan(self):
-        """The plan of the current segment of the epoch, and the epoch step it starts at."""
+    def _epoch_plan(self, epoch=None):
+        """The plan of the current segment of the epoch, and the epoch step it starts at;
+        ``epoch``: that epoch's plan from its start instead (what ``set_epoch`` makes)."""
         args = self.select.plan_args(self._cell_rows())
+        segments = self._segments
+        if epoch is None:
+            epoch = self.epoch
+        else:
+            segments = [[self.select.num_replicas, 0]]
         if self._mix is None:
-            return segment_plan(self.lengths, args, self._segments, self.select.seed,
-                                self.epoch, self._part_starts, self._plans,
-                                base_rows=self._base_rows)
-        em = self._epoch_mix()  # the plan is of the epoch's virtual source
+            return segment_plan(self.lengths, args, segments, self.select.seed, epoch,
+                                self._part_starts, self._plans, base_rows=self._base_rows)
+        em = self._epoch_mix(epoch)  # the plan is of the epoch's virtual source
         base = None if self._keep is None else np.flatnonzero(self._keep[em.vmap])
-        return segment_plan(em.lengths, args, self._segments, self.select.seed, self.epoch,
+        return segment_plan(em.lengths, args, segments, self.select.seed, epoch,
                             em.part_starts, self._plans, base_rows=base,
                             part_groups=em.part_source)
 
@@ -723,11 +738,13 @@ class BatchLoader:
         state["_datasets"] = None
         state["_plans"] = {}
         state["_mixes"] = {}
+        state["_ahead"] = None
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._datasets = weakref.WeakSet()
+        self._ahead = ReadAhead(self._read)
 
     def statistics(self):
         """What the current epoch's plan does, as data (docs/training.md#statistics).
@@ -798,53 +815,70 @@ class BatchLoader:
             made.close()
             bar.close(ok)
 
-    def _produce(self, plan, steps):
-        """``(step, batch, tokens)`` for each step of ``steps`` (this rank's), reading each
-        block once for the steps that need it."""
+    def _produce(self, plan, steps, next_first=0):
+        """``(step, batch, tokens)`` for each step of ``steps`` (a range of this rank's
+        steps), reading each block once for the steps that need it.
+
+        With ``prefetch``, the next block is read while this one's batches are made, and at
+        the last block the first block of the likely next pass: the next epoch from its step
+        ``next_first``, every ``steps.step``-th step (a ``DataLoader`` worker's share).
+        """
         rank = self.select.rank
         if self._parts is None:
             for s in steps:
                 yield s, self._batch(self._seqs, None, plan, s, self._memory_extras), \
                     int(plan.tokens[rank, s])
             return
-        steps = list(steps)
-        blocks = plan.block[rank, steps] if steps else np.zeros(0, np.int64)
-        groups, k = [], 0  # the steps of each block, in order
-        while k < len(steps):
-            j = k
-            while j < len(steps) and blocks[j] == blocks[k]:
-                j += 1
-            groups.append(steps[k:j])
-            k = j
-
-        def rows_of(group):
-            return self._source_rows(np.concatenate([plan.batch(rank, s) for s in group]))
-
-        if not (self.deliver.prefetch and len(groups) > 1):
+        groups = _blocks_of(plan, rank, steps)
+        if not self.deliver.prefetch:
             for group in groups:
-                seqs, local_of, extras = self._read(rows_of(group))
+                seqs, local_of, extras = self._read(self._block_rows(plan, group))
                 for s in group:
                     yield (s, self._batch(seqs, local_of, plan, s, extras),
                            int(plan.tokens[rank, s]))
                 del seqs, extras
             return
-        # read ahead: the next block decoded (GIL released) while this one's batches are made;
-        # a read's error is raised where that block's batches would start, as without it
-        from concurrent.futures import ThreadPoolExecutor
-
-        pool = ThreadPoolExecutor(1, thread_name_prefix="lodarrow-read-ahead")
+        if not groups:
+            return
+        ahead = self._ahead
+        rows = self._block_rows(plan, groups[0])
+        pending = ahead.take(rows)
         try:
-            pending = pool.submit(self._read, rows_of(groups[0]))
             for i, group in enumerate(groups):
-                seqs, local_of, extras = pending.result()
+                future, pending = pending, None
+                seqs, local_of, extras = ahead.result(future, rows)
                 if i + 1 < len(groups):
-                    pending = pool.submit(self._read, rows_of(groups[i + 1]))
+                    rows = self._block_rows(plan, groups[i + 1])
+                    pending = ahead.submit(rows)
+                else:
+                    self._read_next_pass(next_first, steps.step)
                 for s in group:
                     yield (s, self._batch(seqs, local_of, plan, s, extras),
                            int(plan.tokens[rank, s]))
                 del seqs, extras
         finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+            if pending is not None:  # a pass broken off: its next block may start the next
+                ahead.keep(rows, pending)
+
+    def _block_rows(self, plan, group, epoch=None):
+        """The source positions of the steps ``group`` of one block (of epoch ``epoch``)."""
+        rank = self.select.rank
+        return self._source_rows(np.concatenate([plan.batch(rank, s) for s in group]), epoch)
+
+    def _read_next_pass(self, first, stride):
+        """Read the first block of the next epoch's pass from step ``first`` every
+        ``stride``-th (what follows ``set_epoch(epoch + 1)``), up to :data:`_AHEAD_BYTES`."""
+        epoch = self.epoch + 1
+        plan, _ = self._epoch_plan(epoch)
+        groups = _blocks_of(plan, self.select.rank, range(first, plan.steps, stride), 1)
+        if not groups:
+            self._ahead.drop()
+            return
+        rows = self._block_rows(plan, groups[0], epoch)
+        if int(self.lengths[rows].sum()) * self._value_bytes > _AHEAD_BYTES:
+            self._ahead.drop()
+            return
+        self._ahead.keep(rows)
 
     def _read(self, rows):
         """Read the sequences ``rows`` (positions in the source) from the row groups holding
@@ -970,6 +1004,21 @@ class BatchLoader:
 
         torch = import_optional("torch", "BatchLoader.torch")
         return torch_dataset(torch, self)
+
+
+def _blocks_of(plan, rank, steps, limit=None):
+    """``steps`` (of ``rank`` in ``plan``) cut where their block changes, in order (the
+    first ``limit`` groups)."""
+    steps = list(steps)
+    blocks = plan.block[rank, steps] if steps else np.zeros(0, np.int64)
+    groups, k = [], 0
+    while k < len(steps) and (limit is None or len(groups) < limit):
+        j = k
+        while j < len(steps) and blocks[j] == blocks[k]:
+            j += 1
+        groups.append(steps[k:j])
+        k = j
+    return groups
 
 
 def _read_all(parts, ranges, columns):

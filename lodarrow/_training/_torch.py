@@ -341,7 +341,7 @@ def _make_class(torch):
                 self._made = 0
             first = self._first + self._made * info.num_workers
             steps = range(first, plan.steps, info.num_workers)
-            for _, batch, _ in loader._produce(plan, steps):
+            for _, batch, _ in loader._produce(plan, steps, info.id):
                 self._made += 1
                 yield batch
             # this pass is over: the next one starts from the published position again
