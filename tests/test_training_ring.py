@@ -199,6 +199,27 @@ def test_a_pass_broken_off_leaves_persistent_workers_at_the_next_epoch(table):
     _equal_batches(list(data), own)
 
 
+@pytest.mark.filterwarnings("ignore:batch_loader. epoch 2 is iterated again")  # the workers'
+def test_workers_after_a_whole_pass_in_process_repeat_the_epoch(table):
+    """A dataset made after the loader went through its epoch in this process: the workers'
+    pass is that epoch again, as a second pass in process is (it used to give no batch)."""
+    kw = MODES[1]
+    loader = _loader(table, **kw)
+    loader.set_epoch(2, start_step=3)
+    own = list(loader)
+    data = torch.utils.data.DataLoader(loader.torch(), batch_size=None, num_workers=2)
+    _equal_batches(list(data), own)
+    with pytest.warns(UserWarning, match="epoch 2 is iterated again from step 3"):
+        again = list(loader)
+    _equal_batches(again, own)
+    # the dataset made first, the pass in process after: the workers' pass from the start
+    loader.set_epoch(2, start_step=3)
+    dataset = loader.torch()
+    list(loader)
+    data = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
+    _equal_batches(list(data), own)
+
+
 @pytest.mark.filterwarnings("ignore:batch_loader. epoch 0 is iterated again")
 def test_rings_of_workers_gone_are_taken_again(table, monkeypatch):
     """Each broken-off epoch of non-persistent workers leaves batches unread in their rings;

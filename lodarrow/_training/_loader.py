@@ -847,14 +847,15 @@ class BatchLoader:
             for i, group in enumerate(groups):
                 future, pending = pending, None
                 seqs, local_of, extras = ahead.result(future, rows)
-                if i + 1 < len(groups):
+                last = i + 1 == len(groups)
+                if not last:
                     rows = self._block_rows(plan, groups[i + 1])
                     pending = ahead.submit(rows)
-                else:
-                    self._read_next_pass(next_first, steps.step)
-                for s in group:
+                for j, s in enumerate(group):
                     yield (s, self._batch(seqs, local_of, plan, s, extras),
                            int(plan.tokens[rank, s]))
+                    if last and j == 0:  # after the block's first batch, not delaying it
+                        self._read_next_pass(next_first, steps.step)
                 del seqs, extras
         finally:
             if pending is not None:  # a pass broken off: its next block may start the next

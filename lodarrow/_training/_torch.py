@@ -169,7 +169,9 @@ def _make_class(torch):
             super().__init__()
             self.loader = loader
             self._shared = shared_array("c", _STATE_BYTES)
-            self._version = 0     # the position last published (main) / applied (worker)
+            # the position a worker applied last (0: none; a forked worker applies the
+            # published one, whatever the main process's loader did since)
+            self._version = 0
             self._made = 0        # batches this worker made in the current pass
             self._first = None    # this worker's first step of the current pass
             self._restored = False  # a StatefulDataLoader restored this worker's position
@@ -185,16 +187,21 @@ def _make_class(torch):
         def _publish(self):
             if torch.utils.data.get_worker_info() is not None:
                 return  # workers read the position; only the main process writes it
+            loader, passes = self.loader, 0
+            state = loader.state_dict()
+            if not loader._fresh and loader._cursor >= len(loader):
+                # a whole pass made in this process: the workers' pass is the same epoch again
+                # from where it was set to start, with the warning, as a second pass here is
+                state["cursor"], passes = loader._start, 1
             with self._shared.get_lock():
                 raw = self._shared.value
                 version = json.loads(raw.decode())["version"] + 1 if raw else 1
-                text = json.dumps({"version": version, "passes": 0,
-                                   "state": self.loader.state_dict()}).encode()
+                text = json.dumps({"version": version, "passes": passes,
+                                   "state": state}).encode()
                 if len(text) >= _STATE_BYTES:
                     raise ValueError("BatchLoader.torch: the loader's state is too large to "
                                      "share")
                 self._shared.value = text
-                self._version = version
 
         def set_epoch(self, epoch, start_step=0):
             """As :meth:`lodarrow.BatchLoader.set_epoch`; reaches persistent workers."""
