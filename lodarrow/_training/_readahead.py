@@ -29,13 +29,12 @@ class ReadAhead:
         self._read = read
         self._pool = None
         self._pid = None
-        self._kept = None  # (rows, future) of a read made for a pass not begun
+        self._kept = None  # (rows, future, pid) of a read made for a pass not begun
 
     def _executor(self):
         if self._pid != os.getpid():
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="lodarrow-read-ahead")
             self._pid = os.getpid()
-            self._kept = None
         return self._pool
 
     def submit(self, rows):
@@ -43,19 +42,21 @@ class ReadAhead:
         return self._executor().submit(self._read, rows)
 
     def take(self, rows):
-        """A future of ``read(rows)``: the read kept, if it is of these rows; else a new one
-        (the kept read is dropped)."""
-        pool = self._executor()
+        """The read kept, if it is of ``rows`` (else None: the kept read is dropped, and the
+        caller reads in its own thread, which waits for it anyway)."""
         kept, self._kept = self._kept, None
-        if kept is not None:
+        if kept is not None and kept[2] == os.getpid():
             if np.array_equal(kept[0], rows):
                 return kept[1]
             kept[1].cancel()
-        return pool.submit(self._read, rows)
+        return None
 
     def result(self, future, rows):
-        """What ``future`` (a read of ``rows``) read; if it failed, ``rows`` read again now,
-        as without reading ahead (an error then is this read's: a passing one is gone)."""
+        """What ``future`` (a read of ``rows``; None: none made) read; if it failed, ``rows``
+        read again now, as without reading ahead (an error then is this read's: a passing
+        one is gone)."""
+        if future is None:
+            return self._read(rows)
         try:
             return future.result()
         except Exception:
@@ -63,13 +64,11 @@ class ReadAhead:
 
     def keep(self, rows, future=None):
         """Keep ``future`` (a read of ``rows``; None: start one) for a later :meth:`take`."""
-        self._executor()
-        if self._kept is not None:
-            self._kept[1].cancel()
-        self._kept = (rows, self.submit(rows) if future is None else future)
+        self.drop()
+        self._kept = (rows, self.submit(rows) if future is None else future, os.getpid())
 
     def drop(self):
         """Forget the kept read (a running one finishes in the background, unused)."""
-        if self._kept is not None and self._pid == os.getpid():
+        if self._kept is not None and self._kept[2] == os.getpid():
             self._kept[1].cancel()
         self._kept = None
