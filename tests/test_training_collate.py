@@ -126,6 +126,14 @@ def test_packed_batches_copied_on_several_threads_equal_the_reference(monkeypatc
     assert got["values"].nbytes > 8 << 20 and got["max_seqlen"] == lengths[rows].max()
 
 
+@pytest.mark.parametrize("mode", ["padded", "packed"])
+def test_value_rows_of_no_width_collate(mode):
+    col = pa.array([[[], []], [[]]], type=pa.list_(pa.list_(pa.int32(), 0)))
+    got = la.collate(col, mode=mode)
+    assert got["values"].shape == ((3, 0) if mode == "packed" else (2, 2, 0))
+    assert got["lengths"].tolist() == [2, 1]
+
+
 def test_the_packed_kernel_leaves_batches_past_int32_to_the_general_path():
     from lodarrow._cpu import _batch_plan as k
 

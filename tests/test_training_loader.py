@@ -251,6 +251,33 @@ def test_a_next_epochs_read_that_fails_is_made_again_where_its_block_starts(data
         next(iter(loader))
 
 
+def test_a_loader_dropped_is_freed_with_what_it_read_ahead(dataset):
+    """No reference cycle through the read-ahead: ``del`` frees the loader, the block kept
+    for the next epoch and the thread, without the cycle collector."""
+    import gc
+    import threading
+    import weakref
+
+    before = threading.active_count()
+    gc.disable()
+    try:
+        loader = la.batch_loader(dataset, "ids", batch_size=16, row_groups=2, seed=4,
+                                 progress=False, prefetch=2)
+        list(loader)
+        kept = loader._ahead._kept[1]
+        kept.result()
+        gone = weakref.ref(loader)
+        del loader
+        assert gone() is None
+        for _ in range(100):  # the idle thread ends once its pool is dropped
+            if threading.active_count() <= before:
+                break
+            threading.Event().wait(0.01)
+        assert threading.active_count() <= before
+    finally:
+        gc.enable()
+
+
 def test_nothing_is_read_ahead_past_the_bound(dataset, monkeypatch):
     from lodarrow._training import _loader
 

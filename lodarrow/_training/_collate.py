@@ -721,7 +721,7 @@ def _packed_host(seqs, rows):
         return None
     values, positions, seq_idx, cu, lengths, longest = made
     feature = seqs.values.shape[1:]
-    return {"values": values.view(seqs.values.dtype).reshape((-1,) + feature),
+    return {"values": values.view(seqs.values.dtype).reshape((len(positions),) + feature),
             "cu_seqlens": cu, "max_seqlen": longest, "position_ids": positions,
             "seq_idx": seq_idx, "lengths": lengths}
 

@@ -922,8 +922,10 @@ class BatchLoader:
             def local_of(batch_rows):
                 return batch_rows + shift[batch_rows - lo]
         else:
+            part_starts = self._part_starts  # not self: a block read ahead holds this
+
             def local_of(batch_rows):
-                i = np.searchsorted(needed, np.searchsorted(self._part_starts, batch_rows,
+                i = np.searchsorted(needed, np.searchsorted(part_starts, batch_rows,
                                                             side="right") - 1)
                 return batch_rows - firsts[i] + offsets[i]
 

@@ -11,6 +11,7 @@ not raised at all).
 """
 
 import os
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -26,7 +27,9 @@ class ReadAhead:
     """
 
     def __init__(self, read):
-        self._read = read
+        # the loader's method, held weakly: a loader dropped is freed at once (with what it
+        # kept and its thread), not by the cycle collector
+        self._read = weakref.WeakMethod(read)
         self._pool = None
         self._pid = None
         self._kept = None  # (rows, future, pid) of a read made for a pass not begun
@@ -39,7 +42,7 @@ class ReadAhead:
 
     def submit(self, rows):
         """A future of ``read(rows)``, started now (after the reads before it)."""
-        return self._executor().submit(self._read, rows)
+        return self._executor().submit(self._read(), rows)
 
     def take(self, rows):
         """The read kept, if it is of ``rows`` (else None: the kept read is dropped, and the
@@ -56,11 +59,11 @@ class ReadAhead:
         read again now, as without reading ahead (an error then is this read's: a passing
         one is gone)."""
         if future is None:
-            return self._read(rows)
+            return self._read()(rows)
         try:
             return future.result()
         except Exception:
-            return self._read(rows)
+            return self._read()(rows)
 
     def keep(self, rows, future=None):
         """Keep ``future`` (a read of ``rows``; None: start one) for a later :meth:`take`."""
