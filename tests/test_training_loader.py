@@ -2,6 +2,9 @@
 the plan; every sequence once per epoch across ranks and DataLoader workers; memory bounded
 by blocks of row groups; Hugging Face datasets zero-copy; Ray Data through iter_batches."""
 
+import os
+import time
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -276,6 +279,65 @@ def test_a_loader_dropped_is_freed_with_what_it_read_ahead(dataset):
         assert threading.active_count() <= before
     finally:
         gc.enable()
+
+
+def test_no_read_outlives_its_pass(dataset, monkeypatch):
+    """A pass ended or broken off has waited for every read it started: nothing reads
+    between passes (a cache cleared, a file replaced, the interpreter exiting)."""
+    from lodarrow._training._loader import BatchLoader
+
+    read = BatchLoader._read
+
+    def slow(self, rows):
+        time.sleep(0.05)
+        return read(self, rows)
+
+    monkeypatch.setattr(BatchLoader, "_read", slow)
+    kw = dict(batch_size=16, row_groups=2, seed=4, progress=False, prefetch=2)
+    loader = la.batch_loader(dataset, "ids", **kw)
+    list(loader)
+    assert loader._ahead._kept[1].done()  # the next epoch's first block, read
+    loader.set_epoch(1)
+    for i, _ in enumerate(loader):
+        if i == 1:  # the block after the first is being read
+            break
+    assert loader._ahead._kept[1].done()
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_only_workers_that_outlive_their_pass_read_the_next_epoch_ahead(dataset, tmp_path,
+                                                                        monkeypatch,
+                                                                        persistent):
+    """A worker that exits with its pass (the ``DataLoader`` default) reads no block of the
+    next epoch; a persistent one does from its second pass on."""
+    torch = pytest.importorskip("torch")
+    import multiprocessing
+
+    from lodarrow._training._loader import BatchLoader
+
+    log = tmp_path / "next-pass"
+    log.touch()
+    read_next = BatchLoader._read_next_pass
+
+    def logged(self, first, stride):
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return read_next(self, first, stride)
+
+    monkeypatch.setattr(BatchLoader, "_read_next_pass", logged)
+    kw = dict(batch_size=16, row_groups=2, seed=4, progress=False)
+    inline = la.batch_loader(dataset, "ids", prefetch=0, **kw)
+    ds = la.batch_loader(dataset, "ids", prefetch=2, **kw).torch()
+    data = torch.utils.data.DataLoader(
+        ds, batch_size=None, num_workers=2, persistent_workers=persistent,
+        multiprocessing_context=multiprocessing.get_context("fork"))
+    for epoch in range(3):
+        inline.set_epoch(epoch)
+        ds.set_epoch(epoch)
+        _equal_batches(list(data), list(inline))
+    pids = log.read_text().split()
+    assert len(pids) == (4 if persistent else 0)  # 2 workers, epochs 1 and 2
+    assert os.getpid() not in map(int, pids)
 
 
 def test_nothing_is_read_ahead_past_the_bound(dataset, monkeypatch):

@@ -821,7 +821,8 @@ class BatchLoader:
 
         With ``prefetch``, the next block is read while this one's batches are made, and at
         the last block the first block of the likely next pass: the next epoch from its step
-        ``next_first``, every ``steps.step``-th step (a ``DataLoader`` worker's share).
+        ``next_first``, every ``steps.step``-th step (a ``DataLoader`` worker's share; None:
+        not read).  The pass, ended or broken off, waits for the reads it started.
         """
         rank = self.select.rank
         if self._parts is None:
@@ -854,12 +855,13 @@ class BatchLoader:
                 for j, s in enumerate(group):
                     yield (s, self._batch(seqs, local_of, plan, s, extras),
                            int(plan.tokens[rank, s]))
-                    if last and j == 0:  # after the block's first batch, not delaying it
+                    if last and j == 0 and next_first is not None:  # not delaying it
                         self._read_next_pass(next_first, steps.step)
                 del seqs, extras
         finally:
             if pending is not None:  # a pass broken off: its next block may start the next
                 ahead.keep(rows, pending)
+            ahead.settle()
 
     def _block_rows(self, plan, group, epoch=None):
         """The source positions of the steps ``group`` of one block (of epoch ``epoch``)."""

@@ -7,12 +7,14 @@ starts with the same rows takes it, any other drops it.  What a read returns dep
 the rows it reads, so reading ahead never changes a batch, only when the decoding happens.
 A read made ahead that failed is made again where its block is taken, so what is raised,
 and where, is what reading then would raise (a passing error, say of a remote store, is
-not raised at all).
+not raised at all).  A pass, ended or broken off, waits for the reads it started: none runs
+on between passes (against a cache being cleared, files being replaced, the interpreter
+exiting), and what is kept is whole.
 """
 
 import os
 import weakref
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 
@@ -33,6 +35,7 @@ class ReadAhead:
         self._pool = None
         self._pid = None
         self._kept = None  # (rows, future, pid) of a read made for a pass not begun
+        self._last = None  # the read submitted last: one thread, so the others ran before
 
     def _executor(self):
         if self._pid != os.getpid():
@@ -42,7 +45,8 @@ class ReadAhead:
 
     def submit(self, rows):
         """A future of ``read(rows)``, started now (after the reads before it)."""
-        return self._executor().submit(self._read(), rows)
+        self._last = self._executor().submit(self._read(), rows)
+        return self._last
 
     def take(self, rows):
         """The read kept, if it is of ``rows`` (else None: the kept read is dropped, and the
@@ -71,7 +75,13 @@ class ReadAhead:
         self._kept = (rows, self.submit(rows) if future is None else future, os.getpid())
 
     def drop(self):
-        """Forget the kept read (a running one finishes in the background, unused)."""
+        """Forget the kept read (a running one finishes, unused, by :meth:`settle`)."""
         if self._kept is not None and self._kept[2] == os.getpid():
             self._kept[1].cancel()
         self._kept = None
+
+    def settle(self):
+        """Wait for every read this process submitted (their errors are the takers')."""
+        last, self._last = self._last, None
+        if last is not None and self._pid == os.getpid():
+            wait([last])

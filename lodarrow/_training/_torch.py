@@ -156,7 +156,7 @@ def _dataset_in_worker(loader, shared, ring):
     dataset = _CLASS.__new__(_CLASS)
     dataset.loader, dataset._shared, dataset._ring = loader, shared, ring
     dataset._version, dataset._made, dataset._first = 0, 0, None
-    dataset._restored = False
+    dataset._restored, dataset._passes = False, (None, 0)
     loader._datasets.add(dataset)  # a trainer process given the dataset: set_epoch publishes
     return dataset
 
@@ -175,6 +175,7 @@ def _make_class(torch):
             self._made = 0        # batches this worker made in the current pass
             self._first = None    # this worker's first step of the current pass
             self._restored = False  # a StatefulDataLoader restored this worker's position
+            self._passes = (None, 0)  # (pid, passes begun by that process's worker)
             self._ring = BatchRing()  # workers' batches to the main process (_ring.py)
             self._publish()
             loader._datasets.add(self)  # loader.set_epoch / load_state_dict publish too
@@ -348,7 +349,12 @@ def _make_class(torch):
                 self._made = 0
             first = self._first + self._made * info.num_workers
             steps = range(first, plan.steps, info.num_workers)
-            for _, batch, _ in loader._produce(plan, steps, info.id):
+            # the next epoch's first block is read ahead only by a worker that outlives its
+            # pass (persistent_workers=True), known once it starts a second one: another
+            # worker (the default) exits with its pass, and would read it for nothing
+            passes = self._passes[1] if self._passes[0] == os.getpid() else 0
+            self._passes = (os.getpid(), passes + 1)
+            for _, batch, _ in loader._produce(plan, steps, info.id if passes else None):
                 self._made += 1
                 yield batch
             # this pass is over: the next one starts from the published position again
