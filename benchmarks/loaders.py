@@ -47,6 +47,7 @@ The Markdown (command, machine, load, tables) goes to ``--markdown``, everything
 import argparse
 import datetime
 import fnmatch
+import functools
 import gc
 import importlib
 import json
@@ -183,6 +184,24 @@ def stack_blocks(blocks):
     return {"values": torch.from_numpy(np.stack(blocks))}
 
 
+def _numpy_batch(collate, items):
+    batch = collate(items)
+    return {k: (v.numpy() if hasattr(v, "numpy") else v) for k, v in batch.items()}
+
+
+def worker_collate(collate, workers):
+    """``collate`` for a loader with ``workers``: in worker processes it returns NumPy arrays,
+    which cross pickled, and :func:`loop_baseline.to_torch` makes the tensors in the main
+    process, as the loop's workers do.  (torch tensors made in a worker cross through torch's
+    shared memory, a segment per tensor: 7x slower for the loop's packed batches.)"""
+    return functools.partial(_numpy_batch, collate) if workers else collate
+
+
+def worker_batches(data, workers):
+    """The batches of ``data`` (a loader collated by :func:`worker_collate`) as tensors."""
+    return loop_baseline.to_torch(iter(data)) if workers else iter(data)
+
+
 def counts_of(kind, batch):
     """(real tokens, slots, sequences) of a batch of ``kind``: cheap reads of what the batch
     already holds (no pass over its values)."""
@@ -308,6 +327,8 @@ def _shutdown(loader):
     if it is not None and hasattr(it, "_shutdown_workers"):
         it._shutdown_workers()
 
+
+HAND_OVER = "NumPy arrays cross pickled, torch.from_numpy in the main process"
 
 JOB_NAMES = {"padded": "padded", "packed": "packed (cu_seqlens)",
              "packed_rows": "packed_rows", "segments": "segments (JAX)"}
@@ -473,8 +494,8 @@ class Loop(Peer):
         return Run(epoch)
 
     def describe_threads(self, workers, ctx):
-        return (f"{workers} DataLoader workers (torch 1 thread each); NumPy arrays cross "
-                f"pickled, torch.from_numpy in the main process" if workers else self.threads)
+        return (f"{workers} DataLoader workers (torch 1 thread each); {HAND_OVER}" if workers
+                else self.threads)
 
     def resume(self, workers):
         return "plan the epoch again, skip s batches (a Parquet block is still read)"
@@ -571,21 +592,21 @@ class HFPadded(Peer):
         batches = EpochBatches(self.sampler(ctx, ds, ctx.seed),
                                *((state["epoch"], state["step"]) if state else (0, 0)))
         data = _torch_loader(ds, workers, sampler=batches, batch_size=None,
-                             collate_fn=arrow_collate(self.kind))
+                             collate_fn=worker_collate(arrow_collate(self.kind), workers))
         first = [state is not None]
 
         def epoch(e):
             if not first[0]:
                 batches.set_epoch(e)
             first[0] = False
-            return iter(data)
+            return worker_batches(data, workers)
         return Run(epoch, close=lambda: _shutdown(data))
 
     def resume(self, workers):
         return "sampler skip (skip_first_batches)"
 
     def describe_threads(self, workers, ctx):
-        return (f"{workers} DataLoader workers (torch 1 thread each)" if workers
+        return (f"{workers} DataLoader workers (torch 1 thread each); {HAND_OVER}" if workers
                 else self.threads)
 
 
@@ -689,7 +710,8 @@ class Mosaic(Peer):
         ds = streaming.StreamingDataset(local=str(ctx.conversion(self.out)), shuffle=True,
                                         shuffle_seed=ctx.seed, batch_size=self.batch_size(ctx))
         data = streaming.StreamingDataLoader(ds, batch_size=self.batch_size(ctx),
-                                             num_workers=workers, collate_fn=self.collate,
+                                             num_workers=workers,
+                                             collate_fn=worker_collate(self.collate, workers),
                                              persistent_workers=workers > 0)
         if state is not None:
             data.load_state_dict(state["state_dict"])
@@ -697,7 +719,8 @@ class Mosaic(Peer):
         def save(e, steps):
             return {"epoch": e, "step": steps, "state_dict": data.state_dict()}
         # the dataset counts its epochs itself: each pass of the loader is the next one
-        return Run(lambda e: iter(data), close=lambda: _shutdown(data), save=save)
+        return Run(lambda e: worker_batches(data, workers), close=lambda: _shutdown(data),
+                   save=save)
 
     def resume(self, workers):
         return "StreamingDataLoader.state_dict"
@@ -706,8 +729,8 @@ class Mosaic(Peer):
         return True
 
     def describe_threads(self, workers, ctx):
-        return (f"{workers} StreamingDataLoader workers (torch 1 thread each)" if workers
-                else self.threads)
+        return (f"{workers} StreamingDataLoader workers (torch 1 thread each); {HAND_OVER}"
+                if workers else self.threads)
 
 
 class MosaicConcat(Mosaic):
@@ -752,7 +775,6 @@ class LitData(Peer):
     out = "litdata"
 
     def prepare(self, ctx):
-        import functools
 
         import litdata
 
@@ -785,14 +807,16 @@ class LitData(Peer):
         import litdata
 
         data = litdata.StreamingDataLoader(self.dataset(ctx), batch_size=self.batch_size(ctx),
-                                           num_workers=workers, collate_fn=self.collate,
+                                           num_workers=workers,
+                                           collate_fn=worker_collate(self.collate, workers),
                                            persistent_workers=workers > 0)
         if state is not None:
             data.load_state_dict(state["state_dict"])
 
         def save(e, steps):
             return {"epoch": e, "step": steps, "state_dict": data.state_dict()}
-        return Run(lambda e: iter(data), close=lambda: _shutdown(data), save=save)
+        return Run(lambda e: worker_batches(data, workers), close=lambda: _shutdown(data),
+                   save=save)
 
     def resume(self, workers):
         return "StreamingDataLoader.state_dict"
@@ -801,8 +825,8 @@ class LitData(Peer):
         return True
 
     def describe_threads(self, workers, ctx):
-        return (f"{workers} StreamingDataLoader workers (torch 1 thread each)" if workers
-                else self.threads)
+        return (f"{workers} StreamingDataLoader workers (torch 1 thread each); {HAND_OVER}"
+                if workers else self.threads)
 
 
 def _litdata_tokens(row_group, path=None):
@@ -1307,7 +1331,8 @@ def markdown(report):
     m = report["machine"]
     lines = [f"Command: `{report['command']}`", "",
              f"Machine: {m['cpu_model']}, {m['cpus']} CPUs usable ({m['cpus_online']} online), "
-             f"{m['platform']}, Python {m['python']}; 1-minute load average "
+             f"{m['platform']}, Python {m['python']}, lodarrow {m.get('lodarrow', '?')}; "
+             f"1-minute load average "
              f"{m['load_at_start']:.2f} at the start, {report['load_at_end']:.2f} at the end "
              f"({report['started']} to {report['finished']}, {report['wall_s'] / 60:.0f} min).",
              "",
@@ -1483,7 +1508,26 @@ def machine():
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"cpu_model": model, "cpus": usable, "cpus_online": os.cpu_count(),
             "platform": platform.platform(), "python": platform.python_version(),
-            "load_at_start": os.getloadavg()[0]}
+            "load_at_start": os.getloadavg()[0], "lodarrow": lodarrow_revision()}
+
+
+def lodarrow_revision():
+    """The lodarrow measured: its version and, from a git checkout, the commit (with
+    "+changes" where the work tree differs from it)."""
+    import subprocess
+
+    import lodarrow
+
+    out = lodarrow.__version__
+    root = Path(lodarrow.__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
+                                capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return out
+    return f"{out} (commit {commit}{' +changes' if dirty.strip() else ''})"
 
 
 def parse(argv):

@@ -3,6 +3,8 @@ the plan; every sequence once per epoch across ranks and DataLoader workers; mem
 by blocks of row groups; Hugging Face datasets zero-copy; Ray Data through iter_batches."""
 
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -302,6 +304,71 @@ def test_no_read_outlives_its_pass(dataset, monkeypatch):
         if i == 1:  # the block after the first is being read
             break
     assert loader._ahead._kept[1].done()
+
+
+def test_a_pass_broken_off_begins_no_further_row_group(dataset, monkeypatch):
+    """A break stops the next block's read at the row group in flight (not the whole block);
+    the next pass reads what it needs and its batches are as without reading ahead."""
+    from lodarrow._training._source import ParquetParts
+
+    monkeypatch.setenv("LODARROW_NUM_THREADS", "1")  # a block's row groups one by one
+    reads, read_group = [], ParquetParts.read_group
+
+    def slow(self, k, columns):
+        reads.append(k)
+        time.sleep(0.05)
+        return read_group(self, k, columns)
+
+    kw = dict(batch_size=16, row_groups=4, seed=4, progress=False)
+    want = list(la.batch_loader(dataset, "ids", prefetch=0, **kw))
+    monkeypatch.setattr(ParquetParts, "read_group", slow)
+    loader = la.batch_loader(dataset, "ids", prefetch=2, **kw)
+    for _ in loader:
+        first = len(reads)  # the first block's row groups; the second block's begun
+        break
+    begun = len(reads) - first
+    it = iter(loader)
+    _equal_batches([next(it)], want[1:2])
+    second = len(reads) - first - begun  # the second block, read again in full
+    assert begun <= 2 < second  # the row group in flight at most (and one after it)
+    _equal_batches(list(it), want[2:])
+
+
+def test_exiting_with_a_pass_open_stops_its_reads(dataset, tmp_path):
+    """The interpreter, exiting with a pass still open, waits for no more than the row group
+    in flight (the read-ahead's thread is joined at exit)."""
+    log = tmp_path / "reads"
+    script = f"""
+import time
+import lodarrow as la
+from lodarrow._training._source import ParquetParts
+
+read_group = ParquetParts.read_group
+
+def slow(self, k, columns):
+    with open({str(log)!r}, "a") as f:
+        f.write(f"{{k}}\\n")
+    time.sleep(0.1)
+    return read_group(self, k, columns)
+
+ParquetParts.read_group = slow
+loader = la.batch_loader({dataset!r}, "ids", batch_size=16, row_groups=4, seed=4,
+                         progress=False, prefetch=2)
+it = iter(loader)
+next(it)
+with open({str(log)!r}, "a") as f:
+    f.write("first\\n")
+time.sleep(0.15)  # the next block's read is under way
+with open({str(log)!r}, "a") as f:
+    f.write("exit\\n")
+"""
+    env = dict(os.environ, LODARROW_NUM_THREADS="1")
+    subprocess.run([sys.executable, "-c", script], check=True, env=env, timeout=120)
+    lines = log.read_text().split()
+    first, end = lines.index("first"), lines.index("exit")
+    assert len(lines) - end - 1 <= 1  # none begun after the one in flight
+    # of the next block's row groups (4 a block, row_groups=4) at most 3 were read
+    assert 1 <= len(lines) - first - 2 <= 3
 
 
 @pytest.mark.parametrize("persistent", [False, True])

@@ -23,7 +23,7 @@ from lodarrow._training._epoch import PLAN_VERSION, plan_epoch
 from lodarrow._training._lengths import parquet_part_lengths
 from lodarrow._training._mix import (Mixture, epoch_mix, members_of_parts, mixed_files,
                                      mixed_table)
-from lodarrow._training._readahead import ReadAhead
+from lodarrow._training._readahead import ReadAhead, Stopped
 from lodarrow._training._resume import FORMAT, check_state, fingerprint, segment_plan
 from lodarrow._training._select import Selection
 from lodarrow._training._shape import BatchShape
@@ -844,6 +844,7 @@ class BatchLoader:
         ahead = self._ahead
         rows = self._block_rows(plan, groups[0])
         pending = ahead.take(rows)
+        ended = False
         try:
             for i, group in enumerate(groups):
                 future, pending = pending, None
@@ -858,7 +859,10 @@ class BatchLoader:
                     if last and j == 0 and next_first is not None:  # not delaying it
                         self._read_next_pass(next_first, steps.step)
                 del seqs, extras
+            ended = True
         finally:
+            if not ended:  # broken off: reads not yet made are not made (a later pass
+                ahead.stop()  # that needs a block makes it)
             if pending is not None:  # a pass broken off: its next block may start the next
                 ahead.keep(rows, pending)
             ahead.settle()
@@ -883,9 +887,11 @@ class BatchLoader:
             return
         self._ahead.keep(rows)
 
-    def _read(self, rows):
+    def _read(self, rows, stop=None):
         """Read the sequences ``rows`` (positions in the source) from the row groups holding
-        them: the Sequences, a map from positions to the read table's, the extra columns."""
+        them: the Sequences, a map from positions to the read table's, the extra columns.
+        ``stop`` (a ``threading.Event``), once set, ends the read before its next row group
+        (:class:`~lodarrow._training._readahead.Stopped`)."""
         parts = self._parts
         level0 = self.select.level == 0
         p = np.searchsorted(self._part_starts, rows, side="right") - 1
@@ -896,7 +902,7 @@ class BatchLoader:
             ranges.append((int(k),) + ((int(mine.min()), int(mine.max()) + 1) if level0
                                        else (0, None)))
         columns = [self.column] + self.select.extra_columns
-        tables = _read_all(parts, ranges, columns)
+        tables = _read_all(parts, ranges, columns, stop)
         firsts, offsets, done = [], [], 0
         for (k, lo, _), table in zip(ranges, tables):
             firsts.append(self._part_starts[k] + lo)
@@ -1026,18 +1032,24 @@ def _blocks_of(plan, rank, steps, limit=None):
     return groups
 
 
-def _read_all(parts, ranges, columns):
+def _read_all(parts, ranges, columns, stop=None):
     """The row ranges ``(row group, lo, hi)`` of ``parts``, decoded on a few threads at once
-    (Parquet decoding releases the GIL; ``DataLoader`` workers run with one thread each)."""
+    (Parquet decoding releases the GIL; ``DataLoader`` workers run with one thread each);
+    none is begun once ``stop`` is set."""
     from lodarrow._threads import num_threads
+
+    def read(r):
+        if stop is not None and stop.is_set():
+            raise Stopped("a read made ahead, stopped: its pass ended")
+        return parts.read(r[0], columns, r[1], r[2])
 
     threads = min(num_threads(), len(ranges))
     if threads <= 1:
-        return [parts.read(k, columns, lo, hi) for k, lo, hi in ranges]
+        return [read(r) for r in ranges]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(lambda r: parts.read(r[0], columns, r[1], r[2]), ranges))
+        return list(pool.map(read, ranges))
 
 
 def _check_sequence_type(t, name):

@@ -7,18 +7,39 @@ starts with the same rows takes it, any other drops it.  What a read returns dep
 the rows it reads, so reading ahead never changes a batch, only when the decoding happens.
 A read made ahead that failed is made again where its block is taken, so what is raised,
 and where, is what reading then would raise (a passing error, say of a remote store, is
-not raised at all).  A pass, ended or broken off, waits for the reads it started: none runs
-on between passes (against a cache being cleared, files being replaced, the interpreter
-exiting), and what is kept is whole.
+not raised at all).  A pass waits for the reads it started: none runs on between passes
+(while a cache is cleared, or the interpreter exits).  A pass broken off, and the
+interpreter exiting, stop them first: a read stopped begins no further row group, and the
+pass that needs its block reads it again.
 """
 
 import os
+import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import thread as _pool_thread  # noqa: F401  (its exit hook: first)
 
 import numpy as np
 
-__all__ = ["ReadAhead"]
+__all__ = ["ReadAhead", "Stopped"]
+
+
+class Stopped(Exception):
+    """A read made ahead that was stopped (its block is read again where it is due)."""
+
+
+_LIVE = weakref.WeakSet()  # the ReadAheads of this process
+
+
+def _stop_all():
+    for ahead in list(_LIVE):
+        ahead.stop()
+
+
+# at exit, reads in flight stop before their next row group: registered after
+# concurrent.futures' own hook (imported above), so run before it joins the pool's threads
+if hasattr(threading, "_register_atexit"):
+    threading._register_atexit(_stop_all)
 
 
 class ReadAhead:
@@ -36,6 +57,8 @@ class ReadAhead:
         self._pid = None
         self._kept = None  # (rows, future, pid) of a read made for a pass not begun
         self._last = None  # the read submitted last: one thread, so the others ran before
+        self._stops = {}  # future -> its stop event, while it runs or waits
+        _LIVE.add(self)
 
     def _executor(self):
         if self._pid != os.getpid():
@@ -45,8 +68,13 @@ class ReadAhead:
 
     def submit(self, rows):
         """A future of ``read(rows)``, started now (after the reads before it)."""
-        self._last = self._executor().submit(self._read(), rows)
-        return self._last
+        stop = threading.Event()
+        future = self._executor().submit(self._read(), rows, stop)
+        stops = self._stops  # not self: a future kept must not hold its ReadAhead
+        stops[future] = stop
+        future.add_done_callback(lambda f: stops.pop(f, None))
+        self._last = future
+        return future
 
     def take(self, rows):
         """The read kept, if it is of ``rows`` (else None: the kept read is dropped, and the
@@ -55,7 +83,7 @@ class ReadAhead:
         if kept is not None and kept[2] == os.getpid():
             if np.array_equal(kept[0], rows):
                 return kept[1]
-            kept[1].cancel()
+            self._discard(kept[1])
         return None
 
     def result(self, future, rows):
@@ -75,10 +103,23 @@ class ReadAhead:
         self._kept = (rows, self.submit(rows) if future is None else future, os.getpid())
 
     def drop(self):
-        """Forget the kept read (a running one finishes, unused, by :meth:`settle`)."""
+        """Forget the kept read (one running is stopped; :meth:`settle` waits for it)."""
         if self._kept is not None and self._kept[2] == os.getpid():
-            self._kept[1].cancel()
+            self._discard(self._kept[1])
         self._kept = None
+
+    def _discard(self, future):
+        future.cancel()
+        stop = self._stops.get(future)
+        if stop is not None:
+            stop.set()
+
+    def stop(self):
+        """Stop the reads submitted: each begins no further row group (and fails with
+        :class:`Stopped`; one taken later is read again)."""
+        if self._pid == os.getpid():
+            for stop in list(self._stops.values()):
+                stop.set()
 
     def settle(self):
         """Wait for every read this process submitted (their errors are the takers')."""
