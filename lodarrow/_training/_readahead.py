@@ -56,7 +56,6 @@ class ReadAhead:
         self._pool = None
         self._pid = None
         self._kept = None  # (rows, future, pid) of a read made for a pass not begun
-        self._last = None  # the read submitted last: one thread, so the others ran before
         self._stops = {}  # future -> its stop event, while it runs or waits
         _LIVE.add(self)
 
@@ -64,6 +63,7 @@ class ReadAhead:
         if self._pid != os.getpid():
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="lodarrow-read-ahead")
             self._pid = os.getpid()
+            self._stops = {}  # a forked process's own: its parent's reads never end here
         return self._pool
 
     def submit(self, rows):
@@ -73,7 +73,6 @@ class ReadAhead:
         stops = self._stops  # not self: a future kept must not hold its ReadAhead
         stops[future] = stop
         future.add_done_callback(lambda f: stops.pop(f, None))
-        self._last = future
         return future
 
     def take(self, rows):
@@ -123,6 +122,5 @@ class ReadAhead:
 
     def settle(self):
         """Wait for every read this process submitted (their errors are the takers')."""
-        last, self._last = self._last, None
-        if last is not None and self._pid == os.getpid():
-            wait([last])
+        if self._pid == os.getpid():
+            wait(list(self._stops))
