@@ -1,6 +1,9 @@
 """Arrow interop: ``to_arrow``, ``from_arrow`` and ``__arrow_c_array__``
 (docs/data-model.md#arrow-mapping)."""
 
+import subprocess
+import sys
+
 import duckdb
 import nanoarrow as na
 import numpy as np
@@ -180,6 +183,59 @@ def test_strided_fortran_and_read_only_data(backend):
         t = la.LoDTensor(data, lengths=lengths)
         assert on_backend(t, backend).to_arrow().equals(expected)
     assert np.array_equal(base, fortran)  # inputs untouched
+
+
+def test_to_arrow_keeps_the_memory_alive_until_its_last_buffer_goes():
+    """The array is imported through the Arrow C data interface over the tensor's own arrays:
+    it shares them, keeps them alive while it or any buffer sliced from it lives, and lets
+    them go after (no reference kept, none dropped early)."""
+    import gc
+    import weakref
+
+    data = np.arange(12, dtype=np.float32).reshape(6, 2)
+    t = la.LoDTensor(data, lengths=[[2, 1], [1, 2, 3]])
+    data_ref, offsets_ref = weakref.ref(t.data), weakref.ref(t.offsets[1])
+    arr = t.to_arrow()
+    assert arr.values.values.values.buffers()[1].address == data.ctypes.data
+    assert arr.values.buffers()[1].address == t.offsets[1].ctypes.data
+    leaf = arr.values.values.values.buffers()[1]
+    del t, data
+    gc.collect()
+    del arr
+    gc.collect()
+    assert data_ref() is not None and offsets_ref() is not None  # the buffer holds them
+    np.testing.assert_array_equal(np.frombuffer(leaf, np.float32), np.arange(12))
+    del leaf
+    gc.collect()
+    assert data_ref() is None and offsets_ref() is None
+
+
+def test_to_arrow_leaks_no_reference():
+    from lodarrow._cpu._arrow_bridge import import_nested
+
+    data = np.arange(10, dtype=np.int64)
+    t = la.LoDTensor(data, lengths=[[4, 6]])
+    before = sys.getrefcount(data), sys.getrefcount(t.offsets[0])
+    for large in (True, False, None):
+        for _ in range(50):
+            assert t.to_arrow(large_offsets=large).to_pylist() == [[0, 1, 2, 3], [4, 5, 6, 7,
+                                                                                 8, 9]]
+    assert (sys.getrefcount(data), sys.getrefcount(t.offsets[0])) == before
+    # an import Arrow refuses (a type whose layout is not the structs') releases them too
+    with pytest.raises(pa.ArrowInvalid, match=r"children"):
+        import_nested(pa.int64(), data, 10, 10, (), (t.offsets[0],))
+    assert (sys.getrefcount(data), sys.getrefcount(t.offsets[0])) == before
+
+
+def test_an_array_alive_at_exit_is_released_cleanly():
+    code = ("import numpy as np, lodarrow as la\n"
+            "t = la.LoDTensor(np.arange(6.0), lengths=[[2, 4]])\n"
+            "KEEP = [t.to_arrow(), t.to_arrow().values.buffers()[1]]\n"
+            "print(KEEP[0].to_pylist())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[[0.0, 1.0], [2.0, 3.0, 4.0, 5.0]]"
 
 
 def test_bool_is_bit_packed_copy():

@@ -4,8 +4,9 @@ The mapping (docs/data-model.md#arrow-mapping): the rows are a primitive array (
 ``FixedSizeList`` per feature dimension, outermost outermost), and each LoD level, from the last to
 the first, wraps them in a ``LargeList`` whose offsets buffer *is* that level's int64 offsets.
 
-Both directions cost O(levels), not O(N): arrays are assembled with ``pa.Array.from_buffers``
-over ``pa.py_buffer`` views of the NumPy arrays, and taken apart with ``arr.buffers()`` and
+Both directions cost O(levels), not O(N): an array is assembled in one import through the
+Arrow C data interface over the NumPy arrays' memory (``_ext/arrow_bridge.pyx``: one call,
+where ``pa.Array.from_buffers`` took one a layer), and taken apart with ``arr.buffers()`` and
 ``np.frombuffer``.  Copies happen only where Arrow's layout forces them:
 
 ========================================  ===============================================
@@ -37,6 +38,7 @@ import pyarrow as pa
 
 from lodarrow._interop import _arrow_decode as _dec
 from lodarrow._interop._arrow_layout import arrow_type, layer_types, plan
+from lodarrow._cpu._arrow_bridge import import_nested
 from lodarrow._cupy import is_cupy_array
 from lodarrow._place import CPUPlace
 from lodarrow._tensor import LoDTensor
@@ -47,13 +49,6 @@ __all__ = ["from_arrow", "to_arrow", "export_c_array"]
 _INT32_MAX = np.iinfo(np.int32).max
 _CPU = CPUPlace()
 _NULLS = ("error", "empty")
-
-
-def _product(shape):
-    out = 1
-    for s in shape:
-        out *= s
-    return out
 
 
 def canonical_type(t, large_offsets=True):
@@ -145,37 +140,24 @@ def trusted_to_arrow(t, large):
     """:func:`to_arrow` of a tensor known to be valid (an operator's result, built by
     lodarrow): the checks that cannot fail are skipped.  ``large`` is a bool."""
     data = t._data
-    if is_cupy_array(data):
+    if type(data) is not np.ndarray and is_cupy_array(data):
         data = data.get()  # Arrow arrays live in host memory
-    if not data.flags.c_contiguous:
-        data = np.ascontiguousarray(data)
-    n = data.shape[0]
-    features = data.shape[1:]
-
-    types = layer_types(data.dtype, features, len(t._offsets), large)
-    if data.dtype.kind == "b":
-        values = pa.py_buffer(np.packbits(data.reshape(-1), bitorder="little"))
-    else:
-        values = pa.py_buffer(data)  # keeps ``data`` alive as the buffer's base
-    arr = pa.Array.from_buffers(types[0], data.size, [None, values], null_count=0)
-    if features:
-        for j in range(len(features) - 1, -1, -1):  # FixedSizeList j: N * prod(shape[:j]) rows
-            arr = pa.Array.from_buffers(types[len(features) - j], n * _product(features[:j]),
-                                        [None], null_count=0, children=[arr])
     offsets = t._offsets
-    for k in range(len(offsets) - 1, -1, -1):
-        off = offsets[k]
-        if large:
-            buf = pa.py_buffer(off if off.flags.c_contiguous else np.ascontiguousarray(off))
-        else:
+    if not large:
+        for k in range(len(offsets) - 1, -1, -1):  # the innermost, largest offsets first
+            off = offsets[k]
             if int(off[-1]) > _INT32_MAX:
                 raise ValueError(f"to_arrow: level {k} has offset {int(off[-1])} at position "
                                  f"{off.shape[0] - 1}, which does not fit the int32 offsets of "
                                  f"an Arrow List; use large_offsets=True")
-            buf = pa.py_buffer(off.astype(np.int32))
-        arr = pa.Array.from_buffers(types[len(features) + len(offsets) - k], off.shape[0] - 1,
-                                    [None, buf], null_count=0, children=[arr])
-    return arr
+        offsets = tuple(off.astype(np.int32) for off in offsets)
+    dtype, shape = data.dtype, data.shape
+    features = shape[1:]
+    values = data  # strided values and offsets are made contiguous by import_nested
+    if dtype.kind == "b":
+        values = np.packbits(data.reshape(-1), bitorder="little")
+    return import_nested(layer_types(dtype, features, len(offsets), large)[-1], values,
+                         data.size, shape[0], features, offsets)
 
 
 def export_c_array(t, requested_schema=None):
