@@ -366,6 +366,21 @@ def test_a_changed_object_is_not_served_stale(files, s3, tmp_path):
     assert sum(n.endswith(".data") for n in names) == 4
 
 
+def test_an_object_rewritten_under_a_loader_is_refused_not_mixed(files, tmp_path):
+    """An object rewritten after the loader read its footer (another size) fails the read
+    that would fetch its row groups, naming it, instead of filling the copy with another
+    version's bytes at the old footer's offsets."""
+    store = pafs.SubTreeFileSystem(str(files), pafs.LocalFileSystem())  # read as remote
+    loader = la.batch_loader(".", "ids", filesystem=store, cache_dir=tmp_path / "cache",
+                             cache_bytes=1 << 30, prefetch=0, **ARGS)
+    assert loader._parts.cache is not None
+    table, _ = token_table(np.random.default_rng(99), 300)  # fewer rows: a smaller object
+    pq.write_table(table, files / "part-1.parquet", row_group_size=120)
+    with pytest.raises(ValueError, match=r"part-1\.parquet.* changed after its footer was "
+                                         r"read \(\d+ bytes then, \d+ now\).*new loader"):
+        list(loader)
+
+
 # ---------------------------------------------------------------------------- safety nets
 def test_a_read_no_range_foresaw_is_fetched_not_read_from_a_hole(files, s3, tmp_path,
                                                                   monkeypatch):

@@ -131,6 +131,60 @@ def test_a_read_error_comes_where_its_block_starts(dataset, monkeypatch, prefetc
         np.testing.assert_array_equal(np.asarray(a["rows"]), np.asarray(b["rows"]))
 
 
+def _token_file(path, shift=0, n=200):
+    """Token rows in plain, uncompressed pages: a file of other values is the same size."""
+    ids = pa.array([list(range(i + shift, i + shift + 1 + i % 30)) for i in range(n)],
+                   pa.list_(pa.int32()))
+    pq.write_table(pa.table({"ids": ids}), path, row_group_size=50, compression="none",
+                   use_dictionary=False)
+
+
+def _epoch(loader, epoch):
+    loader.set_epoch(epoch)
+    return list(loader)
+
+
+@pytest.mark.parametrize("remote", [False, True])
+def test_a_file_rewritten_under_the_loader_is_refused_not_mixed(tmp_path, remote):
+    """A Parquet file rewritten after the loader read its footer (another size; locally
+    also the same size with another footer) fails the next read of its row groups, naming
+    the file, instead of being read as rows of two versions; a file only touched reads as
+    before."""
+    import pyarrow.fs as pafs
+
+    path = tmp_path / "d.parquet"
+    _token_file(path)
+    # a filesystem object other than the local one is read as a remote store is
+    kw = {"filesystem": pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())} \
+        if remote else {}
+    src = "d.parquet" if remote else str(path)
+    loader = la.batch_loader(src, "ids", batch_size=8, row_groups=2, seed=0, prefetch=0,
+                             progress=False, **kw)
+    assert (loader._parts.filesystem is not None) == remote
+    first = _epoch(loader, 0)
+    later = time.time_ns() + 10**9
+    os.utime(path, ns=(later, later))  # touched: the same footer
+    _equal_batches(_epoch(loader, 0), first)
+    if not remote:  # the same size, other values: the statistics in the footer differ
+        _token_file(path, shift=7)
+        os.utime(path, ns=(later + 10**9, later + 10**9))
+        assert os.path.getsize(path) == loader._parts.sizes[0]
+        with pytest.raises(ValueError, match=r"d\.parquet' changed after the loader read its "
+                                             r"footer \(its footer differs\).*new loader"):
+            _epoch(loader, 1)
+    _token_file(path, n=260)
+    for prefetch in (0, 2):
+        loader = la.batch_loader(src, "ids", batch_size=8, row_groups=2, seed=0,
+                                 prefetch=prefetch, progress=False, **kw)
+        _epoch(loader, 0)
+        _token_file(path, n=220)
+        with pytest.raises(ValueError, match=r"cannot read row group \d of .*d\.parquet.*changed "
+                                             r"after the loader read its footer \(\d+ bytes "
+                                             r"then, \d+ now\)"):
+            _epoch(loader, 1)
+        _token_file(path, n=260)
+
+
 def _equal_batches(got, want):
     assert len(got) == len(want)
     for a, b in zip(got, want):

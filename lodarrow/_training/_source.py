@@ -164,6 +164,7 @@ class ParquetParts:
         self.types = {}
         self._meta_of = dict(zip(self.files, self.metas))  # footers are not read again
         self._fingerprint_of = dict(zip(self.files, self.fingerprints))
+        self._mtimes = {}  # files touched since their footer was read, unchanged: the new time
         self.sizes = [fp.size for fp in self.fingerprints]
         self.cache = cache if self.filesystem is not None else None
 
@@ -220,18 +221,52 @@ class ParquetParts:
         through the data cache when there is one (then what it holds is not fetched again)."""
         from lodarrow._tables._filesystems import open_parquet
 
+        import pyarrow.parquet as pq
+
+        from lodarrow._tables._filesystems import open_input
+
         path, g, _ = self.parts[k]
         try:
-            if self.cache is not None:
+            if self.cache is not None:  # checks the object's size where it fetches
                 return self.cache.read_row_group(self._fingerprint_of[path],
                                                  self._meta_of[path], g, columns, self.fn)
-            with open_parquet(path, self.filesystem, self.fn, metadata=self._meta_of[path],
-                              pre_buffer=False) as pf:
+            if self.filesystem is None:
+                st = os.stat(path)
+                self._check_unchanged(path, st.st_size, st.st_mtime_ns)
+                with open_parquet(path, None, self.fn, metadata=self._meta_of[path],
+                                  pre_buffer=False) as pf:
+                    return pf.read_row_group(g, columns=columns, use_threads=False)
+            # remote: opening asks for the size anyway (a HEAD); the time would cost another
+            with open_input(path, self.filesystem, self.fn) as f:
+                self._check_unchanged(path, f.size())
+                pf = pq.ParquetFile(f, metadata=self._meta_of[path], pre_buffer=False)
                 return pf.read_row_group(g, columns=columns, use_threads=False)
         except (OSError, pa.ArrowException) as exc:
             why = str(exc).removeprefix(f"{self.fn}: ")  # said once, at the front
             raise ValueError(f"{self.fn}: cannot read row group {g} of "
                              f"{self.name(path)!r}: {why}") from None
+
+    def _check_unchanged(self, path, size, mtime_ns=None):
+        """Raise ``OSError`` if ``path`` is no longer the file whose footer was read: another
+        size, or another modification time and another footer (a file only touched reads as
+        before).  Its row groups would no longer be where the footer says, and would be read
+        as another version's rows, or fail as a corrupt file."""
+        fp = self._fingerprint_of[path]
+        seen = self._mtimes.get(path, fp.mtime_ns)
+        if size == fp.size and (mtime_ns is None or seen is None or mtime_ns == seen):
+            return
+        if size == fp.size:
+            from lodarrow._tables._filesystems import read_footer
+
+            if read_footer(path, self.filesystem, self.fn)[1] == fp.footer:
+                self._mtimes[path] = mtime_ns  # touched, not rewritten
+                return
+            what = "its footer differs"
+        else:
+            what = f"{fp.size} bytes then, {size} now"
+        raise OSError(f"{self.name(path)!r} changed after the loader read its footer ({what}); "
+                      f"its row groups are no longer the ones planned: make a new loader to "
+                      f"read the new version")
 
     def read(self, k, columns, lo=0, hi=None):
         """Rows ``[lo, hi)`` of row group ``k`` (its own row numbers), ``columns`` cast to the
