@@ -376,8 +376,8 @@ def test_an_object_rewritten_under_a_loader_is_refused_not_mixed(files, tmp_path
     assert loader._parts.cache is not None
     table, _ = token_table(np.random.default_rng(99), 300)  # fewer rows: a smaller object
     pq.write_table(table, files / "part-1.parquet", row_group_size=120)
-    with pytest.raises(ValueError, match=r"part-1\.parquet.* changed after its footer was "
-                                         r"read \(\d+ bytes then, \d+ now\).*new loader"):
+    with pytest.raises(ValueError, match=r"part-1\.parquet.*': changed after the loader read "
+                                         r"its footer \(\d+ bytes then, \d+ now\).*new loader"):
         list(loader)
 
 

@@ -147,9 +147,9 @@ def _epoch(loader, epoch):
 @pytest.mark.parametrize("remote", [False, True])
 def test_a_file_rewritten_under_the_loader_is_refused_not_mixed(tmp_path, remote):
     """A Parquet file rewritten after the loader read its footer (another size; locally
-    also the same size with another footer) fails the next read of its row groups, naming
-    the file, instead of being read as rows of two versions; a file only touched reads as
-    before."""
+    also the same size with another footer, whatever its modification time) fails the next
+    read of its row groups, naming the file, instead of being read as rows of two versions;
+    a file only touched reads as before."""
     import pyarrow.fs as pafs
 
     path = tmp_path / "d.parquet"
@@ -158,31 +158,64 @@ def test_a_file_rewritten_under_the_loader_is_refused_not_mixed(tmp_path, remote
     kw = {"filesystem": pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())} \
         if remote else {}
     src = "d.parquet" if remote else str(path)
-    loader = la.batch_loader(src, "ids", batch_size=8, row_groups=2, seed=0, prefetch=0,
-                             progress=False, **kw)
+
+    def loader_of(prefetch=0):
+        return la.batch_loader(src, "ids", batch_size=8, row_groups=2, seed=0,
+                               prefetch=prefetch, progress=False, **kw)
+
+    loader = loader_of()
     assert (loader._parts.filesystem is not None) == remote
     first = _epoch(loader, 0)
     later = time.time_ns() + 10**9
     os.utime(path, ns=(later, later))  # touched: the same footer
     _equal_batches(_epoch(loader, 0), first)
-    if not remote:  # the same size, other values: the statistics in the footer differ
-        _token_file(path, shift=7)
-        os.utime(path, ns=(later + 10**9, later + 10**9))
+    changed = r"d\.parquet.*': changed after the loader read its footer \({}\).*new loader"
+    if not remote:
+        # the same size, other values (the statistics in the footer differ), put in place
+        # with the old modification time, as `cp -p` or `rsync -t` would
+        mtime = os.stat(path).st_mtime_ns
+        _token_file(tmp_path / "new.parquet", shift=7)
+        os.utime(tmp_path / "new.parquet", ns=(mtime, mtime))
+        os.replace(tmp_path / "new.parquet", path)
         assert os.path.getsize(path) == loader._parts.sizes[0]
-        with pytest.raises(ValueError, match=r"d\.parquet' changed after the loader read its "
-                                             r"footer \(its footer differs\).*new loader"):
+        with pytest.raises(ValueError, match=changed.format("its footer differs")):
             _epoch(loader, 1)
     _token_file(path, n=260)
     for prefetch in (0, 2):
-        loader = la.batch_loader(src, "ids", batch_size=8, row_groups=2, seed=0,
-                                 prefetch=prefetch, progress=False, **kw)
+        loader = loader_of(prefetch)
         _epoch(loader, 0)
         _token_file(path, n=220)
-        with pytest.raises(ValueError, match=r"cannot read row group \d of .*d\.parquet.*changed "
-                                             r"after the loader read its footer \(\d+ bytes "
-                                             r"then, \d+ now\)"):
+        with pytest.raises(ValueError, match=r"cannot read row group \d of '.*" + changed.format(
+                r"\d+ bytes then, \d+ now")):
             _epoch(loader, 1)
         _token_file(path, n=260)
+
+
+def test_a_file_replaced_while_a_row_group_is_read_is_refused(tmp_path, monkeypatch):
+    """The check runs after the read too: a file replaced between the check and the open
+    is not read as the planned one."""
+    from lodarrow._tables import _filesystems
+
+    path = tmp_path / "d.parquet"
+    _token_file(path)
+    loader = la.batch_loader(str(path), "ids", batch_size=8, row_groups=2, seed=0,
+                             prefetch=0, progress=False)
+    first = _epoch(loader, 0)
+    _token_file(tmp_path / "new.parquet", shift=7)
+    opened = _filesystems.open_parquet
+
+    def replacing(*args, **kwargs):  # the swap lands just after the check
+        if (tmp_path / "new.parquet").exists():
+            os.replace(tmp_path / "new.parquet", path)
+        return opened(*args, **kwargs)
+
+    monkeypatch.setattr(_filesystems, "open_parquet", replacing)
+    got = []
+    with pytest.raises(ValueError, match=r"changed after the loader read its footer"):
+        loader.set_epoch(0)
+        for b in loader:
+            got.append(b)
+    _equal_batches(got, first[:len(got)])
 
 
 def _equal_batches(got, want):

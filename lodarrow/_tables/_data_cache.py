@@ -567,9 +567,10 @@ class _LocalCopy:
         if self._remote is None:
             self._remote = open_input(self.fp.path, self.fp.filesystem, self.fn)
             if self._remote.size() != self._size:  # the rest of the copy is another version's
-                raise OSError(f"{self.fn}: {self.fp.name!r} changed after its footer was read "
-                              f"({self._size} bytes then, {self._remote.size()} now): make a "
-                              f"new loader to read the new version")
+                raise OSError(f"{self.fn}: changed after the loader read its footer "
+                              f"({self._size} bytes then, {self._remote.size()} now); its row "
+                              f"groups are no longer the ones planned: make a new loader to "
+                              f"read the new version")
         blobs = []
         for a, b in missing:
             data = self._remote.read_at(b - a, a)

@@ -149,8 +149,13 @@ class ParquetParts:
         # each file's identity for the lengths cache, from one listing and one read of its
         # tail, which gives the footer too (lodarrow._tables._lengths_store)
         self.fingerprints = []
+        self._idents = {}  # a local file's (size, mtime, ctime, inode, device) as last checked
         for path in self.files:
             fp, meta = fingerprint(path, self.filesystem, fn)  # errors name the file
+            if self.filesystem is None:  # the file the footer was read from, to check reads
+                st = os.stat(path)
+                if (st.st_size, st.st_mtime_ns) == (fp.size, fp.mtime_ns):
+                    self._idents[path] = _ident(st)
             self.fingerprints.append(fp)
             self.metas.append(meta)
             self.schemas.append(meta.schema.to_arrow_schema())
@@ -164,7 +169,6 @@ class ParquetParts:
         self.types = {}
         self._meta_of = dict(zip(self.files, self.metas))  # footers are not read again
         self._fingerprint_of = dict(zip(self.files, self.fingerprints))
-        self._mtimes = {}  # files touched since their footer was read, unchanged: the new time
         self.sizes = [fp.size for fp in self.fingerprints]
         self.cache = cache if self.filesystem is not None else None
 
@@ -219,11 +223,9 @@ class ParquetParts:
         """Columns ``columns`` of row group ``k`` as stored; an error names the file and the
         row group.  A remote file is read by ranged requests for those column chunks only,
         through the data cache when there is one (then what it holds is not fetched again)."""
-        from lodarrow._tables._filesystems import open_parquet
-
         import pyarrow.parquet as pq
 
-        from lodarrow._tables._filesystems import open_input
+        from lodarrow._tables._filesystems import open_input, open_parquet
 
         path, g, _ = self.parts[k]
         try:
@@ -231,11 +233,14 @@ class ParquetParts:
                 return self.cache.read_row_group(self._fingerprint_of[path],
                                                  self._meta_of[path], g, columns, self.fn)
             if self.filesystem is None:
-                st = os.stat(path)
-                self._check_unchanged(path, st.st_size, st.st_mtime_ns)
+                # before the read and after it: a file replaced between the check and the
+                # open is caught by the second
+                self._check_unchanged(path, os.stat(path))
                 with open_parquet(path, None, self.fn, metadata=self._meta_of[path],
                                   pre_buffer=False) as pf:
-                    return pf.read_row_group(g, columns=columns, use_threads=False)
+                    table = pf.read_row_group(g, columns=columns, use_threads=False)
+                self._check_unchanged(path, os.stat(path))
+                return table
             # remote: opening asks for the size anyway (a HEAD); the time would cost another
             with open_input(path, self.filesystem, self.fn) as f:
                 self._check_unchanged(path, f.size())
@@ -246,27 +251,35 @@ class ParquetParts:
             raise ValueError(f"{self.fn}: cannot read row group {g} of "
                              f"{self.name(path)!r}: {why}") from None
 
-    def _check_unchanged(self, path, size, mtime_ns=None):
-        """Raise ``OSError`` if ``path`` is no longer the file whose footer was read: another
-        size, or another modification time and another footer (a file only touched reads as
-        before).  Its row groups would no longer be where the footer says, and would be read
-        as another version's rows, or fail as a corrupt file."""
+    def _check_unchanged(self, path, now):
+        """Raise ``OSError`` if ``path`` is no longer the file whose footer was read; ``now``:
+        its ``os.stat`` result (a local file) or its size (a remote one).
+
+        A local file is known by its size, modification and change times and inode: where
+        any of these moved but not the size, the footer is read again, and a file with the
+        same footer (touched, or copied over with the same bytes) reads on.  A remote object
+        is known by its size.  A rewritten file's row groups are no longer where the footer
+        says: they would be read as another version's rows, or fail as a corrupt file.
+        """
         fp = self._fingerprint_of[path]
-        seen = self._mtimes.get(path, fp.mtime_ns)
-        if size == fp.size and (mtime_ns is None or seen is None or mtime_ns == seen):
+        if isinstance(now, int):
+            size, ident = now, None
+        else:
+            size, ident = now.st_size, _ident(now)
+        seen = self._idents.get(path)
+        if size == fp.size and (ident is None or ident == seen):
             return
         if size == fp.size:
             from lodarrow._tables._filesystems import read_footer
 
             if read_footer(path, self.filesystem, self.fn)[1] == fp.footer:
-                self._mtimes[path] = mtime_ns  # touched, not rewritten
+                self._idents[path] = ident  # touched or copied over, not rewritten
                 return
             what = "its footer differs"
         else:
             what = f"{fp.size} bytes then, {size} now"
-        raise OSError(f"{self.name(path)!r} changed after the loader read its footer ({what}); "
-                      f"its row groups are no longer the ones planned: make a new loader to "
-                      f"read the new version")
+        raise OSError(f"changed after the loader read its footer ({what}); its row groups are "
+                      f"no longer the ones planned: make a new loader to read the new version")
 
     def read(self, k, columns, lo=0, hi=None):
         """Rows ``[lo, hi)`` of row group ``k`` (its own row numbers), ``columns`` cast to the
@@ -280,6 +293,11 @@ class ParquetParts:
             table = table.cast(pa.schema([pa.field(c, t or table.schema.field(c).type)
                                           for c, t in zip(columns, want)]))
         return table
+
+
+def _ident(st):
+    """What tells one local file from another under the same path (an ``os.stat`` result)."""
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev
 
 
 def widen(a, b):
