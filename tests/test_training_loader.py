@@ -191,6 +191,19 @@ def test_a_file_rewritten_under_the_loader_is_refused_not_mixed(tmp_path, remote
         _token_file(path, n=260)
 
 
+def test_a_file_deleted_under_the_loader_is_named_once(tmp_path):
+    path = tmp_path / "d.parquet"
+    _token_file(path)
+    loader = la.batch_loader(str(path), "ids", batch_size=8, row_groups=2, seed=0,
+                             prefetch=0, progress=False)
+    _epoch(loader, 0)
+    os.remove(path)
+    with pytest.raises(ValueError, match=r"cannot read row group \d of '.*d\.parquet': the "
+                                         r"file is gone \(deleted or moved since the loader "
+                                         r"was made\)$"):
+        _epoch(loader, 1)
+
+
 def test_a_file_replaced_while_a_row_group_is_read_is_refused(tmp_path, monkeypatch):
     """The check runs after the read too: a file replaced between the check and the open
     is not read as the planned one."""

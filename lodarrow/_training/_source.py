@@ -248,6 +248,8 @@ class ParquetParts:
                 return pf.read_row_group(g, columns=columns, use_threads=False)
         except (OSError, pa.ArrowException) as exc:
             why = str(exc).removeprefix(f"{self.fn}: ")  # said once, at the front
+            if isinstance(exc, FileNotFoundError):
+                why = "the file is gone (deleted or moved since the loader was made)"
             raise ValueError(f"{self.fn}: cannot read row group {g} of "
                              f"{self.name(path)!r}: {why}") from None
 
@@ -257,8 +259,10 @@ class ParquetParts:
 
         A local file is known by its size, modification and change times and inode: where
         any of these moved but not the size, the footer is read again, and a file with the
-        same footer (touched, or copied over with the same bytes) reads on.  A remote object
-        is known by its size.  A rewritten file's row groups are no longer where the footer
+        same footer (touched, or copied over with the same bytes) reads on; so does a file
+        of other values with a byte-identical footer (the same size, page sizes and
+        statistics: uncompressed fixed-width rows, say), which cannot be told apart without
+        reading its pages.  A remote object is known by its size.  A rewritten file's row groups are no longer where the footer
         says: they would be read as another version's rows, or fail as a corrupt file.
         """
         fp = self._fingerprint_of[path]
