@@ -102,9 +102,10 @@ def to_arrow(t, large_offsets=None):
         element per data row).  Feature dimensions are nested ``FixedSizeList`` s, outermost
         outermost: data of shape ``(N, 2, 3)`` float32 gives
         ``fixed_size_list<fixed_size_list<float, 3>, 2>`` values.  The array shares the
-        tensor's memory (the NumPy arrays are the buffers' bases), except that bool is
-        bit-packed by Arrow, int32 offsets (``large_offsets=False``) are a narrowed copy, and
-        strided or GPU data is first made contiguous on the host.
+        tensor's memory (it holds the NumPy arrays until it and every buffer taken from it
+        are gone), except that bool is bit-packed by Arrow, int32 offsets
+        (``large_offsets=False``) are a narrowed copy, and strided or GPU data is first made
+        contiguous on the host.
 
     Raises
     ------
