@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from lodarrow._interop import _arrow_decode as _dec
-from lodarrow._interop._arrow_layout import arrow_type, layer_types, plan
+from lodarrow._interop._arrow_layout import arrow_type, plan, trusted_arrow_type
 from lodarrow._cpu._arrow_bridge import import_nested
 from lodarrow._cupy import is_cupy_array
 from lodarrow._place import CPUPlace
@@ -157,7 +157,7 @@ def trusted_to_arrow(t, large):
     values = data  # strided values and offsets are made contiguous by import_nested
     if dtype.kind == "b":
         values = np.packbits(data.reshape(-1), bitorder="little")
-    return import_nested(layer_types(dtype, features, len(offsets), large)[-1], values,
+    return import_nested(trusted_arrow_type(dtype, features, len(offsets), large), values,
                          data.size, shape[0], features, offsets)
 
 

@@ -27,8 +27,7 @@ from lodarrow._validation import SUPPORTED_DTYPES
 
 __all__ = ["LIST", "LARGE_LIST", "LIST_VIEW", "LARGE_LIST_VIEW", "FIXED", "VARIABLE",
            "NUM_BUFFERS", "OFFSET_DTYPE", "TypeLayout", "arrow_type", "describe_type",
-           "layer_types",
-           "numpy_dtype", "plan", "split_levels", "type_chain"]
+           "numpy_dtype", "plan", "split_levels", "trusted_arrow_type", "type_chain"]
 
 # numpy dtype <-> Arrow type, one to one (float16 <-> halffloat; bool is bit-packed in Arrow).
 _TO_ARROW = {np.dtype(d): pa.from_numpy_dtype(np.dtype(d)) for d in SUPPORTED_DTYPES}
@@ -50,7 +49,9 @@ _SUPPORTED = ("bool, int8, uint8, int16, uint16, int32, int64, float16 (halffloa
 
 # ---------------------------------------------------------------------------- tensor -> type
 @functools.lru_cache(maxsize=512)
-def _arrow_type(dtype, feature_shape, lod_level, large_offsets):
+def trusted_arrow_type(dtype, feature_shape, lod_level, large_offsets):
+    """:func:`arrow_type` of arguments known to be valid (a numpy dtype a LoDTensor holds, a
+    tuple of ints, an int, a bool), cached: ``to_arrow``'s per-call type."""
     t = _TO_ARROW[dtype]
     for size in reversed(feature_shape):
         t = pa.list_(t, size)
@@ -93,19 +94,8 @@ def arrow_type(dtype, feature_shape=(), lod_level=0, large_offsets=True):
     if dt not in _TO_ARROW:
         raise TypeError(f"arrow_type: dtype {dt} is not supported; a LoDTensor holds "
                         f"{_SUPPORTED}")
-    return _arrow_type(dt, tuple(int(s) for s in feature_shape), int(lod_level),
+    return trusted_arrow_type(dt, tuple(int(s) for s in feature_shape), int(lod_level),
                        bool(large_offsets))
-
-
-@functools.lru_cache(maxsize=512)
-def layer_types(dtype, feature_shape, lod_level, large_offsets):
-    """The Arrow types of every layer of a LoDTensor's array, innermost first."""
-    out = [_TO_ARROW[dtype]]
-    for j in range(len(feature_shape) - 1, -1, -1):
-        out.append(_arrow_type(dtype, feature_shape[j:], 0, True))
-    for k in range(1, lod_level + 1):
-        out.append(_arrow_type(dtype, feature_shape, k, large_offsets))
-    return tuple(out)
 
 
 # ---------------------------------------------------------------------------- type -> layout

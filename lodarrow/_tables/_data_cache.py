@@ -54,7 +54,7 @@ import warnings
 
 import pyarrow as pa
 
-from lodarrow._tables._filesystems import open_input
+from lodarrow._tables._filesystems import changed_since_footer, open_input
 from lodarrow._tables._lengths_store import cache_root, check_cache_dir
 
 __all__ = ["DataCache", "clear_data_cache", "column_chunk_ranges", "data_cache"]
@@ -567,10 +567,8 @@ class _LocalCopy:
         if self._remote is None:
             self._remote = open_input(self.fp.path, self.fp.filesystem, self.fn)
             if self._remote.size() != self._size:  # the rest of the copy is another version's
-                raise OSError(f"{self.fn}: changed after the loader read its footer "
-                              f"({self._size} bytes then, {self._remote.size()} now); its row "
-                              f"groups are no longer the ones planned: make a new loader to "
-                              f"read the new version")
+                raise changed_since_footer(f"{self._size} bytes then, "
+                                           f"{self._remote.size()} now")
         blobs = []
         for a, b in missing:
             data = self._remote.read_at(b - a, a)

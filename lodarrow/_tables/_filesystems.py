@@ -193,6 +193,13 @@ def open_input(path, filesystem, fn):
         reraise(exc, f"{fn}: cannot open {display_path(path, filesystem)!r}")
 
 
+def changed_since_footer(what):
+    """The error for a file read after its footer was, and changed since (``what``: how);
+    the caller names the file and the row group."""
+    return OSError(f"changed after the loader read its footer ({what}); its row groups are no "
+                   f"longer the ones planned: make a new loader to read the new version")
+
+
 def read_footer(path, filesystem, fn):
     """``(metadata, digest, size)`` of a Parquet file from its tail, in one read where it fits.
 

@@ -262,8 +262,9 @@ class ParquetParts:
         same footer (touched, or copied over with the same bytes) reads on; so does a file
         of other values with a byte-identical footer (the same size, page sizes and
         statistics: uncompressed fixed-width rows, say), which cannot be told apart without
-        reading its pages.  A remote object is known by its size.  A rewritten file's row groups are no longer where the footer
-        says: they would be read as another version's rows, or fail as a corrupt file.
+        reading its pages.  A remote object is known by its size.  A rewritten file's row
+        groups are no longer where the footer says: they would be read as another version's
+        rows, or fail as a corrupt file.
         """
         fp = self._fingerprint_of[path]
         if isinstance(now, int):
@@ -273,17 +274,13 @@ class ParquetParts:
         seen = self._idents.get(path)
         if size == fp.size and (ident is None or ident == seen):
             return
-        if size == fp.size:
-            from lodarrow._tables._filesystems import read_footer
+        from lodarrow._tables._filesystems import changed_since_footer, read_footer
 
-            if read_footer(path, self.filesystem, self.fn)[1] == fp.footer:
-                self._idents[path] = ident  # touched or copied over, not rewritten
-                return
-            what = "its footer differs"
-        else:
-            what = f"{fp.size} bytes then, {size} now"
-        raise OSError(f"changed after the loader read its footer ({what}); its row groups are "
-                      f"no longer the ones planned: make a new loader to read the new version")
+        if size != fp.size:
+            raise changed_since_footer(f"{fp.size} bytes then, {size} now")
+        if read_footer(path, self.filesystem, self.fn)[1] != fp.footer:
+            raise changed_since_footer("its footer differs")
+        self._idents[path] = ident  # touched or copied over, not rewritten
 
     def read(self, k, columns, lo=0, hi=None):
         """Rows ``[lo, hi)`` of row group ``k`` (its own row numbers), ``columns`` cast to the
