@@ -33,6 +33,10 @@ with ``torch.set_num_threads(1)`` in that process (DataLoader workers set it the
   over the NumPy/Arrow loop's, same job, same source (peers with a conversion of their own:
   over the loop on the in-memory table), the loop in one process for a row in one process
   and the loop in the same number of ``DataLoader`` workers for a row with workers;
+- **Parquet decode alone**: the file's row groups decoded one at a time on one thread, in a
+  shuffled order, and nothing else (no block joined, no batch made): the ceiling of a reader
+  that decodes on one thread, so the floor under every Parquet row; "÷ decode" says how
+  close to it a row runs;
 - **start s**: from making the loader to the first batch; **resume s**: a new loader, made as
   a restarted job makes it, with the state saved ``--resume-at`` into the epoch after the
   window (each loader's own mechanism), to its first batch;
@@ -504,6 +508,42 @@ class Loop(Peer):
         scope = ctx.shuffle_scope(self.source)
         return scope + ("; batches shuffled globally" if self.source == "table"
                         else "; batches shuffled within a block")
+
+
+class DecodeOnly(Peer):
+    """Parquet decoding alone: each epoch's row groups, in the loop's shuffled order, read one
+    at a time (``read_row_group`` of one column, one thread, no pre-buffering), offsets and
+    values viewed as NumPy, and nothing else: no block joined, no batch made.  Its tokens/s is
+    the ceiling of any reader that decodes this file on one thread: the floor under every
+    Parquet row (a global shuffle decodes the same row groups)."""
+
+    name = "decode-parquet"
+    label = "Parquet decode alone (no batches)"
+    kind = "decode"
+    source = "parquet"
+    requires = ()
+    library = "pyarrow"
+    workers_modes = (0,)
+    threads = "one thread (pyarrow decoding)"
+    shuffle = "row groups shuffled"
+    fast_path = (f"ParquetFile(path).read_row_group(g, columns=[{COLUMN!r}], "
+                 f"use_threads=False) for each row group g in a shuffled order; offsets and "
+                 f"values viewed as NumPy")
+
+    def counts(self, batch):
+        n = int(len(batch["values"]))
+        return n, n, int(len(batch["offsets"]) - 1)
+
+    def open(self, ctx, workers, state=None):
+        pf = pq.ParquetFile(str(ctx.corpus), pre_buffer=False)
+
+        def epoch(e):
+            order = np.random.default_rng([ctx.seed, e]).permutation(pf.num_row_groups)
+            for g in order.tolist():
+                col = pf.read_row_group(g, columns=[COLUMN], use_threads=False).column(0)
+                offsets, values = loop_baseline.list_parts(col)
+                yield {"offsets": offsets, "values": values}
+        return Run(epoch, close=pf.close)
 
 
 class LoopBlocks(Peer):
@@ -981,6 +1021,7 @@ def _all_peers():
             peers += [Lodarrow(mode, source), Lodarrow(mode, source, prefetch=0)]
         peers += [Lodarrow(mode, "parquet-global")]
         peers += [Loop(mode, s) for s in ("table", "parquet", "parquet-global")]
+    peers += [DecodeOnly()]
     # blocks: documents shuffled and joined, with each piece's positions (a richer job than
     # cutting the stored stream: labelled so in the table)
     peers += [Lodarrow("blocks", source) for source in ("table", "parquet")]
@@ -992,7 +1033,9 @@ def _all_peers():
 PEERS = _all_peers()
 JOBS = [("padded", "padded"), ("packed", "packed (cu_seqlens)"), ("rows", "packed_rows"),
         ("segments", "segments (JAX)"),
-        ("blocks", "concatenated blocks: a different job (no sequence boundaries)")]
+        ("blocks", "concatenated blocks: a different job (no sequence boundaries)"),
+        ("decode", "Parquet decode alone: no batches, the ceiling of a reader decoding on one "
+                   "thread")]
 
 
 # ----------------------------------------------------------------------------------------
@@ -1352,8 +1395,9 @@ def markdown(report):
     # the summary: lodarrow against the loop, per job and source
     lines += ["| job | source | loop tokens/s | lodarrow prefetch=2 | ÷ loop | prefetch=0 "
               "| ÷ loop | loop, DataLoader workers | lodarrow, DataLoader workers "
-              "| ÷ loop with workers |",
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+              "| ÷ loop with workers | Parquet decode alone | lodarrow prefetch=2 ÷ decode |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+              "| ---: |"]
     by = {(r["peer"], r["workers"]): r for r in results if "error" not in r}
     for mode in ("padded", "packed", "packed_rows", "segments"):
         for source in ("table", "parquet", "parquet-global"):
@@ -1369,6 +1413,13 @@ def markdown(report):
             cells = (rate(by.get((stem, 0)), base) + rate(by.get((stem + "-prefetch0", 0)), base)
                      + [fmt(wbase, thousands=True) if wbase else "—"]
                      + rate(workers[0] if workers else None, wbase))
+            decode = by.get(("decode-parquet", 0))
+            if decode is None or source == "table":
+                cells += ["—", "—"]
+            else:
+                own = by.get((stem, 0))
+                cells += [fmt(decode["tokens_per_s"], thousands=True),
+                          f"{own['tokens_per_s'] / decode['tokens_per_s']:.2f}" if own else "—"]
             if base is None and all(c == "—" for c in cells):
                 continue
             lines.append(f"| {JOB_NAMES[mode]} | {SOURCE_NAMES[source]} | "

@@ -98,3 +98,20 @@ def test_absent_peer_is_named(workdir, tmp_path, monkeypatch):
 def test_unknown_peer_is_refused(workdir):
     with pytest.raises(SystemExit, match="unknown peer 'nope'"):
         bench.main(TINY + ["--workdir", str(workdir), "--peers", "nope"])
+
+
+def test_decode_floor_beside_parquet_rows(workdir, tmp_path):
+    md, js = tmp_path / "t.md", tmp_path / "t.json"
+    bench.main(TINY + ["--workdir", str(workdir), "--peers",
+                       "decode-parquet,lodarrow-padded-parquet,lodarrow-padded-table",
+                       "--markdown", str(md), "--json", str(js)])
+    results = {r["peer"]: r for r in json.loads(js.read_text())["results"]}
+    decode, own = results["decode-parquet"], results["lodarrow-padded-parquet"]
+    # every row group decoded once an epoch, nothing padded: the corpus' tokens an epoch
+    meta = json.loads((workdir / "corpus.json").read_text())
+    assert decode["tokens_per_epoch"] == meta["tokens"] and decode["padding_pct"] == 0
+    cells = {line.split(" | ")[1]: line.split(" | ") for line in md.read_text().splitlines()
+             if line.startswith("| padded | ")}
+    ratio = own["tokens_per_s"] / decode["tokens_per_s"]
+    assert cells["Parquet"][-1].rstrip(" |") == f"{ratio:.2f}"
+    assert cells["in-memory table"][-2:] == ["—", "— |"]   # no floor under a table
