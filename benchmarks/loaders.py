@@ -434,8 +434,14 @@ class Lodarrow(Peer):
         pf = 2 if self.prefetch is None else self.prefetch
         how = ("LODARROW_NUM_THREADS" if os.environ.get("LODARROW_NUM_THREADS")
                else "load-aware")
-        return (f"main + {'a prefetch thread' if pf else 'no prefetch thread'}; "
-                f"kernels up to {num_threads()} thread(s) ({how})")
+        if not pf:
+            extra = "no prefetch thread"
+        elif self.source == "table":
+            extra = "a batch prefetch thread (works while the consumer is away)"
+        else:
+            extra = ("a batch prefetch thread (works while the consumer is away) + a "
+                     "read-ahead thread decoding the next block")
+        return f"main + {extra}; kernels up to {num_threads()} thread(s) ({how})"
 
     def describe_shuffle(self, ctx):
         if self.mode == "blocks":
@@ -511,11 +517,12 @@ class Loop(Peer):
 
 
 class DecodeOnly(Peer):
-    """Parquet decoding alone: each epoch's row groups, in the loop's shuffled order, read one
-    at a time (``read_row_group`` of one column, one thread, no pre-buffering), offsets and
-    values viewed as NumPy, and nothing else: no block joined, no batch made.  Its tokens/s is
-    the ceiling of any reader that decodes this file on one thread: the floor under every
-    Parquet row (a global shuffle decodes the same row groups)."""
+    """Parquet decoding alone: each epoch's row groups, in a shuffled order, read one at a
+    time by the call lodarrow reads with (``read_row_group`` of one column, one thread, no
+    pre-buffering), offsets and values viewed as NumPy (no copy), and nothing else: no block
+    joined, no batch made.  Its tokens/s is the ceiling of a reader decoding this file with
+    that call on one thread: the floor under every Parquet row (a global shuffle decodes the
+    same row groups)."""
 
     name = "decode-parquet"
     label = "Parquet decode alone (no batches)"

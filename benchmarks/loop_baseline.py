@@ -19,8 +19,11 @@ import torch
 
 
 def list_parts(col):
-    """(offsets from 0, flat values) of a list column as NumPy (one copy if chunked)."""
-    col = col.combine_chunks() if hasattr(col, "combine_chunks") else col
+    """(offsets from 0, flat values) of a list column as NumPy: the values a view of Arrow's
+    buffer, copied only where the column has several chunks (``read_row_groups`` of several
+    row groups returns one)."""
+    if hasattr(col, "num_chunks"):
+        col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
     off = col.offsets.to_numpy()
     return off - off[0], col.flatten().to_numpy()
 
