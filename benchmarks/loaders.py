@@ -30,8 +30,8 @@ with ``torch.set_num_threads(1)`` in that process (DataLoader workers set it the
   ``--max-epochs``).  A loader with no epochs of its own (Grain's ``repeat``) counts an
   epoch as the corpus' tokens delivered.  The resume measurement comes after the window;
 - **tokens/s**: real tokens (padding not counted) over the timed epochs; **÷ loop**: that
-  over the NumPy/Arrow loop's, same job, same source (peers with a conversion of their own:
-  over the loop on the in-memory table), the loop in one process for a row in one process
+  over the NumPy/Arrow loop's, same job, same source (where that source has no loop row,
+  as for peers with a conversion of their own: over the loop on the in-memory table), the loop in one process for a row in one process
   and the loop in the same number of ``DataLoader`` workers for a row with workers;
 - **Parquet decode alone**: the file's row groups decoded one at a time on one thread, in a
   shuffled order, and nothing else (no block joined, no batch made): the ceiling of a reader
