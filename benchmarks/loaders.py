@@ -31,12 +31,13 @@ with ``torch.set_num_threads(1)`` in that process (DataLoader workers set it the
   epoch as the corpus' tokens delivered.  The resume measurement comes after the window;
 - **tokens/s**: real tokens (padding not counted) over the timed epochs; **÷ loop**: that
   over the NumPy/Arrow loop's, same job, same source (where that source has no loop row,
-  as for peers with a conversion of their own: over the loop on the in-memory table), the loop in one process for a row in one process
-  and the loop in the same number of ``DataLoader`` workers for a row with workers;
-- **Parquet decode alone**: the file's row groups decoded one at a time on one thread, in a
-  shuffled order, and nothing else (no block joined, no batch made): the ceiling of a reader
-  that decodes on one thread, so the floor under every Parquet row; "÷ decode" says how
-  close to it a row runs;
+  as for peers with a conversion of their own: over the loop on the in-memory table), the
+  loop in one process for a row in one process and the loop in the same number of
+  ``DataLoader`` workers for a row with workers;
+- **Parquet decode alone**: the file's row groups decoded one at a time on one thread by
+  lodarrow's read call, in a shuffled order, and nothing else (no block joined, no batch
+  made): the most a reader decoding with that call on one thread can deliver (one
+  measurement); "÷ decode": the share of it a row delivers;
 - **start s**: from making the loader to the first batch; **resume s**: a new loader, made as
   a restarted job makes it, with the state saved ``--resume-at`` into the epoch after the
   window (each loader's own mechanism), to its first batch;
@@ -427,13 +428,16 @@ class Lodarrow(Peer):
     def describe_threads(self, workers, ctx):
         from lodarrow._threads import num_threads
 
+        how = ("LODARROW_NUM_THREADS" if os.environ.get("LODARROW_NUM_THREADS")
+               else "load-aware")
         if workers:
-            return (f"{workers} DataLoader workers (torch 1 thread, LODARROW_NUM_THREADS=1 "
+            ahead = ("" if self.source == "table"
+                     else " + a read-ahead thread decoding the next block")
+            return (f"{workers} DataLoader workers (torch 1 thread, kernels up to "
+                    f"{num_threads()} thread(s) ({how}; 1 in a worker unless set){ahead} "
                     f"each); batches through a shared-memory ring a worker, copied out into "
                     f"tensors in the main process")
         pf = 2 if self.prefetch is None else self.prefetch
-        how = ("LODARROW_NUM_THREADS" if os.environ.get("LODARROW_NUM_THREADS")
-               else "load-aware")
         if not pf:
             extra = "no prefetch thread"
         elif self.source == "table":
@@ -519,7 +523,8 @@ class Loop(Peer):
 class DecodeOnly(Peer):
     """Parquet decoding alone: each epoch's row groups, in a shuffled order, read one at a
     time by the call lodarrow reads with (``read_row_group`` of one column, one thread, no
-    pre-buffering), offsets and values viewed as NumPy (no copy), and nothing else: no block
+    pre-buffering), the values viewed as NumPy (no copy; the offsets rebased, a small copy),
+    and nothing else: no block
     joined, no batch made.  Its tokens/s is the ceiling of a reader decoding this file with
     that call on one thread: the floor under every Parquet row (a global shuffle decodes the
     same row groups)."""
@@ -1041,8 +1046,8 @@ PEERS = _all_peers()
 JOBS = [("padded", "padded"), ("packed", "packed (cu_seqlens)"), ("rows", "packed_rows"),
         ("segments", "segments (JAX)"),
         ("blocks", "concatenated blocks: a different job (no sequence boundaries)"),
-        ("decode", "Parquet decode alone: no batches, the ceiling of a reader decoding on one "
-                   "thread")]
+        ("decode", "Parquet decode alone: no batches, the most a reader decoding with "
+                   "lodarrow's read call on one thread delivers")]
 
 
 # ----------------------------------------------------------------------------------------
