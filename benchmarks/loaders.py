@@ -438,13 +438,10 @@ class Lodarrow(Peer):
                     f"each); batches through a shared-memory ring a worker, copied out into "
                     f"tensors in the main process")
         pf = 2 if self.prefetch is None else self.prefetch
-        if not pf:
-            extra = "no prefetch thread"
-        elif self.source == "table":
-            extra = "a batch prefetch thread (works while the consumer is away)"
-        else:
-            extra = ("a batch prefetch thread (works while the consumer is away) + a "
-                     "read-ahead thread decoding the next block")
+        extra = "a batch prefetch thread (works while the consumer is away)" if pf else (
+            "no prefetch thread")
+        if pf and self.source != "table":
+            extra += " + a read-ahead thread decoding the next block"
         return f"main + {extra}; kernels up to {num_threads()} thread(s) ({how})"
 
     def describe_shuffle(self, ctx):
@@ -524,10 +521,9 @@ class DecodeOnly(Peer):
     """Parquet decoding alone: each epoch's row groups, in a shuffled order, read one at a
     time by the call lodarrow reads with (``read_row_group`` of one column, one thread, no
     pre-buffering), the values viewed as NumPy (no copy; the offsets rebased, a small copy),
-    and nothing else: no block
-    joined, no batch made.  Its tokens/s is the ceiling of a reader decoding this file with
-    that call on one thread: the floor under every Parquet row (a global shuffle decodes the
-    same row groups)."""
+    and nothing else: no block joined, no batch made.  Its tokens/s is the ceiling of a
+    reader decoding this file with that call on one thread: the floor under every Parquet
+    row (a global shuffle decodes the same row groups)."""
 
     name = "decode-parquet"
     label = "Parquet decode alone (no batches)"
@@ -538,7 +534,7 @@ class DecodeOnly(Peer):
     workers_modes = (0,)
     threads = "one thread (pyarrow decoding)"
     shuffle = "row groups shuffled"
-    fast_path = (f"ParquetFile(path).read_row_group(g, columns=[{COLUMN!r}], "
+    fast_path = (f"ParquetFile(path, pre_buffer=False).read_row_group(g, columns=[{COLUMN!r}], "
                  f"use_threads=False) for each row group g in a shuffled order; offsets and "
                  f"values viewed as NumPy")
 
@@ -1411,6 +1407,7 @@ def markdown(report):
               "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
               "| ---: |"]
     by = {(r["peer"], r["workers"]): r for r in results if "error" not in r}
+    decode = by.get(("decode-parquet", 0))
     for mode in ("padded", "packed", "packed_rows", "segments"):
         for source in ("table", "parquet", "parquet-global"):
             base = loops.get((KIND_OF[mode], source, False))
@@ -1425,7 +1422,6 @@ def markdown(report):
             cells = (rate(by.get((stem, 0)), base) + rate(by.get((stem + "-prefetch0", 0)), base)
                      + [fmt(wbase, thousands=True) if wbase else "—"]
                      + rate(workers[0] if workers else None, wbase))
-            decode = by.get(("decode-parquet", 0))
             if decode is None or source == "table":
                 cells += ["—", "—"]
             else:
