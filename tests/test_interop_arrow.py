@@ -437,6 +437,29 @@ def test_chunked_arrays_are_joined(parts):
     assert_matches(la.from_arrow(ca), lod, data)
 
 
+@pytest.mark.parametrize("dtype, feature", [("float32", (3,)), ("bool", ()), ("int64", ())])
+def test_large_chunks_are_joined_into_a_writable_copy(dtype, feature):
+    """Chunks of over 1 MiB are joined into Arrow's pool (lodarrow._backends.cpu.empty): the
+    same values, an ordinary writable array that owns its copy."""
+    rng = np.random.default_rng(0)
+    tensors = []
+    for n in (300_000, 1, 0, 200_000):
+        values = rng.integers(0, 2 if dtype == "bool" else 100, (n,) + feature).astype(dtype)
+        cut = np.sort(rng.integers(0, n + 1, 9))
+        tensors.append(la.LoDTensor(values, lengths=[np.diff(np.r_[0, cut, n]).tolist()]))
+    ca = pa.chunked_array([t.to_arrow() for t in tensors])
+    back = la.from_arrow(ca)
+    want = np.concatenate([t.data for t in tensors])
+    assert back.data.dtype == want.dtype and back.data.shape == want.shape
+    np.testing.assert_array_equal(back.data, want)
+    assert back.lod() == [np.cumsum([0] + [n for t in tensors
+                                         for n in t.recursive_sequence_lengths()[0]]).tolist()]
+    assert back.data.flags.c_contiguous and back.data.flags.writeable
+    back.data[0] = back.data[1] if dtype == "bool" else 7
+    np.testing.assert_array_equal(tensors[0].data[0], want[0])  # chunks not written through
+    assert la.from_arrow(ca).data.ctypes.data != back.data.ctypes.data
+
+
 def test_single_chunk_is_zero_copy():
     t = la.LoDTensor(np.arange(5, dtype=np.int64), lengths=[[2, 3]])
     a = t.to_arrow()

@@ -15,6 +15,7 @@ cost is O(levels) on the zero-copy paths; the copies are listed in :func:`lodarr
 
 import numpy as np
 
+from lodarrow._backends.cpu import CPU
 from lodarrow._interop._arrow_layout import (FIXED, LARGE_LIST, LIST, OFFSET_DTYPE,
                                             missing_width_message)
 from lodarrow._errors import LoDError
@@ -445,8 +446,15 @@ def _dictionary_values(mem, node, bufs, at, sel, plan, levels, chunk, chunk_star
 
 
 def join(parts, n_levels):
-    """Concatenate decoded chunks (a copy of the data and the offsets)."""
-    data = np.concatenate([d for d, _ in parts])
+    """Concatenate decoded chunks (a copy of the data and the offsets).
+
+    The data goes into a buffer of Arrow's memory pool (``CPU.empty``): a joined block of a
+    Parquet corpus is tens of MiB, and a fresh ``numpy.empty`` of that size is new pages
+    from the kernel every time, whose faults cost as much as the copy itself.
+    """
+    first = parts[0][0]
+    data = CPU.empty((sum(d.shape[0] for d, _ in parts),) + first.shape[1:], first.dtype)
+    np.concatenate([d for d, _ in parts], out=data)
     levels = []
     for k in range(n_levels):
         sizes = [lv[k].shape[0] - 1 for _, lv in parts]

@@ -895,12 +895,19 @@ class BatchLoader:
         parts = self._parts
         level0 = self.select.level == 0
         p = np.searchsorted(self._part_starts, rows, side="right") - 1
-        needed = np.unique(p)
-        ranges = []
-        for k in needed:
-            mine = rows[p == k] - self._part_starts[k]
-            ranges.append((int(k),) + ((int(mine.min()), int(mine.max()) + 1) if level0
-                                       else (0, None)))
+        # each row group's first and last row wanted, in one pass over the rows (a block
+        # can be the whole corpus: no sort, no pass per row group)
+        low = np.full(len(self._part_starts) - 1, np.iinfo(np.int64).max, np.int64)
+        high = np.full(len(low), -1, np.int64)
+        np.minimum.at(low, p, rows)
+        np.maximum.at(high, p, rows)
+        needed = np.flatnonzero(high >= 0)
+        starts = self._part_starts[needed]
+        if level0:
+            ranges = list(zip(needed.tolist(), (low[needed] - starts).tolist(),
+                              (high[needed] - starts + 1).tolist()))
+        else:
+            ranges = [(k, 0, None) for k in needed.tolist()]
         columns = [self.column] + self.select.extra_columns
         tables = _read_all(parts, ranges, columns, stop)
         firsts, offsets, done = [], [], 0
