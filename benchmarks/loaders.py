@@ -38,7 +38,8 @@ with ``torch.set_num_threads(1)`` in that process (DataLoader workers set it the
   lodarrow's read call, in a shuffled order, and nothing else (no block joined, no batch
   made): the most a reader decoding with that call on one thread can deliver (one
   measurement); "÷ decode": the share of it a row delivers;
-- **start s**: from making the loader to the first batch; **resume s**: a new loader, made as
+- **start s**: from making the loader to the first batch (every row's imports made before,
+  pandas among them: pyarrow imports it at its first conversion to NumPy); **resume s**: a new loader, made as
   a restarted job makes it, with the state saved ``--resume-at`` into the epoch after the
   window (each loader's own mechanism), to its first batch;
 - **RSS MiB**: the peak resident set of the process, and of each worker;
@@ -1130,6 +1131,12 @@ def run_one(peer, ctx, workers, seconds, warmup, max_epochs=1000):
     for name in peer.requires:        # imports are not the loader's start-up
         _import(name)
     peer.warm_imports()
+    # pyarrow imports pandas, where installed, at its first conversion to NumPy (about 0.5 s
+    # here): an import like the others, made before every row's clock
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        pass
     if peer.source == "table" and ctx.table is None:
         ctx.table = arrow_rows(ctx.corpus)     # the in-memory source: given, not timed
     result = {"peer": peer.name, "label": peer.label, "kind": peer.kind, "workers": workers,

@@ -685,3 +685,36 @@ def test_token_balance_evens_ranks_from_parquet(dataset):
         per_step = np.stack([p.tokens for p in plans])
         spread[balance] = np.median(per_step.max(0) / per_step.mean(0))
     assert spread["tokens"] <= spread["batches"]
+
+
+def test_reading_parquet_does_not_import_pandas(dataset):
+    """pyarrow imports pandas, where installed, at its first ``pa.array`` or ``to_numpy``
+    (about half a second); a loader over Parquet files never needs it: not to start, not for
+    its batches in any mode, not to resume."""
+    pytest.importorskip("pandas")
+    script = f"""
+import sys
+import lodarrow as la
+
+shapes = [dict(batch_size=16), dict(batch_size=16, mode="packed"),
+          dict(mode="packed_rows", row_length=64, max_tokens=256),
+          dict(mode="segments", max_tokens=256, pad_to_multiple_of=256),
+          dict(mode="blocks", row_length=64, max_tokens=256)]
+for kw in shapes:
+    for extra in ([], ["label"]):
+        loader = la.batch_loader({dataset!r}, "ids", extra_columns=extra, seed=1,
+                                 progress=False, row_groups=2, **kw)
+        it = iter(loader)
+        next(it)
+        state = loader.state_dict()
+        again = la.batch_loader({dataset!r}, "ids", extra_columns=extra, seed=1,
+                                progress=False, row_groups=2, **kw)
+        again.load_state_dict(state)
+        next(iter(again))
+        assert "pandas" not in sys.modules, (kw, extra)
+print("ok")
+"""
+    env = dict(os.environ, LODARROW_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", script], env=env, timeout=120,
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

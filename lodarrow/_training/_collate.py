@@ -81,7 +81,7 @@ def as_sequences(source, column, level, fn=_FN):
         from lodarrow._tables._table import from_arrow
 
         if isinstance(col, pa.ChunkedArray) and col.num_chunks == 0:
-            col = pa.array([], type=col.type)
+            col = pa.nulls(0, type=col.type)   # not pa.array([]): that imports pandas
         col = from_arrow(col, nulls="empty")
     return Sequences(col, level, fn)
 

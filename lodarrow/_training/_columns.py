@@ -4,6 +4,8 @@ travel with a batch (docs/training.md#nulls-and-extra-columns)."""
 import numpy as np
 import pyarrow as pa
 
+from lodarrow._training._buffers import as_numpy, list_offsets, positions
+
 __all__ = ["ExtraColumn", "check_jax_x64", "fill_value_nulls", "null_rows", "value_null_rows"]
 
 _WIDE = ("int64", "uint64", "float64")
@@ -33,10 +35,10 @@ class ExtraColumn:
             return column
         valid = None
         if column.null_count:
-            valid = np.asarray(column.is_valid())
+            valid = as_numpy(column.is_valid())
             zero = False if pa.types.is_boolean(column.type) else 0
             column = column.fill_null(pa.scalar(zero, type=column.type))
-        values = column.to_numpy(zero_copy_only=False)
+        values = as_numpy(column)
         if values.dtype != self.dtype:
             values = values.astype(self.dtype)
         return values, valid
@@ -44,7 +46,7 @@ class ExtraColumn:
     def take(self, prepared, local, out):
         """Put the batch's rows of the column into ``out`` (a dict of the batch's arrays)."""
         if not self.numeric:
-            out[self.name] = prepared.take(pa.array(local))
+            out[self.name] = prepared.take(positions(local))
             return
         values, valid = prepared
         out[self.name] = values[local]
@@ -73,7 +75,7 @@ def null_rows(column):
     """The positions of the null rows of a list column (an Array or ChunkedArray)."""
     if column.null_count == 0:
         return np.zeros(0, np.int64)
-    return np.flatnonzero(np.asarray(column.is_null())).astype(np.int64)
+    return np.flatnonzero(as_numpy(column.is_null())).astype(np.int64)
 
 
 def value_null_rows(column, level=0):
@@ -99,7 +101,7 @@ def value_null_rows(column, level=0):
             row = np.searchsorted(by_row, bad, side="right") - 1
             keep = np.ones(len(row), bool)
             if chunk.null_count:
-                keep = ~np.asarray(chunk.is_null())[row]
+                keep = ~as_numpy(chunk.is_null())[row]
             bad, row = bad[keep], row[keep]
             if len(bad):
                 rows.append(np.unique(row) + row_base)
@@ -117,13 +119,13 @@ def _null_values(leaf):
     features with a null element)."""
     bad = []
     if leaf.null_count:
-        bad.append(np.flatnonzero(np.asarray(leaf.is_null())))
+        bad.append(np.flatnonzero(as_numpy(leaf.is_null())))
     if pa.types.is_fixed_size_list(leaf.type):
         inner = leaf.flatten()  # the elements of the valid slots, in order
         if inner.null_count:
             size = leaf.type.list_size
-            slots = np.flatnonzero(np.asarray(leaf.is_valid()))
-            bad.append(slots[np.flatnonzero(np.asarray(inner.is_null())) // size])
+            slots = np.flatnonzero(as_numpy(leaf.is_valid()))
+            bad.append(slots[np.flatnonzero(as_numpy(inner.is_null())) // size])
     if not bad:
         return np.zeros(0, np.int64)
     return np.unique(np.concatenate(bad)).astype(np.int64)
@@ -146,14 +148,14 @@ def fill_value_nulls(column):
         if column.null_count:
             return column.fill_null(pa.scalar(0, type=column.type).cast(column.type))
         return column
-    offsets = np.asarray(column.offsets)
+    offsets = list_offsets(column)
     first, last = int(offsets[0]), int(offsets[-1])
     child = column.values.slice(first, last - first)  # a slice's own values, from 0
     values = fill_value_nulls(child)
     if values is child:
         return column
     kind = pa.LargeListArray if pa.types.is_large_list(column.type) else pa.ListArray
-    return kind.from_arrays(pa.array(offsets - first, type=column.offsets.type), values,
+    return kind.from_arrays(positions(offsets - first, column.offsets.type), values,
                             type=column.type,
                             mask=column.is_null() if column.null_count else None)
 

@@ -355,7 +355,8 @@ class BatchLoader:
         self._nbytes = int(sum(parts.nbytes))
         self._extra_specs = [ExtraColumn(n, types[n], parts.null_count(n) != 0)
                              for n in self.select.extra_columns]
-        empty = as_sequences(pa.array([], type=types[self.column]), None, self.select.level, _FN)
+        # pa.nulls, not pa.array([]): pyarrow's array() imports pandas, ~0.5 s of a start
+        empty = as_sequences(pa.nulls(0, type=types[self.column]), None, self.select.level, _FN)
         self._pad = self._pad_for(empty)
         self._sep = self._separator_for(empty)
         if self._sep is not None:  # blocks: each sequence ends with the separator

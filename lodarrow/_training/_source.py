@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from lodarrow._tensor import LoDTensor
+from lodarrow._training._buffers import list_offsets
 
 #: The Parquet source grammar is map_parquet's (a file, a directory, a glob, a list of files).
 _PATH_TYPES = (str, os.PathLike, list, tuple)
@@ -104,9 +105,10 @@ def arrow_chain(arr):
     """The offsets chain of a list array (see :func:`compose`) and its innermost values."""
     chain = []
     while pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
-        chain.append(np.asarray(arr.offsets).astype(np.int64, copy=False))
+        chain.append(list_offsets(arr))
         arr = arr.values
     return chain, arr
+
 
 
 def leaf_to_read(pf, column):

@@ -1,0 +1,61 @@
+"""The loader's views of Arrow buffers (lodarrow/_training/_buffers.py) against pyarrow's own
+conversions, on slices, empty arrays, bools, large lists and chunked arrays."""
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lodarrow._training._buffers import as_numpy, list_offsets, positions
+
+LISTS = [[1, 2], [], None, [3], [4, 5, 6], []]
+
+
+@pytest.mark.parametrize("kind", [pa.list_(pa.int32()), pa.large_list(pa.int32())])
+@pytest.mark.parametrize("start,stop", [(0, 6), (1, 4), (2, 2), (5, 6), (6, 6)])
+def test_list_offsets_are_the_arrays_own(kind, start, stop):
+    arr = pa.array(LISTS, type=kind).slice(start, stop - start)
+    got = list_offsets(arr)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, arr.offsets.to_numpy())
+
+
+def test_list_offsets_of_an_array_built_without_offsets():
+    arr = pa.Array.from_buffers(pa.list_(pa.int32()), 0, [None, None],
+                                children=[pa.array([], pa.int32())])
+    np.testing.assert_array_equal(list_offsets(arr), [0])
+
+
+@pytest.mark.parametrize("arrow_type", [pa.int8(), pa.uint16(), pa.int32(), pa.int64(),
+                                        pa.float16(), pa.float32(), pa.float64(), pa.bool_()])
+@pytest.mark.parametrize("start,stop", [(0, 11), (3, 10), (9, 9), (1, 2)])
+def test_as_numpy_matches_to_numpy(arrow_type, start, stop):
+    rng = np.random.default_rng(3)
+    raw = rng.integers(0, 2 if arrow_type == pa.bool_() else 100, 11)
+    arr = pa.array(raw.astype(arrow_type.to_pandas_dtype())).slice(start, stop - start)
+    got = as_numpy(arr)
+    want = arr.to_numpy(zero_copy_only=False)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("chunks", [[], [[1, 2]], [[1, 2], [], [3]]])
+def test_as_numpy_joins_chunks(chunks):
+    arr = pa.chunked_array([pa.array(c, pa.int64()) for c in chunks], pa.int64())
+    got = as_numpy(arr)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, [x for c in chunks for x in c])
+
+
+def test_masks_read_as_bools():
+    arr = pa.array([1, None, 3, None, None, 6, 7, 8, None]).slice(1)
+    np.testing.assert_array_equal(as_numpy(arr.is_null()), np.asarray(arr.is_null()))
+    np.testing.assert_array_equal(as_numpy(arr.is_valid()), np.asarray(arr.is_valid()))
+
+
+@pytest.mark.parametrize("arrow_type", [pa.int64(), pa.int32()])
+def test_positions_take_like_pa_array(arrow_type):
+    arr = pa.array(["a", "b", "c", "d"])
+    index = np.array([3, 0, 0, 2])
+    got = positions(index, arrow_type)
+    assert got.type == arrow_type
+    assert arr.take(got).equals(arr.take(pa.array(index, arrow_type)))
