@@ -689,7 +689,7 @@ def test_token_balance_evens_ranks_from_parquet(dataset):
 
 def test_reading_parquet_does_not_import_pandas(dataset):
     """pyarrow imports pandas, where installed, at its first ``pa.array`` or ``to_numpy``
-    (about half a second); a loader over Parquet files never needs it: not to start, not for
+    (a few tenths of a second); a loader over Parquet files never needs it: not to start, not for
     its batches in any mode, not to resume."""
     pytest.importorskip("pandas")
     script = f"""

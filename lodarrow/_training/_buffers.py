@@ -1,8 +1,8 @@
 """Arrow arrays to NumPy, and NumPy positions to Arrow, through their buffers.
 
 pyarrow imports pandas, where it is installed, the first time it converts an array to NumPy
-(``to_numpy``, ``numpy.asarray``) or NumPy to an array (``pa.array``): about half a second of
-a loader's start from Parquet, for a library the loader never uses.  These read and make the
+(``to_numpy``, ``numpy.asarray``) or NumPy to an array (``pa.array``): a few tenths of a second
+of a loader's start from Parquet, for a library the loader never uses.  These read and make the
 buffers instead: views, no copy, but for bools (bits, unpacked).
 """
 
