@@ -1131,8 +1131,8 @@ def run_one(peer, ctx, workers, seconds, warmup, max_epochs=1000):
     for name in peer.requires:        # imports are not the loader's start-up
         _import(name)
     peer.warm_imports()
-    # pyarrow imports pandas, where installed, at its first conversion to NumPy (0.2-0.4 s
-    # here): an import like the others, made before every row's clock
+    # pyarrow imports pandas, where installed, at its first conversion to NumPy (a few
+    # tenths of a second): an import like the others, made before every row's clock
     try:
         import pandas  # noqa: F401
     except ImportError:

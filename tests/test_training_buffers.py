@@ -5,7 +5,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lodarrow._training._buffers import as_numpy, list_offsets, positions
+from lodarrow._training._buffers import as_numpy, list_offsets, positions, zero
 
 LISTS = [[1, 2], [], None, [3], [4, 5, 6], []]
 
@@ -59,3 +59,44 @@ def test_positions_take_like_pa_array(arrow_type):
     got = positions(index, arrow_type)
     assert got.type == arrow_type
     assert arr.take(got).equals(arr.take(pa.array(index, arrow_type)))
+
+
+@pytest.mark.parametrize("arr", [pa.array([1, 2], pa.date32()), pa.array(["a", "b"]),
+                                 pa.array([[1], [2]]), pa.array([1, 2], pa.timestamp("ms"))])
+def test_as_numpy_refuses_what_its_buffers_do_not_hold(arr):
+    with pytest.raises(TypeError, match="not a number or bool"):
+        as_numpy(arr)
+
+
+def test_as_numpy_views_are_read_only():
+    arr = pa.array(np.arange(6, dtype=np.int32)).slice(2)
+    got = as_numpy(arr)
+    assert not got.flags.writeable
+    with pytest.raises(ValueError):
+        got[0] = 9
+    assert not as_numpy(pa.array([True, False])).flags.writeable
+
+
+@pytest.mark.parametrize("index,arrow_type,error", [
+    (np.array([0.7, 1.9]), pa.int64(), TypeError),
+    (np.zeros((2, 2), np.int64), pa.int64(), TypeError),
+    (np.array([-1]), pa.uint32(), OverflowError),
+    (np.array([2**31 + 5]), pa.int32(), OverflowError),
+])
+def test_positions_refuse_what_they_cannot_hold(index, arrow_type, error):
+    with pytest.raises(error):
+        positions(index, arrow_type)
+
+
+def test_positions_of_nothing():
+    assert positions(np.zeros(0, np.float64)).equals(pa.array([], pa.int64()))
+
+
+@pytest.mark.parametrize("arrow_type", [pa.int8(), pa.uint64(), pa.float16(), pa.float64(),
+                                        pa.bool_()])
+def test_zero_fills_nulls_like_a_scalar(arrow_type):
+    arr = pa.array([1, None, 0, None], pa.int8()).cast(arrow_type)
+    want = arr.fill_null(pa.scalar(0, pa.int8()).cast(arrow_type))
+    assert arr.fill_null(zero(arrow_type)).equals(want)
+    with pytest.raises(TypeError):
+        zero(pa.string())

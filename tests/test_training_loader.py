@@ -687,11 +687,19 @@ def test_token_balance_evens_ranks_from_parquet(dataset):
     assert spread["tokens"] <= spread["batches"]
 
 
-def test_reading_parquet_does_not_import_pandas(dataset):
-    """pyarrow imports pandas, where installed, at its first ``pa.array`` or ``to_numpy``
-    (a few tenths of a second); a loader over Parquet files never needs it: not to start, not for
-    its batches in any mode, not to resume."""
+def test_reading_parquet_does_not_import_pandas(dataset, tmp_path):
+    """pyarrow imports pandas, where installed, at its first ``pa.array``, ``pa.scalar`` or
+    ``to_numpy`` (a few tenths of a second); a loader over Parquet files never needs it: not
+    to start, not for its batches in any mode, not to resume, not for extra columns with
+    nulls or null values read as 0."""
     pytest.importorskip("pandas")
+    nulls = str(tmp_path / "nulls.parquet")
+    ids = pa.array([[1, 2], [3, None], [4], [5, 6, 7], [None], [8]] * 100,
+                   pa.list_(pa.int32()))
+    pq.write_table(pa.table({"ids": ids, "y": pa.array([1, None, 3, 4, None, 6] * 100),
+                             "ok": pa.array([True, None, False, True, True, None] * 100),
+                             "f": pa.array([0.5, 1.5, None, 2.5, 3.5, 4.5] * 100, pa.float16())}),
+                   nulls, row_group_size=100)
     script = f"""
 import sys
 import lodarrow as la
@@ -700,18 +708,22 @@ shapes = [dict(batch_size=16), dict(batch_size=16, mode="packed"),
           dict(mode="packed_rows", row_length=64, max_tokens=256),
           dict(mode="segments", max_tokens=256, pad_to_multiple_of=256),
           dict(mode="blocks", row_length=64, max_tokens=256)]
-for kw in shapes:
-    for extra in ([], ["label"]):
-        loader = la.batch_loader({dataset!r}, "ids", extra_columns=extra, seed=1,
-                                 progress=False, row_groups=2, **kw)
-        it = iter(loader)
-        next(it)
-        state = loader.state_dict()
-        again = la.batch_loader({dataset!r}, "ids", extra_columns=extra, seed=1,
-                                progress=False, row_groups=2, **kw)
-        again.load_state_dict(state)
-        next(iter(again))
-        assert "pandas" not in sys.modules, (kw, extra)
+sources = [({dataset!r}, [[], ["label"]], {{}}),
+           ({nulls!r}, [["y", "ok", "f"]], dict(nulls="drop"))]
+for path, extras, more in sources:
+    for kw in shapes:
+        for extra in extras:
+            args = dict(extra_columns=extra, seed=1, progress=False, row_groups=2, **more, **kw)
+            loader = la.batch_loader(path, "ids", **args)
+            it = iter(loader)
+            next(it)
+            state = loader.state_dict()
+            for batch in it:
+                pass
+            again = la.batch_loader(path, "ids", **args)
+            again.load_state_dict(state)
+            next(iter(again))
+            assert "pandas" not in sys.modules, (path, kw, extra)
 print("ok")
 """
     env = dict(os.environ, LODARROW_NUM_THREADS="1")

@@ -1,9 +1,10 @@
 """Arrow arrays to NumPy, and NumPy positions to Arrow, through their buffers.
 
 pyarrow imports pandas, where it is installed, the first time it converts an array to NumPy
-(``to_numpy``, ``numpy.asarray``) or NumPy to an array (``pa.array``): a few tenths of a second
-of a loader's start from Parquet, for a library the loader never uses.  These read and make the
-buffers instead: views, no copy, but for bools (bits, unpacked).
+(``to_numpy``, ``numpy.asarray``) or Python or NumPy values to Arrow (``pa.array``,
+``pa.scalar``): a few tenths of a second of a loader's start from Parquet, for a library the
+loader never uses.  These read and make the buffers instead: read-only views, no copy, but
+for bools (bits, unpacked).
 """
 
 import numpy as np
@@ -11,7 +12,12 @@ import pyarrow as pa
 
 from lodarrow._interop._arrow_decode import HOST
 
-__all__ = ["as_numpy", "list_offsets", "positions"]
+__all__ = ["as_numpy", "list_offsets", "positions", "zero"]
+
+
+def _is_number(arrow_type):
+    return (pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
+            or pa.types.is_boolean(arrow_type))
 
 
 def list_offsets(arr):
@@ -25,23 +31,59 @@ def list_offsets(arr):
 
 
 def as_numpy(arr):
-    """A fixed-width number or bool array without nulls (an ``is_null()`` mask, say) as
-    NumPy: a view of its values, a copy for bools; a ``ChunkedArray``'s chunks joined."""
+    """A number or bool array without nulls (an ``is_null()`` mask, say) as a read-only
+    NumPy array: a view of its values, a copy for bools; a ``ChunkedArray``'s chunks joined.
+
+    Raises
+    ------
+    TypeError
+        For any other type (dates, strings, lists: their buffers are not their values).
+    """
+    if not _is_number(arr.type):
+        raise TypeError(f"as_numpy: {arr.type} is not a number or bool type")
     if isinstance(arr, pa.ChunkedArray):
         parts = [as_numpy(c) for c in arr.chunks]
         if len(parts) == 1:
             return parts[0]
-        return (np.concatenate(parts) if parts
-                else np.zeros(0, np.dtype(arr.type.to_pandas_dtype())))
-    start, stop = arr.offset, arr.offset + len(arr)
-    if pa.types.is_boolean(arr.type):
-        return HOST.bits(arr.buffers()[1], start, stop, "values")
-    dtype = np.dtype(arr.type.to_pandas_dtype())
-    return HOST.view(arr.buffers()[1], dtype, stop, "values")[start:]
+        out = (np.concatenate(parts) if parts
+               else np.zeros(0, np.dtype(arr.type.to_pandas_dtype())))
+    elif pa.types.is_boolean(arr.type):
+        out = HOST.bits(arr.buffers()[1], arr.offset, arr.offset + len(arr), "values")
+    else:
+        dtype = np.dtype(arr.type.to_pandas_dtype())
+        out = HOST.view(arr.buffers()[1], dtype, arr.offset + len(arr), "values")[arr.offset:]
+    out.flags.writeable = False
+    return out
 
 
 def positions(index, arrow_type=pa.int64()):
-    """NumPy integers as an Arrow array of ``arrow_type`` (a view of them where the dtype is
-    already that type's), for ``take`` and list offsets."""
-    index = np.ascontiguousarray(index, dtype=np.dtype(arrow_type.to_pandas_dtype()))
+    """1-D NumPy integers as an Arrow integer array of ``arrow_type`` (a view where the dtype
+    is already that type's), for ``take`` and list offsets.
+
+    Raises
+    ------
+    TypeError
+        When ``index`` is not a 1-D integer array.
+    OverflowError
+        When a value does not fit ``arrow_type``.
+    """
+    index = np.asarray(index)
+    if index.ndim != 1 or (index.dtype.kind not in "iu" and index.size):
+        raise TypeError(f"positions: a 1-D integer array is needed, not {index.ndim}-D "
+                        f"{index.dtype}")
+    dtype = np.dtype(arrow_type.to_pandas_dtype())
+    if index.size and index.dtype != dtype:
+        info = np.iinfo(dtype)
+        if index.min() < info.min or index.max() > info.max:
+            raise OverflowError(f"positions: values from {index.min()} to {index.max()} do "
+                                f"not fit {arrow_type}")
+    index = np.ascontiguousarray(index, dtype=dtype)
     return pa.Array.from_buffers(arrow_type, len(index), [None, pa.py_buffer(index)])
+
+
+def zero(arrow_type):
+    """The zero (``False``) of a number or bool type as an Arrow scalar, for ``fill_null``."""
+    if not _is_number(arrow_type):
+        raise TypeError(f"zero: {arrow_type} is not a number or bool type")
+    raw = pa.py_buffer(np.zeros(max(1, arrow_type.bit_width // 8), np.uint8))
+    return pa.Array.from_buffers(arrow_type, 1, [None, raw])[0]

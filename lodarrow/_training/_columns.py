@@ -4,7 +4,7 @@ travel with a batch (docs/training.md#nulls-and-extra-columns)."""
 import numpy as np
 import pyarrow as pa
 
-from lodarrow._training._buffers import as_numpy, list_offsets, positions
+from lodarrow._training._buffers import as_numpy, list_offsets, positions, zero
 
 __all__ = ["ExtraColumn", "check_jax_x64", "fill_value_nulls", "null_rows", "value_null_rows"]
 
@@ -36,8 +36,7 @@ class ExtraColumn:
         valid = None
         if column.null_count:
             valid = as_numpy(column.is_valid())
-            zero = False if pa.types.is_boolean(column.type) else 0
-            column = column.fill_null(pa.scalar(zero, type=column.type))
+            column = column.fill_null(zero(column.type))
         values = as_numpy(column)
         if values.dtype != self.dtype:
             values = values.astype(self.dtype)
@@ -146,7 +145,7 @@ def fill_value_nulls(column):
                 inner, column.type.list_size,
                 mask=column.is_null() if column.null_count else None)
         if column.null_count:
-            return column.fill_null(pa.scalar(0, type=column.type).cast(column.type))
+            return column.fill_null(zero(column.type))
         return column
     offsets = list_offsets(column)
     first, last = int(offsets[0]), int(offsets[-1])

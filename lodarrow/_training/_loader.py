@@ -355,7 +355,7 @@ class BatchLoader:
         self._nbytes = int(sum(parts.nbytes))
         self._extra_specs = [ExtraColumn(n, types[n], parts.null_count(n) != 0)
                              for n in self.select.extra_columns]
-        # pa.nulls, not pa.array([]): pyarrow's array() imports pandas (0.2-0.4 s)
+        # pa.nulls, not pa.array([]): pyarrow's array() imports pandas (tenths of a second)
         empty = as_sequences(pa.nulls(0, type=types[self.column]), None, self.select.level, _FN)
         self._pad = self._pad_for(empty)
         self._sep = self._separator_for(empty)

@@ -110,7 +110,6 @@ def arrow_chain(arr):
     return chain, arr
 
 
-
 def leaf_to_read(pf, column):
     """The one Parquet leaf column of ``column`` cheapest to read (by compressed size): all
     leaves of a list column carry the same repetition levels.  ``pf``: a ``ParquetFile`` or
