@@ -100,3 +100,19 @@ def test_zero_fills_nulls_like_a_scalar(arrow_type):
     assert arr.fill_null(zero(arrow_type)).equals(want)
     with pytest.raises(TypeError):
         zero(pa.string())
+
+
+def test_as_numpy_refuses_nulls():
+    with pytest.raises(ValueError, match="null"):
+        as_numpy(pa.array([5, None, 9]))
+    with pytest.raises(ValueError, match="null"):
+        as_numpy(pa.chunked_array([[1], [None]]))
+
+
+def test_views_cannot_be_made_writable_again():
+    arr = pa.array([1, 2, 3])
+    large = pa.array([[1], [2, 3]], pa.large_list(pa.int64()))   # int64 offsets: a view
+    for view in (as_numpy(arr), list_offsets(large)):
+        with pytest.raises(ValueError):
+            view.flags.writeable = True
+    assert arr.to_pylist() == [1, 2, 3]

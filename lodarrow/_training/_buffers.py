@@ -20,13 +20,26 @@ def _is_number(arrow_type):
             or pa.types.is_boolean(arrow_type))
 
 
+def _view(buf, dtype, stop, what):
+    """The first ``stop`` items of ``buf``, through a read-only memoryview: NumPy then refuses
+    to make the view writable again (a plain ``frombuffer`` of a mutable Arrow buffer would
+    let a caller write into the Arrow array)."""
+    if stop <= 0:
+        return np.zeros(0, dtype)
+    if buf is None or buf.size < stop * dtype.itemsize:
+        have = 0 if buf is None else buf.size
+        raise ValueError(f"invalid Arrow array: the {what} buffer holds {have} bytes, "
+                         f"{stop * dtype.itemsize} are needed")
+    return np.frombuffer(memoryview(buf).toreadonly(), dtype, stop)
+
+
 def list_offsets(arr):
     """The ``len(arr) + 1`` offsets of a list array's own rows as int64 (``arr.offsets``)."""
     dtype = np.dtype(np.int64 if pa.types.is_large_list(arr.type) else np.int32)
     buf = arr.buffers()[1]
     if len(arr) == 0 and not buf:    # an empty array may come without offsets
         return np.zeros(1, np.int64)
-    view = HOST.view(buf, dtype, arr.offset + len(arr) + 1, "offsets")[arr.offset:]
+    view = _view(buf, dtype, arr.offset + len(arr) + 1, "offsets")[arr.offset:]
     return view.astype(np.int64, copy=False)
 
 
@@ -38,9 +51,13 @@ def as_numpy(arr):
     ------
     TypeError
         For any other type (dates, strings, lists: their buffers are not their values).
+    ValueError
+        For an array holding nulls (its buffer holds anything there).
     """
     if not _is_number(arr.type):
         raise TypeError(f"as_numpy: {arr.type} is not a number or bool type")
+    if arr.null_count:
+        raise ValueError(f"as_numpy: the array holds {arr.null_count} null(s); fill them first")
     if isinstance(arr, pa.ChunkedArray):
         parts = [as_numpy(c) for c in arr.chunks]
         if len(parts) == 1:
@@ -51,7 +68,7 @@ def as_numpy(arr):
         out = HOST.bits(arr.buffers()[1], arr.offset, arr.offset + len(arr), "values")
     else:
         dtype = np.dtype(arr.type.to_pandas_dtype())
-        out = HOST.view(arr.buffers()[1], dtype, arr.offset + len(arr), "values")[arr.offset:]
+        out = _view(arr.buffers()[1], dtype, arr.offset + len(arr), "values")[arr.offset:]
     out.flags.writeable = False
     return out
 
