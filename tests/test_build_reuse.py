@@ -30,8 +30,11 @@ def _build(tree, build_lib, **env):
     return proc.stderr
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def tree(tmp_path_factory):
+    """A copy of the build inputs of its own for each test: a test's first build compiles
+    whatever ran before it (a tree shared by the module was built already when the tests ran
+    in another order)."""
     tree = tmp_path_factory.mktemp("src")
     shutil.copy2(ROOT / "setup.py", tree / "setup.py")
     shutil.copytree(ROOT / "_ext", tree / "_ext", ignore=shutil.ignore_patterns("*.c"))

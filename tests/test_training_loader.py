@@ -5,6 +5,7 @@ by blocks of row groups; Hugging Face datasets zero-copy; Ray Data through iter_
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -216,10 +217,16 @@ def test_a_file_replaced_while_a_row_group_is_read_is_refused(tmp_path, monkeypa
     first = _epoch(loader, 0)
     _token_file(tmp_path / "new.parquet", shift=7)
     opened = _filesystems.open_parquet
+    swap = threading.Lock()
+    pending = [tmp_path / "new.parquet"]
 
     def replacing(*args, **kwargs):  # the swap lands just after the check
-        if (tmp_path / "new.parquet").exists():
-            os.replace(tmp_path / "new.parquet", path)
+        # a block's row groups are read on several threads, each through here: the swap is
+        # made once, by whichever comes first (an exists()-then-replace is not atomic across
+        # threads: the second replace found no file, and the read said "the file is gone")
+        with swap:
+            if pending:
+                os.replace(pending.pop(), path)
         return opened(*args, **kwargs)
 
     monkeypatch.setattr(_filesystems, "open_parquet", replacing)
@@ -229,6 +236,47 @@ def test_a_file_replaced_while_a_row_group_is_read_is_refused(tmp_path, monkeypa
         for b in loader:
             got.append(b)
     _equal_batches(got, first[:len(got)])
+
+
+def test_a_file_replaced_while_two_threads_read_its_row_groups_is_refused(tmp_path,
+                                                                         monkeypatch):
+    """Two threads reading row groups of one file, the file replaced while both are inside
+    the read: each read is refused as a changed file, neither as a vanished one nor with
+    another version's rows."""
+    from lodarrow._tables import _filesystems
+    from lodarrow._training._source import ParquetParts
+
+    path = tmp_path / "d.parquet"
+    _token_file(path)
+    parts = ParquetParts(str(path), "batch_loader")
+    _token_file(tmp_path / "new.parquet", shift=7)
+    # both threads are past the check before the read when the swap is made, once
+    both_in = threading.Barrier(2, action=lambda: os.replace(tmp_path / "new.parquet", path),
+                                timeout=30)
+    opened = _filesystems.open_parquet
+
+    def replaced_under(*args, **kwargs):
+        both_in.wait()
+        return opened(*args, **kwargs)
+
+    monkeypatch.setattr(_filesystems, "open_parquet", replaced_under)
+    errors = [None, None]
+
+    def read(k):
+        try:
+            parts.read_group(k, ["ids"])
+        except ValueError as exc:
+            errors[k] = str(exc)
+
+    threads = [threading.Thread(target=read, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for k, message in enumerate(errors):
+        assert message is not None, f"row group {k} was read from the replaced file"
+        assert f"cannot read row group {k} of" in message
+        assert "changed after the loader read its footer" in message, message
 
 
 def _equal_batches(got, want):
@@ -256,8 +304,11 @@ def _counting_reads(monkeypatch):
 @pytest.mark.parametrize("row_groups", [2, 100])  # several blocks an epoch, and one
 def test_the_next_epochs_first_block_is_read_once_while_this_epoch_ends(dataset, monkeypatch,
                                                                          row_groups):
-    reads = _counting_reads(monkeypatch)
     kw = dict(batch_size=16, row_groups=row_groups, seed=4, progress=False, mode="packed")
+    # the lengths first: where no test before this one read them (the cache cold), the
+    # first loader made would count the lengths pass's reads among its blocks'
+    la.sequence_lengths(dataset, "ids")
+    reads = _counting_reads(monkeypatch)
     inline = la.batch_loader(dataset, "ids", prefetch=0, **kw)
     want = []
     for epoch in range(3):

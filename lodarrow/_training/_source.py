@@ -248,11 +248,26 @@ class ParquetParts:
                 pf = pq.ParquetFile(f, metadata=self._meta_of[path], pre_buffer=False)
                 return pf.read_row_group(g, columns=columns, use_threads=False)
         except (OSError, pa.ArrowException) as exc:
-            why = str(exc).removeprefix(f"{self.fn}: ")  # said once, at the front
-            if isinstance(exc, FileNotFoundError):
-                why = "the file is gone (deleted or moved since the loader was made)"
-            raise ValueError(f"{self.fn}: cannot read row group {g} of "
-                             f"{self.name(path)!r}: {why}") from None
+            raise self._read_error(path, g, exc) from None
+
+    def _read_error(self, path, g, exc):
+        """The ``ValueError`` for row group ``g`` of ``path`` whose read raised ``exc``.
+
+        A local file replaced during the read may fail inside Arrow (its pages are no longer
+        where the footer says) before the check after the read runs: the file is checked
+        again here, so the error names the change, not its symptom, whichever thread saw it.
+        """
+        if (self.filesystem is None and self.cache is None
+                and not isinstance(exc, FileNotFoundError)):
+            try:
+                self._check_unchanged(path, os.stat(path))
+            except (OSError, pa.ArrowException) as now:  # changed, or gone since
+                exc = now
+        why = str(exc).removeprefix(f"{self.fn}: ")  # said once, at the front
+        if isinstance(exc, FileNotFoundError):
+            why = "the file is gone (deleted or moved since the loader was made)"
+        return ValueError(f"{self.fn}: cannot read row group {g} of "
+                          f"{self.name(path)!r}: {why}")
 
     def _check_unchanged(self, path, now):
         """Raise ``OSError`` if ``path`` is no longer the file whose footer was read; ``now``:
