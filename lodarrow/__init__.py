@@ -50,6 +50,7 @@ from lodarrow._hub._jax import from_jax, to_jax
 from lodarrow._hub._tf import from_tf, to_tf
 from lodarrow._hub._paddle import from_paddle, to_paddle
 from lodarrow._training import batch_loader, batch_plan, collate, mix, sequence_lengths
+from lodarrow._grad import vjp
 
 __all__ = [
     "BackendError",
@@ -87,4 +88,5 @@ __all__ += ["from_jax", "to_jax", "from_tf", "to_tf", "from_paddle", "to_paddle"
 __all__ += ["clear_lengths_cache"]  # the lengths cache (docs/training.md#lengths-cache)
 __all__ += ["clear_data_cache"]  # docs/training.md#a-local-cache-for-remote-corpora
 __all__ += ["mix"]  # docs/training.md#mixing-corpora
+__all__ += ["vjp"]  # gradients (docs/gradients.md)
 __all__ += _ops.__all__  # the operators

@@ -267,11 +267,16 @@ def test_twin_launchers_have_the_same_entries():
 #: layer and the layers below (the documented lazy link aside).  Modules beside the layers
 #: (``_plan``, ``_validation``, ``_place``, the leaves, the command line) are not listed.
 LAYERS = (
+    # the torch operators: opt-in (``import lodarrow.torch``), built on the gradient rules
+    ("lodarrow.torch",),
     ("lodarrow._training",),
     # the conversion hub: a tensor library's forms are built with the operators
     # (sequence_pad / sequence_unpad) and read from table columns, so it sits on top
     ("lodarrow._hub",),
     ("lodarrow._tables",),
+    # gradients: the rules run the operators and the backward kernels; nothing below
+    # imports them (lodarrow.torch, above, builds on them)
+    ("lodarrow._grad",),
     ("lodarrow._ops",),
     ("lodarrow._interop",),
     ("lodarrow._tensor", "lodarrow._construct", "lodarrow._elementwise"),
@@ -298,3 +303,13 @@ def test_layers_import_downward():
             if theirs is not None and theirs < mine and not _allowed(module, target, lazy):
                 upward.append(f"{module} -> {target} (line {line})")
     assert not upward, upward
+
+
+def test_nothing_in_the_package_imports_lodarrow_torch():
+    """``lodarrow.torch`` imports torch at its top: only ``import lodarrow.torch`` loads it,
+    never ``import lodarrow`` (nor any module of the package outside it)."""
+    for module, imports in GRAPH.items():
+        if _under(module, "lodarrow.torch"):
+            continue
+        bad = [t for t in imports if _under(t, "lodarrow.torch")]
+        assert not bad, f"{module} imports {bad}"

@@ -121,6 +121,8 @@ def _valid_calls(parquet_path, out_path):
                 "counts": None, "epoch_size": 4, "by": "sequences"},
         "udf": {"op": "sequence_pool", "out": "s", "device": None, "input": la.col("x"),
                 "pool_type": "sum"},
+        # the operator's arguments pass through as keywords
+        "vjp": {"op": la.sequence_pool, "input": _t(), "pool_type": "sum"},
     }
 
 

@@ -12,6 +12,7 @@ users have.
 
 import doctest
 import importlib
+import importlib.util
 import inspect
 import pkgutil
 import re
@@ -34,6 +35,9 @@ PACKAGE = ROOT / "lodarrow" if ROOT else None
 def _modules():
     names = ["lodarrow"] + [m.name for m in pkgutil.walk_packages(lodarrow.__path__,
                                                                    "lodarrow.")]
+    if importlib.util.find_spec("torch") is None:  # lodarrow.torch needs the [torch] extra
+        names = [n for n in names if n != "lodarrow.torch"
+                 and not n.startswith("lodarrow.torch.")]
     return sorted(names)
 
 
@@ -97,6 +101,19 @@ def test_numpydoc(name):
     errors = [f"{code}: {message}" for code, message in result["errors"]
               if code not in ignored]
     assert not errors, f"lodarrow.{name}:\n" + "\n".join(errors)
+
+
+#: lodarrow.torch's public names (the [torch] extra): validated as lodarrow's own.
+TORCH_NAMES = (importlib.import_module("lodarrow.torch").__all__
+               if importlib.util.find_spec("torch") is not None else [])
+
+
+@pytest.mark.parametrize("name", TORCH_NAMES)
+def test_numpydoc_torch(name):
+    result = numpydoc_validate.validate(f"lodarrow.torch.{name}")
+    errors = [f"{code}: {message}" for code, message in result["errors"]
+              if code not in IGNORED]
+    assert not errors, f"lodarrow.torch.{name}:\n" + "\n".join(errors)
 
 
 # --- citations ----------------------------------------------------------------------------

@@ -1,0 +1,484 @@
+"""Backward kernels of the differentiable sequence operators (docs/gradients.md): the pooling
+family, ``sequence_softmax``, the block form of ``sequence_expand``, ``sequence_conv``'s input
+and padding gradients and ``sequence_topk_avg_pooling``.
+
+Like the forward kernels, each writes into outputs the Python layer allocated (every element
+of them), trusts its arguments (checked before the call) and takes outputs, inputs, then
+scalars; ``bounds`` (from ``chunk_bounds``) cuts the sequences into chunks spread over
+``num_threads`` threads with ``prange``; ``bounds=None`` runs on the calling thread.
+
+Deterministic: every output element is computed by one thread, from a fixed order of terms,
+so the bits do not depend on the thread count (no atomics, no reductions split across
+threads).  Sums of float32 terms accumulate in float64 (as the forward's sums do); float16
+reaches these kernels as float32 (converted by the launcher).
+"""
+from cython.parallel cimport prange
+from libc.math cimport sqrt
+from libc.string cimport memcpy, memset
+
+from _types cimport floating_t, offset_t, int64_t, uint8_t
+
+
+cdef enum:
+    # Pool modes of the sum family (as ``seq_pool.pyx``'s).
+    MODE_SUM = 0
+    MODE_MEAN = 1
+    MODE_SQRT = 2
+
+
+# --------------------------------------------------------------------------- pooling
+cdef void _pool_sum_range(floating_t* dx, const floating_t* dout, const offset_t* off,
+                          Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t d, int mode) noexcept nogil:
+    cdef Py_ssize_t s, j
+    cdef offset_t a, b, i
+    cdef double div
+    cdef const floating_t* g
+    cdef floating_t* row
+    for s in range(lo, hi):
+        a = off[s]
+        b = off[s + 1]
+        if a == b:
+            continue
+        g = dout + s * d
+        if mode == MODE_SUM:
+            for i in range(a, b):
+                memcpy(dx + i * d, g, d * sizeof(floating_t))
+            continue
+        div = <double>(b - a) if mode == MODE_MEAN else sqrt(<double>(b - a))
+        row = dx + a * d
+        for j in range(d):
+            row[j] = <floating_t>(<double>g[j] / div)
+        for i in range(a + 1, b):
+            memcpy(dx + i * d, row, d * sizeof(floating_t))
+
+
+def pool_sum_backward(floating_t[:, ::1] dx, const floating_t[:, ::1] dout,
+                      const offset_t[::1] offsets, int mode, const offset_t[::1] bounds=None,
+                      int num_threads=1):
+    """Sum (``mode`` 0), average (1) or sqrt (2) pooling backward: row ``i`` of sequence
+    ``s`` gets ``dout[s]`` (divided by ``L`` or ``sqrt(L)``).
+
+    ``dx`` is ``(N, D)`` with ``N == offsets[-1]``; ``dout`` is ``(n_seq, D)``.
+    """
+    cdef Py_ssize_t n = offsets.shape[0] - 1, d = dx.shape[1], c
+    if n <= 0 or d == 0 or dx.shape[0] == 0:
+        return
+    cdef floating_t* xp = &dx[0, 0]
+    cdef const floating_t* gp = &dout[0, 0]
+    cdef const offset_t* of = &offsets[0]
+    cdef const offset_t* bp
+    if bounds is None:
+        with nogil:
+            _pool_sum_range(xp, gp, of, 0, n, d, mode)
+        return
+    bp = &bounds[0]
+    with nogil:
+        for c in prange(bounds.shape[0] - 1, num_threads=num_threads, schedule="dynamic"):
+            _pool_sum_range(xp, gp, of, bp[c], bp[c + 1], d, mode)
+
+
+cdef void _pool_index_range(floating_t* dx, const floating_t* dout, const int64_t* index,
+                            const offset_t* off, Py_ssize_t lo, Py_ssize_t hi,
+                            Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t s, j
+    cdef offset_t a, b
+    cdef int64_t r
+    for s in range(lo, hi):
+        a = off[s]
+        b = off[s + 1]
+        if a == b:
+            continue
+        memset(dx + a * d, 0, <size_t>(b - a) * d * sizeof(floating_t))
+        for j in range(d):
+            r = index[s * d + j]
+            if r >= 0:
+                dx[r * d + j] = dout[s * d + j]
+
+
+def pool_index_backward(floating_t[:, ::1] dx, const floating_t[:, ::1] dout,
+                        const int64_t[:, ::1] index, const offset_t[::1] offsets,
+                        const offset_t[::1] bounds=None, int num_threads=1):
+    """Max / min pooling backward: ``dout[s, j]`` to ``dx[index[s, j], j]`` (the forward's
+    winning row, inside sequence ``s``), zeros elsewhere; ``index`` -1 (an empty sequence)
+    gives nothing."""
+    cdef Py_ssize_t n = offsets.shape[0] - 1, d = dx.shape[1], c
+    if n <= 0 or d == 0 or dx.shape[0] == 0:
+        return
+    cdef floating_t* xp = &dx[0, 0]
+    cdef const floating_t* gp = &dout[0, 0]
+    cdef const int64_t* ip = &index[0, 0]
+    cdef const offset_t* of = &offsets[0]
+    cdef const offset_t* bp
+    if bounds is None:
+        with nogil:
+            _pool_index_range(xp, gp, ip, of, 0, n, d)
+        return
+    bp = &bounds[0]
+    with nogil:
+        for c in prange(bounds.shape[0] - 1, num_threads=num_threads, schedule="dynamic"):
+            _pool_index_range(xp, gp, ip, of, bp[c], bp[c + 1], d)
+
+
+cdef void _pool_pick_range(uint8_t* dx, const uint8_t* dout, const offset_t* off,
+                           Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t w, bint last) noexcept nogil:
+    cdef Py_ssize_t s
+    cdef offset_t a, b
+    for s in range(lo, hi):
+        a = off[s]
+        b = off[s + 1]
+        if a == b:
+            continue
+        memset(dx + a * w, 0, <size_t>(b - a) * w)
+        memcpy(dx + ((b - 1) if last else a) * w, dout + s * w, w)
+
+
+def pool_pick_backward(uint8_t[:, ::1] dx, const uint8_t[:, ::1] dout,
+                       const offset_t[::1] offsets, bint last,
+                       const offset_t[::1] bounds=None, int num_threads=1):
+    """First / last pooling backward on rows of bytes: ``dout[s]`` to the first (last) row of
+    sequence ``s``, zero bytes (0.0 in every float format) elsewhere."""
+    cdef Py_ssize_t n = offsets.shape[0] - 1, w = dx.shape[1], c
+    if n <= 0 or w == 0 or dx.shape[0] == 0:
+        return
+    cdef uint8_t* xp = &dx[0, 0]
+    cdef const uint8_t* gp = &dout[0, 0]
+    cdef const offset_t* of = &offsets[0]
+    cdef const offset_t* bp
+    if bounds is None:
+        with nogil:
+            _pool_pick_range(xp, gp, of, 0, n, w, last)
+        return
+    bp = &bounds[0]
+    with nogil:
+        for c in prange(bounds.shape[0] - 1, num_threads=num_threads, schedule="dynamic"):
+            _pool_pick_range(xp, gp, of, bp[c], bp[c + 1], w, last)
+
+
+# --------------------------------------------------------------------------- softmax
+cdef void _softmax_range(floating_t* dx, const floating_t* y, const floating_t* g,
+                         const offset_t* off, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    cdef Py_ssize_t s
+    cdef offset_t i
+    cdef double acc
+    for s in range(lo, hi):
+        acc = 0.0
+        for i in range(off[s], off[s + 1]):
+            acc += <double>y[i] * <double>g[i]
+        for i in range(off[s], off[s + 1]):
+            dx[i] = <floating_t>(<double>y[i] * (<double>g[i] - acc))
+
+
+def softmax_backward(floating_t[::1] dx, const floating_t[::1] y, const floating_t[::1] dout,
+                     const offset_t[::1] offsets, const offset_t[::1] bounds=None,
+                     int num_threads=1):
+    """``dx = y * (dout - sum_seq(y * dout))`` per sequence (``y`` the forward's output),
+    computed in float64."""
+    cdef Py_ssize_t n = offsets.shape[0] - 1, c
+    if n <= 0 or dx.shape[0] == 0:
+        return
+    cdef floating_t* xp = &dx[0]
+    cdef const floating_t* yp = &y[0]
+    cdef const floating_t* gp = &dout[0]
+    cdef const offset_t* of = &offsets[0]
+    cdef const offset_t* bp
+    if bounds is None:
+        with nogil:
+            _softmax_range(xp, yp, gp, of, 0, n)
+        return
+    bp = &bounds[0]
+    with nogil:
+        for c in prange(bounds.shape[0] - 1, num_threads=num_threads, schedule="dynamic"):
+            _softmax_range(xp, yp, gp, of, bp[c], bp[c + 1])
+
+
+# --------------------------------------------------------------------------- expand
+cdef void _expand_blocks_range(floating_t* dx, const floating_t* g, const offset_t* x_off,
+                               const offset_t* rep_off, const offset_t* out_lod,
+                               Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t i, j
+    cdef offset_t a, k, c, r0, r1, n
+    cdef double acc
+    for i in range(lo, hi):
+        a = x_off[i]
+        n = x_off[i + 1] - a
+        r0 = rep_off[i]
+        r1 = rep_off[i + 1]
+        for k in range(n):
+            for j in range(d):
+                acc = 0.0
+                for c in range(r0, r1):
+                    acc += <double>g[(out_lod[c] + k) * d + j]
+                dx[(a + k) * d + j] = <floating_t>acc
+
+
+def expand_blocks_backward(floating_t[:, ::1] dx, const floating_t[:, ::1] dout,
+                           const offset_t[::1] x_off, const offset_t[::1] rep_off,
+                           const offset_t[::1] out_lod, const offset_t[::1] bounds=None,
+                           int num_threads=1):
+    """``sequence_expand`` backward for an ``x`` with a LoD: row ``k`` of block ``i`` of
+    ``dx`` is the sum, in copy order, of row ``k`` of the ``rep_off[i + 1] - rep_off[i]``
+    copies of that block in ``dout`` (copy ``c`` starts at ``dout`` row ``out_lod[c]``)."""
+    cdef Py_ssize_t n = x_off.shape[0] - 1, d = dx.shape[1], c
+    if n <= 0 or d == 0 or dx.shape[0] == 0:
+        return
+    cdef floating_t* xp = &dx[0, 0]
+    cdef const floating_t* gp = &dout[0, 0] if dout.shape[0] else NULL
+    cdef const offset_t* xo = &x_off[0]
+    cdef const offset_t* ro = &rep_off[0]
+    cdef const offset_t* ol = &out_lod[0]
+    cdef const offset_t* bp
+    if bounds is None:
+        with nogil:
+            _expand_blocks_range(xp, gp, xo, ro, ol, 0, n, d)
+        return
+    bp = &bounds[0]
+    with nogil:
+        for c in prange(bounds.shape[0] - 1, num_threads=num_threads, schedule="dynamic"):
+            _expand_blocks_range(xp, gp, xo, ro, ol, bp[c], bp[c + 1], d)
+
+
+# --------------------------------------------------------------------------- conv
+cdef void _conv_input_range(floating_t* dx, const floating_t* dctx, const offset_t* off,
+                            Py_ssize_t lo, Py_ssize_t hi, offset_t cs, Py_ssize_t cl,
+                            Py_ssize_t d) noexcept nogil:
+    """Row ``p`` of sequence ``[a, b)`` = sum over ``k`` of block ``k`` of context row
+    ``t = p - cs - k`` where ``a <= t < b`` (the transposed gather)."""
+    cdef Py_ssize_t s, j, k
+    cdef offset_t a, b, p, t
+    cdef Py_ssize_t width = cl * d
+    cdef floating_t* row
+    cdef const floating_t* src
+    for s in range(lo, hi):
+        a = off[s]
+        b = off[s + 1]
+        for p in range(a, b):
+            row = dx + p * d
+            for j in range(d):
+                row[j] = 0
+            for k in range(cl):
+                t = p - cs - k
+                if t < a or t >= b:
+                    continue
+                src = dctx + t * width + k * d
+                for j in range(d):
+                    row[j] += src[j]
+
+
+def conv_input_backward(floating_t[:, ::1] dx, const floating_t[:, ::1] dctx,
+                        const offset_t[::1] offsets, offset_t context_start,
+                        Py_ssize_t context_length, const offset_t[::1] bounds=None,
+                        int num_threads=1):
+    """``sequence_conv``'s input gradient from the context gradient ``dctx = dout @ W.T``
+    (``(N, context_length * D)``): every context block scattered back onto the input row
+    it was gathered from, as a gather over the contexts that read each row (no atomics)."""
+    cdef Py_ssize_t n = offsets.shape[0] - 1, d = dx.shape[1], c
+    if n <= 0 or d == 0 or dx.shape[0] == 0 or context_length <= 0:
+        return
+    cdef floating_t* xp = &dx[0, 0]
+    cdef const floating_t* gp = &dctx[0, 0]
+    cdef const offset_t* of = &offsets[0]
+    cdef const offset_t* bp
+    if bounds is None:
+        with nogil:
+            _conv_input_range(xp, gp, of, 0, n, context_start, context_length, d)
+        return
+    bp = &bounds[0]
+    with nogil:
+        for c in prange(bounds.shape[0] - 1, num_threads=num_threads, schedule="dynamic"):
+            _conv_input_range(xp, gp, of, bp[c], bp[c + 1], context_start, context_length, d)
+
+
+def conv_padding_backward(floating_t[:, ::1] dpad, const floating_t[:, ::1] dctx,
+                          const offset_t[::1] offsets, offset_t context_start,
+                          Py_ssize_t context_length, offset_t up):
+    """``sequence_conv``'s trainable padding gradient: every context block that read padding
+    row ``up + (p - a)`` (before its sequence) or ``up + (p - b)`` (after it) adds its
+    gradient there.  One thread, sequences in order: the sum over sequences is deterministic
+    (the work is the rows within ``context_length`` of a sequence's ends)."""
+    cdef Py_ssize_t n = offsets.shape[0] - 1, d = dpad.shape[1], cl = context_length
+    cdef Py_ssize_t s
+    cdef offset_t a, b, t, head_end, tail_start
+    cdef offset_t cs = context_start
+    cdef offset_t down = cs + cl - 1
+    if down < 0:
+        down = 0
+    if dpad.shape[0] == 0 or d == 0:
+        return
+    memset(&dpad[0, 0], 0, <size_t>dpad.shape[0] * d * sizeof(floating_t))
+    if n <= 0 or cl <= 0:
+        return
+    cdef floating_t* pp = &dpad[0, 0]
+    cdef const floating_t* gp = &dctx[0, 0] if dctx.shape[0] else NULL
+    cdef const offset_t* of = &offsets[0]
+    with nogil:
+        for s in range(n):
+            a = of[s]
+            b = of[s + 1]
+            # Rows whose context starts before a: t < a + up; ends at or after b: t >= b - down.
+            head_end = min(b, a + up)
+            tail_start = max(head_end, b - down)
+            for t in range(a, head_end):
+                _conv_pad_row(pp, gp, t, a, b, cs, cl, up, d)
+            for t in range(tail_start, b):
+                _conv_pad_row(pp, gp, t, a, b, cs, cl, up, d)
+
+
+cdef inline void _conv_pad_row(floating_t* pp, const floating_t* gp, offset_t t, offset_t a,
+                               offset_t b, offset_t cs, Py_ssize_t cl, offset_t up,
+                               Py_ssize_t d) noexcept nogil:
+    """Context row ``t``'s blocks that read padding, added to their padding rows."""
+    cdef Py_ssize_t j, k
+    cdef offset_t p, r
+    cdef const floating_t* src
+    for k in range(cl):
+        p = t + cs + k
+        if p < a:
+            r = up + p - a
+        elif p >= b:
+            r = up + p - b
+        else:
+            continue
+        src = gp + t * cl * d + k * d
+        for j in range(d):
+            pp[r * d + j] += src[j]
+
+
+# --------------------------------------------------------------------------- top-k
+cdef inline bint _before(double v, int64_t i, double w, int64_t q) noexcept nogil:
+    """Does value ``v`` at ``i`` rank before ``w`` at ``q`` (larger first, ties: lower index)?"""
+    return v > w or (v == w and i < q)
+
+
+cdef Py_ssize_t _top_positions(const floating_t* row, Py_ssize_t n, Py_ssize_t m,
+                               double* vals, int64_t* pos) noexcept nogil:
+    """The positions of the ``min(m, n)`` largest of ``row[:n]`` in rank order (ties: the
+    lower position first, Paddle's ``get_topk_pos``); -1 for all when a NaN is present."""
+    cdef Py_ssize_t size = 0, i, k
+    cdef double v
+    for i in range(n):
+        v = row[i]
+        if v != v:
+            return -1
+        if size < m:
+            k = size
+            size += 1
+        elif _before(v, i, vals[size - 1], pos[size - 1]):
+            k = size - 1
+        else:
+            continue
+        while k > 0 and _before(v, i, vals[k - 1], pos[k - 1]):
+            vals[k] = vals[k - 1]
+            pos[k] = pos[k - 1]
+            k -= 1
+        vals[k] = v
+        pos[k] = i
+    return size
+
+
+cdef void _topk_pos_range(int64_t* pos, const floating_t* x, const offset_t* in_off,
+                          const offset_t* row_off, const offset_t* col_off, Py_ssize_t channels,
+                          Py_ssize_t m, double* vals, Py_ssize_t lo,
+                          Py_ssize_t hi) noexcept nogil:
+    cdef Py_ssize_t s, ch, r, q, got, n_rows, n_cols
+    cdef int64_t* p
+    for s in range(lo, hi):
+        n_rows = row_off[s + 1] - row_off[s]
+        n_cols = col_off[s + 1] - col_off[s]
+        for ch in range(channels):
+            for r in range(n_rows):
+                p = pos + ((row_off[s] + r) * channels + ch) * m
+                got = _top_positions(x + in_off[s] + (ch * n_rows + r) * n_cols, n_cols, m,
+                                     vals, p)
+                if got < 0:
+                    got = 0
+                for q in range(got, m):
+                    p[q] = -1
+
+
+def topk_positions(int64_t[:, ::1] pos, double[:, ::1] work, const floating_t[::1] data,
+                   const offset_t[::1] in_off, const offset_t[::1] row_off,
+                   const offset_t[::1] col_off, Py_ssize_t channels,
+                   const offset_t[::1] bounds=None, int num_threads=1):
+    """``sequence_topk_avg_pooling``'s selected positions: row ``(row_off[s] + r) * channels
+    + ch`` of ``pos`` (``(sum(rows) * channels, m)``) holds the columns of the ``m`` largest
+    values of that block row in rank order, -1 past the row's end and for a row with NaN.
+    ``work`` is ``(n_chunks, m)`` float64 scratch."""
+    cdef Py_ssize_t n = in_off.shape[0] - 1, c, m = pos.shape[1]
+    if n <= 0 or pos.shape[0] == 0 or m == 0:
+        return
+    cdef int64_t* pp = &pos[0, 0]
+    cdef double* wp = &work[0, 0]
+    cdef const floating_t* xp = &data[0] if data.shape[0] else NULL
+    cdef const offset_t* io = &in_off[0]
+    cdef const offset_t* ro = &row_off[0]
+    cdef const offset_t* co = &col_off[0]
+    cdef const offset_t* bp
+    if bounds is None:
+        with nogil:
+            _topk_pos_range(pp, xp, io, ro, co, channels, m, wp, 0, n)
+        return
+    bp = &bounds[0]
+    with nogil:
+        for c in prange(bounds.shape[0] - 1, num_threads=num_threads, schedule="dynamic"):
+            _topk_pos_range(pp, xp, io, ro, co, channels, m, wp + c * m, bp[c], bp[c + 1])
+
+
+cdef void _topk_back_range(floating_t* dx, const floating_t* g, const int64_t* pos,
+                           const offset_t* in_off, const offset_t* row_off,
+                           const offset_t* col_off, const offset_t* topks, Py_ssize_t n_k,
+                           Py_ssize_t channels, Py_ssize_t m, Py_ssize_t lo,
+                           Py_ssize_t hi) noexcept nogil:
+    cdef Py_ssize_t s, ch, r, q, kq, n_rows, n_cols, width = channels * n_k
+    cdef int64_t col
+    cdef double acc
+    cdef floating_t* row
+    cdef const floating_t* o
+    cdef const int64_t* p
+    for s in range(lo, hi):
+        n_rows = row_off[s + 1] - row_off[s]
+        n_cols = col_off[s + 1] - col_off[s]
+        if n_rows * n_cols * channels:
+            memset(dx + in_off[s], 0, <size_t>(n_rows * n_cols * channels) * sizeof(floating_t))
+        for ch in range(channels):
+            for r in range(n_rows):
+                row = dx + in_off[s] + (ch * n_rows + r) * n_cols
+                o = g + (row_off[s] + r) * width + ch * n_k
+                p = pos + ((row_off[s] + r) * channels + ch) * m
+                for q in range(m):
+                    col = p[q]
+                    if col < 0:
+                        break
+                    # Rank q counts in every k > q: dout_k / k, summed in topks' order.
+                    acc = 0.0
+                    for kq in range(n_k):
+                        if topks[kq] > q:
+                            acc += <double>o[kq] / <double>topks[kq]
+                    row[col] = <floating_t>acc
+
+
+def topk_avg_pool_backward(floating_t[::1] dx, const floating_t[:, ::1] dout,
+                           const int64_t[:, ::1] pos, const offset_t[::1] in_off,
+                           const offset_t[::1] row_off, const offset_t[::1] col_off,
+                           const offset_t[::1] topks, Py_ssize_t channels,
+                           const offset_t[::1] bounds=None, int num_threads=1):
+    """``sequence_topk_avg_pooling`` backward: the value of rank ``q`` in its block row gets
+    ``sum(dout_k / k for every k in topks with k > q)``; every other value 0."""
+    cdef Py_ssize_t n = in_off.shape[0] - 1, c, m = pos.shape[1], n_k = topks.shape[0]
+    if n <= 0 or dx.shape[0] == 0:
+        return
+    cdef floating_t* xp = &dx[0]
+    cdef const floating_t* gp = &dout[0, 0] if dout.shape[0] and dout.shape[1] else NULL
+    cdef const int64_t* pp = &pos[0, 0] if pos.shape[0] and m else NULL
+    cdef const offset_t* io = &in_off[0]
+    cdef const offset_t* ro = &row_off[0]
+    cdef const offset_t* co = &col_off[0]
+    cdef const offset_t* kp = &topks[0]
+    cdef const offset_t* bp
+    if bounds is None:
+        with nogil:
+            _topk_back_range(xp, gp, pp, io, ro, co, kp, n_k, channels, m, 0, n)
+        return
+    bp = &bounds[0]
+    with nogil:
+        for c in prange(bounds.shape[0] - 1, num_threads=num_threads, schedule="dynamic"):
+            _topk_back_range(xp, gp, pp, io, ro, co, kp, n_k, channels, m, bp[c], bp[c + 1])

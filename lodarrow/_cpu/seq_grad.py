@@ -1,0 +1,196 @@
+"""Backward kernels on the CPU: the launcher of ``_ext/seq_grad.pyx`` (the twin of
+``lodarrow/_cuda/seq_grad.py``).
+
+float16 runs through the float32 kernels (converted here, as the forward computes float16 in
+float32); first / last pooling moves rows as bytes, so it serves every dtype.
+"""
+
+import numpy as np
+
+from lodarrow._ext import seq_conv, seq_grad
+from lodarrow._plan import conv_source_rows
+from lodarrow._threads import row_bounds, threads_for
+
+__all__ = [
+    "ENTRIES",
+    "conv_filter_backward",
+    "conv_input_backward",
+    "conv_padding_backward",
+    "expand_blocks_backward",
+    "pool_index_backward",
+    "pool_pick_backward",
+    "pool_sum_backward",
+    "softmax_backward",
+    "topk_avg_pool_backward",
+    "topk_positions",
+]
+
+_F32 = np.dtype(np.float32)
+_F16 = np.dtype(np.float16)
+_MODES = {"sum": 0, "average": 1, "sqrt": 2}
+
+
+def _work(a):
+    """``a`` C-contiguous, float16 as float32 (the kernels' types)."""
+    a = np.ascontiguousarray(a)
+    return a.astype(_F32) if a.dtype == _F16 else a
+
+
+def _target(dx):
+    """The array a kernel writes for ``dx``: ``dx`` itself, or float32 scratch for float16."""
+    return np.empty(dx.shape, _F32) if dx.dtype == _F16 else dx
+
+
+def _land(target, dx):
+    if target is not dx:
+        dx[...] = target
+
+
+def pool_sum_backward(dx, dout, offsets, pool_type):
+    """``dx`` (``(N, D)``) from ``dout`` (``(n_seq, D)``): sum / average / sqrt pooling."""
+    if dx.size == 0:
+        return
+    offsets = np.ascontiguousarray(offsets)
+    nt = threads_for(dx.size)
+    target = _target(dx)
+    seq_grad.pool_sum_backward(target, _work(dout), offsets, _MODES[pool_type],
+                               row_bounds(offsets, nt), nt)
+    _land(target, dx)
+
+
+def pool_index_backward(dx, dout, index, offsets):
+    """``dx`` (``(N, D)``): ``dout[s, j]`` at row ``index[s, j]`` of column ``j``, else 0."""
+    if dx.size == 0:
+        return
+    offsets = np.ascontiguousarray(offsets)
+    nt = threads_for(dx.size)
+    target = _target(dx)
+    seq_grad.pool_index_backward(target, _work(dout), np.ascontiguousarray(index), offsets,
+                                 row_bounds(offsets, nt), nt)
+    _land(target, dx)
+
+
+def pool_pick_backward(dx, dout, offsets, last):
+    """``dx`` (``(N, D)``): ``dout[s]`` at the first (``last``: last) row of sequence ``s``."""
+    if dx.size == 0:
+        return
+    offsets = np.ascontiguousarray(offsets)
+    nt = threads_for(dx.size)
+    n = dx.shape[0]
+    seq_grad.pool_pick_backward(dx.reshape(n, -1).view(np.uint8),
+                                np.ascontiguousarray(dout).reshape(dout.shape[0], -1)
+                                .view(np.uint8), offsets, last, row_bounds(offsets, nt), nt)
+
+
+def softmax_backward(dx, y, dout, offsets):
+    """``dx = y * (dout - sum_seq(y * dout))`` (flat arrays of ``N`` values)."""
+    if dx.size == 0:
+        return
+    offsets = np.ascontiguousarray(offsets)
+    nt = threads_for(dx.size * 2)
+    target = _target(dx)
+    seq_grad.softmax_backward(target.reshape(-1), _work(y).reshape(-1),
+                              _work(dout).reshape(-1), offsets, row_bounds(offsets, nt), nt)
+    _land(target, dx)
+
+
+def expand_blocks_backward(dx, dout, x_off, rep_off, out_lod):
+    """``dx`` (``(N, D)``): row ``k`` of block ``i`` summed over that block's copies."""
+    if dx.size == 0:
+        return
+    x_off = np.ascontiguousarray(x_off)
+    rep_off = np.ascontiguousarray(rep_off)
+    out_lod = np.ascontiguousarray(out_lod)
+    nt = threads_for(dout.size + dx.size)
+    # Balance by the rows of dout each block reads.
+    bounds = row_bounds(out_lod[rep_off], nt) if nt > 1 else None
+    target = _target(dx)
+    seq_grad.expand_blocks_backward(target, _work(dout), x_off, rep_off, out_lod, bounds, nt)
+    _land(target, dx)
+
+
+def conv_input_backward(dx, dctx, offsets, context_start, context_length):
+    """``dx`` (``(N, D)``, the computation dtype) from ``dctx`` (``(N, cl * D)``)."""
+    if dx.size == 0:
+        return
+    offsets = np.ascontiguousarray(offsets)
+    nt = threads_for(dctx.size)
+    seq_grad.conv_input_backward(dx, np.ascontiguousarray(dctx), offsets, context_start,
+                                 context_length, row_bounds(offsets, nt), nt)
+
+
+def conv_filter_backward(dw, data, offsets, dout, pad_rows, cs, cl, up, chunk_elements):
+    """``dw = im2col(data)^T @ dout``: the forward's contexts (padding rows included),
+    gathered block by block as the forward does, each block's product added in order."""
+    n, d = data.shape
+    width = cl * d
+    dw[...] = 0
+    if n == 0 or width == 0 or dw.size == 0:
+        return
+    data = np.ascontiguousarray(data)
+    compute = dw.dtype
+    offsets = np.ascontiguousarray(offsets)
+    step = max(1, chunk_elements // width)
+    ctx_buf = np.empty((min(step, n), width), dtype=compute)
+    use_pad = pad_rows is not None
+    padding = np.ascontiguousarray(pad_rows) if use_pad else np.empty((0, d), dtype=compute)
+    for r0 in range(0, n, step):
+        r1 = min(n, r0 + step)
+        ctx = ctx_buf[:r1 - r0]
+        if data.dtype == compute:
+            src, base = data, 0
+        else:
+            base, stop = conv_source_rows(r0, r1, n, cs, cl)
+            src = data[base:stop].astype(compute)
+        seq_conv.conv_gather(ctx, src, base, offsets, r0, cs, cl, padding, up, use_pad, 1)
+        dw += ctx.T @ dout[r0:r1]
+
+
+def conv_padding_backward(dpad, dctx, offsets, context_start, context_length, up):
+    """``dpad`` (``(up + down, D)``, the computation dtype) from ``dctx``."""
+    seq_grad.conv_padding_backward(dpad, np.ascontiguousarray(dctx),
+                                   np.ascontiguousarray(offsets), context_start,
+                                   context_length, up)
+
+
+def topk_positions(pos, data, in_off, row_off, col_off, channels):
+    """``pos`` (``(sum(rows) * channels, m)`` int64): the ranked top-``m`` columns."""
+    if pos.size == 0:
+        return
+    in_off = np.ascontiguousarray(in_off)
+    nt = threads_for(data.shape[0] * 4)
+    bounds = row_bounds(in_off, nt)
+    n_chunks = 1 if bounds is None else bounds.shape[0] - 1
+    work = np.empty((n_chunks, pos.shape[1]), dtype=np.float64)
+    seq_grad.topk_positions(pos, work, _work(data).reshape(-1), in_off,
+                            np.ascontiguousarray(row_off), np.ascontiguousarray(col_off),
+                            channels, bounds, nt)
+
+
+def topk_avg_pool_backward(dx, dout, pos, in_off, row_off, col_off, ks, channels):
+    """``dx`` (flat, ``N`` values) from ``dout`` (``(sum(rows), channels * len(ks))``)."""
+    if dx.size == 0:
+        return
+    in_off = np.ascontiguousarray(in_off)
+    nt = threads_for(dx.size * 2)
+    target = _target(dx)
+    seq_grad.topk_avg_pool_backward(target.reshape(-1), _work(dout), np.ascontiguousarray(pos),
+                                    in_off, np.ascontiguousarray(row_off),
+                                    np.ascontiguousarray(col_off), np.ascontiguousarray(ks),
+                                    channels, row_bounds(in_off, nt), nt)
+    _land(target, dx)
+
+
+#: Kernel name -> entry point (``_backends/cpu.py`` builds its table from these).
+ENTRIES = {
+    "pool_sum_backward": pool_sum_backward,
+    "pool_index_backward": pool_index_backward,
+    "pool_pick_backward": pool_pick_backward,
+    "softmax_backward": softmax_backward,
+    "expand_blocks_backward": expand_blocks_backward,
+    "conv_input_backward": conv_input_backward,
+    "conv_filter_backward": conv_filter_backward,
+    "conv_padding_backward": conv_padding_backward,
+    "topk_positions": topk_positions,
+    "topk_avg_pool_backward": topk_avg_pool_backward,
+}
