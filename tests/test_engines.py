@@ -111,8 +111,11 @@ def dask_client():
     pytest.importorskip("distributed", reason="distributed is not installed (lodarrow[dask])")
     from distributed import Client, LocalCluster
 
+    # a free port on loopback: dashboard_address=None still serves HTTP on 8787 (distributed
+    # 2026.8), and a second test session on the machine (or any process there) holding it
+    # made the cluster's "port already in use" warning an error here
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
         yield client
 
 

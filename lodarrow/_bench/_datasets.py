@@ -270,7 +270,7 @@ def _dask(src_files, dest, batch_rows, lodarrow_writer=False):
 
     t0 = time.perf_counter()
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
         client.run(_warm_worker)  # the workers' imports, as for Ray
         started = time.perf_counter() - t0
         t1 = time.perf_counter()
