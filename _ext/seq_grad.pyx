@@ -40,16 +40,20 @@ cdef void _pool_sum_range(floating_t* dx, const floating_t* dout, const offset_t
         if a == b:
             continue
         g = dout + s * d
-        if mode == MODE_SUM:
-            for i in range(a, b):
-                memcpy(dx + i * d, g, d * sizeof(floating_t))
-            continue
-        div = <double>(b - a) if mode == MODE_MEAN else sqrt(<double>(b - a))
         row = dx + a * d
-        for j in range(d):
-            row[j] = <floating_t>(<double>g[j] / div)
-        for i in range(a + 1, b):
-            memcpy(dx + i * d, row, d * sizeof(floating_t))
+        if mode == MODE_SUM:
+            for j in range(d):
+                row[j] = g[j]
+        else:
+            div = <double>(b - a) if mode == MODE_MEAN else sqrt(<double>(b - a))
+            for j in range(d):
+                row[j] = <floating_t>(<double>g[j] / div)
+        if d == 1:  # a store a row: a memcpy call of one element costs several times that
+            for i in range(a + 1, b):
+                dx[i] = row[0]
+        else:
+            for i in range(a + 1, b):
+                memcpy(dx + i * d, row, d * sizeof(floating_t))
 
 
 def pool_sum_backward(floating_t[:, ::1] dx, const floating_t[:, ::1] dout,
