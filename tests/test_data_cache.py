@@ -477,3 +477,117 @@ def test_range_arithmetic(a, b, hole):
     for i in range(0, 250, 7):
         found = _data_cache._covering(have, i)
         assert (found is not None) == (i in _bytes_of(b))
+
+
+# ---------------------------------------------------------------------------- integrity
+def test_a_damaged_local_copy_is_fetched_again_never_served(s3, tmp_path):
+    """Bits flipped in a cached uncompressed column chunk would read as other token ids,
+    silently: each piece of the copy is kept with its checksum, checked when read; a damaged
+    one is dropped from the index and fetched again."""
+    fs, bucket = s3
+    rng = np.random.default_rng(11)
+    root = tmp_path / "local"
+    root.mkdir()
+    table, _ = token_table(rng, 480, extra=False)
+    pq.write_table(table, root / "plain.parquet", row_group_size=120, compression="none",
+                   use_dictionary=False)
+    upload(root, fs, f"{bucket}/plain")
+    cache = tmp_path / "cache"
+    args = dict(max_tokens=400, seed=3, extra_columns=["label"], cache_dir=cache,
+                cache_bytes=1 << 30)
+    remote = la.batch_loader(f"s3://{bucket}/plain", "ids", **args)
+    here = la.batch_loader(str(root), "ids", cache_dir=False, max_tokens=400, seed=3,
+                           extra_columns=["label"])
+    _same_batches(remote, here)
+    entries, _ = _entries(cache)
+    key, _ = entries[f"s3://{bucket}/plain/plain.parquet"]
+    data = cache / "data-v1" / f"{key}.data"
+    raw = bytearray(data.read_bytes())
+    # 16 bits flipped in the values of row group 0's token ids (the page's end: past its
+    # header and levels), as a bad disk would
+    (a, b), = column_chunk_ranges(pq.read_metadata(root / "plain.parquet"), 0, ["ids"])
+    for k in range(16):
+        raw[a + (b - a) * (k + 20) // 40] ^= 1 << (k % 8)
+    data.write_bytes(bytes(raw))
+    reader = la.batch_loader(f"s3://{bucket}/plain", "ids", **args)
+    for epoch in (1, 2):
+        reader.set_epoch(epoch)
+        here.set_epoch(epoch)
+        _same_batches(reader, here)
+    counts = reader._parts.cache.counters()
+    assert counts["damaged_bytes"] > 0 and counts["fetched_bytes"] > 0
+    assert _check_copies(cache, root) > 0  # repaired: every byte vouched for is right
+
+
+_TOGETHER = r"""
+import json, os, sys, time
+
+import pyarrow.fs as pafs
+from lodarrow._tables import _data_cache
+from lodarrow._tables._data_cache import DataCache
+from lodarrow._training._source import ParquetParts
+
+endpoint, bucket, cache, folder, rank = sys.argv[1:6]
+fs = pafs.S3FileSystem(access_key="testing", secret_key="testing", region="us-east-1",
+                       endpoint_override=endpoint, scheme="http")
+opened = _data_cache.open_input
+
+
+class Slow:  # each fetch takes a while: every process is under way at once
+    def __init__(self, f):
+        self.f = f
+
+    def read_at(self, n, at):
+        time.sleep(0.5)
+        return self.f.read_at(n, at)
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+
+_data_cache.open_input = lambda *a: Slow(opened(*a))
+cache = DataCache(1 << 30, cache)
+parts = ParquetParts(f"{bucket}/corpus", "x", filesystem=fs, cache=cache)
+open(os.path.join(folder, f"ready-{rank}"), "w").close()
+while not os.path.exists(os.path.join(folder, "go")):
+    time.sleep(0.005)
+for k in range(2):
+    parts.read_group(k, ["ids"])
+print(json.dumps(cache.counters()))
+"""
+
+
+def test_processes_starting_together_fetch_each_range_once(files, s3, s3_endpoint, tmp_path):
+    """Three processes on one cache directory that need the same row groups at once (ranks
+    started together, each reading the sequence column) fetch each range once: the first
+    takes the range's fetch lock, the others wait for it and read what it kept."""
+    import subprocess
+    import time
+    from pathlib import Path
+
+    fs, bucket = s3
+    upload(files, fs, f"{bucket}/corpus")
+    script = tmp_path / "together.py"
+    script.write_text(_TOGETHER)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [str(Path(la.__file__).parent.parent), os.environ.get("PYTHONPATH")])))
+    procs = [subprocess.Popen([sys.executable, str(script), s3_endpoint.split("://")[1],
+                               bucket, str(tmp_path / "cache"), str(tmp_path), str(rank)],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for rank in range(3)]
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"ready-{r}").exists() for r in range(3)):
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), \
+            [p.communicate()[1][-2000:] for p in procs if p.poll() is not None]
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
+    counts = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err[-3000:]
+        counts.append(json.loads(out.strip().splitlines()[-1]))
+    meta = pq.read_metadata(files / "part-0.parquet")
+    once = sum(b - a for g in range(2) for a, b in column_chunk_ranges(meta, g, ["ids"]))
+    assert sum(c["fetched_bytes"] for c in counts) == once
+    assert sum(c["cached_bytes"] for c in counts) >= 2 * once  # the others read the copy
+    assert _check_copies(tmp_path / "cache", files) == once

@@ -399,8 +399,9 @@ def test_mix_validates_its_arguments(args, error, match):
 def test_the_loader_refuses_what_a_mixture_cannot_be(tmp_path):
     t, _ = _corpus(0, 20, 9)
     path = _write(t, tmp_path / "p")
-    with pytest.raises(TypeError, match="must all be Parquet sources.*source .1. a Parquet"):
-        la.batch_loader(la.mix([t, path]), "tokens", batch_size=4)
+    # a table and a Parquet source in one mixture are one mixture now
+    # (test_parquet_and_in_memory_sources_in_one_mixture)
+    assert len(la.batch_loader(la.mix([t, path]), "tokens", batch_size=4, cache_dir=False))
     with pytest.raises(ValueError, match="belongs to one source"):
         la.batch_loader(la.mix([path, path + "/a.parquet"]), "tokens", batch_size=4,
                         cache_dir=False)
@@ -436,3 +437,145 @@ def test_a_mixture_of_deeper_sequences(kind, tmp_path):
     for batch in loader:
         seen.update(zip(batch["source"].tolist(), batch["rows"].tolist()))
     assert seen == {**{(0, k): 1 for k in range(6)}, **{(1, k): 2 for k in range(3)}}
+
+
+# --- sources of their own: columns, filesystems ------------------------------------------------
+
+def _own_columns(kind, tmp_path):
+    """A corpus whose sequences are ``input_ids`` (int32) mixed with one whose are ``tokens``
+    (int64), each with a ``row`` column: tables, or Parquet files."""
+    web, _ = _corpus(0, 60, 1)
+    code, _ = _corpus(1, 25, 1)
+    web = web.rename_columns(["input_ids", "row"])
+    code = code.set_column(0, "tokens", code.column(0).cast(pa.list_(pa.int64())))
+    if kind == "memory":
+        return {"web": web, "code": code}, web, code
+    return ({"web": _write(web, tmp_path / "web"), "code": _write(code, tmp_path / "code")},
+            web, code)
+
+
+@pytest.mark.parametrize("kind", ["memory", "parquet"])
+def test_each_source_names_its_own_column(kind, tmp_path):
+    sources, web, code = _own_columns(kind, tmp_path)
+    columns = {"web": "input_ids", "code": "tokens"}
+
+    def make(world, rank):
+        return la.batch_loader(la.mix(sources, counts=[60, 50]), columns, max_tokens=256,
+                               mode="packed", extra_columns=["row"], seed=2, cache_dir=False,
+                               num_replicas=world, rank=rank, progress=False)
+
+    got = collections.Counter()
+    tables = [web.column("input_ids").to_pylist(), code.column("tokens").to_pylist()]
+    loaders = [make(2, r) for r in range(2)]
+    state = loaders[0].state_dict()
+    assert state["args"]["column"] == columns  # a saved state names each source's column
+    for lo in loaders:
+        for b in lo:
+            assert b["values"].dtype == np.int64  # int32 and int64 ids, read as int64
+            for s, row, toks in _received(b, "packed"):
+                assert toks.tolist() == tables[s][row]
+                got[(s, row)] += 1
+    assert sum(v for (s, _), v in got.items() if s == 0) == 60
+    assert sum(v for (s, _), v in got.items() if s == 1) == 50  # 25 rows, each twice
+    later = make(3, 0)
+    later.load_state_dict(state)  # a resume on another world, the same columns
+    with pytest.raises(ValueError, match=r"column, a dict, must name the column of each "
+                                         r"source of the mixture \['web', 'code'\]; "
+                                         r"missing \['code'\]"):
+        la.batch_loader(la.mix(sources), {"web": "input_ids"}, batch_size=4, cache_dir=False)
+    with pytest.raises(TypeError, match="column must be a column name"):
+        la.batch_loader(web, {"web": "input_ids"}, batch_size=4)
+
+
+def test_sources_on_different_filesystems(s3, tmp_path):
+    """A local corpus mixed with one on an object store (``s3://``, read through the data
+    cache): each source's files on its own filesystem, batches as if both were local."""
+    from test_remote_sources import upload
+
+    fs, bucket = s3
+    web, _ = _corpus(0, 60, 3)
+    code, _ = _corpus(1, 40, 3)
+    local_web = _write(web, tmp_path / "web")
+    local_code = _write(code, tmp_path / "code")
+    upload(tmp_path / "code", fs, f"{bucket}/code")
+    kw = dict(counts=[60, 80])
+    args = dict(max_tokens=300, extra_columns=["row"], seed=5, progress=False)
+    remote = la.batch_loader(la.mix({"web": local_web, "code": f"s3://{bucket}/code"}, **kw),
+                             "tokens", cache_dir=tmp_path / "cache", cache_bytes=1 << 30,
+                             **args)
+    here = la.batch_loader(la.mix({"web": local_web, "code": local_code}, **kw), "tokens",
+                           cache_dir=False, **args)
+    assert remote.state_dict()["source"] == here.state_dict()["source"]
+    n = 0
+    for a, b in zip(remote, here, strict=True):
+        for key in ("values", "rows", "source", "row"):
+            np.testing.assert_array_equal(a[key], b[key])
+        n += 1
+    assert n > 0
+    cache = remote._parts.children[1].cache
+    assert cache is not None and cache.counters()["fetched_bytes"] > 0
+    assert remote._parts.children[0].cache is None  # a local source is read in place
+
+
+@pytest.mark.parametrize("world", [1, 3])
+def test_parquet_and_in_memory_sources_in_one_mixture(tmp_path, world):
+    """A Parquet corpus mixed with a table in memory (read in parts of its own, zero-copy):
+    each source's exact count an epoch, every sequence with its own tokens, across ranks and
+    a resume on another world."""
+    web, _ = _corpus(0, 70, 4)
+    code, _ = _corpus(1, 30, 4)
+    web_dir = _write(web, tmp_path / "web")
+    tables = [web.column("tokens").to_pylist(), code.column("tokens").to_pylist()]
+
+    def make(R, r):
+        return la.batch_loader(la.mix({"web": web_dir, "code": code}, counts=[70, 45]),
+                               "tokens", max_tokens=200, extra_columns=["row"], seed=1,
+                               cache_dir=False, num_replicas=R, rank=r, progress=False)
+
+    got = collections.Counter()
+    first = [make(world, r) for r in range(world)]
+    assert first[0].statistics()["sources"]["code"]["planned"] == 45
+    for lo in first:
+        for b in islice(lo, 2):
+            for s, row, toks in _received(b, "padded"):
+                assert toks.tolist() == tables[s][row]
+                got[s] += 1
+    state = first[0].state_dict()
+    later = [make(2, r) for r in range(2)]
+    for lo in later:
+        lo.load_state_dict(state)
+        for b in lo:
+            for s, row, toks in _received(b, "padded"):
+                assert toks.tolist() == tables[s][row]
+                got[s] += 1
+    assert got == {0: 70, 1: 45}
+
+
+@pytest.mark.parametrize("kind", ["memory", "parquet", "both"])
+def test_each_source_s_extra_columns_where_they_exist(kind, tmp_path):
+    """An extra column one source lacks is given where a source has it: a number with its
+    ``<name>_mask`` (False for the rows of the source without it), a string as nulls there;
+    a column no source has is refused when the loader is made."""
+    web, _ = _corpus(0, 30, 6)
+    code, _ = _corpus(1, 20, 6)
+    web = web.append_column("lang", pa.array(["en"] * 30))
+    web = web.append_column("score", pa.array(np.arange(30, dtype=np.float32)))
+    sources = {"web": web, "code": code}
+    if kind != "memory":
+        sources["code"] = _write(code, tmp_path / "code")
+    if kind == "parquet":
+        sources["web"] = _write(web, tmp_path / "web")
+    loader = la.batch_loader(la.mix(sources), "tokens", batch_size=8,
+                             extra_columns=["row", "lang", "score"], cache_dir=False,
+                             progress=False)
+    seen = 0
+    for b in loader:
+        source, row = np.asarray(b["source"]), np.asarray(b["row"])
+        assert b["lang"].to_pylist() == [("en" if s == 0 else None) for s in source]
+        assert b["score_mask"].tolist() == (source == 0).tolist()
+        np.testing.assert_array_equal(b["score"], np.where(source == 0, row, 0))
+        seen += len(row)
+    assert seen == 50
+    with pytest.raises(ValueError, match="column 'nope' is in no source of the mixture"):
+        la.batch_loader(la.mix(sources), "tokens", batch_size=8, extra_columns=["nope"],
+                        cache_dir=False)

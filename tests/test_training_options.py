@@ -12,9 +12,11 @@ guarantees on the batches actually delivered, not on the plan:
 - ``statistics()`` equal to what was delivered: tokens, slots, padding, dropped;
 - a combination that cannot be honoured is refused when the loader is made, never later.
 
-The source is the corpus in memory, in Parquet files, or a mixture (``la.mix``) of its two
-parts, each taken once an epoch.  DataLoader workers (processes) are slower to start: their
-combinations are in tests/test_training_stateful.py and tests/test_training_distributed.py.
+The source is the corpus in memory, in Parquet files, a Ray Data source (an object with
+``iter_batches``, as Ray's ``Dataset``: one rank, Ray shards it), or a mixture (``la.mix``)
+of its two parts, each taken once an epoch.  DataLoader workers (processes) are slower to
+start: their combinations are in tests/test_training_stateful.py and
+tests/test_training_distributed.py.
 """
 
 import json
@@ -30,6 +32,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import lodarrow as la
+from test_training_sources import FakeRay
 
 N = 240
 #: sequence ``i`` holds ``i * STRIDE, i * STRIDE + 1, ...``: a token names its sequence
@@ -116,16 +119,18 @@ def cases(draw):
         kw["nulls"] = policy
     # a mixture of two parts of the corpus, each taken once an epoch (la.mix's virtual source
     # under every option; tests/test_training_mix.py draws the weights and counts)
-    source = draw(st.sampled_from(["memory", "parquet", "mixture-memory", "mixture-parquet"]))
-    if source.endswith("memory"):
+    source = draw(st.sampled_from(["memory", "parquet", "mixture-memory", "mixture-parquet",
+                                   "ray"]))
+    if source.endswith("memory") or source == "ray":
         kw["window"] = draw(st.integers(8, 128))
     else:
         kw["row_groups"] = draw(st.integers(1, 3))
-    world = draw(st.integers(1, 4))
+    ranks = 1 if source == "ray" else 4  # Ray shards a dataset itself: one rank
+    world = draw(st.integers(1, ranks))
     resume = draw(st.sampled_from([None, "state_dict", "start_step"]))
     after = world
     if resume == "state_dict":
-        after = draw(st.integers(1, 4))
+        after = draw(st.integers(1, ranks))
     stop = draw(st.floats(0, 1))
     return dict(kw=kw, nulls=nulls, source=source, world=world, resume=resume, after=after,
                 stop=stop, seed=draw(st.integers(0, 3)))
@@ -145,10 +150,12 @@ def _ids(batch):
 
 
 def _source(table, tmp, kind):
-    """The corpus as the case's source: the table, its Parquet files, or a mixture of its
-    two parts (rows [0, 190) and [190, 240), files a, b and c), each taken once."""
+    """The corpus as the case's source: the table, its Parquet files, a Ray source of it, or
+    a mixture of its two parts (rows [0, 190) and [190, 240), files a, b and c), each taken once."""
     if kind == "memory":
         return table
+    if kind == "ray":
+        return FakeRay(table)
     if kind == "mixture-memory":
         return la.mix([table.slice(0, 190), table.slice(190)], counts=[190, 50])
     folder = _write(table, tmp)

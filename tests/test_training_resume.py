@@ -138,3 +138,32 @@ def test_a_changed_source_or_arguments_is_named(corpus, tmp_path):
     with pytest.raises(ValueError, match="past the epoch"):
         loader.load_state_dict({**state, "cursor": 10**6})
     del lengths
+
+
+def test_drop_last_across_a_world_change_drops_at_most_each_world_s_remainder():
+    """``drop_last=True`` with a fixed batch size: each world the epoch runs on plans what is
+    left and drops what cannot fill one of its steps, fewer than its ``num_replicas *
+    batch_size`` sequences; across a resume on another world the epoch drops at most the sum
+    of those (docs/training.md#resuming), each counted by the statistics of its segment.
+    8 ranks, then 5, batches of 10: 79 + 40 = 119 sequences, more than 8 x 10."""
+    n = 80 * 9 + 79
+    table = pa.table({"ids": _column(np.full(n, 3)), "label": np.arange(n)})
+
+    def make(world, rank):
+        return la.batch_loader(table, "ids", batch_size=10, drop_last=True, seed=2,
+                               num_replicas=world, rank=rank, progress=False)
+
+    first = [make(8, r) for r in range(8)]
+    assert first[0].statistics()["dropped"]["drop_last"] == 79
+    got = [b["rows"] for lo in first for _, b in zip(range(1), lo)]  # one step each
+    state = first[0].state_dict()
+    later = [make(5, r) for r in range(5)]
+    for lo in later:
+        lo.load_state_dict(state)
+    dropped_later = later[0].statistics()["dropped"]["drop_last"]
+    assert dropped_later == 40
+    got += [b["rows"] for lo in later for b in lo]
+    rows = np.concatenate(got)
+    assert len(rows) == len(np.unique(rows))
+    assert n - len(rows) == 79 + dropped_later <= (8 * 10 - 1) + (5 * 10 - 1)
+    assert all(len(r) == 10 for r in got)

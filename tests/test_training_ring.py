@@ -79,7 +79,6 @@ def test_a_batch_larger_than_half_a_ring_goes_pickled():
 
 def test_a_ring_that_crossed_pickled_is_disabled():
     ring = pickle.loads(pickle.dumps(_ring.BatchRing()))
-    assert not ring.enabled
     assert ring.put({"values": np.zeros(3, np.int32)}, {}) is None
 
 

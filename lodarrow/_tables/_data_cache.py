@@ -51,6 +51,7 @@ import re
 import threading
 import uuid
 import warnings
+import zlib
 
 import pyarrow as pa
 
@@ -212,7 +213,7 @@ class DataCache:
         self._warned = self._recounted = False
         self._counts = dict.fromkeys(("fetched_bytes", "fetch_requests", "cached_bytes",
                                       "stored_bytes", "uncached_bytes", "unplanned_bytes",
-                                      "evicted_entries"), 0)
+                                      "evicted_entries", "damaged_bytes"), 0)
 
     def __getstate__(self):
         return {"max_bytes": self.max_bytes, "directory": self.directory}
@@ -230,7 +231,8 @@ class DataCache:
             ``fetched_bytes`` and ``fetch_requests`` (from the object store),
             ``cached_bytes`` (read from local copies), ``stored_bytes`` (kept),
             ``uncached_bytes`` (fetched but not kept: no room), ``unplanned_bytes`` (fetched
-            for a read the column chunk ranges did not foresee) and ``evicted_entries``.
+            for a read the column chunk ranges did not foresee), ``evicted_entries`` and
+            ``damaged_bytes`` (local bytes whose checksum failed: dropped, fetched again).
         """
         with self._lock:
             return dict(self._counts)
@@ -311,23 +313,29 @@ class DataCache:
             raise
 
     def _index(self, key):
-        """The entry's index: ``{"ranges": [(a, b)], "pending": {token: bytes}, "inode": n}``
-        (empty when there is none, or it cannot be read)."""
+        """The entry's index: ``{"ranges": [(a, b)], "sums": [(a, b, crc)], "pending":
+        {token: bytes}, "inode": n}`` (empty when there is none, or it cannot be read).
+
+        ``sums`` are the pieces written, each with the CRC-32 of its bytes; ``ranges`` (their
+        union) are what the index vouches for.  An index without sums (an older lodarrow's)
+        vouches for nothing: its bytes are fetched again."""
         try:
             with open(self._path(key, "json")) as f:
                 idx = json.load(f)
-            ranges = _merge((int(a), int(b)) for a, b in idx["ranges"])
+            sums = sorted({(int(a), int(b), int(c)) for a, b, c in idx.get("sums", ())})
             pending = {str(t): int(n) for t, n in idx.get("pending", {}).items()}
-            return {"ranges": ranges, "pending": pending, "inode": idx.get("inode"),
+            return {"ranges": _merge((a, b) for a, b, _ in sums), "sums": sums,
+                    "pending": pending, "inode": idx.get("inode"),
                     "name": idx.get("name"), "size": idx.get("size")}
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return {"ranges": [], "pending": {}, "inode": None, "name": None, "size": None}
+            return {"ranges": [], "sums": [], "pending": {}, "inode": None, "name": None,
+                    "size": None}
 
     def _present(self, key, size):
-        """``(ranges, fd)``: the ranges of the local copy the index vouches for, and the copy
-        opened for reading (None when it has none).  Called pinned."""
+        """``(sums, fd)``: the pieces of the local copy the index vouches for (``(start, end,
+        crc)``), and the copy opened for reading (None when it has none).  Called pinned."""
         idx = self._index(key)
-        if not idx["ranges"] or idx["size"] != size:
+        if not idx["sums"] or idx["size"] != size:
             return [], None
         try:
             fd = os.open(self._path(key, "data"), os.O_RDONLY)
@@ -336,15 +344,51 @@ class DataCache:
         if os.fstat(fd).st_ino != idx["inode"]:  # not the copy the index describes
             os.close(fd)
             return [], None
-        return idx["ranges"], fd
+        return idx["sums"], fd
+
+    def forget(self, fp, piece):
+        """Drop ``piece`` (``(start, end, crc)``) from the entry's index: its bytes on the
+        disk are not the ones fetched (a damaged disk, a stray write).  They are fetched
+        again, never served."""
+        key = fp.key()
+        with self._locked():
+            idx = self._index(key)
+            if tuple(piece) not in idx["sums"]:
+                return
+            before = _total(idx["ranges"])
+            idx["sums"].remove(tuple(piece))
+            idx["ranges"] = _merge((a, b) for a, b, _ in idx["sums"])
+            self._write_index(key, fp, idx, idx["inode"])
+            self._set_usage(max(self._usage() - (before - _total(idx["ranges"])), 0))
+        self._count(damaged_bytes=piece[1] - piece[0])
+
+    @contextlib.contextmanager
+    def fetching(self, key, ranges, fn):
+        """Hold an exclusive lock on the fetch of ``ranges`` of the entry ``key`` (a lock file
+        per range set, ``<key>.<digest>.fetch``): the processes (and threads) that need the
+        same row group's column chunks at once fetch them once, the others wait and then
+        read what the first one kept (MosaicML's local leader, per range).  Called pinned:
+        eviction, which removes the lock files, waits for no one and takes no pinned entry."""
+        import hashlib
+
+        fcntl = _fcntl(fn)
+        digest = hashlib.blake2b(json.dumps(ranges).encode(), digest_size=8).hexdigest()
+        fd = os.open(self._path(key, f"{digest}.fetch"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
 
     # --- keeping bytes ------------------------------------------------------------------------
     def keep(self, fp, blobs):
         """Write ``blobs`` (``[(offset, bytes)]`` of the file ``fp``, whose entry the caller
-        pinned) into its local copy: the ranges the index then vouches for, or None when
-        they could not be kept (no room, or a local error: a ``RuntimeWarning`` once)."""
+        pinned) into its local copy, each with its CRC-32: the pieces the index then vouches
+        for (``(start, end, crc)``), or None when they could not be kept (no room, or a local
+        error: a ``RuntimeWarning`` once)."""
         key = fp.key()
         ranges = _merge((a, a + len(b)) for a, b in blobs)
+        sums = [(a, a + len(b), zlib.crc32(b)) for a, b in blobs]
         token = uuid.uuid4().hex
         data = self._path(key, "data")
         try:
@@ -356,10 +400,10 @@ class DataCache:
                     inode = None
                 fresh = inode is None or idx["inode"] != inode or idx["size"] != fp.size
                 if fresh:  # no copy, or one its index does not describe: a new, empty one
-                    idx = {"ranges": [], "pending": {}}
+                    idx = {"ranges": [], "sums": [], "pending": {}}
                 new = _total(_subtract(ranges, idx["ranges"]))
                 if new == 0:
-                    return idx["ranges"]
+                    return idx["sums"]
                 if new > self.max_bytes or not self._make_room(new, key):
                     return None
                 if fresh:
@@ -392,7 +436,8 @@ class DataCache:
                 reserved = idx["pending"].pop(token, new)
                 before = _total(idx["ranges"])
                 if error is None:
-                    idx["ranges"] = _merge(idx["ranges"] + ranges)
+                    idx["sums"] = sorted(set(idx["sums"]) | set(sums))
+                    idx["ranges"] = _merge((a, b) for a, b, _ in idx["sums"])
                 added = _total(idx["ranges"]) - before
                 self._write_index(key, fp, idx, inode)
                 self._set_usage(max(self._usage() + added - reserved, 0))
@@ -402,12 +447,13 @@ class DataCache:
             self._warn(exc)
             return None
         self._count(stored_bytes=added)
-        return idx["ranges"]
+        return idx["sums"]
 
     def _write_index(self, key, fp, idx, inode):
         self._write_json(self._path(key, "json"),
                          {"version": VERSION, "name": fp.name, "size": fp.size, "inode": inode,
                           "ranges": [list(r) for r in idx["ranges"]],
+                          "sums": [list(r) for r in idx["sums"]],
                           "pending": idx["pending"]})
 
     def _warn(self, exc):
@@ -460,7 +506,8 @@ class DataCache:
                             self._write_json(self._path(key, "json"), {
                                 "version": VERSION, "name": idx["name"], "size": idx["size"],
                                 "inode": idx["inode"],
-                                "ranges": [list(r) for r in idx["ranges"]], "pending": {}})
+                                "ranges": [list(r) for r in idx["ranges"]],
+                                "sums": [list(r) for r in idx["sums"]], "pending": {}})
             total += _total(idx["ranges"]) + sum(idx["pending"].values())
         self._set_usage(total)
         return total
@@ -490,6 +537,11 @@ class DataCache:
             if not free:
                 return None
             idx = self._index(key)
+            with contextlib.suppress(FileNotFoundError):
+                for name in os.listdir(self.directory):  # its fetch locks: none is held
+                    if name.startswith(f"{key}.") and name.endswith(".fetch"):
+                        with contextlib.suppress(FileNotFoundError):
+                            os.remove(os.path.join(self.directory, name))
             for suffix in ("json", "data", "pin"):  # the pin last, still locked
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(self._path(key, suffix))
@@ -546,24 +598,65 @@ class DataCache:
 
 class _LocalCopy:
     """The file object pyarrow reads a remote file through (``pyarrow.PythonFile``): each read
-    is served from the local copy's present ranges, or from bytes fetched but not kept, and
-    what neither holds is fetched first.  Made while the entry is pinned."""
+    is served from memory, where the pieces of the local copy it needs are loaded once their
+    checksum is checked (a piece whose bytes fail it is dropped from the index and fetched
+    again), beside the bytes fetched; what neither holds is fetched first.  Made while the
+    entry is pinned."""
 
     def __init__(self, cache, fp, fn):
         self.cache, self.fp, self.fn = cache, fp, fn
         self._size = fp.size
-        self.present, self._fd = cache._present(fp.key(), fp.size)
-        self.pieces = []    # [(offset, bytes)] fetched and not kept
+        self.sums, self._fd = cache._present(fp.key(), fp.size)
+        self.pieces = []    # [(offset, bytes)] in memory: checked local pieces, fetched bytes
+        self._loaded = set()  # the local pieces loaded (or found damaged)
         self._remote = None
         self.pos = 0
         self.closed = False
 
+    def _have(self):
+        return _merge([(a, a + len(b)) for a, b in self.pieces])
+
+    def _load(self, ranges):
+        """Load the local pieces overlapping ``ranges`` into memory, each checked against
+        its checksum; a damaged one is dropped from the index (and fetched again)."""
+        wanted = [p for p in self.sums if p not in self._loaded
+                  and any(p[0] < b and a < p[1] for a, b in ranges)]
+        local = 0
+        for piece in wanted:
+            self._loaded.add(piece)
+            a, b, crc = piece
+            data = self._pread(a, b)
+            if zlib.crc32(data) != crc:
+                self.cache.forget(self.fp, piece)
+                continue
+            self.pieces.append((a, data))
+            local += b - a
+        if local:
+            self.cache._count(cached_bytes=local)
+
+    def _refresh(self):
+        """Read the index again (another process may have kept bytes since)."""
+        sums, fd = self.cache._present(self.fp.key(), self._size)
+        if fd is not None:
+            if self._fd is not None:
+                os.close(self._fd)
+            self.sums, self._fd = sums, fd
+
     def ensure(self, ranges, unplanned=False):
-        """Fetch the parts of ``ranges`` that are not here (a few requests) and keep them."""
-        have = _merge(list(self.present) + [(a, a + len(b)) for a, b in self.pieces])
-        missing = _merge(_subtract(ranges, have), HOLE)
-        if not missing:
+        """Make ``ranges`` readable from memory: from the local copy where it holds them,
+        else fetched (a few requests; one process fetches a range set at a time, the others
+        wait for it) and kept."""
+        self._load(ranges)
+        if not _subtract(ranges, self._have()):
             return
+        with self.cache.fetching(self.fp.key(), [list(r) for r in ranges], self.fn):
+            self._refresh()
+            self._load(ranges)
+            missing = _merge(_subtract(ranges, self._have()), HOLE)
+            if missing:
+                self._fetch(missing, unplanned)
+
+    def _fetch(self, missing, unplanned):
         if self._remote is None:
             self._remote = open_input(self.fp.path, self.fp.filesystem, self.fn)
             if self._remote.size() != self._size:  # the rest of the copy is another version's
@@ -581,12 +674,9 @@ class _LocalCopy:
         self.cache._count(fetched_bytes=n, fetch_requests=len(missing))
         if unplanned:
             self.cache._count(unplanned_bytes=n)
-        kept = self.cache.keep(self.fp, blobs)
-        if kept is None:
-            self.pieces.extend(blobs)
+        if self.cache.keep(self.fp, blobs) is None:
             self.cache._count(uncached_bytes=n)
-        else:
-            self.present = kept
+        self.pieces.extend(blobs)
 
     # --- the file protocol pyarrow.PythonFile uses --------------------------------------------
     def read(self, n=-1):
@@ -599,31 +689,17 @@ class _LocalCopy:
         return out
 
     def _bytes(self, lo, hi):
-        have = _merge(list(self.present) + [(a, a + len(b)) for a, b in self.pieces])
-        if _subtract([(lo, hi)], have):
+        if _subtract([(lo, hi)], self._have()):
             self.ensure([(lo, hi)], unplanned=True)
-        parts, at, local = [], lo, 0
+        parts, at = [], lo
         while at < hi:
-            piece = next(((a, b) for a, b in self.pieces if a <= at < a + len(b)), None)
-            if piece is not None:
-                a, b = piece
-                end = min(hi, a + len(b))
-                parts.append(bytes(memoryview(b)[at - a:end - a]))
-            else:
-                _, stop = _covering(self.present, at)
-                end = min(hi, stop)
-                later = [a for a, _ in self.pieces if at < a < end]
-                end = min([end] + later)
-                parts.append(self._pread(at, end))
-                local += end - at
+            a, b = next((a, b) for a, b in self.pieces if a <= at < a + len(b))
+            end = min(hi, a + len(b))
+            parts.append(bytes(memoryview(b)[at - a:end - a]))
             at = end
-        if local:
-            self.cache._count(cached_bytes=local)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _pread(self, lo, hi):
-        if self._fd is None:
-            self._fd = os.open(self.cache._path(self.fp.key(), "data"), os.O_RDONLY)
         out = os.pread(self._fd, hi - lo, lo)
         while len(out) < hi - lo:  # a short read (not at the end: the copy has the full size)
             more = os.pread(self._fd, hi - lo - len(out), lo + len(out))

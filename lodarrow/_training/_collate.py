@@ -185,40 +185,9 @@ class Placement(NamedTuple):
         """The tokens placed (an int)."""
         return int(self.length.sum())
 
-    def row_tokens(self):
-        """The tokens of each row, int64 ``(n_rows,)``."""
-        return np.bincount(self.row, weights=self.length, minlength=self.n_rows).astype(np.int64)
-
-    def select_rows(self, lo, hi):
-        """Rows ``lo..hi-1`` as a placement of their own, for a batch of those rows.
-
-        Returns ``(members, placement)``: ``members`` the positions (ascending, in the lengths
-        this placement packed) of the sequences those rows hold, and the rows' placement with
-        rows numbered from 0 and ``seq`` indexing ``members``.  A split sequence whose chunks
-        lie on both sides of ``lo`` or ``hi`` is a member of both batches (each with its
-        chunks).
-        """
-        lo = int(lo)
-        hi = int(hi)
-        if not 0 <= lo <= hi <= self.n_rows:
-            raise ValueError(f"select_rows: rows {lo}..{hi} are not within 0..{self.n_rows}")
-        a, b = np.searchsorted(self.row, [lo, hi])
-        members, seq = np.unique(self.seq[a:b], return_inverse=True)
-        return members, Placement(seq.astype(np.int64).reshape(-1), self.start[a:b],
-                                  self.length[a:b], self.row[a:b] - lo, self.offset[a:b],
-                                  hi - lo, self.row_length, _EMPTY)
-
 
 _EMPTY = np.zeros(0, np.int64)
 _EMPTY.flags.writeable = False
-
-
-def packing_efficiency(placement, num_rows=None):
-    """The share of row slots holding tokens: ``tokens / (rows * row_length)``, where rows is
-    ``placement.n_rows`` or ``num_rows`` if larger (a batch padded with empty rows).  1.0 for
-    no rows at all (no slot is wasted)."""
-    rows = max(placement.n_rows, num_rows or 0)
-    return placement.tokens / (rows * placement.row_length) if rows else 1.0
 
 
 def _windows(n, window):
@@ -252,33 +221,11 @@ def _best_fit_decreasing(lengths, windows, row_length):
     return order, bin_of, offset, int(n_bins.sum())
 
 
-def pack_rows(lengths, row_length, *, window=None):
-    """Best-fit decreasing packing of ``lengths`` into rows of ``row_length`` slots.
-
-    Within each window of ``window`` consecutive lengths (None: all of them), the longest
-    first, each goes to the fullest row it fits (a new row when none does); a window's rows
-    come after the previous window's.  Every length must be in ``[0, row_length]``.
-
-    Returns
-    -------
-    row, offset : numpy.ndarray of int64
-        Each length's row and first slot in it (a row's items sit back to back, longest
-        first).
-    n_rows : int
-    """
-    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
-    order, rows, offsets, n_rows = _best_fit_decreasing(lengths, _windows(len(lengths), window),
-                                                        row_length)
-    row = np.empty_like(rows)
-    offset = np.empty_like(offsets)
-    row[order] = rows
-    offset[order] = offsets
-    return row, offset, n_rows
-
-
 def pack_placement(lengths, row_length, *, window=None, oversize="error", ids=None, fn=_FN):
-    """Pack sequences of ``lengths`` into rows of ``row_length`` (best-fit decreasing within
-    windows of ``window`` consecutive sequences, see :func:`pack_rows`) as a :class:`Placement`.
+    """Pack sequences of ``lengths`` into rows of ``row_length`` as a :class:`Placement`:
+    best-fit decreasing within windows of ``window`` consecutive sequences (None: all of
+    them): in each window the longest first, each into the fullest row it fits (a new row
+    when none does), a window's rows after the previous window's.
 
     ``oversize`` says what happens to a sequence longer than ``row_length``: ``"split"`` cuts
     it into ``row_length`` chunks (the last one shorter), each an item packed like any other

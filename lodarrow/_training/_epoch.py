@@ -33,7 +33,7 @@ import numpy as np
 from lodarrow._cpu import _batch_plan as _k
 from lodarrow._threads import num_threads
 
-__all__ = ["PLAN_VERSION", "EpochPlan", "PlanArgs", "plan_epoch"]
+__all__ = ["PLAN_VERSION", "EpochPlan", "PlanArgs", "plan_epoch", "plan_pieces"]
 
 #: Bumped whenever the planning algorithm changes: a saved loader state names it.
 #: 3: budgets count the slots of the delivered batch (padding, widths, rows, segments).
@@ -189,6 +189,23 @@ class EpochPlan:
         pos = np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
         return self.order[pos] if self.items is None else np.unique(self.order[pos])
 
+    def pieces_of_steps(self, start, stop):
+        """A plan of items' (packed rows, blocks) token pieces in steps ``[start, stop)``,
+        all ranks together: ``(sequence, first token, tokens)`` arrays sorted by sequence
+        and first token, the pieces of a sequence that follow one another joined."""
+        lo, hi = self.lo[:, start:stop].ravel(), self.hi[:, start:stop].ravel()
+        sizes = hi - lo
+        pos = np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
+        seq, first, tokens = self.order[pos], self.items[0][pos], self._seq[pos]
+        by = np.lexsort((first, seq))
+        seq, first, tokens = seq[by], first[by], tokens[by]
+        if not len(seq):
+            return seq, first, tokens
+        new = np.ones(len(seq), bool)
+        new[1:] = (seq[1:] != seq[:-1]) | (first[1:] != first[:-1] + tokens[:-1])
+        at = np.flatnonzero(new)
+        return seq[at], first[at], np.add.reduceat(tokens, at).astype(np.int64)
+
     @property
     def sizes(self):
         return self.hi - self.lo
@@ -259,6 +276,25 @@ def plan_epoch(lengths, args, num_replicas, rng, *, rows=None, part_starts=None,
     if tails and len(cells) > 1:  # the tail step is read with the last block
         block[block == len(cells) - 1] = len(cells) - 2
     return EpochPlan(order, lo, hi, block, seq, args.alpha, dropped, items)
+
+
+def plan_pieces(pieces, args, num_replicas, rng, *, part_starts=None, part_groups=None):
+    """The plan of token *pieces* of sequences (:meth:`EpochPlan.pieces_of_steps`: what an
+    earlier world left of a packed-rows or blocks epoch, where a sequence may be partly
+    delivered): each piece planned as a sequence of its own, then its items named by their
+    sequence and first token, so that collation reads exactly the piece's tokens.
+    ``part_starts``: the source's row groups (the pieces of one row group stay together)."""
+    seq, first, tokens = pieces
+    parts = (None if part_starts is None
+             else np.searchsorted(seq, part_starts, side="left").astype(np.int64))
+    plan = plan_epoch(tokens, args, num_replicas, rng, part_starts=parts,
+                      part_groups=part_groups)
+    if plan.items is not None:
+        start, row, offset, length = plan.items
+        plan.items = (start + first[plan.order], row, offset, length)
+    plan.order = seq[plan.order]
+    plan._split = None
+    return plan
 
 
 def shuffled(n, rng):

@@ -19,12 +19,14 @@ from lodarrow._training._collate import as_sequences, collate_rows, convert, wit
 from lodarrow._training._columns import (ExtraColumn, check_jax_x64, fill_value_nulls,
                                          null_rows, value_null_rows)
 from lodarrow._training._deliver import Delivery, prefetched
-from lodarrow._training._epoch import PLAN_VERSION, plan_epoch
+from lodarrow._training._epoch import PLAN_VERSION
 from lodarrow._training._lengths import parquet_part_lengths
-from lodarrow._training._mix import (Mixture, epoch_mix, members_of_parts, mixed_files,
+from lodarrow._training._mix import (MixedParts, Mixture, epoch_mix, members_of_parts,
                                      mixed_table)
+from lodarrow._training._ray import RaySource, is_ray_source, ray_epoch_plan
 from lodarrow._training._readahead import ReadAhead, Stopped
-from lodarrow._training._resume import FORMAT, check_state, fingerprint, segment_plan
+from lodarrow._training._resume import (FORMAT, Position, check_state, fingerprint,
+                                        segment_plan)
 from lodarrow._training._select import Selection
 from lodarrow._training._shape import BatchShape
 from lodarrow._training._source import (ParquetParts, check_level, column_of, hf_table,
@@ -69,11 +71,14 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
     ----------
     source : str, list, pyarrow.Table or Array, LoDTensor, datasets.Dataset or ray.data.Dataset
         A Parquet file, directory, glob or list of files, or an in-memory source.  A Ray Data
-        ``Dataset`` (or a ``DataIterator`` from ``get_dataset_shard``) is streamed through its
-        ``iter_batches``, ``window`` rows a block, each planned on its own (``num_replicas``
-        must be 1: Ray shards it; such a loader has no state to resume).
-    column : str, optional
-        The list column of sequences; optional when the source has one column.
+        ``Dataset`` (or a ``DataIterator`` from ``get_dataset_shard``) is read through its
+        ``iter_batches``, ``window`` rows a block in Ray's order: once when the loader is made
+        (its lengths and nulls, checked as for any source), then a block at a time as it is
+        iterated, each block planned on its own (``num_replicas`` must be 1: Ray shards it).
+    column : str or dict, optional
+        The list column of sequences; optional when the source has one column.  For a
+        mixture (:func:`lodarrow.mix`), a dict keyed like its sources names each source's
+        own column (a batch names it as the first source does).
     batch_size, max_tokens : int, optional
         The most sequences, and the budget of *slots*, of a batch (at least one of them).  A
         batch's slots are what its values array holds once collated, padding included:
@@ -200,7 +205,8 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
     ValueError
         If a value does not fit (the message names the argument), a sequence is over-long
         under ``oversize="error"``, a null row under ``nulls="error"``, a 64-bit column
-        for ``to="jax"`` without x64, or too few sequences for the ranks.
+        for ``to="jax"`` without x64, too few sequences for the ranks, or none at all (an
+        empty source, or every sequence left out by ``nulls`` / ``oversize="drop"``).
 
     Examples
     --------
@@ -242,8 +248,10 @@ class BatchLoader:
 
     Iterating gives this rank's batches of the current epoch from the cursor on (the steps
     already received are skipped without being read); :meth:`set_epoch`,
-    :meth:`state_dict` and :meth:`load_state_dict` move the cursor; :meth:`torch` gives a
-    PyTorch ``IterableDataset`` (torchdata's ``StatefulDataLoader`` protocol included).
+    :meth:`state_dict` and :meth:`load_state_dict` move the cursor, which ``position`` (a
+    :class:`lodarrow._training._resume.Position`: epoch, cursor, segments) holds;
+    :meth:`torch` gives a PyTorch ``IterableDataset`` (torchdata's ``StatefulDataLoader``
+    protocol included).
     """
 
     def __init__(self, source, column, select, deliver, *, filesystem=None, cache_dir=None,
@@ -251,12 +259,8 @@ class BatchLoader:
         self.select, self.shape, self.deliver = select, select.shape, deliver
         self._filesystem, self._cache_dir = filesystem, cache_dir
         self._data_cache = data_cache
-        self.epoch = 0
-        self._cursor = 0                       # steps of the epoch received
-        self._start = 0                        # the cursor set_epoch / load_state_dict set
-        self._segments = [[self.select.num_replicas, 0]]
-        self._fresh = True                     # set_epoch / load_state_dict since the last pass
-        self._warned = False
+        # epoch, cursor, segments: read and written through it alone (_resume.Position)
+        self.position = Position(self.select.num_replicas)
         self._plans = {}
         self._parts = self._ray = None
         self._dropped_nulls = self._oversize_dropped = 0
@@ -264,19 +268,18 @@ class BatchLoader:
         self._one_storage = None               # DataLoader workers: a batch for the wire
         self._sep = None                       # blocks: the separator's value row
         self._mix = None                       # a Mixture: its counts, each source's members
+        self._column_print = None              # a mixture's columns per source, where given
         self._mixes = {}                       # EpochMix of the epochs planned
         self._ahead = ReadAhead(self._read)    # Parquet blocks read in a thread
         if isinstance(source, Mixture):
             self._init_mixture(source, column)
         elif is_parquet_source(source):
             self._init_parquet(source, column)
-        elif hasattr(source, "iter_batches") and not isinstance(source, (pa.Table,
-                                                                          pa.RecordBatch)):
+        elif is_ray_source(source):
             if self.select.num_replicas != 1:
                 raise ValueError(f"{_FN}: num_replicas must be 1 for a Ray source (Ray Data "
                                  f"shards it: streaming_split / get_dataset_shard)")
-            self._ray, self.column = source, column
-            return
+            self._init_ray(source, column)
         else:
             self._init_memory(source, column)
         self._check_lengths()
@@ -286,11 +289,12 @@ class BatchLoader:
     # --- sources --------------------------------------------------------------------------
     def _init_memory(self, source, column):
         table = hf_table(source)
+        self._label = ("the datasets.Dataset" if table is not None
+                       else f"the {type(source).__name__}")
         if table is None and isinstance(source, pa.RecordBatch):
             table = pa.Table.from_batches([source])
         if table is None and isinstance(source, pa.Table):
             table = source
-        self._extras = {}
         if table is not None:
             column = pick_column(table.schema, column, _FN)
             for name in self.select.extra_columns:
@@ -335,19 +339,29 @@ class BatchLoader:
         self._nbytes = int(self._seqs.values.nbytes)
         self._part_starts = None
 
-    def _init_parquet(self, source, column):
-        parts = ParquetParts(source, _FN, filesystem=self._filesystem, cache=self._data_cache)
-        if parts.schema is None:
-            raise ValueError(f"{_FN}: the source holds no Parquet file")
-        self.column = pick_column(parts.schema, column, _FN)
-        for name in self.select.extra_columns:
-            pick_column(parts.schema, name, _FN)
+    def _init_parquet(self, source, column, parts=None):
+        """Parquet files (``parts``: a mixture's :class:`MixedParts` instead of ``source``)."""
+        if parts is None:
+            parts = ParquetParts(source, _FN, filesystem=self._filesystem,
+                                 cache=self._data_cache)
+            if parts.schema is None:
+                raise ValueError(f"{_FN}: the source holds no Parquet file")
+            self._label = (repr(parts.name(parts.files[0])) if len(parts.files) == 1 else
+                           f"the {len(parts.files)} Parquet files of {source!r}")
+            self.column = pick_column(parts.schema, column, _FN)
+            for name in self.select.extra_columns:
+                pick_column(parts.schema, name, _FN)
+        else:  # each source's columns picked by MixedParts
+            self.column = parts.column
         types = parts.unify([self.column] + self.select.extra_columns)
         _check_sequence_type(types[self.column], self.column)
         check_level(self.select.level, list_depth(types[self.column]), _FN)
-        lengths, nulls, values = parquet_part_lengths(parts, self.column, self.select.level,
-                                                      with_nulls=True,
-                                                      cache_dir=self._cache_dir)
+        if isinstance(parts, MixedParts):
+            lengths, nulls, values = parts.lengths(self.select.level, self._cache_dir)
+        else:
+            lengths, nulls, values = parquet_part_lengths(parts, self.column, self.select.level,
+                                                          with_nulls=True,
+                                                          cache_dir=self._cache_dir)
         self._parts = parts
         part_seqs = np.array([len(x) for x in lengths], dtype=np.int64)
         self._part_starts = np.concatenate([[0], np.cumsum(part_seqs)]).astype(np.int64)
@@ -372,21 +386,45 @@ class BatchLoader:
         self._value_nulls = (value_rows, value_rows if self.select.level == 0 else
                              np.zeros(0, np.int64))
 
+    def _init_ray(self, source, column):
+        """A Ray source: its lengths pass (:class:`~lodarrow._training._ray.RaySource`) gives
+        what a Parquet source's footers and lengths give."""
+        ray = RaySource(source, column, self.select.level, self.select.window,
+                        self.select.extra_columns, _FN)
+        self._ray, self.column = ray, ray.column
+        self._label = "the Ray source"
+        self.lengths = ray.lengths
+        self._row_nulls, self._value_nulls = ray.row_nulls, ray.value_nulls
+        self._extra_specs = ray.extra_specs
+        self._pad = self._pad_for(ray.empty)
+        self._sep = self._separator_for(ray.empty)
+        if self._sep is not None:  # blocks: each sequence ends with the separator
+            self.lengths = self.lengths + 1
+        self._check_to(ray.empty.values.dtype)
+        self._nbytes = ray.nbytes
+        self._part_starts = None
+
     def _init_mixture(self, mixture, column):
         """A mixture's sources side by side (Parquet files listed together, or tables
         concatenated), each source's sequences among them, and its counts an epoch."""
+        columns = mixture.columns(column, _FN)
         if mixture.on_parquet(_FN):
-            files, owner, self._filesystem = mixed_files(mixture, self._filesystem, _FN)
-            self._init_parquet(files, column)
-            members = members_of_parts(self._parts.parts, self._part_starts, owner,
+            parts = MixedParts(mixture, columns, self.select.extra_columns, _FN,
+                               filesystem=self._filesystem, cache=self._data_cache)
+            self._init_parquet(None, None, parts)
+            members = members_of_parts(self._parts.parts, self._part_starts, parts.owner,
                                        len(mixture.names))
+            columns = parts.own
         else:
-            table, self.column, sizes, self._mix_row_starts = mixed_table(
-                mixture, column, self.select.extra_columns, self.select.level, _FN)
+            table, self.column, sizes, self._mix_row_starts, columns = mixed_table(
+                mixture, columns, self.select.extra_columns, self.select.level, _FN)
             self._init_memory(table, self.column)
             edges = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
             members = [np.arange(a, b, dtype=np.int64) for a, b in zip(edges[:-1], edges[1:])]
         self._mix = mixture
+        if isinstance(column, dict):  # each source's own column: a saved state names them
+            self._column_print = dict(zip(mixture.names, columns))
+        self._label = f"the mixture of {', '.join(map(repr, mixture.names))}"
         self._members = members
         self._mix_counts = mixture.plan_counts(self.lengths, members, _FN)
         n = len(self.lengths)
@@ -512,12 +550,30 @@ class BatchLoader:
             self._keep = keep
             self._base_rows = np.flatnonzero(keep)
             self._oversize_dropped = len(self.lengths) - len(self._base_rows) - self._dropped_nulls
+        if len(self.lengths) == 0 or (self._base_rows is not None and not len(self._base_rows)):
+            raise ValueError(self._nothing_message())
+
+    def _nothing_message(self):
+        """Why the source gives no sequence to deliver (an empty corpus is refused when the
+        loader is made, never a loader of 0 steps)."""
+        head = f"{_FN}: {self._label} gives no sequence to deliver"
+        if len(self.lengths) == 0:
+            what = ("0 rows" if self.select.level == 0 else
+                    f"no sequence at level={self.select.level}")
+            return f"{head}: it holds {what} (an empty file, table or filter?)"
+        why = []
+        if self._dropped_nulls:
+            why.append(f"{self._dropped_nulls} null (nulls='drop')")
+        if self._oversize_dropped:
+            why.append(f"{self._oversize_dropped} over-long (oversize='drop')")
+        return (f"{head}: every one of its {len(self.lengths)} sequence(s) is left out "
+                f"({', '.join(why)})")
 
     def _oversize_message(self, k, count, unplaceable):
         """Why sequence ``k`` cannot be delivered within the limits (``count`` such)."""
         shape, sel = self.shape, self.select
         length = int(self.lengths[k])
-        where = (self._where_seq(k) if self._mix is not None  # a mixture's own positions
+        where = (self._where_seq(k) if self._mix is not None or self._ray is not None
                  else f"sequence {k} ({self._where_seq(k)})")
         head = f"{_FN}: {where} has {length} tokens"
         if unplaceable and shape.mode == "packed_rows":
@@ -540,6 +596,8 @@ class BatchLoader:
         return np.zeros(0, np.int64)  # a null row holds no deeper sequence
 
     def _where(self, row):
+        if self._ray is not None:
+            return self._ray.where(row)
         if self._parts is None and self._mix is not None:  # tables side by side
             s = int(np.searchsorted(self._mix_row_starts, row, side="right")) - 1
             return f"row {row - int(self._mix_row_starts[s])} of source {self._mix.names[s]!r}"
@@ -551,6 +609,8 @@ class BatchLoader:
         return f"row {row - first} of row group {g} of {path!r}"
 
     def _where_seq(self, k):
+        if self._ray is not None:
+            return self._ray.where_sequence(k)
         if self._parts is None and self._mix is not None:
             name = self._mix.names[int(self._src_of[k])]
             if self.select.level == 0:
@@ -570,7 +630,9 @@ class BatchLoader:
         size_of = dict(zip(parts.files, parts.sizes))  # from the footers' listing
         sizes = {}
         for path, _, rows in parts.parts:
-            name = os.path.basename(path) if parts.filesystem is None \
+            local = parts.local(path) if isinstance(parts, MixedParts) else \
+                parts.filesystem is None
+            name = os.path.basename(path) if local \
                 else path.rpartition("/")[2]
             sizes.setdefault(name, [int(size_of[path]), 0])
             sizes[name][1] += int(rows)
@@ -587,35 +649,40 @@ class BatchLoader:
         """The plan of the current segment of the epoch, and the epoch step it starts at;
         ``epoch``: that epoch's plan from its start instead (what ``set_epoch`` makes)."""
         args = self.select.plan_args(self._cell_rows())
-        segments = self._segments
+        segments = self.position.segments
         if epoch is None:
-            epoch = self.epoch
+            epoch = self.position.epoch
         else:
             segments = [[self.select.num_replicas, 0]]
+        if self._ray is not None:  # one rank (Ray shards): one segment, its blocks in order
+            key = ("ray", epoch)
+            if key not in self._plans:
+                if len(self._plans) > 4:
+                    self._plans.clear()
+                self._plans[key] = ray_epoch_plan(self.lengths, self._ray.block_starts, args,
+                                                  self.select.seed, epoch, self._keep)
+            return self._plans[key], 0
         if self._mix is None:
             return segment_plan(self.lengths, args, segments, self.select.seed, epoch,
-                                self._part_starts, self._plans, base_rows=self._base_rows)
+                                self._part_starts, self._plans, base_rows=self._base_rows,
+                                pieces=self.position.pieces)
         em = self._epoch_mix(epoch)  # the plan is of the epoch's virtual source
         base = None if self._keep is None else np.flatnonzero(self._keep[em.vmap])
         return segment_plan(em.lengths, args, segments, self.select.seed, epoch,
                             em.part_starts, self._plans, base_rows=base,
-                            part_groups=em.part_source)
+                            part_groups=em.part_source, pieces=self.position.pieces)
 
     def plan(self):
         """This rank's :class:`BatchPlan` for the current epoch (sequence positions of the
         whole source; ``windows`` is each batch's block), from the current segment's start."""
         from lodarrow._training._batching import rank_plan
 
-        if self._ray is not None:
-            raise ValueError(f"{_FN}: a Ray source is planned block by block as it streams")
         plan, _ = self._epoch_plan()
         out = rank_plan(plan, self.select.rank, seed=self.select.seed, epoch=self.epoch)
         out.indices = self._source_rows(out.indices)
         return out
 
     def __len__(self):
-        if self._ray is not None:
-            raise TypeError(f"{_FN}: a Ray source has no length before it is read")
         plan, base = self._epoch_plan()
         return base + plan.steps
 
@@ -636,16 +703,13 @@ class BatchLoader:
         if isinstance(start_step, (bool, np.bool_)):
             raise TypeError("set_epoch: start_step must be an integer, got bool")
         start_step = as_nonnegative_int(start_step, "set_epoch: start_step")
-        self.epoch = epoch
-        self._segments = [[self.select.num_replicas, 0]]
-        self._cursor = 0
-        if self._ray is None and start_step:
+        self.position.reset(epoch, self.select.num_replicas, 0)
+        if start_step:
             steps = len(self)  # the cursor is 0 here: the whole epoch
             if start_step > steps:
                 raise ValueError(f"set_epoch: start_step={start_step} is past the epoch's "
                                  f"{steps} steps")
-        self._cursor = self._start = start_step
-        self._fresh = True
+        self.position.reset(epoch, self.select.num_replicas, start_step)
         self._tell_datasets()
 
     def state_dict(self, steps=None):
@@ -666,9 +730,7 @@ class BatchLoader:
             ``epoch``, ``cursor``, ``num_replicas`` and ``segments`` (the world sizes this
             epoch ran on, with the step each began at).
         """
-        if self._ray is not None:
-            raise TypeError(f"{_FN}: a Ray source has no state to save (Ray Data streams it)")
-        cursor = self._cursor
+        cursor = self.position.cursor
         if steps is not None:
             cursor = as_nonnegative_int(steps, "state_dict: steps")
             total = len(self)
@@ -676,11 +738,14 @@ class BatchLoader:
                 raise ValueError(f"state_dict: steps={cursor} is past the epoch's {total} steps "
                                  f"(steps counts the batches of the current epoch the loop "
                                  f"received, not a global step)")
-        return {"format": FORMAT, "plan_version": PLAN_VERSION,
-                "args": self._fingerprint(self.column), "source": dict(self._source_print),
-                "seed": self.select.seed, "epoch": self.epoch, "cursor": cursor,
-                "num_replicas": self.select.num_replicas,
-                "segments": [list(s) for s in self._segments]}
+        at = self.position.state(cursor, self.shape.mode in ("packed_rows", "blocks"))
+        state = {"format": FORMAT, "plan_version": PLAN_VERSION,
+                 "args": self._fingerprint(self._column_print or self.column),
+                 "source": dict(self._source_print), "seed": self.select.seed,
+                 "epoch": at.pop("epoch"), "cursor": at.pop("cursor"),
+                 "num_replicas": self.select.num_replicas, "segments": at.pop("segments")}
+        state.update(at)  # "pieces": the world changes planned the tokens left (_resume)
+        return state
 
     def load_state_dict(self, state, strict=True):
         """Resume from :meth:`state_dict`: the next batch is the first one not yet received.
@@ -700,8 +765,6 @@ class BatchLoader:
             differences).
         """
         strict = as_flag(strict, "load_state_dict: strict")
-        if self._ray is not None:
-            raise TypeError(f"{_FN}: a Ray source has no state to load")
         expected = self.state_dict()
         problems = check_state(state, expected, strict)
         epoch = as_nonnegative_int(state["epoch"], "load_state_dict: state['epoch']")
@@ -713,21 +776,26 @@ class BatchLoader:
                              "[num_replicas, first_step] pairs")
         segments = [[as_positive_int(r, "load_state_dict: segments"),
                      as_nonnegative_int(f, "load_state_dict: segments")] for r, f in segments]
+        # a state saved after a world change without "pieces" planned what was left whole
+        # (a lodarrow before token pieces): its later worlds are planned so again
+        pieces = len(segments) == 1 or bool(state.get("pieces"))
         if problems:
             warnings.warn(f"load_state_dict(strict=False): resuming although "
                           f"{'; '.join(problems)}", UserWarning, stacklevel=2)
-            segments = [[self.select.num_replicas, 0]]
+            segments, pieces = [[self.select.num_replicas, 0]], True
         elif segments[-1][0] != self.select.num_replicas:
             segments.append([self.select.num_replicas, cursor])
-        self.epoch = epoch
-        self._segments = segments
-        self._cursor = self._start = cursor
-        self._fresh = True
+        self.position.restore(epoch, cursor, segments, pieces)
         self._tell_datasets()
         plan, base = self._epoch_plan()
         if cursor - base > plan.steps:
             raise ValueError(f"load_state_dict: the saved cursor {cursor} is past the epoch's "
                              f"{base + plan.steps} steps")
+
+    @property
+    def epoch(self):
+        """The current epoch (:meth:`set_epoch`, :meth:`load_state_dict`)."""
+        return self.position.epoch
 
     def _tell_datasets(self):
         for dataset in list(self._datasets):
@@ -767,8 +835,6 @@ class BatchLoader:
 
     # --- iteration ----------------------------------------------------------------------------
     def __iter__(self):
-        if self._ray is not None:
-            return self._iterate_ray(0, 1)
         self._note_pass()
         return self._deliver()
 
@@ -776,24 +842,23 @@ class BatchLoader:
         """A pass after a whole pass, with no set_epoch or load_state_dict between, is the
         same batches again (from where the epoch was set to start), with a warning, as with
         DataLoader workers; a pass after one broken off goes on from the cursor."""
-        if not self._fresh and self._cursor >= len(self):
-            if not self._warned:
-                self._warned = True
-                warnings.warn(f"{_FN}: epoch {self.epoch} is iterated again from step "
-                              f"{self._start}: the same batches as before (call "
-                              f"set_epoch(epoch) before each epoch, or load_state_dict to "
-                              f"resume)", UserWarning, stacklevel=3)
-            self._cursor = self._start
-        self._fresh = False
+        at = self.position
+        if at.begin_pass(len(self)) and not at.warned:
+            at.warned = True
+            warnings.warn(f"{_FN}: epoch {at.epoch} is iterated again from step "
+                          f"{at.start}: the same batches as before (call "
+                          f"set_epoch(epoch) before each epoch, or load_state_dict to "
+                          f"resume)", UserWarning, stacklevel=3)
 
     def _deliver(self):
         """This process's iteration: batches in plan order, made ahead in a thread; the
         cursor counts what was handed out."""
         plan, base = self._epoch_plan()
-        start = self._cursor - base
+        start = self.position.cursor - base
         if start >= plan.steps:
             return
         bar = self.deliver.bar(plan.steps - start, self._nbytes, plan.steps)
+        at = self.position
         share = self._nbytes / max(plan.steps, 1)
         ok = False
         made = self._produce(plan, range(start, plan.steps))
@@ -802,12 +867,12 @@ class BatchLoader:
         try:
             if not bar.enabled:  # the per-batch path, as short as it goes
                 for step, batch, _ in made:
-                    self._cursor = base + step + 1
+                    at.cursor = base + step + 1
                     yield batch
             else:
                 rank = self.select.rank
                 for step, batch, tokens in made:
-                    self._cursor = base + step + 1
+                    at.cursor = base + step + 1
                     bar.advance(int(plan.hi[rank, step] - plan.lo[rank, step]), share, tokens)
                     bar.file_done()
                     yield batch
@@ -826,6 +891,9 @@ class BatchLoader:
         not read).  The pass, ended or broken off, waits for the reads it started.
         """
         rank = self.select.rank
+        if self._ray is not None:
+            yield from self._produce_ray(plan, steps)
+            return
         if self._parts is None:
             for s in steps:
                 yield s, self._batch(self._seqs, None, plan, s, self._memory_extras), \
@@ -976,37 +1044,24 @@ class BatchLoader:
         out.update(arrow)
         return out
 
-    def _iterate_ray(self, worker, num_workers):
-        block_no = 0
-        for table in self._ray.iter_batches(batch_size=self.select.window, batch_format="pyarrow"):
-            if block_no % num_workers == worker:
-                column = pick_column(table.schema, self.column, _FN)
-                col = table.column(column)
-                if col.null_count and self.select.nulls == "error":
-                    raise ValueError(f"{_FN}: row {int(null_rows(col)[0])} of Ray block "
-                                     f"{block_no} of column {column!r} is null; pass "
-                                     f"nulls='empty' or nulls='drop'")
-                seqs = as_sequences(table, column, self.select.level, _FN)
-                self._sep = self._separator_for(seqs)
-                if self._sep is not None:
-                    seqs = with_separator(seqs, self._sep)
-                specs = [ExtraColumn(n, table.schema.field(n).type, table.column(n).null_count)
-                         for n in self.select.extra_columns]
-                self._extra_specs = specs
-                extras = {e.name: e.prepare(table.column(e.name)) for e in specs}
-                self._pad = self._pad_for(seqs)
-                rows = None
-                if self.select.nulls == "drop" and col.null_count and self.select.level == 0:
-                    keep = np.ones(len(seqs), bool)
-                    keep[null_rows(col)] = False
-                    rows = np.flatnonzero(keep)
-                from lodarrow._training._resume import rng_of
+    def _produce_ray(self, plan, steps):
+        """:meth:`_produce` for a Ray source: its blocks read in Ray's order (the blocks
+        before the first one needed are read and passed over: Ray cannot skip them)."""
+        groups = {int(plan.block[0, g[0]]): g for g in _blocks_of(plan, 0, steps)}
+        value_nulls = len(self._value_nulls[0]) > 0
+        starts = self._ray.block_starts
+        for b, table in self._ray.blocks(set(groups), value_nulls):
+            seqs = as_sequences(table, self.column, self.select.level, _FN)
+            if self._sep is not None:
+                seqs = with_separator(seqs, self._sep)
+            extras = {e.name: e.prepare(table.column(e.name)) for e in self._extra_specs}
+            first = int(starts[b])
 
-                plan = plan_epoch(seqs.lengths, self.select.plan_args(self.select.window), 1,
-                                  rng_of(self.select.seed, self.epoch, block_no + 1), rows=rows)
-                for s in range(plan.steps):
-                    yield self._batch(seqs, None, plan, s, extras)
-            block_no += 1
+            def local_of(rows, first=first):
+                return rows - first
+            for s in groups[b]:
+                yield s, self._batch(seqs, local_of, plan, s, extras), int(plan.tokens[0, s])
+            del seqs, extras
 
     # --- PyTorch ------------------------------------------------------------------------------
     def torch(self):

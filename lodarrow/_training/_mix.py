@@ -29,7 +29,7 @@ from lodarrow._training._source import (check_level, hf_table, is_parquet_source
                                         pick_column, widen)
 from lodarrow._validation import as_nonnegative_int, as_positive_int, check_choice
 
-__all__ = ["EpochMix", "Mixture", "epoch_mix", "members_of_parts", "mix", "mixed_files",
+__all__ = ["EpochMix", "MixedParts", "Mixture", "epoch_mix", "members_of_parts", "mix",
            "mixed_table"]
 
 _FN = "mix"
@@ -51,10 +51,11 @@ def mix(sources, weights=None, *, counts=None, epoch_size=None, by="sequences"):
     Parameters
     ----------
     sources : list or dict
-        The corpora: Parquet sources (a file, directory, glob, URI or list of files) or
-        in-memory tables (``pyarrow.Table``, ``datasets.Dataset``), all of one kind; a dict
-        names them (default names ``"0"``, ``"1"``, ...).  They must hold the loader's column
-        (and ``extra_columns``) with types that widen to one.
+        The corpora: Parquet sources (a file, directory, glob, URI or list of files, each on
+        its own filesystem) or in-memory tables (``pyarrow.Table``, ``datasets.Dataset``), in
+        any combination; a dict names them (default names ``"0"``, ``"1"``, ...).  Each holds
+        the loader's column (or its own, given by a dict ``column``) with types that widen
+        to one; an extra column a source lacks is null for its rows.
     weights : list of float (or dict keyed like ``sources``), optional
         Each source's share of an epoch (normalised; 0 leaves a source out).  Default: equal
         weights, unless ``counts`` is given.
@@ -167,17 +168,29 @@ class Mixture:
         return f"Mixture({self.names}, {how})"
 
     def on_parquet(self, fn):
-        """Whether the sources are Parquet sources (all of them) or tables in memory (all);
-        a ``TypeError`` when they are of both kinds."""
-        parquet = [is_parquet_source(src) for src in self.sources]
-        if any(parquet) and not all(parquet):
-            k = parquet.index(not parquet[0])
-            kinds = ("in memory", "a Parquet source")
-            raise TypeError(f"{fn}: a mixture's sources must all be Parquet sources or all "
-                            f"in-memory tables; source {self.names[0]!r} is "
-                            f"{kinds[parquet[0]]}, source {self.names[k]!r} "
-                            f"{kinds[parquet[k]]}")
-        return parquet[0]
+        """Whether some source is a Parquet source: the mixture is then read as row groups
+        (:class:`MixedParts`, its tables in memory in parts of their own); else the tables
+        are concatenated in memory (:func:`mixed_table`)."""
+        return any(is_parquet_source(src) for src in self.sources)
+
+    def columns(self, column, fn):
+        """Each source's sequence column from the loader's ``column``: one name for all (or
+        None: each source's one column), or a dict naming each source's own (a corpus's
+        ``input_ids`` mixed with another's ``tokens``), keyed like the sources."""
+        if not isinstance(column, dict):
+            return [column] * len(self.names)
+        extra = sorted(set(column) - set(self.names), key=str)
+        missing = [n for n in self.names if n not in column]
+        if extra or missing:
+            raise ValueError(f"{fn}: column, a dict, must name the column of each source of "
+                             f"the mixture {self.names}; "
+                             + "; ".join(([f"unknown {extra}"] if extra else [])
+                                         + ([f"missing {missing}"] if missing else [])))
+        for name in self.names:
+            if not isinstance(column[name], str):
+                raise TypeError(f"{fn}: column[{name!r}] must be a column name (str), got "
+                                f"{type(column[name]).__name__}")
+        return [column[n] for n in self.names]
 
     def spec(self):
         """What decides the choices (a saved loader state names it)."""
@@ -220,27 +233,224 @@ class Mixture:
         return counts
 
 
-def mixed_files(mixture, filesystem, fn):
-    """Every Parquet source's files, listed together: ``(files, owner, filesystem)``, ``owner``
-    mapping each file to its source's number (a file belongs to one source; one filesystem)."""
-    from lodarrow._tables._sources import resolve_source
+#: An in-memory source mixed with Parquet ones is read in parts of this many rows (its "row
+#: groups": zero-copy slices).
+TABLE_PART_ROWS = 4096
 
-    files, owner, fs = [], {}, None
-    for k, (name, src) in enumerate(zip(mixture.names, mixture.sources)):
-        got = resolve_source(src, fn, f"source {name!r}", filesystem)
-        if k and type(got.filesystem) is not type(fs):
-            raise ValueError(f"{fn}: a mixture's sources must be on one filesystem; source "
-                             f"{name!r} is on {type(got.filesystem).__name__}, source "
-                             f"{mixture.names[0]!r} on {type(fs).__name__}")
-        fs = got.filesystem
-        for path, _ in got.files:
-            if path in owner:
-                raise ValueError(f"{fn}: {path!r} is in source {mixture.names[owner[path]]!r} "
-                                 f"and in source {name!r}; a file belongs to one source of a "
-                                 f"mixture")
-            owner[path] = k
-            files.append(path)
-    return files, owner, fs
+
+def _as_table(src):
+    """The Arrow table of an in-memory source (a Table, RecordBatch, ``datasets.Dataset``),
+    or None."""
+    table = hf_table(src)
+    if table is None and isinstance(src, pa.RecordBatch):
+        table = pa.Table.from_batches([src])
+    if table is None and isinstance(src, pa.Table):
+        table = src
+    return table
+
+
+class TableParts:
+    """An in-memory source of a mixture with Parquet sources, read as
+    :class:`~lodarrow._training._source.ParquetParts` are: in parts of
+    :data:`TABLE_PART_ROWS` rows (zero-copy slices), its lengths from its offsets."""
+
+    filesystem = cache = None
+
+    def __init__(self, table, label, fn):
+        self.table, self.fn, self.label = table, fn, label
+        self.schema = table.schema
+        n = table.num_rows
+        bounds = list(range(0, n, TABLE_PART_ROWS)) + [n]
+        self._bounds = np.asarray(bounds, np.int64)
+        self.parts = [(label, k, int(b - a)) for k, (a, b) in
+                      enumerate(zip(self._bounds[:-1], self._bounds[1:]))]
+        per_row = table.nbytes / max(n, 1)
+        self.nbytes = [int(rows * per_row) for _, _, rows in self.parts]
+        self.files, self.sizes = [label], [int(table.nbytes)]
+        self.types = {}
+
+    def unify(self, columns):
+        self.types.update({c: self.schema.field(c).type for c in columns})
+        return {c: self.types[c] for c in columns}
+
+    def null_count(self, name):
+        return self.table.column(name).null_count
+
+    def name(self, path):
+        return path
+
+    def lengths(self, column, level):
+        """Each part's lengths, null rows and rows holding a null value (part row numbers)."""
+        from lodarrow._training._columns import null_rows, value_null_rows
+        from lodarrow._training._lengths import _in_memory_lengths
+
+        out = ([], [], [])
+        for k in range(len(self.parts)):
+            col = self.read(k, [column]).column(column)
+            out[0].append(np.asarray(_in_memory_lengths(col, level), np.int64))
+            out[1].append(null_rows(col))
+            out[2].append(value_null_rows(col)[0])
+        return out
+
+    def read(self, k, columns, lo=0, hi=None):
+        a = int(self._bounds[k])
+        b = int(self._bounds[k + 1]) if hi is None else a + hi
+        return self.table.select(list(columns)).slice(a + lo, b - a - lo)
+
+
+def _extras_somewhere(schemas, extra_columns, fn):
+    """``extra_columns``, each in at least one of the sources' ``schemas`` (a source that
+    lacks one gives nulls there), else a ``ValueError`` naming it."""
+    for extra in extra_columns:
+        if not any(extra in schema.names for schema in schemas):
+            raise ValueError(f"{fn}: column {extra!r} is in no source of the mixture "
+                             f"(extra_columns are read where a source has them, nulls "
+                             f"elsewhere)")
+    return list(extra_columns)
+
+
+class MixedParts:
+    """A Parquet mixture's sources side by side, each its own
+    :class:`~lodarrow._training._source.ParquetParts` (its files, its filesystem: local and
+    ``s3://`` mixed; the data cache where it is remote; its own sequence column), read as one
+    source: its row groups the sources' in order, its columns named as the first source names
+    them (``column``), each of a type every source's widens to.
+
+    ``columns``: each source's sequence column (None: the source's one column, or the first
+    source's name); ``extra_columns``: the common names, each in every source.
+    """
+
+    def __init__(self, mixture, columns, extra_columns, fn, filesystem=None, cache=None):
+        from lodarrow._training._source import ParquetParts
+
+        self.fn = fn
+        self.children, self.own = [], []
+        owner = {}
+        for k, (name, src) in enumerate(zip(mixture.names, mixture.sources)):
+            if is_parquet_source(src):
+                parts = ParquetParts(src, fn, f"source {name!r}", filesystem=filesystem,
+                                     cache=cache)
+            else:  # an in-memory source mixed with Parquet ones
+                table = _as_table(src)
+                if table is None:
+                    raise TypeError(f"{fn}: source {name!r} of the mixture must be a Parquet "
+                                    f"source, a pyarrow Table or RecordBatch or a "
+                                    f"datasets.Dataset, got {type(src).__name__}")
+                parts = TableParts(table, f"<table of source {name!r}>", fn)
+            if parts.schema is None:
+                raise ValueError(f"{fn}: source {name!r} of the mixture holds no Parquet file")
+            where = f"{fn} (source {name!r})"
+            column = pick_column(parts.schema, columns[k], where)
+            for path in parts.files:
+                if path in owner:
+                    raise ValueError(f"{fn}: {path!r} is in source "
+                                     f"{mixture.names[owner[path]]!r} and in source {name!r}; "
+                                     f"a file belongs to one source of a mixture")
+                owner[path] = k
+            self.children.append(parts)
+            self.own.append(column)
+        self.column = self.own[0]
+        self.extra_columns = _extras_somewhere([c.schema for c in self.children],
+                                               extra_columns, fn)
+        self.owner = owner
+        self.parts = [p for c in self.children for p in c.parts]
+        self.nbytes = [n for c in self.children for n in c.nbytes]
+        self.files = [f for c in self.children for f in c.files]
+        self.sizes = [n for c in self.children for n in c.sizes]
+        self.rows = np.array([p[2] for p in self.parts], dtype=np.int64)
+        counts = [len(c.parts) for c in self.children]
+        self._first = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self._child_of = {path: c for c in self.children for path in c.files}
+        self.types = {}
+
+    def _names(self, k):
+        """Source ``k``'s own names of the common columns (None: an extra column it lacks,
+        read as nulls)."""
+        names = self.children[k].schema.names
+        return {self.column: self.own[k],
+                **{e: e if e in names else None for e in self.extra_columns}}
+
+    def unify(self, columns):
+        """Each of ``columns`` (common names) read as a type every source's widens to, else
+        a ``TypeError`` naming two sources' files and both types."""
+        out = {}
+        for name in columns:
+            first = target = None
+            for k, child in enumerate(self.children):
+                own = self._names(k)[name]
+                if own is None:  # an extra column this source lacks
+                    continue
+                t = child.unify([own])[own]
+                if target is None:
+                    first, target = (child.files[0], own, t), t
+                    continue
+                wider = widen(target, t)
+                if wider is None:
+                    raise TypeError(f"{self.fn}: column {first[1]!r} is {first[2]} in "
+                                    f"{first[0]!r} but column {own!r} is {t} in "
+                                    f"{child.files[0]!r}, and neither converts to the other "
+                                    f"without loss")
+                target = wider
+            out[name] = target
+        self.types.update(out)
+        return out
+
+    def null_count(self, name):
+        """Nulls of the common column ``name`` across the sources (None: a row group has no
+        statistics)."""
+        total = 0
+        for k, child in enumerate(self.children):
+            own = self._names(k)[name]
+            if own is None:  # lacks it: every row null
+                total += int(sum(rows for _, _, rows in child.parts))
+                continue
+            n = child.null_count(own)
+            if n is None:
+                return None
+            total += n
+        return total
+
+    def lengths(self, level, cache_dir):
+        """:func:`~lodarrow._training._lengths.parquet_part_lengths` of every source, with its
+        own column, side by side (with the nulls)."""
+        from lodarrow._training._lengths import parquet_part_lengths
+
+        out = ([], [], [])
+        for k, child in enumerate(self.children):
+            if isinstance(child, TableParts):
+                got = child.lengths(self.own[k], level)
+            else:
+                got = parquet_part_lengths(child, self.own[k], level, with_nulls=True,
+                                           cache_dir=cache_dir)
+            for acc, part in zip(out, got):
+                acc.extend(part)
+        return out
+
+    def name(self, path):
+        return self._child_of[path].name(path)
+
+    def local(self, path):
+        """Whether ``path`` is a local file (its source's filesystem is None)."""
+        return self._child_of[path].filesystem is None
+
+    def read(self, k, columns, lo=0, hi=None):
+        """Rows ``[lo, hi)`` of row group ``k``, ``columns`` (common names) as the unified
+        types; errors name the file and the row group."""
+        c = int(np.searchsorted(self._first, k, side="right")) - 1
+        names = self._names(c)
+        have = [n for n in columns if names[n] is not None]
+        table = self.children[c].read(k - int(self._first[c]), [names[n] for n in have],
+                                      lo, hi)
+        table = table.rename_columns(have)
+        if len(have) < len(columns):  # extra columns this source lacks: nulls
+            table = pa.table({n: table.column(n) if names[n] is not None
+                              else pa.nulls(table.num_rows, self.types[n]) for n in columns})
+        want = [self.types.get(n) for n in columns]
+        if any(t is not None and not table.schema.field(n).type.equals(t)
+               for n, t in zip(columns, want)):
+            table = table.cast(pa.schema([pa.field(n, t or table.schema.field(n).type)
+                                          for n, t in zip(columns, want)]))
+        return table
 
 
 def members_of_parts(parts, part_starts, owner, n_sources):
@@ -256,32 +466,32 @@ def members_of_parts(parts, part_starts, owner, n_sources):
     return members
 
 
-def mixed_table(mixture, column, extra_columns, level, fn):
-    """The in-memory sources' columns read (``column`` and ``extra_columns``), concatenated:
-    ``(table, column, sequences of each source, first row of each source)``.
+def mixed_table(mixture, columns, extra_columns, level, fn):
+    """The in-memory sources' columns read (each source's of ``columns`` and
+    ``extra_columns``), concatenated: ``(table, column, sequences of each source, first row
+    of each source, each source's column)``; the sequence column named as the first source
+    names it.
 
     Each column's type is one every source's converts to without loss (as across the files of
     a Parquet source), never a lossy promotion (int ids to float).
     """
     import pyarrow.compute as pc
 
-    tables, sizes = [], []
-    for name, src in zip(mixture.names, mixture.sources):
-        table = hf_table(src)
-        if table is None and isinstance(src, pa.RecordBatch):
-            table = pa.Table.from_batches([src])
-        if table is None and isinstance(src, pa.Table):
-            table = src
+    tables, sizes, own = [], [], []
+    common = None
+    for name, src, column in zip(mixture.names, mixture.sources, columns):
+        table = _as_table(src)
         if table is None:
             raise TypeError(f"{fn}: source {name!r} of the mixture must be a Parquet source, a "
                             f"pyarrow Table or RecordBatch or a datasets.Dataset, got "
                             f"{type(src).__name__}")
         where = f"{fn} (source {name!r})"
-        column = pick_column(table.schema, column, where)  # the first names it for all
-        for extra in extra_columns:
-            pick_column(table.schema, extra, where)
-        table = table.select([column] + list(extra_columns))
-        col = table.column(column)
+        column = pick_column(table.schema, column or common, where)
+        common = common or column  # the first source names it for all
+        own.append(column)
+        have = [e for e in extra_columns if e in table.schema.names]
+        table = table.select([column] + have).rename_columns([common] + have)
+        col = table.column(common)
         if list_depth(col.type) == 0:
             raise TypeError(f"{where}: column {column!r} is {col.type}, not a list column of "
                             f"sequences; name the list column with column=")
@@ -290,23 +500,32 @@ def mixed_table(mixture, column, extra_columns, level, fn):
             col = pc.list_flatten(col)
         tables.append(table)
         sizes.append(len(col))
+    extras = _extras_somewhere([t.schema for t in tables], extra_columns, fn)
     fields = []
-    for name in tables[0].schema.names:
-        target = tables[0].schema.field(name).type
-        for k, t in enumerate(tables[1:], 1):
+    for name in [common] + extras:
+        first = target = None
+        for k, t in enumerate(tables):
+            if name not in t.schema.names:  # an extra column this source lacks
+                continue
             other = t.schema.field(name).type
+            if target is None:
+                first, target = k, other
+                continue
             wider = widen(target, other)
             if wider is None:
                 raise TypeError(f"{fn}: column {name!r} is {target} in source "
-                                f"{mixture.names[0]!r} but {other} in source "
+                                f"{mixture.names[first]!r} but {other} in source "
                                 f"{mixture.names[k]!r}, and neither converts to the other "
                                 f"without loss")
             target = wider
         fields.append(pa.field(name, target))
     schema = pa.schema(fields)
-    table = pa.concat_tables([t.cast(schema) for t in tables])
+    table = pa.concat_tables([
+        pa.table({f.name: t.column(f.name) if f.name in t.schema.names
+                  else pa.nulls(t.num_rows, f.type) for f in schema}).cast(schema)
+        for t in tables])
     row_starts = np.concatenate([[0], np.cumsum([len(t) for t in tables])]).astype(np.int64)
-    return table, column, sizes, row_starts
+    return table, common, sizes, row_starts, own
 
 
 class EpochMix:

@@ -94,10 +94,6 @@ class BatchRing:
         if getattr(self, "_fd", -1) >= 0:
             _close(self._fd)
 
-    @property
-    def enabled(self):
-        return self._map is not None
-
     # --- the worker side ------------------------------------------------------------------
     def put(self, arrays, rest):
         """A worker's batch as a :class:`RingBatch`, or None where it goes pickled."""

@@ -166,7 +166,6 @@ class ParquetParts:
                 self.nbytes.append(rg.total_byte_size)
         self.schema = self.schemas[0] if self.schemas else None
         self.rows = np.array([p[2] for p in self.parts], dtype=np.int64)
-        self.starts = np.concatenate([[0], np.cumsum(self.rows)]).astype(np.int64)
         self.types = {}
         self._meta_of = dict(zip(self.files, self.metas))  # footers are not read again
         self._fingerprint_of = dict(zip(self.files, self.fingerprints))

@@ -26,6 +26,8 @@ def plan_statistics(plan, base, loader):
                     "drop_last": int(plan.dropped["drop_last"])},
         "step_balance": {"tokens": _ratios(tokens), "compute": _ratios(plan.compute)},
     }
+    if getattr(plan, "redelivered", 0):  # a state saved when re-plans were whole sequences
+        out["redelivered_tokens"] = int(plan.redelivered)
     if loader.shape.mode == "blocks":  # remainder="drop": sequences wholly in a cut block
         out["dropped"]["remainder"] = int(plan.dropped.get("remainder", 0))
     if plan.items is not None:

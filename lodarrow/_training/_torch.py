@@ -190,10 +190,10 @@ def _make_class(torch):
                 return  # workers read the position; only the main process writes it
             loader, passes = self.loader, 0
             state = loader.state_dict()
-            if not loader._fresh and loader._cursor >= len(loader):
+            if loader.position.replays(len(loader)):
                 # a whole pass made in this process: the workers' pass is the same epoch again
                 # from where it was set to start, with the warning, as a second pass here is
-                state["cursor"], passes = loader._start, 1
+                state["cursor"], passes = loader.position.start, 1
             with self._shared.get_lock():
                 raw = self._shared.value
                 version = json.loads(raw.decode())["version"] + 1 if raw else 1
@@ -286,7 +286,7 @@ def _make_class(torch):
             if self._first is None:  # no pass yet: where this worker's pass will start
                 self._sync()
                 _, base = self.loader._epoch_plan()
-                first = self.loader._cursor - base + info.id
+                first = self.loader.position.cursor - base + info.id
             else:
                 _, base = self.loader._epoch_plan()
                 first = self._first
@@ -345,7 +345,7 @@ def _make_class(torch):
                     self._shared.value = json.dumps(shared).encode()
             plan, base = loader._epoch_plan()
             if self._first is None:
-                self._first = loader._cursor - base + info.id
+                self._first = loader.position.cursor - base + info.id
                 self._made = 0
             first = self._first + self._made * info.num_workers
             steps = range(first, plan.steps, info.num_workers)
