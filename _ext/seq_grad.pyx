@@ -1,6 +1,6 @@
 """Backward kernels of the differentiable sequence operators (docs/gradients.md): the pooling
-family, ``sequence_softmax``, the block form of ``sequence_expand``, ``sequence_conv``'s input
-and padding gradients and ``sequence_topk_avg_pooling``.
+family, ``sequence_softmax``, the block form of ``sequence_expand``, ``sequence_slice``,
+``sequence_conv``'s input and padding gradients and ``sequence_topk_avg_pooling``.
 
 Like the forward kernels, each writes into outputs the Python layer allocated (every element
 of them), trusts its arguments (checked before the call) and takes outputs, inputs, then
@@ -12,11 +12,14 @@ so the bits do not depend on the thread count (no atomics, no reductions split a
 threads).  Sums of float32 terms accumulate in float64 (as the forward's sums do); float16
 reaches these kernels as float32 (converted by the launcher).
 """
+cimport numpy as cnp
 from cython.parallel cimport prange
 from libc.math cimport sqrt
 from libc.string cimport memcpy, memset
 
 from _types cimport floating_t, offset_t, int64_t, uint8_t
+
+cnp.import_array()
 
 
 cdef enum:
@@ -79,6 +82,49 @@ def pool_sum_backward(floating_t[:, ::1] dx, const floating_t[:, ::1] dout,
     with nogil:
         for c in prange(bounds.shape[0] - 1, num_threads=num_threads, schedule="dynamic"):
             _pool_sum_range(xp, gp, of, bp[c], bp[c + 1], d, mode)
+
+
+cdef inline bint _plain(cnp.ndarray a, int type_num) noexcept:
+    """``a`` is a C-contiguous, aligned array of that element type."""
+    return (cnp.PyArray_TYPE(a) == type_num and cnp.PyArray_IS_C_CONTIGUOUS(a)
+            and cnp.PyArray_ISALIGNED(a))
+
+
+def pool_sum_backward_serial(cnp.ndarray dx not None, cnp.ndarray dout not None,
+                             cnp.ndarray offsets not None, int mode):
+    """``pool_sum_backward`` on the calling thread, for float32 / float64, without typed
+    memoryviews (the small-call path, as ``seq_pool.pool_float_serial``): the same inner
+    routine (``_pool_sum_range``) on the arrays' data pointers.
+
+    ``dx`` and ``dout`` may have any shapes of ``offsets[-1] * D`` and ``n_seq * D``
+    elements (``D`` from ``dout``; no reshape to 2-D needed).  Checks in C what the
+    memoryviews would: one dtype, C-contiguity, alignment, a writable ``dx``, 1-D int64
+    ``offsets`` and those sizes.  Returns False, having done nothing, when an argument is not
+    as the kernel takes it (the caller then calls ``pool_sum_backward``, whose errors it
+    keeps); True when written.
+    """
+    cdef int t = cnp.PyArray_TYPE(dx)
+    if (t != cnp.NPY_FLOAT and t != cnp.NPY_DOUBLE) or mode < MODE_SUM or mode > MODE_SQRT:
+        return False
+    if not (_plain(dx, t) and _plain(dout, t) and _plain(offsets, cnp.NPY_INT64)
+            and cnp.PyArray_NDIM(offsets) == 1 and cnp.PyArray_ISWRITEABLE(dx)):
+        return False
+    cdef cnp.npy_intp n = cnp.PyArray_DIMS(offsets)[0] - 1
+    cdef cnp.npy_intp size = cnp.PyArray_SIZE(dout)
+    if n <= 0 or size == 0 or size % n != 0:
+        return False
+    cdef cnp.npy_intp d = size // n
+    cdef const offset_t* of = <const offset_t*>cnp.PyArray_DATA(offsets)
+    if of[n] < 0 or of[n] * d != cnp.PyArray_SIZE(dx):
+        return False
+    cdef void* xp = cnp.PyArray_DATA(dx)
+    cdef const void* gp = cnp.PyArray_DATA(dout)
+    with nogil:
+        if t == cnp.NPY_FLOAT:
+            _pool_sum_range(<float*>xp, <const float*>gp, of, 0, n, d, mode)
+        else:
+            _pool_sum_range(<double*>xp, <const double*>gp, of, 0, n, d, mode)
+    return True
 
 
 cdef void _pool_index_range(floating_t* dx, const floating_t* dout, const int64_t* index,
@@ -156,6 +202,112 @@ def pool_pick_backward(uint8_t[:, ::1] dx, const uint8_t[:, ::1] dout,
     with nogil:
         for c in prange(bounds.shape[0] - 1, num_threads=num_threads, schedule="dynamic"):
             _pool_pick_range(xp, gp, of, bp[c], bp[c + 1], w, last)
+
+
+# --------------------------------------------------------------------------- slice
+cdef inline void _zero_block(uint8_t* dst, size_t nbytes, const uint8_t* dst_limit) noexcept nogil:
+    """Zero a short block in 32-byte pieces where writing past its end is harmless (up to
+    ``dst_limit``: bytes this thread writes later), else one ``memset``."""
+    cdef size_t b
+    cdef size_t padded = (nbytes + 31) & ~(<size_t>31)
+    if nbytes == 0:
+        return
+    if nbytes <= 256 and dst + padded <= dst_limit:
+        b = 0
+        while b < padded:
+            memset(dst + b, 0, 32)
+            b = b + 32
+    else:
+        memset(dst, 0, nbytes)
+
+
+cdef inline void _copy_block(uint8_t* dst, const uint8_t* src, size_t nbytes,
+                             const uint8_t* dst_limit, const uint8_t* src_limit) noexcept nogil:
+    """Copy a short block in 32-byte pieces where running past its end is harmless (as
+    ``seq_gather``'s): reads stay before ``src_limit``, writes before ``dst_limit``."""
+    cdef size_t b
+    cdef size_t padded = (nbytes + 31) & ~(<size_t>31)
+    if nbytes == 0:
+        return
+    if nbytes <= 256 and dst + padded <= dst_limit and src + padded <= src_limit:
+        b = 0
+        while b < padded:
+            memcpy(dst + b, src + b, 32)
+            b = b + 32
+    else:
+        memcpy(dst, src, nbytes)
+
+
+cdef void _slice_range(uint8_t* dx, const uint8_t* dout, const offset_t* start,
+                       const offset_t* out_off, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t n,
+                       offset_t n_rows, Py_ssize_t w, const uint8_t* src_limit) noexcept nogil:
+    """Sequences ``[lo, hi)``: the zero rows before each slice (from the previous slice's
+    end), the slice, and for the last chunk the zero rows after the last slice.
+
+    The chunk's rows are written in order, each range from its first byte, so a short
+    range may spill up to 31 bytes into the next (rewritten right after by its owner): the
+    last writer of every byte is its own range.  Nothing spills past the chunk's end."""
+    cdef Py_ssize_t s
+    cdef offset_t gap = 0 if lo == 0 else start[lo - 1] + (out_off[lo] - out_off[lo - 1])
+    cdef offset_t last = n_rows if hi == n else start[hi - 1] + (out_off[hi] - out_off[hi - 1])
+    cdef const uint8_t* dst_limit = dx + last * w
+    cdef offset_t a, length
+    for s in range(lo, hi):
+        a = start[s]
+        length = out_off[s + 1] - out_off[s]
+        _zero_block(dx + gap * w, <size_t>(a - gap) * w, dst_limit)
+        _copy_block(dx + a * w, dout + out_off[s] * w, <size_t>length * w, dst_limit, src_limit)
+        gap = a + length
+    if last > gap:
+        _zero_block(dx + gap * w, <size_t>(last - gap) * w, dst_limit)
+
+
+def slice_backward(uint8_t[:, ::1] dx, const uint8_t[:, ::1] dout, const offset_t[::1] start,
+                   const offset_t[::1] out_offsets, const offset_t[::1] bounds=None,
+                   int num_threads=1):
+    """``sequence_slice`` backward on rows as bytes (every dtype): ``dout``'s rows
+    ``[out_offsets[i], out_offsets[i + 1])`` to ``dx``'s rows from ``start[i]``, zeros (all
+    bits 0) elsewhere; every byte of ``dx`` written once.
+
+    The slices must lie in order without overlap inside ``dx`` (a slice of each sequence of
+    a LoD, in sequence order): checked first, in one pass (``ValueError``), so a wrong
+    argument is never a write out of bounds.  ``bounds`` chunks the sequences.
+    """
+    cdef Py_ssize_t n = start.shape[0], c, s, w = dx.shape[1]
+    cdef offset_t n_rows = dx.shape[0], end = 0
+    if out_offsets.shape[0] != n + 1:
+        raise ValueError(f"slice_backward: out_offsets has {out_offsets.shape[0]} entries "
+                         f"for {n} slices (expected {n + 1})")
+    if dout.shape[1] != w:
+        raise ValueError(f"slice_backward: rows of {dout.shape[1]} bytes into rows of {w}")
+    cdef const offset_t* sp = &start[0] if n else NULL
+    cdef const offset_t* op = &out_offsets[0]
+    if op[0] != 0 or op[n] != dout.shape[0]:
+        raise ValueError(f"slice_backward: out_offsets must run from 0 to dout's "
+                         f"{dout.shape[0]} rows")
+    for s in range(n):
+        if sp[s] < end or op[s + 1] < op[s] or sp[s] + (op[s + 1] - op[s]) > n_rows:
+            raise ValueError(f"slice_backward: slice {s} (rows {sp[s]} + "
+                             f"{op[s + 1] - op[s]}) is out of order or outside the "
+                             f"{n_rows} rows")
+        end = sp[s] + (op[s + 1] - op[s])
+    if n_rows == 0 or w == 0:
+        return
+    cdef uint8_t* xp = &dx[0, 0]
+    cdef const uint8_t* gp = &dout[0, 0] if dout.shape[0] else NULL
+    cdef const uint8_t* src_limit = gp + dout.shape[0] * w if dout.shape[0] else NULL
+    cdef const offset_t* bp
+    if n == 0:
+        memset(xp, 0, <size_t>n_rows * w)
+        return
+    if bounds is None:
+        with nogil:
+            _slice_range(xp, gp, sp, op, 0, n, n, n_rows, w, src_limit)
+        return
+    bp = &bounds[0]
+    with nogil:
+        for c in prange(bounds.shape[0] - 1, num_threads=num_threads, schedule="dynamic"):
+            _slice_range(xp, gp, sp, op, bp[c], bp[c + 1], n, n_rows, w, src_limit)
 
 
 # --------------------------------------------------------------------------- softmax

@@ -20,6 +20,7 @@ __all__ = [
     "pool_index_backward",
     "pool_pick_backward",
     "pool_sum_backward",
+    "slice_backward",
     "softmax_backward",
     "topk_avg_pool_backward",
     "topk_positions",
@@ -50,8 +51,13 @@ def pool_sum_backward(dx, dout, offsets, pool_type):
     """``dx`` (``(N, D)``) from ``dout`` (``(n_seq, D)``): sum / average / sqrt pooling."""
     if dx.size == 0:
         return
-    offsets = np.ascontiguousarray(offsets)
     nt = threads_for(dx.size)
+    # One thread, float32 / float64: the same kernel without typed memoryviews (each
+    # acquired per argument, per call), which outweigh the work on small inputs; False for
+    # anything it cannot take.
+    if nt == 1 and seq_grad.pool_sum_backward_serial(dx, dout, offsets, _MODES[pool_type]):
+        return
+    offsets = np.ascontiguousarray(offsets)
     target = _target(dx)
     seq_grad.pool_sum_backward(target, _work(dout), offsets, _MODES[pool_type],
                                row_bounds(offsets, nt), nt)
@@ -80,6 +86,20 @@ def pool_pick_backward(dx, dout, offsets, last):
     seq_grad.pool_pick_backward(dx.reshape(n, -1).view(np.uint8),
                                 np.ascontiguousarray(dout).reshape(dout.shape[0], -1)
                                 .view(np.uint8), offsets, last, row_bounds(offsets, nt), nt)
+
+
+def slice_backward(dx, dout, start, out_offsets):
+    """``dx`` (``(N, ...)``): ``dout``'s rows ``[out_offsets[i], out_offsets[i + 1])`` at rows
+    ``start[i]`` on, zeros elsewhere (the slices in order, without overlap)."""
+    if dx.size == 0:
+        return
+    out_offsets = np.ascontiguousarray(out_offsets)
+    nt = threads_for(dx.size)
+    width = dx.size // dx.shape[0]
+    seq_grad.slice_backward(dx.reshape(dx.shape[0], width).view(np.uint8),
+                            np.ascontiguousarray(dout).reshape(dout.shape[0], width)
+                            .view(np.uint8), np.ascontiguousarray(start), out_offsets,
+                            row_bounds(out_offsets, nt), nt)
 
 
 def softmax_backward(dx, y, dout, offsets):
@@ -186,6 +206,7 @@ ENTRIES = {
     "pool_sum_backward": pool_sum_backward,
     "pool_index_backward": pool_index_backward,
     "pool_pick_backward": pool_pick_backward,
+    "slice_backward": slice_backward,
     "softmax_backward": softmax_backward,
     "expand_blocks_backward": expand_blocks_backward,
     "conv_input_backward": conv_input_backward,

@@ -35,6 +35,12 @@ def pool_pick_backward(dx, dout, offsets, last):
     _missing("sequence_pool")
 
 
+def slice_backward(dx, dout, start, out_offsets):
+    """Not on the GPU yet (``sequence_slice``; ``lodarrow._grad`` scatters CuPy arrays by
+    fancy indexing instead of calling this)."""
+    _missing("sequence_slice")
+
+
 def softmax_backward(dx, y, dout, offsets):
     """Not on the GPU yet (``sequence_softmax``)."""
     _missing("sequence_softmax")
@@ -75,6 +81,7 @@ ENTRIES = {
     "pool_sum_backward": pool_sum_backward,
     "pool_index_backward": pool_index_backward,
     "pool_pick_backward": pool_pick_backward,
+    "slice_backward": slice_backward,
     "softmax_backward": softmax_backward,
     "expand_blocks_backward": expand_blocks_backward,
     "conv_input_backward": conv_input_backward,

@@ -28,27 +28,33 @@ def array(t):
     The public functions hand contiguous tensors in; one that is not (a direct call of
     ``torch.ops.lodarrow.*``) is copied here once (``Tensor.contiguous()``).
     """
-    t = t.detach()
+    # each step only where needed: these run on every call (``is_cuda`` is an attribute,
+    # ``device.type`` builds a device object)
+    if t.requires_grad:
+        t = t.detach()
     if not t.is_contiguous():
         t = t.contiguous()
-    if t.device.type == "cuda":
+    if t.is_cuda:
         return get_cupy("a CUDA tensor in lodarrow.torch").from_dlpack(t)
     return t.numpy()
 
 
 def host(t):
     """An integer tensor (offsets, lengths) as a host int64 NumPy array."""
-    t = t.detach()
-    if t.device.type != "cpu":
+    if t.requires_grad:
+        t = t.detach()
+    if not t.is_cpu:
         t = t.cpu()
-    if t.dtype != torch.int64:
+    if t.dtype is not torch.int64:
         t = t.to(torch.int64)
-    return t.contiguous().numpy()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    return t.numpy()
 
 
 def tensor(arr, like):
     """A kernel's result array as a tensor on ``like``'s device, sharing its memory."""
-    if like.device.type == "cuda":
+    if like.is_cuda:
         return torch.from_dlpack(arr)
     if not arr.flags.writeable:  # a frozen LoD level: torch cannot mark tensors read-only
         arr = arr.copy()
@@ -64,7 +70,7 @@ def offsets_tensor(level, like):
 @contextlib.contextmanager
 def stream_of(t):
     """Run CuPy work on ``t``'s device and torch's current stream there (CPU: nothing)."""
-    if t.device.type != "cuda":
+    if not t.is_cuda:
         yield
         return
     cupy = get_cupy("a CUDA tensor in lodarrow.torch")

@@ -16,9 +16,12 @@ from torch import Tensor
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from lodarrow import _ops
+from lodarrow._backends import CPU
 from lodarrow._cupy import get_cupy
 from lodarrow._grad import _backward
 from lodarrow._grad._rules import RULES
+from lodarrow._ops._common import pad_array
+from lodarrow._ops.sequence_pool import POOL_TYPES
 from lodarrow._tensor import LoDTensor
 from lodarrow.torch import _bridge
 
@@ -49,9 +52,10 @@ def _requires_grad(args):
         if isinstance(a, Tensor):
             if a.requires_grad:
                 return True
-        elif isinstance(a, (list, tuple)) and any(isinstance(t, Tensor) and t.requires_grad
-                                                  for t in a):
-            return True
+        elif isinstance(a, (list, tuple)):
+            for t in a:
+                if isinstance(t, Tensor) and t.requires_grad:
+                    return True
     return False
 
 
@@ -65,13 +69,14 @@ def _traced(args):
     if (torch.compiler.is_compiling() or _is_exporting()
             or _get_current_dispatch_mode() is not None):
         return True
-    for a in args:
+    for a in args:  # loops, not any(generator): this runs on every eager call
         if isinstance(a, Tensor):
             if type(a) is not Tensor:
                 return True
-        elif isinstance(a, (list, tuple)) and any(isinstance(t, Tensor) and type(t) is not Tensor
-                                                  for t in a):
-            return True
+        elif isinstance(a, (list, tuple)):
+            for t in a:
+                if isinstance(t, Tensor) and type(t) is not Tensor:
+                    return True
     return False
 
 
@@ -115,7 +120,7 @@ def _autograd(op, backward, setup_context, eager=True):
 
     def backward_(ctx, *grads):
         # a list input (the LoD levels) gets one None, as autograd.Function wants
-        return tuple(None if isinstance(g, list) else g for g in backward(ctx, *grads))
+        return tuple([None if type(g) is list else g for g in backward(ctx, *grads)])
 
     # named after the operator (its graph nodes read sequence_pool_eagerBackward)
     Function = type(f"{op._name.split('::')[-1]}_eager", (torch.autograd.Function,),
@@ -133,6 +138,8 @@ def _dynamic():
 
 
 def _run(values, fn):
+    if not values.is_cuda:  # the CPU has no stream: no context manager on every call
+        return fn()
     with _bridge.stream_of(values):
         return fn()
 
@@ -150,7 +157,33 @@ def sequence_pool(values: Tensor, lod: list[Tensor], pool_type: str,
             return _bridge.tensor(out.data, values), _bridge.tensor(index.data, values)
         out = _ops.sequence_pool(x, pool_type, pad_value=pad_value)
         return _bridge.tensor(out.data, values), values.new_empty((0,), dtype=torch.int64)
+    if values.is_cpu and lod and values.dtype in _bridge.FLOAT_DTYPES and pool_type in _POOLS:
+        return _pool_host(values, lod, pool_type, pad_value)
     return _run(values, go)
+
+
+_POOLS = frozenset(POOL_TYPES)
+_I64 = np.dtype(np.int64)
+
+
+def _pool_host(values, lod, pool_type, pad_value):
+    """``sequence_pool`` of CPU float values: the CPU pool kernel on the validated offsets,
+    as ``lodarrow.sequence_pool`` runs it for them (the input's dtype out, the pad value
+    converted by ``pad_array``), without building and wrapping LoDTensors (a third of a
+    small call)."""
+    levels = _bridge.checked_lod(lod, values.shape[0], "sequence_pool", "offsets")
+    data = _bridge.array(values)
+    feat = data.shape[1:]
+    offsets = levels[-1]
+    shape = (offsets.shape[0] - 1, *feat)
+    out = CPU.empty(shape, data.dtype)
+    pad = pad_array(pad_value, data.dtype, feat, np)
+    if pool_type in ("max", "min"):
+        index = CPU.empty(shape, _I64)
+        CPU.kernel("pool")(out, index, data, offsets, pad, pool_type)
+        return torch.from_numpy(out), torch.from_numpy(index)
+    CPU.kernel("pool")(out, None, data, offsets, pad, pool_type)
+    return torch.from_numpy(out), values.new_empty((0,), dtype=torch.int64)
 
 
 @sequence_pool.register_fake
