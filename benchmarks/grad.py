@@ -1,0 +1,1298 @@
+#!/usr/bin/env python
+"""Forward + backward of lodarrow's differentiable sequence operators against PyTorch's own
+ways and FBGEMM's jagged operators, side by side in one run (issue 56; docs/gradients.md#speed).
+
+    LODARROW_NUM_THREADS=2 python benchmarks/grad.py \\
+        --fbgemm-python /work/venv-fbgemm/bin/python \\
+        --json benchmarks/results/grad.json --docs docs/gradients.md
+    python benchmarks/grad.py --small                  # sizes / 100: a quick run
+    python benchmarks/grad.py --from-json benchmarks/results/grad.json --docs docs/gradients.md
+
+What one invocation does:
+
+- **Workloads** (fixed seed): float32 rows cut into sequences of lognormal lengths (mean
+  about ``--mean-length`` 60, sigma ``--sigma``, clipped to ``[1, --max-length]``: the width
+  the padded peers pay for), ``--rows-d1`` rows at D=1 (default 1e7) and ``--rows-d16`` rows
+  at D=16 (default 1e6); ``--small`` divides both by 100.
+- **Timed**: one forward and its backward together (``out.backward(dout)`` with a fixed
+  random upstream gradient, or ``pullback(dout)``), from inputs the caller holds in the
+  contender's own layout (jagged values + offsets, a nested tensor's parts, or a padded
+  tensor with its mask: a padded model holds padded batches); what a contender derives from
+  the offsets (gather indices, the nested tensor) is made inside the call.  Segment ids
+  (``seg``: the sequence of every row, PyG's ``batch`` vector) count as held.
+- **Equal threads**: ``torch.set_num_threads(T)`` and ``LODARROW_NUM_THREADS=T`` (``--threads``,
+  default: the CPUs this process may use), in this process and in FBGEMM's; with
+  ``--threads`` also NumPy's BLAS (``OPENBLAS_NUM_THREADS``, its own thread pool, which
+  ``sequence_conv``'s matmuls use).
+- **Checked first**: every contender's output and input gradients are compared with a
+  float64 PyTorch reference of the operator (``Case.reference``) before it is timed:
+  ``|got - ref| <= 1e-4 |ref| + 2e-5 max|ref|``.  A contender that raises or differs is
+  reported with the reason and not timed.
+- **Interleaved**: after one warm-up call each, the contenders of one case run in turn
+  (A B C A B C ...) ``--repeat`` times (default 5); a figure is the median.
+- **FBGEMM** (``fbgemm-gpu-cpu``) runs in its own interpreter (``--fbgemm-python``: a venv
+  holding it and the torch it was built for), as a worker this process drives over a pipe, so
+  its calls interleave with the others' too; the worker builds the same data from the same
+  seed and checks its results against the same reference.  Without a working FBGEMM the
+  table says why, row by row.
+- **Small calls**: a 1,000-row ``lt.sequence_pool`` (sum, D=16) forward + backward against a
+  bare ``torch.segment_reduce`` forward + backward, ``--small-calls`` calls a sample.
+
+The fast paths each torch row takes, from PyTorch's documentation:
+
+- ``torch.segment_reduce(data, reduce, offsets=..., unsafe=True)``: the segmented reduction,
+  with its backward, validation of the offsets skipped (``unsafe``, as the page offers;
+  lodarrow's rows validate theirs)
+  (https://docs.pytorch.org/docs/stable/generated/torch.segment_reduce.html);
+- ``Tensor.index_add`` / ``Tensor.scatter_reduce(..., include_self=False)``
+  (https://pytorch.org/docs/stable/generated/torch.Tensor.index_add_.html,
+  https://pytorch.org/docs/stable/generated/torch.Tensor.scatter_reduce_.html) and
+  ``index_select`` / ``repeat_interleave(..., output_size=)``
+  (https://pytorch.org/docs/stable/generated/torch.repeat_interleave.html);
+- jagged nested tensors, ``torch.nested.nested_tensor_from_jagged(values, offsets)``, with the
+  operations the nested docs list for the jagged layout: reductions and ``softmax`` over the
+  ragged dim, ``to_padded_tensor``, ``masked_select``
+  (https://pytorch.org/docs/stable/nested.html); one that raises is reported as such;
+- padded tensors with a mask (``masked_fill`` / multiply, ``pad_sequence``,
+  https://pytorch.org/docs/stable/generated/torch.nn.utils.rnn.pad_sequence.html), and for
+  ``sequence_conv`` ``torch.nn.functional.conv1d`` over the padded batch, output masked.
+  ``pad_sequence`` runs up to ``PAD_SEQUENCE_MAX`` sequences only: its backward grows with
+  the square of the sequence count (its row says so above that);
+- the nested tensors are made with ``max_seqlen=L`` (the longest length, as a caller that
+  knows it passes it): without it ``to_padded_tensor`` allocates sequences x rows elements.
+
+FBGEMM's (https://pytorch.org/FBGEMM/fbgemm_gpu/cpp-api/jagged_tensor_ops.html):
+``jagged_to_padded_dense``, ``dense_to_jagged``, ``segment_sum_csr``, ``jagged_softmax``,
+``jagged_slice``; an operator FBGEMM has no counterpart for is said so in the table.
+
+Writes ``--json`` (everything measured, with the commit, versions, CPU, load and settings)
+and, with ``--docs``, the section between ``<!-- grad-bench:begin -->`` and
+``<!-- grad-bench:end -->`` of that Markdown file (appended under ``## Speed`` when absent),
+generated from the JSON.  See benchmarks/README.md ("Gradients").
+"""
+
+import os
+import sys
+
+def _threads_arg(argv):
+    """``--threads`` from the command line, read before NumPy loads."""
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--threads="):
+            return a.split("=", 1)[1]
+    return None
+
+
+# NumPy's BLAS (OpenBLAS: sequence_conv's matmuls) keeps a thread pool of its own, which
+# LODARROW_NUM_THREADS does not govern; it reads its size when NumPy loads, so it is set here.
+if __name__ == "__main__" and _threads_arg(sys.argv[1:]):
+    for _name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_name, _threads_arg(sys.argv[1:]))
+
+import argparse
+import datetime
+import json
+import math
+import platform
+import shlex
+import statistics
+import subprocess
+import time
+import warnings
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+BEGIN = "<!-- grad-bench:begin: generated by benchmarks/grad.py from its JSON; do not edit -->"
+END = "<!-- grad-bench:end -->"
+NEW_INTRO = ("Forward + backward of every differentiable operator against PyTorch's own ways and\n"
+             "FBGEMM's jagged operators, in one run with equal threads (`benchmarks/grad.py`; its\n"
+             "docstring says what each row times and how it is checked).  Generated from the "
+             "run's\nJSON (`benchmarks/results/grad.json`); do not edit by hand.")
+
+POOLS = ("sum", "average", "sqrt", "max", "first", "last")
+#: (operator, workloads) in table order
+OPS = ([(f"pool_{p}", ("D1", "D16")) for p in POOLS]
+       + [("softmax", ("D1",)), ("expand", ("D1", "D16")), ("pad", ("D1", "D16")),
+          ("unpad", ("D1", "D16")), ("concat", ("D1", "D16")), ("reverse", ("D1", "D16")),
+          ("slice", ("D1", "D16")), ("conv", ("D16",))])
+SLICE_MAX = 32          # sequence_slice keeps min(len - offset, 32) rows (FBGEMM's jagged_slice)
+CONV_FILTERS = 16       # sequence_conv: context 3 (start -1), D=16 -> 16 filters
+#: pad_sequence runs up to this many sequences: its backward grows with B^2 (autograd records
+#: its B copies into the padded output as in-place CopySlices nodes, each of which copies the
+#: whole padded gradient): 2.4 s at 200 sequences of D=16 (12k rows), 2.7-12 s at 800, out of
+#: 8 GB at 1,600 on the development machine (torch 2.13.0+cpu, one thread)
+PAD_SEQUENCE_MAX = 500
+PAD_SEQUENCE_WHY = ("its backward grows with the square of the sequences (measured: 2.4 s "
+                    "at 200 sequences of D=16, out of 8 GB at 1,600)")
+
+
+# ======================================================================== the workloads
+def lengths_for(rows, mean, sigma, max_length, seed):
+    """Lognormal lengths (mean ``mean`` before clipping to [1, max_length]) adding up to
+    ``rows`` exactly (the last one cut)."""
+    rng = np.random.default_rng(seed)
+    mu = math.log(mean) - sigma * sigma / 2
+    n = int(rows / mean * 1.3) + 16
+    lens = np.clip(np.rint(rng.lognormal(mu, sigma, n)), 1, max_length).astype(np.int64)
+    cum = np.cumsum(lens)
+    k = int(np.searchsorted(cum, rows)) + 1
+    lens = lens[:k].copy()
+    lens[-1] -= int(cum[k - 1]) - rows
+    if lens[-1] <= 0:
+        lens = lens[:-1]
+    assert lens.sum() == rows and lens.min() >= 1
+    return lens
+
+
+class Data:
+    """One workload's arrays (NumPy; torch views made by ``t()``), built the same way in every
+    process from the same seed."""
+
+    def __init__(self, rows, d, mean, sigma, max_length, seed):
+        self.rows, self.d, self.seed = rows, d, seed
+        self.lens = lengths_for(rows, mean, sigma, max_length, seed)
+        self.B = len(self.lens)
+        self.off = np.concatenate([[0], np.cumsum(self.lens)]).astype(np.int64)
+        self.L = int(self.lens.max())
+        rng = np.random.default_rng(seed + 1)
+        shape = (rows,) if d == 1 else (rows, d)
+        self.x = rng.standard_normal(shape, dtype=np.float32)
+        self.seg = np.repeat(np.arange(self.B, dtype=np.int64), self.lens)
+        self.pos = np.arange(rows, dtype=np.int64) - self.off[:-1][self.seg]   # row in its seq
+        self.fshape = () if d == 1 else (d,)
+
+    def padded(self, flat):
+        """``flat`` rows (N, *f) into zeros (B, L, *f)."""
+        out = np.zeros((self.B, self.L) + flat.shape[1:], flat.dtype)
+        out[self.seg, self.pos] = flat
+        return out
+
+    def mask(self):
+        return np.arange(self.L)[None, :] < self.lens[:, None]
+
+
+def workloads(args):
+    div = 100 if args.small else 1
+    return {"D1": {"rows": int(args.rows_d1 // div), "d": 1},
+            "D16": {"rows": int(args.rows_d16 // div), "d": 16}}
+
+
+# ========================================================================== the cases
+class Case:
+    """One operator on one workload: inputs, the canonical upstream gradient, the float64
+    reference, and the arrays every contender needs.
+
+    Canonical forms (what checks compare): outputs and gradients in lodarrow's layout
+    (jagged rows, or the padded block of ``sequence_pad`` / the input of ``sequence_unpad``).
+    """
+
+    def __init__(self, op, data):
+        import torch
+
+        self.op, self.data, self.torch = op, data, torch
+        dd = data
+        # a generator of the case's own (the same arrays in every process, whatever ran before)
+        rng = np.random.default_rng([data.seed, zlib.crc32(op.encode())])
+        self.rand = lambda shape: rng.standard_normal(shape, dtype=np.float32)
+        self.extra = {}
+        if op.startswith("pool_") or op in ("softmax", "reverse", "pad"):
+            self.inputs = {"x": dd.x}
+        if op.startswith("pool_"):
+            self.out_shape = (dd.B,) + dd.fshape
+        elif op in ("softmax", "reverse"):
+            self.out_shape = dd.x.shape
+        elif op == "pad":
+            self.out_shape = (dd.B, dd.L) + dd.fshape
+        elif op == "expand":
+            self.inputs = {"x": self.rand((dd.B,) + dd.fshape)}
+            self.out_shape = dd.x.shape
+        elif op == "unpad":
+            self.inputs = {"x": dd.padded(dd.x)}
+            self.out_shape = dd.x.shape
+        elif op == "concat":
+            la_ = dd.lens // 2
+            lb = dd.lens - la_
+            oa = np.concatenate([[0], np.cumsum(la_)])
+            ob = np.concatenate([[0], np.cumsum(lb)])
+            a_rows = _rows_of(dd.off[:-1], la_)
+            b_rows = _rows_of(dd.off[:-1] + la_, lb)
+            self.inputs = {"a": dd.x[a_rows], "b": dd.x[b_rows]}
+            self.extra = {"oa": oa, "ob": ob, "seg_a": np.repeat(np.arange(dd.B), la_),
+                          "seg_b": np.repeat(np.arange(dd.B), lb)}
+            self.out_shape = dd.x.shape
+        elif op == "slice":
+            self.inputs = {"x": dd.x}
+            start = np.floor(np.random.default_rng([data.seed, 1]).random(dd.B) * dd.lens).astype(np.int64)
+            length = np.minimum(dd.lens - start, SLICE_MAX)
+            self.extra = {"start": start, "length": length,
+                          "out_off": np.concatenate([[0], np.cumsum(length)])}
+            self.out_shape = (int(length.sum()),) + dd.fshape
+        elif op == "conv":
+            self.inputs = {"x": dd.x, "w": self.rand((3 * dd.d, CONV_FILTERS)) * 0.2}
+            self.out_shape = (dd.rows, CONV_FILTERS)
+        self.dout = self.rand(self.out_shape)
+
+    # ---------------------------------------------------------------- the reference
+    def reference(self):
+        """(output, {input: gradient}) in float64, by plain PyTorch autograd."""
+        torch = self.torch
+        dd = self.data
+        leaves = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True)
+                  for k, v in self.inputs.items()}
+        off = torch.from_numpy(dd.off)
+        seg = torch.from_numpy(dd.seg)
+        lens = torch.from_numpy(dd.lens)
+        fs = (1,) * (dd.d > 1)
+        op = self.op
+        if op.startswith("pool_"):
+            kind = op[5:]
+            x = leaves["x"]
+            if kind in ("sum", "average", "sqrt"):
+                s = torch.zeros((dd.B,) + dd.fshape, dtype=torch.float64).index_add(0, seg, x)
+                div = {"sum": torch.ones_like(lens), "average": lens,
+                       "sqrt": lens}[kind].double()
+                if kind == "sqrt":
+                    div = div.sqrt()
+                out = s / div.view(-1, *fs)
+            elif kind == "max":
+                idx = seg.view(-1, *fs).expand(x.shape)
+                out = torch.zeros((dd.B,) + dd.fshape, dtype=torch.float64).scatter_reduce(
+                    0, idx, x, "amax", include_self=False)
+            else:
+                out = x.index_select(0, off[:-1] if kind == "first" else off[1:] - 1)
+        elif op == "softmax":
+            x = leaves["x"]
+            m = torch.zeros(dd.B, dtype=torch.float64).scatter_reduce(
+                0, seg, x.detach(), "amax", include_self=False)
+            e = (x - m[seg]).exp()
+            out = e / torch.zeros(dd.B, dtype=torch.float64).index_add(0, seg, e)[seg]
+        elif op == "expand":
+            out = leaves["x"].index_select(0, seg)
+        elif op == "pad":
+            mask = torch.from_numpy(dd.mask())
+            out = torch.zeros((dd.B, dd.L) + dd.fshape, dtype=torch.float64).index_put(
+                (mask,), leaves["x"])
+        elif op == "unpad":
+            out = leaves["x"][torch.from_numpy(dd.mask())]
+        elif op == "concat":
+            e = self.extra
+            rows = torch.cat([torch.arange(len(e["seg_a"])) + torch.from_numpy(e["ob"])[
+                torch.from_numpy(e["seg_a"])],
+                torch.arange(len(e["seg_b"])) + torch.from_numpy(e["oa"])[
+                torch.from_numpy(e["seg_b"]) + 1]])
+            out = torch.zeros((dd.rows,) + dd.fshape, dtype=torch.float64).index_put(
+                (rows,), torch.cat([leaves["a"], leaves["b"]]))
+        elif op == "reverse":
+            idx = off[:-1][seg] + off[1:][seg] - 1 - torch.arange(dd.rows)
+            out = leaves["x"].index_select(0, idx)
+        elif op == "slice":
+            out = leaves["x"].index_select(0, torch.from_numpy(self.slice_rows()))
+        elif op == "conv":
+            x, w = leaves["x"], leaves["w"]
+            pos = torch.from_numpy(dd.pos)
+            cols = []
+            for k in (-1, 0, 1):
+                ok = ((pos + k >= 0) & (pos + k < lens[seg])).double().unsqueeze(1)
+                src = (torch.arange(dd.rows) + k).clamp(0, dd.rows - 1)
+                cols.append(x.index_select(0, src) * ok)
+            out = torch.cat(cols, 1) @ w
+        out.backward(torch.from_numpy(self.dout).double())
+        return (out.detach().numpy(), {k: v.grad.numpy() for k, v in leaves.items()})
+
+    def slice_rows(self):
+        e, dd = self.extra, self.data
+        return _rows_of(dd.off[:-1] + e["start"], e["length"])
+
+
+def _rows_of(starts, lengths):
+    """Concatenated ``range(s, s + n)`` for every (s, n): row numbers, vectorised."""
+    lengths = np.asarray(lengths, np.int64)
+    total = int(lengths.sum())
+    first = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    return (np.repeat(np.asarray(starts, np.int64) - first, lengths)
+            + np.arange(total, dtype=np.int64))
+
+
+# ====================================================================== the contenders
+class Contender:
+    """A way of computing one case: ``run()`` is the timed forward + backward; ``result(r)``
+    turns what ``run`` returned into (output, {input: gradient}) in the canonical forms."""
+
+    def __init__(self, name, lib, how, run, result):
+        self.name, self.lib, self.how, self.run, self.result = name, lib, how, run, result
+
+
+class Skipped:
+    """A contender not run, with the reason (reported as its row)."""
+
+    def __init__(self, name, lib, how, why):
+        self.name, self.lib, self.how, self.why = name, lib, how, why
+
+
+def _np(t):
+    return t.detach().numpy() if hasattr(t, "detach") else np.asarray(t)
+
+
+def torch_contender(name, lib, how, case, leaves, forward, out_canon=None, grad_canon=None,
+                    dout=None):
+    """A contender run by torch autograd: ``forward()`` from the ``leaves`` (requires_grad
+    tensors), its output's ``backward(dout)``; ``out_canon`` / ``grad_canon`` map its layout to
+    the canonical one (e.g. padded -> jagged rows)."""
+    g = case.torch.from_numpy(case.dout if dout is None else dout)
+
+    def run():
+        for t in leaves.values():
+            t.grad = None
+        out = forward()
+        out.backward(g if g.shape == out.shape else g.view(out.shape))
+        return out
+
+    def result(out):
+        o = _np(out)
+        o = out_canon(o) if out_canon else o
+        grads = {k: _np(t.grad) for k, t in leaves.items()}
+        if grad_canon:
+            grads = {k: grad_canon(k, v) for k, v in grads.items()}
+        return o, grads
+
+    return Contender(name, lib, how, run, result)
+
+
+def leaves_of(case, names=None, padded=False, dim1=False):
+    torch = case.torch
+    out = {}
+    for k, v in case.inputs.items():
+        if names and k not in names:
+            continue
+        if padded and k == "x":
+            v = case.data.padded(v)
+        if dim1 and v.ndim == 1:
+            v = v.reshape(-1, 1)
+        out[k] = torch.from_numpy(np.ascontiguousarray(v)).requires_grad_()
+    return out
+
+
+def lodarrow_contenders(case):
+    """lodarrow through ``lodarrow.torch`` (autograd) and through ``la.vjp`` on NumPy."""
+    import lodarrow as la
+    import lodarrow.torch as lt
+
+    torch = case.torch
+    dd, op = case.data, case.op
+    off_t = torch.from_numpy(dd.off)
+    lens_t = torch.from_numpy(dd.lens)
+    lodt = {k: la.LoDTensor(v, lod=[dd.off]) for k, v in case.inputs.items()
+            if k == "x" and op not in ("expand", "unpad")}
+    cs = []
+    lv = leaves_of(case)
+    x = lv.get("x")
+
+    def vjp(how, fn, result):
+        def run():
+            out, pullback = fn()
+            first = out[0] if isinstance(out, tuple) else out
+            shape = first.shape if isinstance(first, np.ndarray) else first.data.shape
+            return out, pullback(case.dout.reshape(shape))
+        cs.append(Contender("la.vjp", "lodarrow", how, run, result))
+
+    def lt_add(how, forward, first=True):
+        cs.append(torch_contender("lodarrow.torch", "lodarrow", how, case, lv,
+                                  (lambda: forward()[0]) if first else forward))
+
+    data = lambda t: t.data if hasattr(t, "data") and not isinstance(t, np.ndarray) else t
+    if op.startswith("pool_"):
+        kind = op[5:]
+        lt_add(f"lt.sequence_pool(x, offsets, {kind!r})",
+               lambda: lt.sequence_pool(x, off_t, kind), first=False)
+        vjp(f"la.vjp(la.sequence_pool, x, {kind!r}); pullback(dout)",
+            lambda: la.vjp(la.sequence_pool, lodt["x"], kind),
+            lambda r: (data(r[0]), {"x": data(r[1][0])}))
+    elif op == "softmax":
+        lt_add("lt.sequence_softmax(x, offsets)", lambda: lt.sequence_softmax(x, off_t))
+        vjp("la.vjp(la.sequence_softmax, x)", lambda: la.vjp(la.sequence_softmax, lodt["x"]),
+            lambda r: (data(r[0]), {"x": data(r[1][0])}))
+    elif op == "expand":
+        y = la.LoDTensor(np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), (dd.rows,), (0,)),
+                         lod=[dd.off])
+        lt_add("lt.sequence_expand(x, offsets)  (x: one row per sequence)",
+               lambda: lt.sequence_expand(x, off_t))
+        vjp("la.vjp(la.sequence_expand, x, y)", lambda: la.vjp(la.sequence_expand,
+                                                                case.inputs["x"], y),
+            lambda r: (data(r[0]), {"x": r[1][0]}))
+    elif op == "pad":
+        lt_add("lt.sequence_pad(x, offsets)  (width: the longest)",
+               lambda: lt.sequence_pad(x, off_t))
+        vjp("la.vjp(la.sequence_pad, x, 0.0)", lambda: la.vjp(la.sequence_pad, lodt["x"], 0.0),
+            lambda r: (data(r[0][0]), {"x": data(r[1][0])}))
+    elif op == "unpad":
+        lt_add("lt.sequence_unpad(x, lengths)", lambda: lt.sequence_unpad(x, lens_t))
+        vjp("la.vjp(la.sequence_unpad, x, lengths)",
+            lambda: la.vjp(la.sequence_unpad, case.inputs["x"], dd.lens),
+            lambda r: (data(r[0]), {"x": r[1][0]}))
+    elif op == "concat":
+        a, b = lv["a"], lv["b"]
+        oa, ob = torch.from_numpy(case.extra["oa"]), torch.from_numpy(case.extra["ob"])
+        lt_add("lt.sequence_concat([a, b], [offsets_a, offsets_b])",
+               lambda: lt.sequence_concat([a, b], [oa, ob]))
+        ta = la.LoDTensor(case.inputs["a"], lod=[case.extra["oa"]])
+        tb = la.LoDTensor(case.inputs["b"], lod=[case.extra["ob"]])
+        vjp("la.vjp(la.sequence_concat, [a, b])", lambda: la.vjp(la.sequence_concat, [ta, tb]),
+            lambda r: (data(r[0]), {"a": data(r[1][0][0]), "b": data(r[1][0][1])}))
+    elif op == "reverse":
+        lt_add("lt.sequence_reverse(x, offsets)", lambda: lt.sequence_reverse(x, off_t))
+        vjp("la.vjp(la.sequence_reverse, x)", lambda: la.vjp(la.sequence_reverse, lodt["x"]),
+            lambda r: (data(r[0]), {"x": data(r[1][0])}))
+    elif op == "slice":
+        st, ln = case.extra["start"], case.extra["length"]
+        st_t, ln_t = torch.from_numpy(st), torch.from_numpy(ln)
+        lt_add("lt.sequence_slice(x, offsets, offset, length)",
+               lambda: lt.sequence_slice(x, off_t, st_t, ln_t))
+        vjp("la.vjp(la.sequence_slice, x, offset, length)",
+            lambda: la.vjp(la.sequence_slice, lodt["x"], st, ln),
+            lambda r: (data(r[0]), {"x": data(r[1][0])}))
+    elif op == "conv":
+        w = lv["w"]
+        lt_add("lt.sequence_conv(x, offsets, w, context_start=-1, context_length=3)",
+               lambda: lt.sequence_conv(x, off_t, w, context_start=-1, context_length=3))
+        vjp("la.vjp(la.sequence_conv, x, w, context_start=-1, context_length=3)",
+            lambda: la.vjp(la.sequence_conv, lodt["x"], case.inputs["w"], context_start=-1,
+                           context_length=3),
+            lambda r: (data(r[0]), {"x": data(r[1][0]), "w": r[1][1]}))
+    return cs
+
+
+def torch_contenders(case):
+    """PyTorch's own ways, each on its documented fast path."""
+    torch = case.torch
+    dd, op = case.data, case.op
+    off_t = torch.from_numpy(dd.off)
+    lens_t = torch.from_numpy(dd.lens)
+    seg = torch.from_numpy(dd.seg)
+    mask = torch.from_numpy(dd.mask())
+    fs = (1,) * (dd.d > 1)
+    fmask = mask.view(dd.B, dd.L, *fs)
+    cs = []
+    B, L = dd.B, dd.L
+
+    def jag(o):                 # padded (B, L, ...) -> jagged rows
+        return o[dd.mask()]
+
+    def gjag(k, g):
+        return g[dd.mask()] if k == "x" else g
+
+    def add(name, how, forward, padded=False, nested=False, out_canon=None, dout=None,
+            names=None):
+        lv = leaves_of(case, names, padded=padded, dim1=nested)
+        cs.append(torch_contender(name, "torch", how, case, lv, lambda: forward(**lv),
+                                  out_canon=out_canon,
+                                  grad_canon=(gjag if padded else None), dout=dout))
+
+    def nt_of(x, off=off_t):
+        # max_seqlen given, as the nested docs advise: without it to_padded_tensor pads every
+        # sequence to the row count (B x N elements) and sum/max scan the offsets for it
+        return torch.nested.nested_tensor_from_jagged(x, off, max_seqlen=L)
+
+    pdout = dd.padded(case.dout) if op in ("softmax", "reverse", "expand", "conv") else None
+    if op.startswith("pool_"):
+        kind = op[5:]
+        if kind in ("sum", "average", "sqrt"):
+            red = "sum" if kind != "average" else "mean"
+            if kind == "sqrt":
+                sq = lens_t.double().sqrt().float().view(-1, *fs)
+                add("segment_reduce", "torch.segment_reduce(x, 'sum', offsets=offsets, unsafe=True) / "
+                    "sqrt(lengths)", lambda x: torch.segment_reduce(
+                        x, "sum", offsets=off_t, axis=0, unsafe=True) / sq)
+            else:
+                add("segment_reduce", f"torch.segment_reduce(x, {red!r}, offsets=offsets, unsafe=True)",
+                    lambda x: torch.segment_reduce(x, red, offsets=off_t, axis=0, unsafe=True))
+            div = {"sum": None, "average": lens_t.float().view(-1, *fs),
+                   "sqrt": lens_t.double().sqrt().float().view(-1, *fs)}[kind]
+            add("index_add", "zeros(B, D).index_add(0, seg, x)" + ("" if div is None else
+                f" / {'lengths' if kind == 'average' else 'sqrt(lengths)'}"),
+                lambda x: (torch.zeros((B,) + dd.fshape).index_add(0, seg, x)
+                           if div is None else
+                           torch.zeros((B,) + dd.fshape).index_add(0, seg, x) / div))
+            nmeth = "sum" if kind != "average" else "mean"
+            add("nested", f"nested_tensor_from_jagged(x, offsets, max_seqlen=L).{nmeth}(dim=1)"
+                + (" / sqrt(lengths)" if kind == "sqrt" else ""),
+                lambda x: (getattr(nt_of(x), nmeth)(dim=1) if kind != "sqrt"
+                           else nt_of(x).sum(dim=1) / sq.view(-1, 1)), nested=True,
+                out_canon=lambda o: o.reshape(case.out_shape))
+            mul = "x * mask" if dd.d == 1 else "x * mask[..., None]"
+            add("padded+mask", f"({mul}).sum(1)" + ("" if div is None else
+                f" / {'lengths' if kind == 'average' else 'sqrt(lengths)'}")
+                + "; x padded (B, L, D)",
+                lambda x: ((x * fmask).sum(1) if div is None else (x * fmask).sum(1) / div),
+                padded=True)
+        elif kind == "max":
+            add("segment_reduce", "torch.segment_reduce(x, 'max', offsets=offsets, unsafe=True)",
+                lambda x: torch.segment_reduce(x, "max", offsets=off_t, axis=0, unsafe=True))
+            idx = seg.view(-1, *fs).expand(dd.x.shape)
+            add("scatter_reduce", "zeros(B, D).scatter_reduce(0, seg, x, 'amax', "
+                "include_self=False)", lambda x: torch.zeros((B,) + dd.fshape).scatter_reduce(
+                    0, idx, x, "amax", include_self=False))
+            add("nested", "nested_tensor_from_jagged(x, offsets, max_seqlen=L).amax(dim=1)",
+                lambda x: nt_of(x).amax(dim=1), nested=True,
+                out_canon=lambda o: o.reshape(case.out_shape))
+            add("padded+mask", "x.masked_fill(~mask, -inf).amax(1); x padded (B, L, D)",
+                lambda x: x.masked_fill(~fmask, -math.inf).amax(1), padded=True)
+        else:
+            rows = off_t[:-1] if kind == "first" else off_t[1:] - 1
+            add("index_select", f"x.index_select(0, {'offsets[:-1]' if kind == 'first' else 'offsets[1:] - 1'})",
+                lambda x: x.index_select(0, rows))
+            ar = torch.arange(B)
+            add("padded+mask", "x[:, 0]; x padded (B, L, D)" if kind == "first" else
+                "x[arange(B), lengths - 1]; x padded (B, L, D)",
+                (lambda x: x[:, 0]) if kind == "first" else (lambda x: x[ar, lens_t - 1]),
+                padded=True)
+    elif op == "softmax":
+        add("segment_reduce", "m = segment_reduce(x, 'max', offsets, unsafe=True); e = exp(x - m[seg]); "
+            "e / segment_reduce(e, 'sum', offsets, unsafe=True)[seg]",
+            lambda x: _seg_softmax(torch, x, off_t, seg))
+        add("nested", "torch.softmax(nested_tensor_from_jagged(x[:, None], offsets, max_seqlen=L), dim=1)",
+            lambda x: torch.softmax(nt_of(x), dim=1).values(), nested=True,
+            dout=case.dout.reshape(-1, 1))
+        add("padded+mask", "x.masked_fill(~mask, -inf).softmax(1); x padded (B, L)",
+            lambda x: x.masked_fill(~mask, -math.inf).softmax(1), padded=True, out_canon=jag,
+            dout=pdout)
+    elif op == "expand":
+        add("repeat_interleave", "x.repeat_interleave(lengths, dim=0, output_size=N)",
+            lambda x: x.repeat_interleave(lens_t, dim=0, output_size=dd.rows))
+        add("index_select", "x.index_select(0, seg)  (backward: index_add)",
+            lambda x: x.index_select(0, seg))
+        ex = (B, L) + dd.fshape
+        add("padded+mask", "x[:, None].expand(B, L, D) * mask  (padded output)",
+            lambda x: x.unsqueeze(1).expand(ex) * fmask, out_canon=jag, dout=pdout)
+    elif op == "pad":
+        add("nested", "torch.nested.to_padded_tensor(nested_tensor_from_jagged(x, offsets, max_seqlen=L), 0)",
+            lambda x: torch.nested.to_padded_tensor(nt_of(x), 0.0), nested=True,
+            out_canon=lambda o: o.reshape(case.out_shape))
+        lens_list = dd.lens.tolist()
+        if B <= PAD_SEQUENCE_MAX:
+            add("pad_sequence", "pad_sequence(torch.split(x, lengths), batch_first=True)",
+                lambda x: torch.nn.utils.rnn.pad_sequence(torch.split(x, lens_list),
+                                                          batch_first=True))
+        else:
+            cs.append(Skipped("pad_sequence", "torch", "pad_sequence(torch.split(x, lengths), "
+                              "batch_first=True)", f"not run at {B:,} sequences: {PAD_SEQUENCE_WHY}"))
+        add("index_put", "zeros(B, L, D).index_put((mask,), x)",
+            lambda x: torch.zeros((B, L) + dd.fshape).index_put((mask,), x))
+    elif op == "unpad":
+        add("masked index", "x[mask]", lambda x: x[mask])
+        add("nested", "torch.nested.masked_select(x, mask).values()",
+            lambda x: torch.nested.masked_select(x, mask if dd.d == 1 else
+                                                 mask[..., None].expand(x.shape)).values())
+    elif op == "concat":
+        e = case.extra
+        oa, ob = torch.from_numpy(e["oa"]), torch.from_numpy(e["ob"])
+        sa, sb = torch.from_numpy(e["seg_a"]), torch.from_numpy(e["seg_b"])
+
+        def cat_index(a, b):
+            pos = torch.cat([torch.arange(a.shape[0]) + ob[sa],
+                             torch.arange(b.shape[0]) + oa[sb + 1]])
+            inv = torch.empty_like(pos).scatter_(0, pos, torch.arange(pos.shape[0]))
+            return torch.cat([a, b]).index_select(0, inv)
+        add("index_select", "torch.cat([a, b]).index_select(0, perm); perm from seg_a, seg_b "
+            "and the offsets", cat_index)
+        add("nested", "torch.cat([nt_a, nt_b], dim=1)",
+            lambda a, b: torch.cat([nt_of(a, oa), nt_of(b, ob)], dim=1).values())
+    elif op == "reverse":
+        ar = torch.arange(dd.rows)
+        add("index_select", "x.index_select(0, start[seg] + end[seg] - 1 - arange(N))",
+            lambda x: x.index_select(0, off_t[:-1][seg] + off_t[1:][seg] - 1 - ar))
+        add("nested", "torch.flip(nested_tensor_from_jagged(x, offsets, max_seqlen=L), [1])",
+            lambda x: torch.flip(nt_of(x), [1]).values())
+        rev = (lens_t[:, None] - 1 - torch.arange(L)[None, :]).clamp(min=0)
+        rev = rev.view(B, L, *fs).expand((B, L) + dd.fshape)
+        add("padded+mask", "x.gather(1, (lengths - 1 - arange(L)).clamp(0)) * mask; "
+            "x padded (B, L, D)", lambda x: x.gather(1, rev) * fmask, padded=True,
+            out_canon=jag, dout=pdout)
+    elif op == "slice":
+        st = torch.from_numpy(case.extra["start"])
+        ln = torch.from_numpy(case.extra["length"])
+        oo = torch.from_numpy(case.extra["out_off"])
+        m = int(oo[-1])
+
+        def sl(x):
+            rows = (torch.repeat_interleave(off_t[:-1] + st - oo[:-1], ln, output_size=m)
+                    + torch.arange(m))
+            return x.index_select(0, rows)
+        add("index_select", "x.index_select(0, rows); rows from offsets, offset, length "
+            "(repeat_interleave + arange)", sl)
+        add("nested", "nested_tensor_from_jagged(x, offsets, max_seqlen=L).narrow(1, offset, length)",
+            lambda x: nt_of(x).narrow(1, st, ln).values())
+    elif op == "conv":
+        def conv(x, w):
+            wc = w.view(3, dd.d, CONV_FILTERS).permute(2, 1, 0)      # (F, D, 3)
+            y = torch.nn.functional.conv1d(x.transpose(1, 2), wc, padding=1)
+            return y.transpose(1, 2) * mask.unsqueeze(2)
+        add("padded conv1d+mask", "conv1d(x.transpose(1, 2), w as (F, D, 3), padding=1)"
+            ".transpose(1, 2) * mask; x padded (B, L, D)", conv, padded=True,
+            out_canon=jag, dout=pdout)
+    return cs
+
+
+def _seg_softmax(torch, x, off, seg):
+    m = torch.segment_reduce(x.detach(), "max", offsets=off, axis=0, unsafe=True)
+    e = (x - m[seg]).exp()
+    return e / torch.segment_reduce(e, "sum", offsets=off, axis=0, unsafe=True)[seg]
+
+
+def fbgemm_contenders(case):
+    """FBGEMM's jagged operators (``torch.ops.fbgemm``; import ``fbgemm_gpu`` first)."""
+    torch = case.torch
+    f = torch.ops.fbgemm
+    dd, op = case.data, case.op
+    off_t = torch.from_numpy(dd.off)
+    lens_t = torch.from_numpy(dd.lens)
+    B, L = dd.B, dd.L
+    cs = []
+
+    def add(name, how, forward, names=None, out_canon=None, dout=None):
+        lv = leaves_of(case, names)
+        cs.append(torch_contender(name, "fbgemm", how, case, lv, lambda: forward(**lv),
+                                  out_canon=out_canon, dout=dout))
+
+    def v2(x):
+        return x if x.ndim == 2 else x.view(-1, 1)
+
+    def j2pd(x, pad=0.0):
+        return f.jagged_to_padded_dense(v2(x), [off_t], [L], pad)
+
+    def unflat(o):
+        return o.reshape(case.out_shape)
+
+    if op.startswith("pool_"):
+        kind = op[5:]
+        if kind in ("sum", "average", "sqrt"):
+            div = {"sum": None, "average": lens_t.float().view(-1, 1),
+                   "sqrt": lens_t.double().sqrt().float().view(-1, 1)}[kind]
+            tail = "" if div is None else (" / lengths" if kind == "average"
+                                           else " / sqrt(lengths)")
+            add("jagged_to_padded_dense", "jagged_to_padded_dense(x, [offsets], [L]).sum(1)"
+                + tail, lambda x: (j2pd(x).sum(1) if div is None else j2pd(x).sum(1) / div),
+                out_canon=unflat, dout=case.dout.reshape(B, -1))
+            if dd.d == 1:
+                csr = off_t.to(torch.int32)
+                sdiv = None if div is None else div.view(-1)
+                add("segment_sum_csr", "segment_sum_csr(1, offsets, x)" + tail,
+                    lambda x: (f.segment_sum_csr(1, csr, x) if sdiv is None
+                               else f.segment_sum_csr(1, csr, x) / sdiv))
+        elif kind == "max":
+            add("jagged_to_padded_dense", "jagged_to_padded_dense(x, [offsets], [L], "
+                "-inf).amax(1)", lambda x: j2pd(x, -math.inf).amax(1), out_canon=unflat,
+                dout=case.dout.reshape(B, -1))
+        elif dd.d == 1:
+            start = torch.zeros(B, dtype=torch.int64) if kind == "first" else lens_t - 1
+            add("jagged_slice", f"jagged_slice(x, lengths, {'0' if kind == 'first' else 'lengths - 1'}, 1)",
+                lambda x: f.jagged_slice(x, lens_t, start, 1)[0])
+        else:
+            col = 0 if kind == "first" else None
+            ar = torch.arange(B)
+            add("jagged_to_padded_dense", "jagged_to_padded_dense(x, [offsets], [L])"
+                + ("[:, 0]" if col == 0 else "[arange(B), lengths - 1]"),
+                lambda x: j2pd(x)[:, 0] if col == 0 else j2pd(x)[ar, lens_t - 1])
+    elif op == "softmax":
+        add("jagged_softmax", "jagged_softmax(x[:, None], offsets, L)[0]",
+            lambda x: f.jagged_softmax(v2(x), off_t, L)[0], out_canon=lambda o: o.reshape(-1),
+            dout=case.dout.reshape(-1, 1))
+    elif op == "expand":
+        add("dense_to_jagged", "dense_to_jagged(x[:, None].expand(B, L, D), [offsets])[0]",
+            lambda x: f.dense_to_jagged(v2(x).unsqueeze(1).expand(B, L, v2(x).shape[1]),
+                                        [off_t])[0], out_canon=lambda o: o.reshape(
+                                            case.out_shape),
+            dout=case.dout.reshape(dd.rows, -1))
+    elif op == "pad":
+        add("jagged_to_padded_dense", "jagged_to_padded_dense(x, [offsets], [L])",
+            lambda x: j2pd(x), out_canon=lambda o: o.reshape(case.out_shape),
+            dout=case.dout.reshape(B, L, -1))
+    elif op == "unpad":
+        add("dense_to_jagged", "dense_to_jagged(x, [offsets])[0]",
+            lambda x: f.dense_to_jagged(x if x.ndim == 3 else x.unsqueeze(2), [off_t])[0],
+            out_canon=lambda o: o.reshape(case.out_shape), dout=case.dout.reshape(dd.rows, -1))
+    elif op == "slice" and dd.d == 1:
+        st = torch.from_numpy(case.extra["start"])
+        add("jagged_slice", f"jagged_slice(x, lengths, offset, {SLICE_MAX})[0]",
+            lambda x: f.jagged_slice(x, lens_t, st, SLICE_MAX)[0])
+    return cs
+
+
+#: what FBGEMM has no operator for, said in the table
+FBGEMM_NONE = {"concat": "no jagged concatenation operator in FBGEMM",
+               "reverse": "no jagged reverse operator in FBGEMM",
+               "conv": "no jagged convolution operator in FBGEMM",
+               "slice": "jagged_slice takes 1-D values only (D=1)"}
+
+
+# ============================================================================= checking
+def compare(got, ref):
+    """None if ``got`` equals ``ref`` within float32 tolerance, else why not; and the largest
+    error relative to max|ref|."""
+    got = np.asarray(got, dtype=np.float64).ravel()
+    ref = np.asarray(ref, dtype=np.float64).ravel()
+    if got.shape != ref.shape:
+        return f"it has {got.size} values, the reference {ref.size}", None
+    if not ref.size:
+        return None, 0.0
+    scale = float(np.abs(ref).max()) or 1.0
+    err = np.abs(got - ref)
+    rel = float(err.max() / scale)
+    bad = err > 1e-4 * np.abs(ref) + 2e-5 * scale
+    if np.isnan(got).any() or bad.any():
+        k = int(np.argmax(err))
+        return (f"{int(bad.sum())} of {ref.size} values differ (worst at {k}: {got[k]:.6g} vs "
+                f"{ref[k]:.6g})"), rel
+    return None, rel
+
+
+def check(c, ref):
+    """Run ``c`` once and compare its output and gradients with ``ref``: a dict."""
+    out_ref, grads_ref = ref
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out, grads = c.result(c.run())
+    except Exception as exc:   # noqa: BLE001 - reported in the table
+        return {"ok": False, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+                if str(exc) else type(exc).__name__}
+    # torch's own warning says why a result is wrong (e.g. no autograd kernel registered)
+    said = next((f" (torch warned: {str(w.message).splitlines()[0][:160]})" for w in caught
+                 if "autograd" in str(w.message)), "")
+    why, rel = compare(out, out_ref)
+    worst = rel or 0.0
+    if why:
+        return {"ok": False, "error": f"output differs from torch's: {why}{said}"}
+    for k, g in grads_ref.items():
+        if grads.get(k) is None:
+            return {"ok": False, "error": f"no gradient for {k}{said}"}
+        why, rel = compare(grads[k], g)
+        if why:
+            return {"ok": False, "error": f"gradient of {k} differs from torch's: {why}{said}"}
+        worst = max(worst, rel)
+    return {"ok": True, "max_rel_err": worst}
+
+
+def timed(c):
+    t0 = time.perf_counter()
+    c.run()
+    return time.perf_counter() - t0
+
+
+# ============================================================================ the worker
+def worker_main(args):
+    """``--worker``: FBGEMM's side, driven over stdin / stdout, one JSON object a line."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    info = {"torch": torch.__version__, "threads": torch.get_num_threads(),
+            "python": platform.python_version()}
+    try:
+        import fbgemm_gpu
+
+        info["fbgemm_gpu"] = getattr(fbgemm_gpu, "__version__", "?")
+        from importlib import metadata
+
+        try:
+            info["fbgemm_gpu_dist"] = "fbgemm-gpu-cpu " + metadata.version("fbgemm-gpu-cpu")
+        except metadata.PackageNotFoundError:
+            info["fbgemm_gpu_dist"] = None
+    except Exception as exc:   # noqa: BLE001 - reported
+        info["error"] = f"{type(exc).__name__}: {exc}"[:300]
+    print(json.dumps(info), flush=True)
+    datas, cs = {}, {}
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if msg["cmd"] == "case":
+            key = (msg["workload"], json.dumps(msg["params"]))
+            if key not in datas:
+                datas.clear()
+                datas[key] = Data(**msg["params"])
+            case = Case(msg["op"], datas[key])
+            ref = case.reference()
+            cs.clear()
+            out = []
+            for c in fbgemm_contenders(case):
+                r = check(c, ref)
+                r.update(name=c.name, how=c.how)
+                if r["ok"]:
+                    cs[c.name] = c
+                out.append(r)
+            print(json.dumps({"contenders": out}), flush=True)
+        elif msg["cmd"] == "time":
+            print(json.dumps({"s": timed(cs[msg["name"]])}), flush=True)
+        else:
+            break
+
+
+class Worker:
+    """The FBGEMM worker process, or why there is none."""
+
+    def __init__(self, python, threads):
+        self.proc, self.info, self.error = None, {}, None
+        if not python:
+            self.error = ("no --fbgemm-python given (an interpreter with fbgemm-gpu-cpu and "
+                          "the torch it was built for)")
+            return
+        env = dict(os.environ, LODARROW_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
+                   OPENBLAS_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+                   PYTHONWARNINGS="ignore")
+        try:
+            self.proc = subprocess.Popen(
+                [python, os.path.abspath(__file__), "--worker", "--threads", str(threads)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                text=True, env=env)
+            self.info = json.loads(self.proc.stdout.readline())
+        except (OSError, json.JSONDecodeError) as exc:
+            self.error = f"the worker did not start: {type(exc).__name__}: {exc}"
+            self.proc = None
+            return
+        self.info["python_path"] = python
+        if "error" in self.info:
+            self.error = f"fbgemm_gpu does not import in {python}: {self.info['error']}"
+
+    def ask(self, **msg):
+        self.proc.stdin.write(json.dumps(msg) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the FBGEMM worker exited")
+        return json.loads(line)
+
+    def close(self):
+        if self.proc:
+            try:
+                self.proc.stdin.write(json.dumps({"cmd": "close"}) + "\n")
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            self.proc.wait(timeout=60)
+
+
+class Remote:
+    """A contender living in the worker: timed there, one call a message."""
+
+    def __init__(self, worker, name, how):
+        self.worker, self.name, self.how, self.lib = worker, name, how, "fbgemm"
+
+    def time(self):
+        return self.worker.ask(cmd="time", name=self.name)["s"]
+
+
+# ============================================================================ the driver
+def small_calls(args, torch, lt):
+    """Per-call seconds of a 1,000-row sum pool forward + backward (D=16), lodarrow.torch
+    against a bare torch.segment_reduce, ``args.small_calls`` calls a sample, interleaved."""
+    dd = Data(1000, 16, args.mean_length, args.sigma, args.max_length, args.seed + 7)
+    off = torch.from_numpy(dd.off)
+    x = torch.from_numpy(dd.x).requires_grad_()
+    g = torch.from_numpy(np.random.default_rng(args.seed).standard_normal((dd.B, 16), dtype=np.float32))
+
+    def lt_call():
+        x.grad = None
+        lt.sequence_pool(x, off, "sum").backward(g)
+
+    def sr_call():
+        x.grad = None
+        torch.segment_reduce(x, "sum", offsets=off, axis=0, unsafe=True).backward(g)
+
+    lt_call()
+    a = x.grad.clone()
+    sr_call()
+    ok = bool(torch.allclose(a, x.grad, rtol=1e-5, atol=1e-5))
+    samples = {"lodarrow.torch": [], "segment_reduce": []}
+    n = args.small_calls
+    for _ in range(max(args.repeat, 5)):
+        for name, fn in (("lodarrow.torch", lt_call), ("segment_reduce", sr_call)):
+            for _ in range(10):
+                fn()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            samples[name].append((time.perf_counter() - t0) / n)
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    low = {k: min(v) for k, v in samples.items()}
+    return {"rows": dd.rows, "sequences": dd.B, "d": 16, "calls_per_sample": n, "checked": ok,
+            "samples_s": samples, "median_s": med, "min_s": low,
+            "ratio": med["lodarrow.torch"] / med["segment_reduce"],
+            "ratio_fastest": low["lodarrow.torch"] / low["segment_reduce"]}
+
+
+def run_case(args, op, wname, data, worker, params):
+    """Check and time every contender of one case; a list of result rows."""
+    case = Case(op, data)
+    ref = case.reference()
+    rows, local = [], []
+    skip = set(filter(None, args.skip.split(",")))
+    for c in lodarrow_contenders(case) + torch_contenders(case):
+        if c.name in skip:
+            continue
+        if isinstance(c, Skipped):
+            rows.append({"op": op, "workload": wname, "name": c.name, "lib": c.lib,
+                         "how": c.how, "ok": False, "error": c.why})
+            continue
+        r = check(c, ref)
+        r.update(op=op, workload=wname, name=c.name, lib=c.lib, how=c.how)
+        rows.append(r)
+        if r["ok"]:
+            local.append((r, c.run))
+    remote = []
+    if worker.error:
+        rows.append({"op": op, "workload": wname, "name": "fbgemm", "lib": "fbgemm",
+                     "how": "", "ok": False, "error": "not run: " + worker.error})
+    else:
+        answer = worker.ask(cmd="case", op=op, workload=wname, params=params)
+        for r in answer["contenders"]:
+            r.update(op=op, workload=wname, lib="fbgemm")
+            rows.append(r)
+            if r["ok"]:
+                remote.append((r, Remote(worker, r["name"], r["how"]).time))
+        if not answer["contenders"]:
+            why = FBGEMM_NONE.get(op, "no FBGEMM operator for this case")
+            rows.append({"op": op, "workload": wname, "name": "fbgemm", "lib": "fbgemm",
+                         "how": "", "ok": False, "error": "not run: " + why})
+    runners = []
+    for r, fn in local:
+        runners.append((r, (lambda fn=fn: timed_local(fn))))
+    runners += remote
+    for r, fn in runners:   # warm-up
+        fn()
+    for r, _ in runners:
+        r["samples_s"] = []
+    load0 = os.getloadavg()[0]
+    for _ in range(args.repeat):
+        for r, fn in runners:
+            r["samples_s"].append(fn())
+    load1 = os.getloadavg()[0]
+    for r, _ in runners:
+        r["median_s"] = statistics.median(r["samples_s"])
+        r["min_s"] = min(r["samples_s"])
+        r["load"] = [round(load0, 2), round(load1, 2)]
+    return rows
+
+
+def timed_local(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def driver(args):
+    threads = args.threads
+    os.environ["LODARROW_NUM_THREADS"] = str(threads)
+    import torch
+
+    torch.set_num_threads(threads)
+    import lodarrow as la
+    import lodarrow.torch as lt
+
+    started = time.time()
+    report = {"command": _command(args), "settings": _settings(args), "note": args.note,
+              "machine": machine(), "lodarrow": lodarrow_revision(la),
+              "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                           "numpy": np.__version__, "lodarrow": la.__version__},
+              "threads": {"torch.get_num_threads()": torch.get_num_threads(),
+                          "LODARROW_NUM_THREADS": os.environ["LODARROW_NUM_THREADS"],
+                          "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
+                          "lodarrow.openmp_enabled()": bool(la.openmp_enabled())},
+              "started": _now(), "results": [], "workloads": {}}
+    worker = Worker(args.fbgemm_python, threads)
+    report["fbgemm"] = {"info": worker.info, "error": worker.error, "note": args.fbgemm_note}
+    print(f"fbgemm: {worker.error or worker.info}", file=sys.stderr)
+    wls = workloads(args)
+    only = set(filter(None, args.ops.split(",")))
+    try:
+        for wname, wl in wls.items():
+            params = {"rows": wl["rows"], "d": wl["d"], "mean": args.mean_length,
+                      "sigma": args.sigma, "max_length": args.max_length, "seed": args.seed}
+            data = Data(**params)
+            report["workloads"][wname] = {
+                "rows": data.rows, "d": data.d, "sequences": data.B,
+                "mean_length": float(data.lens.mean()),
+                "median_length": float(np.median(data.lens)), "max_length": data.L,
+                "padded_fraction": float(data.rows / (data.B * data.L))}
+            for op, wnames in OPS:
+                if wname not in wnames or (only and op not in only
+                                           and op.split("_")[0] not in only):
+                    continue
+                t0 = time.perf_counter()
+                rows = run_case(args, op, wname, data, worker, params)
+                report["results"] += rows
+                if args.json:   # what is measured so far survives a run stopped part-way
+                    _write_json(args.json, dict(report, complete=False))
+                best = _summary_line(rows)
+                print(f"{op:>12} {wname:>4}: {best}  ({time.perf_counter() - t0:.1f} s, load "
+                      f"{os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
+            del data
+        report["small_calls"] = small_calls(args, torch, lt)
+        sc = report["small_calls"]
+        print(f"small calls: lodarrow.torch {sc['median_s']['lodarrow.torch'] * 1e6:.0f} us, "
+              f"segment_reduce {sc['median_s']['segment_reduce'] * 1e6:.0f} us "
+              f"({sc['ratio']:.2f}x)", file=sys.stderr)
+    finally:
+        worker.close()
+    report["finished"] = _now()
+    report["complete"] = True
+    report["wall_s"] = round(time.time() - started, 1)
+    report["load_at_end"] = round(os.getloadavg()[0], 2)
+    return report
+
+
+def _write_json(path, report):
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    tmp.replace(path)
+
+
+def _summary_line(rows):
+    timed_rows = [r for r in rows if r.get("median_s")]
+    return "  ".join(f"{r['name']} {r['median_s'] * 1e3:.1f}" for r in timed_rows) + " ms"
+
+
+def _now():
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _settings(args):
+    return {k: v for k, v in vars(args).items()
+            if k not in ("json", "docs", "markdown", "from_json", "worker")}
+
+
+def _command(args):
+    env = "".join(f"{n}={shlex.quote(os.environ[n])} " for n in
+                  ("LODARROW_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+                  if n in os.environ)
+    return env + "python benchmarks/grad.py " + shlex.join(args.argv)
+
+
+def machine():
+    model = platform.processor() or "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cpu_model": model, "cpus": usable, "cpus_online": os.cpu_count(),
+            "platform": platform.platform(), "load_at_start": round(os.getloadavg()[0], 2)}
+
+
+def lodarrow_revision(la):
+    """The commit measured, with "+changes" where the work tree differs from it."""
+    out = {"version": la.__version__, "commit": None, "changes": None}
+    try:
+        out["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                       capture_output=True, text=True,
+                                       check=True).stdout.strip()
+        st = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True,
+                            text=True, check=True).stdout
+        out["changes"] = bool(st.strip())
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return out
+
+
+# ============================================================================ reporting
+OP_TITLES = {**{f"pool_{p}": f"sequence_pool {p}" for p in POOLS},
+             "softmax": "sequence_softmax", "expand": "sequence_expand",
+             "pad": "sequence_pad", "unpad": "sequence_unpad",
+             "concat": "sequence_concat (2 inputs)", "reverse": "sequence_reverse",
+             "slice": f"sequence_slice (<= {SLICE_MAX} rows)",
+             "conv": f"sequence_conv (context 3, {CONV_FILTERS} filters)"}
+
+
+def _ms(s):
+    return "—" if s is None else (f"{s * 1e3:,.1f}" if s >= 0.01 else f"{s * 1e3:.2f}")
+
+
+def summary(report):
+    """Per case: lodarrow.torch, la.vjp, the best peer and lodarrow's lead over it."""
+    out = []
+    by = {}
+    for r in report["results"]:
+        by.setdefault((r["op"], r["workload"]), []).append(r)
+    for (op, wl), rows in by.items():
+        lt = next((r for r in rows if r["name"] == "lodarrow.torch" and r.get("median_s")), None)
+        vj = next((r for r in rows if r["name"] == "la.vjp" and r.get("median_s")), None)
+        peers = [r for r in rows if r["lib"] != "lodarrow" and r.get("median_s")]
+        best = min(peers, key=lambda r: r["median_s"]) if peers else None
+        fastest = (lambda r: min(r["samples_s"]))
+        lead_min = (min(fastest(r) for r in peers) / fastest(lt)) if peers and lt else None
+        out.append({"op": op, "workload": wl, "lodarrow.torch": lt and lt["median_s"],
+                    "la.vjp": vj and vj["median_s"],
+                    "best_peer": best and f"{best['lib']} {best['name']}",
+                    "best_peer_s": best and best["median_s"],
+                    "lead": (best["median_s"] / lt["median_s"]) if best and lt else None,
+                    "lead_fastest": lead_min})
+    return out
+
+
+def markdown(report):
+    m, s = report["machine"], report["settings"]
+    rev, fb, th = report["lodarrow"], report["fbgemm"], report["threads"]
+    fbi = fb.get("info") or {}
+    changes = " with uncommitted changes" if rev["changes"] else ""
+    head = (f"Commit: {rev['commit'] or '?'}{changes} (lodarrow {rev['version']}).  Machine: "
+            f"{m['cpu_model']}, {m['cpus']} CPUs usable ({m['cpus_online']} online), "
+            f"{m['platform']}; " + (
+                f"{report['started']} to {report['finished']} ({report['wall_s'] / 60:.1f} "
+                f"min); 1-minute load average {m['load_at_start']:.1f} at the start, "
+                f"{report['load_at_end']:.1f} at the end"
+                if report.get("complete", True) else
+                f"started {report['started']}, stopped part-way (the rows below are those "
+                f"measured); 1-minute load average {m['load_at_start']:.1f} at the start")
+            + " (a shared machine: the load around each case is in the last table).")
+    if fb["error"]:
+        fbgemm = f"FBGEMM not run: {fb['error']}"
+    else:
+        dist = fbi.get("fbgemm_gpu_dist") or f"fbgemm_gpu {fbi.get('fbgemm_gpu')}"
+        fbgemm = (f"FBGEMM: {dist} with torch {fbi.get('torch')} (Python {fbi.get('python')}, "
+                  f"a venv of its own, {fbi.get('threads')} torch threads)")
+    if fb.get("note"):
+        fbgemm += f" ({fb['note'].rstrip('.')})"
+    blas = (f", OPENBLAS_NUM_THREADS={th['OPENBLAS_NUM_THREADS']} (NumPy's BLAS: "
+            f"sequence_conv's matmuls)" if th.get("OPENBLAS_NUM_THREADS") else "")
+    threads = (f"Threads: torch.set_num_threads({th['torch.get_num_threads()']}) and "
+               f"LODARROW_NUM_THREADS={th['LODARROW_NUM_THREADS']}{blas}.  Versions: Python "
+               f"{report['versions']['python']}, torch {report['versions']['torch']}, NumPy "
+               f"{report['versions']['numpy']}; {fbgemm}.")
+    sizes = "; ".join(f"{k}: {v['rows']:,} rows of {v['d']} in {v['sequences']:,} sequences "
+                      f"(mean {v['mean_length']:.1f}, longest {v['max_length']}; real rows "
+                      f"{100 * v['padded_fraction']:.0f}% of the padded block)"
+                      for k, v in report["workloads"].items())
+    work = (f"Workloads: float32, lognormal lengths (mean {s['mean_length']:g} before "
+            f"clipping to [1, {s['max_length']}], sigma {s['sigma']:g}): {sizes}.")
+    method = (f"Each figure: the median of {s['repeat']} forward + backward calls, in "
+              "milliseconds, the contenders of a case interleaved after one warm-up call each. "
+              "Every row's output and input gradients were first checked against a float64 "
+              "PyTorch reference (the largest error relative to max|ref| is in the last table); "
+              "a row that raised or differed was not timed.  Lead: the best peer's median over "
+              "lodarrow's (above 1: lodarrow ahead); the last column compares each one's "
+              "fastest call instead, less disturbed by a loaded machine.")
+    note = [report["note"], ""] if report.get("note") else []
+    lines = [f"Command: `{report['command']}`", "", head, "", *note, threads, "", work, "",
+             method, "",
+             ("| operator | workload | lodarrow.torch | la.vjp (NumPy) | best peer | its ms "
+              "| lead of lodarrow.torch | lead of la.vjp | lead of lodarrow.torch, fastest "
+              "calls |"),
+             "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
+    for r in summary(report):
+        lead = "—" if r["lead"] is None else f"{r['lead']:.2f}x"
+        flead = "—" if r["lead_fastest"] is None else f"{r['lead_fastest']:.2f}x"
+        vlead = ("—" if r["best_peer_s"] is None or r["la.vjp"] is None
+                 else f"{r['best_peer_s'] / r['la.vjp']:.2f}x")
+        lines.append(f"| {OP_TITLES[r['op']]} | {r['workload']} | {_ms(r['lodarrow.torch'])} "
+                     f"| {_ms(r['la.vjp'])} | {r['best_peer'] or '—'} | "
+                     f"{_ms(r['best_peer_s'])} | {lead} | {vlead} | {flead} |")
+    sc = report.get("small_calls")
+    if sc:
+        med = sc["median_s"]
+        lines += ["", (f"Small calls ({sc['rows']:,} rows of {sc['d']} in {sc['sequences']} "
+                       f"sequences, sum pool, forward + backward, the median of "
+                       f"{len(sc['samples_s']['segment_reduce'])} interleaved samples of "
+                       f"{sc['calls_per_sample']} calls; gradients equal: {sc['checked']}): "
+                       f"lodarrow.torch {med['lodarrow.torch'] * 1e6:.0f} us a call, a bare "
+                       f"torch.segment_reduce(..., unsafe=True) "
+                       f"{med['segment_reduce'] * 1e6:.0f} us: {sc['ratio']:.2f}x (goal: within "
+                       f"2x)" + (f"; the fastest samples: {sc['ratio_fastest']:.2f}x"
+                                 if "ratio_fastest" in sc else "") + ".")]
+    lines += ["", "<details><summary>Every row: what it times, ms, load, check</summary>", "",
+              "| operator | workload | library | contender | what is timed | ms | load | check |",
+              "| --- | --- | --- | --- | --- | ---: | --- | --- |"]
+    for r in report["results"]:
+        chk = (f"ok ({r['max_rel_err']:.1e})" if r["ok"] else r["error"]).replace("|", "/")
+        load = f"{r['load'][0]:.1f}-{r['load'][1]:.1f}" if r.get("load") else ""
+        how = f"`{r['how']}`".replace("|", "/") if r["how"] else ""
+        lines.append(f"| {OP_TITLES[r['op']]} | {r['workload']} | {r['lib']} | {r['name']} | "
+                     f"{how} | {_ms(r.get('median_s'))} | {load} | {chk} |")
+    lines += ["", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+def write_docs(path, table):
+    """Replace the generated section of ``path`` (between the markers), or append it under
+    ``## Speed``."""
+    path = Path(path)
+    text = path.read_text() if path.exists() else ""
+    block = f"{BEGIN}\n\n{table}\n{END}"
+    if BEGIN.split(":")[0] in text and END in text:
+        a = text.index(BEGIN.split(":")[0])
+        b = text.index(END) + len(END)
+        text = text[:a] + block + text[b:]
+    else:
+        intro = ("## Speed\n\n" + NEW_INTRO + "\n\n")
+        text = text.rstrip("\n") + "\n\n" + intro + block + "\n"
+    path.write_text(text)
+
+
+# ================================================================================= main
+def parse(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows-d1", type=float, default=1e7, help="rows at D=1 (default 1e7)")
+    p.add_argument("--rows-d16", type=float, default=1e6, help="rows at D=16 (default 1e6)")
+    p.add_argument("--small", action="store_true", help="both sizes / 100 (a quick run)")
+    p.add_argument("--mean-length", type=float, default=60.0)
+    p.add_argument("--sigma", type=float, default=0.6)
+    p.add_argument("--max-length", type=int, default=256,
+                   help="lengths are clipped to [1, max-length] (default 256)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeat", type=int, default=5, help="timed calls each (median; >= 5)")
+    p.add_argument("--threads", type=int,
+                   default=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                   else os.cpu_count(),
+                   help="torch.set_num_threads and LODARROW_NUM_THREADS (default: usable CPUs)")
+    p.add_argument("--ops", default="",
+                   help="comma-separated: pool, pool_max, softmax, expand, pad, unpad, concat, "
+                        "reverse, slice, conv (default all)")
+    p.add_argument("--skip", default="",
+                   help="comma-separated contender names not to run (e.g. nested,pad_sequence)")
+    p.add_argument("--small-calls", type=int, default=200, help="calls a small-call sample")
+    p.add_argument("--fbgemm-python", default=None,
+                   help="an interpreter with fbgemm-gpu-cpu and its torch (FBGEMM's rows)")
+    p.add_argument("--note", default="",
+                   help="a sentence about this run (why these sizes or threads), into the JSON "
+                        "and the table")
+    p.add_argument("--fbgemm-note", default="",
+                   help="how FBGEMM's interpreter was chosen (into the JSON and the table)")
+    p.add_argument("--json", help="write everything measured here")
+    p.add_argument("--markdown", help="write the generated tables here")
+    p.add_argument("--docs", help="replace the generated section of this Markdown file")
+    p.add_argument("--from-json", help="measure nothing: the tables from this JSON")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    args.argv = list(argv)
+    if args.repeat < 1:
+        p.error("--repeat must be >= 1")
+    return args
+
+
+def main(argv=None):
+    args = parse(sys.argv[1:] if argv is None else argv)
+    if args.worker:
+        worker_main(args)
+        return None
+    if args.from_json:
+        report = json.loads(Path(args.from_json).read_text())
+    else:
+        report = driver(args)
+        if args.json:
+            _write_json(args.json, report)
+    table = markdown(report)
+    print(table)
+    if args.markdown:
+        Path(args.markdown).write_text(table)
+    if args.docs:
+        write_docs(args.docs, table)
+    return report
+
+
+if __name__ == "__main__":
+    main()

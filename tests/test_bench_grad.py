@@ -1,0 +1,65 @@
+"""Smoke test of benchmarks/grad.py (forward + backward against PyTorch and FBGEMM): every
+case at a tiny size, in this process, without FBGEMM.
+
+The speed is not checked (the benchmark's runs compare it); what is checked is the JSON's
+shape and that every row was checked against the float64 PyTorch reference before it was
+timed: lodarrow's rows (``lodarrow.torch`` and ``la.vjp``) pass that check on every case, a
+row that is timed passed it, FBGEMM's rows say why they did not run, and the generated
+section of a Markdown file is replaced, not appended, on a second run.
+"""
+
+import importlib.util
+import json
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "grad.py"
+pytest.importorskip("torch")
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("bench_grad", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="needs the checkout's benchmarks/")
+def test_the_grad_benchmark_checks_every_row_against_torch(tmp_path):
+    bench = _load_script()
+    out, doc = tmp_path / "grad.json", tmp_path / "doc.md"
+    doc.write_text("# Gradients\n\nText.\n")
+    argv = ["--rows-d1", "2000", "--rows-d16", "400", "--repeat", "1", "--small-calls", "2",
+            "--threads", "1", "--skip", "nested", "--json", str(out), "--docs", str(doc)]
+    bench.main(argv)
+    report = json.loads(out.read_text())
+    for key in ("command", "machine", "lodarrow", "versions", "threads", "settings",
+                "workloads", "fbgemm", "started", "finished", "load_at_end", "small_calls"):
+        assert key in report, key
+    assert report["threads"]["LODARROW_NUM_THREADS"] == "1"
+    assert report["fbgemm"]["error"]                      # no --fbgemm-python: said why
+    assert report["small_calls"]["checked"] is True and report["complete"] is True
+    rows = report["results"]
+    cases = {(op, w) for op, ws in bench.OPS for w in ws}
+    assert {(r["op"], r["workload"]) for r in rows} == cases
+    for r in rows:
+        assert isinstance(r["ok"], bool) and (r["ok"] or r["error"]), r
+        if r.get("median_s") is not None:                 # timed => checked equal to torch's
+            assert r["ok"] and r["max_rel_err"] < 1e-3, r
+            assert len(r["samples_s"]) == 1
+    for op, w in cases:
+        mine = {r["name"]: r for r in rows if (r["op"], r["workload"]) == (op, w)
+                and r["lib"] == "lodarrow"}
+        assert set(mine) == {"lodarrow.torch", "la.vjp"}, (op, w)
+        for r in mine.values():
+            assert r["ok"] and r["median_s"] > 0, r
+        fb = [r for r in rows if (r["op"], r["workload"]) == (op, w) and r["lib"] == "fbgemm"]
+        assert len(fb) == 1 and fb[0]["error"].startswith("not run: ")
+        assert any(r["lib"] == "torch" for r in rows if (r["op"], r["workload"]) == (op, w))
+    text = doc.read_text()
+    assert text.startswith("# Gradients\n\nText.\n") and text.count("## Speed") == 1
+    assert text.count(bench.END) == 1 and "| sequence_pool sum | D1 |" in text
+    bench.main(["--from-json", str(out), "--docs", str(doc)])   # regenerated in place
+    assert doc.read_text() == text
