@@ -44,6 +44,7 @@ from lodarrow._tables._apply import apply, col
 from lodarrow._tables._udf import pipeline, udf
 from lodarrow._tables._spark import spark_map
 from lodarrow._tables._engine_writers import dask_write_parquet, ray_parquet_sink
+from lodarrow._tables._tokenize import tokenize, tokenize_udf
 from lodarrow._hub._torch import from_torch, to_torch
 from lodarrow._hub._awkward import from_awkward, to_awkward
 from lodarrow._hub._jax import from_jax, to_jax
@@ -89,4 +90,5 @@ __all__ += ["clear_lengths_cache"]  # the lengths cache (docs/training.md#length
 __all__ += ["clear_data_cache"]  # docs/training.md#a-local-cache-for-remote-corpora
 __all__ += ["mix"]  # docs/training.md#mixing-corpora
 __all__ += ["vjp"]  # gradients (docs/gradients.md)
+__all__ += ["tokenize", "tokenize_udf"]  # text to token lists (docs/tokenize.md)
 __all__ += _ops.__all__  # the operators

@@ -12,6 +12,7 @@ from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 from lodarrow._tables._apply import ColumnRef
 from lodarrow._tables._dataset import MapSummary
+from lodarrow._tables._tokenize import TokenizeSummary, TokenizeUdf
 from lodarrow._training import BatchLoader, BatchPlan, Mixture
 
 __version__: str
@@ -219,7 +220,27 @@ class pipeline(_Base):
     udfs: tuple[udf, ...]
     def __init__(self, *udfs: udf | pipeline) -> None: ...
 
-def spark_map(df: Any, f: udf | pipeline) -> Any: ...  # pyspark.sql.DataFrame
+def spark_map(df: Any, f: udf | pipeline | TokenizeUdf) -> Any: ...  # pyspark.sql.DataFrame
+
+# ---------------------------------------------------------------------------- text to tokens
+_Ids: TypeAlias = int | Sequence[int] | None
+def tokenize(source: Any, dest: Any, tokenizer: Any, *, text: str | Sequence[str] = "text",
+             out: str = "tokens", columns: Sequence[str] | None = None, bos: _Ids = None,
+             eos: _Ids = None, separator: _Ids = None, max_length: int | None = None,
+             overflow: Literal["split", "truncate"] = "split", drop_empty: bool = False,
+             nulls: Literal["error", "drop"] = "error", vocab_size: int | None = None,
+             dtype: Literal["uint16", "int32", "int64"] | None = None,
+             add_special_tokens: bool = True, batch_rows: int | None = None,
+             processes: int | None = None, progress: bool | None = None,
+             overwrite: bool = False, resume: bool = True,
+             **write_options: Any) -> TokenizeSummary: ...
+def tokenize_udf(tokenizer: Any, *, text: str | Sequence[str] = "text", out: str = "tokens",
+                 columns: Sequence[str] | None = None, bos: _Ids = None, eos: _Ids = None,
+                 separator: _Ids = None, max_length: int | None = None,
+                 overflow: Literal["split", "truncate"] = "split", drop_empty: bool = False,
+                 nulls: Literal["error", "drop"] = "error", vocab_size: int | None = None,
+                 dtype: Literal["uint16", "int32", "int64"] | None = None,
+                 add_special_tokens: bool = True) -> TokenizeUdf: ...
 
 # ---------------------------------------------------------------------------- the conversion hub
 def to_torch(obj: Any, column: str | None = None, layout: str = "varlen", *,
@@ -258,9 +279,10 @@ def mix(sources: Sequence[Any] | Mapping[str, Any],
         weights: Sequence[float] | Mapping[str, float] | None = None, *,
         counts: Sequence[int] | Mapping[str, int] | None = None, epoch_size: int | None = None,
         by: str = "sequences") -> Mixture: ...
-def batch_loader(source: Any, column: str | None = None, *, batch_size: int | None = None,
-                 max_tokens: int | None = None, cost: str | None = None, shuffle: bool = True,
-                 drop_last: bool = False, seed: int = 0, num_replicas: int = 1, rank: int = 0,
+def batch_loader(source: Any, column: str | Mapping[str, str] | None = None, *,
+                 batch_size: int | None = None, max_tokens: int | None = None,
+                 cost: str | None = None, shuffle: bool = True, drop_last: bool = False,
+                 seed: int = 0, num_replicas: int = 1, rank: int = 0,
                  balance: str = "batches", alpha: float | None = None, oversize: str = "alone",
                  nulls: _Nulls = "error", mode: str = "padded",
                  row_length: int | None = None, level: int = 0, pad_value: Any = 0,

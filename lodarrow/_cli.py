@@ -1,7 +1,9 @@
-"""The command line: ``lodarrow demo``, ``bench``, ``info PATH`` and ``map SOURCE DEST``.
+"""The command line: ``lodarrow demo``, ``bench``, ``info PATH``, ``map SOURCE DEST`` and
+``tokenize SOURCE DEST``.
 
 Exit status: 0 on success, 1 when a check of ``demo`` fails or ``map`` fails on the data, 2 for
-a usage error (``map``: an unknown operator or arguments it refuses), a missing or unreadable
+a usage error (``map``: an unknown operator or arguments it refuses; ``tokenize``: an option
+it refuses, a source without the text column), a missing or unreadable
 file, or a missing optional dependency.
 """
 
@@ -26,7 +28,7 @@ def build_parser():
         description="LoD tensors on Arrow offsets: an end-to-end demo, the benchmark suite, "
                     "and the LoD structure of Parquet / Arrow IPC files.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    sub = parser.add_subparsers(dest="command", metavar="{demo,bench,info,map}")
+    sub = parser.add_subparsers(dest="command", metavar="{demo,bench,info,map,tokenize}")
 
     demo = sub.add_parser("demo", help="run the end-to-end pipeline on a synthetic corpus",
                           description="Build LoDTensors from a synthetic corpus (documents -> "
@@ -141,7 +143,71 @@ def build_parser():
     mapper.add_argument("--device", default=None, help="'cuda' to run the operators on the GPU")
     mapper.add_argument("--no-progress", action="store_true",
                         help="no progress bar (it shows only on a terminal anyway)")
+    _tokenize_parser(sub)
     return parser
+
+
+def _ids(text):
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not ids ID[,ID...]") from None
+
+
+def _tokenize_parser(sub):
+    tok = sub.add_parser(
+        "tokenize", help="tokenize a text corpus into a Parquet dataset of token lists",
+        usage="lodarrow tokenize SOURCE DEST --tokenizer tokenizer.json [options]",
+        description="Tokenize the text column of SOURCE (Parquet, JSON lines, plain or "
+        ".gz/.zst/.bz2, Arrow IPC / Hugging Face datasets files) into DEST, a Parquet "
+        "dataset whose token column is list<uint16> (vocabularies of up to 65,536 ids) or "
+        "list<int32>, with the lengths in each file's footer for lodarrow's loader "
+        "(lodarrow.tokenize; docs/tokenize.md).")
+    tok.add_argument("source", help="a file, a directory or a glob pattern")
+    tok.add_argument("dest", help="the output dataset directory (must not exist, or be "
+                     "empty, unless --overwrite)")
+    tok.add_argument("--tokenizer", required=True,
+                     help="a Hugging Face tokenizer.json (the tokenizers package)")
+    tok.add_argument("--text", default="text",
+                     help="the text column (default text); a,b: several, joined by "
+                     "--separator")
+    tok.add_argument("--out", default="tokens", help="the token column (default tokens)")
+    tok.add_argument("--columns", default=None,
+                     help="the other columns to keep, a,b (default: all but the text)")
+    for name, what in (("bos", "before"), ("eos", "after")):
+        tok.add_argument(f"--{name}", type=_ids, default=None, metavar="ID[,ID]",
+                         help=f"ids {what} every document")
+    tok.add_argument("--separator", type=_ids, default=None, metavar="ID[,ID]",
+                     help="ids between the texts of several --text columns")
+    tok.add_argument("--max-length", type=int, default=None,
+                     help="the longest row, in ids (bos and eos counted)")
+    tok.add_argument("--overflow", choices=("split", "truncate"), default="split",
+                     help="a longer document: cut into rows of --max-length ids (default), "
+                     "or truncated")
+    tok.add_argument("--drop-empty", action="store_true",
+                     help="drop documents whose text is empty or whitespace")
+    tok.add_argument("--nulls", choices=("error", "drop"), default="error",
+                     help="a null text: an error (default) or the row dropped")
+    tok.add_argument("--vocab-size", type=int, default=None,
+                     help="the vocabulary ids are checked against (default: the tokenizer's)")
+    tok.add_argument("--dtype", choices=("uint16", "int32", "int64"), default=None,
+                     help="the ids' type (default: the narrowest holding the vocabulary)")
+    tok.add_argument("--no-special-tokens", action="store_true",
+                     help="no special tokens of the tokenizer's post-processor")
+    tok.add_argument("--batch-rows", type=int, default=None,
+                     help="documents per batch and row group (default: about 4 MiB of text)")
+    tok.add_argument("--processes", type=int, default=None,
+                     help="worker processes over files (default: one process, the "
+                     "tokenizer's own threads)")
+    tok.add_argument("--compression", default=None,
+                     help="Parquet compression of the output (default: pyarrow's, snappy)")
+    tok.add_argument("--overwrite", action="store_true",
+                     help="replace DEST once the new dataset is complete")
+    tok.add_argument("--no-resume", action="store_true",
+                     help="start afresh instead of skipping the files an interrupted run "
+                     "of the same job finished")
+    tok.add_argument("--no-progress", action="store_true",
+                     help="no progress bar (it shows only on a terminal anyway)")
 
 
 def main(argv=None):
@@ -158,7 +224,8 @@ def main(argv=None):
     if args.command is None:
         parser.print_help()
         return 2
-    return {"demo": _demo, "bench": _bench, "info": _info, "map": _map}[args.command](args)
+    return {"demo": _demo, "bench": _bench, "info": _info, "map": _map,
+            "tokenize": _tokenize}[args.command](args)
 
 
 def _error(message):
@@ -350,6 +417,50 @@ def _map_checked(args):
         return 1
     print(summary)
     return 0
+
+
+def _tokenize(args):
+    import lodarrow as la
+
+    if args.batch_rows is not None and args.batch_rows < 1:
+        return _error("tokenize: --batch-rows must be >= 1")
+    if args.processes is not None and args.processes < 1:
+        return _error("tokenize: --processes must be >= 1")
+    if args.compression is not None and not _known_codec(args.compression):
+        return _error(f"tokenize: --compression {args.compression}: not a Parquet "
+                      f"compression (none, snappy, gzip, brotli, lz4, zstd)")
+    if not os.path.isfile(args.tokenizer):
+        return _error(f"tokenize: --tokenizer {args.tokenizer}: no such file")
+    options = {} if args.compression is None else {"compression": args.compression}
+    text = list(_split(args.text))
+    try:
+        summary = la.tokenize(
+            args.source, args.dest, args.tokenizer, text=text[0] if len(text) == 1 else text,
+            out=args.out, columns=None if args.columns is None else list(_split(args.columns)),
+            bos=args.bos, eos=args.eos, separator=args.separator,
+            max_length=args.max_length, overflow=args.overflow, drop_empty=args.drop_empty,
+            nulls=args.nulls, vocab_size=args.vocab_size, dtype=args.dtype,
+            add_special_tokens=not args.no_special_tokens, batch_rows=args.batch_rows,
+            processes=args.processes, progress=False if args.no_progress else None,
+            overwrite=args.overwrite, resume=not args.no_resume, **options)
+    except ImportError as exc:
+        return _error(f"tokenize: {exc}".replace("tokenize: tokenize: ", "tokenize: "))
+    except (FileNotFoundError, FileExistsError, KeyError, TypeError) as exc:
+        return _error(_tokenize_words(f"tokenize: {_message(exc)}"))
+    except Exception as exc:  # a failure on the data: the message names the file and row
+        print(f"lodarrow: tokenize failed: {_tokenize_words(_message(exc))}", file=sys.stderr)
+        return 1
+    print(summary)
+    return 0
+
+
+def _tokenize_words(text):
+    text = text.replace("tokenize: tokenize: ", "tokenize: ")
+    for api, cli in (("nulls='drop'", "--nulls drop"), ("give text=", "give --text"),
+                     ("give vocab_size=", "give --vocab-size"), ("give columns=", "give --columns"),
+                     ("give a smaller batch_rows", "give a smaller --batch-rows")):
+        text = text.replace(api, cli)
+    return text
 
 
 def _known_codec(name):

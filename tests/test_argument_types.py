@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 import pytest
 
 import lodarrow as la
@@ -35,6 +36,11 @@ def parquet_path(tmp_path_factory):
     path = tmp_path_factory.mktemp("pq") / "x.parquet"
     la.write_parquet({"x": _t()}, path)
     return str(path)
+
+
+def _byte_ids(texts):
+    """A tokenizer for la.tokenize's valid call: a document's UTF-8 bytes."""
+    return [list(t.encode()) for t in texts]
 
 
 def _valid_calls(parquet_path, out_path):
@@ -238,6 +244,17 @@ def calls(parquet_path, tmp_path, request):
                                      "dest": str(tmp_path / "dask-out"),
                                      "partition_cols": ["k"], "overwrite": True,
                                      "engine": "auto"}
+    # la.tokenize: a text file and a callable tokenizer (no tokenizers library needed)
+    texts = str(tmp_path / "texts.parquet")
+    pq.write_table(pa.table({"text": ["ab c", "", "d"]}), texts)
+    options = {"text": "text", "out": "tokens", "columns": None, "bos": 1, "eos": 2,
+               "separator": None, "max_length": 4, "overflow": "split", "drop_empty": False,
+               "nulls": "error", "vocab_size": 256, "dtype": "int32",
+               "add_special_tokens": True}
+    out["tokenize"] = {"source": texts, "dest": str(tmp_path / "tokens"),
+                       "tokenizer": _byte_ids, **options, "batch_rows": 2, "processes": 1,
+                       "progress": False, "overwrite": True, "resume": False}
+    out["tokenize_udf"] = {"tokenizer": _byte_ids, **options}
     # a Spark DataFrame only for the spark_map cases (the local Spark of conftest.py)
     spark = request.getfixturevalue("spark") if "spark_map" in request.node.name else None
     out["spark_map"] = {

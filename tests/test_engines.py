@@ -401,3 +401,49 @@ def test_kernel_threads_inside_dask_workers(dask_client):
     kernel_threads = _probe()
     assert set(dask_client.run(kernel_threads).values()) == {(1, 1, "1")}
     assert dask_client.submit(kernel_threads, pure=False).result() == (1, 1, "1")
+
+
+def test_tokenize_udf_on_every_engine(ray_session, dask_client, spark, tmp_path):
+    """``la.tokenize_udf`` on Ray Data, Dask and Spark gives ``la.tokenize``'s rows (Spark
+    carries uint16 as int), a document split into several rows by ``max_length`` too."""
+    import dask.dataframe as dd
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    rng = np.random.default_rng(3)
+    words = ["alpha", "beta", "gamma", "délta", "日本", "😀"]
+    src = tmp_path / "src"
+    src.mkdir()
+    texts = []
+    for k in range(2):
+        part = [" ".join(rng.choice(words, int(n))) for n in rng.integers(0, 30, 60)]
+        ids = np.arange(len(texts), len(texts) + len(part))
+        texts += part
+        pq.write_table(pa.table({"id": ids, "text": part}), src / f"p{k}.parquet",
+                       row_group_size=25)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.train_from_iterator(texts, trainers.BpeTrainer(
+        vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
+    options = dict(eos=0, max_length=12)
+    la.tokenize(src, tmp_path / "local", tok, progress=False, **options)
+    want = pq.read_table(tmp_path / "local")
+    want = want.take(np.argsort(want["id"].to_numpy(), kind="stable"))
+    assert want.num_rows > len(texts)  # some documents were split
+    f = la.tokenize_udf(tok, **options)
+
+    def same(got, what):
+        got = got.take(np.argsort(got["id"].to_numpy(), kind="stable"))
+        assert got["id"].to_pylist() == want["id"].to_pylist(), what
+        assert got["tokens"].to_pylist() == want["tokens"].to_pylist(), what
+
+    ds = ray_session.data.read_parquet(str(src))
+    ds.map_batches(f, batch_format="pyarrow", batch_size=16).write_parquet(str(tmp_path / "ray"))
+    same(pq.read_table(tmp_path / "ray"), "ray")
+    ddf = dd.read_parquet(str(src), dtype_backend="pyarrow")
+    out = ddf.map_partitions(f, meta=f.dask_meta(ddf))
+    assert str(out._meta.dtypes["tokens"]) == "list<item: uint16>[pyarrow]"
+    same(pa.Table.from_pandas(out.compute(), preserve_index=False), "dask")
+    df = la.spark_map(spark.read.parquet(str(src)), f)
+    assert df.schema["tokens"].dataType.simpleString() == "array<int>"
+    same(df.toArrow(), "spark")

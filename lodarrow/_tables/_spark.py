@@ -196,8 +196,9 @@ def spark_map(df, f):
         ``la.col(name, lod_level=k, feature_shape=(d, ...))`` (the outer ``k`` levels are the
         LoD, the inner ones regular feature dimensions of widths ``d, ...``; ``lod_level=0``
         for a plain fixed-size column).
-    f : udf or pipeline
-        Made by :func:`lodarrow.udf` / :func:`lodarrow.pipeline`.  It is pickled to the
+    f : udf, pipeline or TokenizeUdf
+        Made by :func:`lodarrow.udf` / :func:`lodarrow.pipeline` /
+        :func:`lodarrow.tokenize_udf`.  It is pickled to the
         workers (operator names and arguments, never data).
 
     Returns
@@ -251,6 +252,7 @@ def spark_map(df, f):
     'array<float>'
     >>> out.write.parquet("corpus-mapped/")  # doctest: +SKIP
     """
+    from lodarrow._tables._tokenize import TokenizeUdf
     from lodarrow._tables._udf import pipeline, udf
 
     try:
@@ -262,7 +264,7 @@ def spark_map(df, f):
     if not isinstance(df, DataFrame):
         raise TypeError(f"spark_map: df must be a pyspark.sql.DataFrame, got "
                         f"{type(df).__name__}")
-    if not isinstance(f, (udf, pipeline)):
+    if not isinstance(f, (udf, pipeline, TokenizeUdf)):
         raise TypeError(f"spark_map: f must be a la.udf or la.pipeline, got "
                         f"{type(f).__name__}")
     conf = df.sparkSession.conf

@@ -1,0 +1,459 @@
+"""``la.tokenize`` / ``lodarrow tokenize``: text to token lists the loader reads directly.
+
+The tokenizer is a real ``tokenizers`` BPE (byte level, so every unicode text encodes)
+trained here on the test corpus; every row of every format is checked against its
+``encode``, in order.  Errors are checked to name the file and the row and to leave no
+``dest``; a run killed outright (SIGKILL, in a subprocess) is resumed to the dataset an
+uninterrupted run gives.
+"""
+
+import gzip
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lodarrow as la
+from lodarrow._cli import main as cli
+from lodarrow._tables import _tokenize
+
+tokenizers = pytest.importorskip("tokenizers")
+
+WORDS = ["the", "of", "and", "lodarrow", "token", "naïve", "café", "日本語", "😀", "Ünïcödé",
+         "x" * 30, "\t", "\n"]
+
+
+def make_texts(n, seed=0):
+    rng = np.random.default_rng(seed)
+    texts = [" ".join(rng.choice(WORDS, int(k))) for k in rng.integers(0, 40, n)]
+    texts += ["", "   ", " ".join(rng.choice(WORDS, 5000))]  # empty, blank, very long
+    return texts
+
+
+TEXTS = make_texts(300)
+
+
+@pytest.fixture(scope="module")
+def tok(tmp_path_factory):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    t = Tokenizer(models.BPE())
+    t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    t.decoder = decoders.ByteLevel()
+    t.train_from_iterator(TEXTS, trainers.BpeTrainer(
+        vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
+    path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
+    t.save(str(path))
+    t.path = str(path)
+    return t
+
+
+def write_jsonl(path, rows, opener=open):
+    with opener(path, "wt", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+
+
+def corpus_table(texts=TEXTS):
+    return pa.table({"id": np.arange(len(texts)), "text": texts,
+                     "lang": ["en" if i % 3 else "fr" for i in range(len(texts))]})
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """The same rows as Parquet, JSON lines (plain, gzip, zstd), Arrow file and stream."""
+    root = tmp_path_factory.mktemp("corpus")
+    table = corpus_table()
+    pq.write_table(table, root / "a.parquet", row_group_size=70)
+    rows = table.to_pylist()
+    write_jsonl(root / "b.jsonl", rows)
+    write_jsonl(root / "c.jsonl.gz", rows, gzip.open)
+    with pa.output_stream(root / "d.jsonl.zst", compression="zstd") as f:
+        f.write("".join(json.dumps(row) + "\n" for row in rows).encode())
+    with pa.ipc.new_stream(root / "e.arrow", table.schema) as w:  # datasets' cache files
+        w.write_table(table, max_chunksize=50)
+    with pa.ipc.new_file(root / "f.feather", table.schema) as w:
+        w.write_table(table, max_chunksize=50)
+    (root / "README.md").write_text("not data")
+    (root / "_SUCCESS").write_text("")
+    return root
+
+
+def encoded(tok, texts):
+    return [tok.encode(t).ids for t in texts]
+
+
+def no_lengths_pass(monkeypatch):
+    from lodarrow._training import _source
+
+    def refuse(self, k, columns):
+        raise AssertionError(f"row group {k} was decoded for its lengths: {columns}")
+
+    monkeypatch.setattr(_source.ParquetParts, "read_group", refuse)
+
+
+def test_every_format_every_row_equals_encode(tok, corpus, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    s = la.tokenize(corpus, out, tok.path, batch_rows=64, progress=False)
+    want = encoded(tok, TEXTS)
+    names = sorted(os.listdir(out))
+    assert names == ["a.parquet", "b.parquet", "c.parquet", "d.parquet", "e.parquet",
+                     "f.parquet"]
+    for name in names:
+        got = pq.read_table(out / name)
+        assert got.schema.names == ["id", "lang", "tokens"], name
+        assert got.schema.field("tokens").type == pa.list_(pa.uint16()), name
+        assert got["tokens"].to_pylist() == want, name
+        assert got["id"].to_pylist() == list(range(len(TEXTS))), name
+        # one row group per batch of 64 documents
+        assert pq.ParquetFile(out / name).metadata.num_row_groups == -(-len(TEXTS) // 64)
+    n = len(TEXTS)
+    assert (s.files, s.resumed, s.documents, s.rows) == (6, 0, 6 * n, 6 * n)
+    assert s.tokens == 6 * sum(map(len, want)) and s.dtype == "uint16"
+    assert s.vocab_size == tok.get_vocab_size(with_added_tokens=True)
+    assert "tokens (list<uint16>)" in str(s)
+    # the loader and sequence_lengths read the lengths from the footers: no lengths pass
+    no_lengths_pass(monkeypatch)
+    lengths = la.sequence_lengths(out, "tokens", cache_dir=False)
+    np.testing.assert_array_equal(lengths, np.tile([len(w) for w in want], 6))
+    loader = la.batch_loader(out, "tokens", max_tokens=4096, cost="padded", seed=0,
+                             progress=False, cache_dir=False)
+    assert len(loader.plan().indices) == 6 * n and len(loader) > 0
+    monkeypatch.undo()
+    batches = list(loader)
+    rows = np.concatenate([b["rows"] for b in batches])
+    assert np.array_equal(np.sort(rows), np.arange(6 * n))  # every sequence once
+    assert batches[0]["values"].dtype == np.uint16
+
+
+def test_in_memory_sources_and_transformers(tok, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_dict({"text": TEXTS, "id": list(range(len(TEXTS)))})
+    ds = ds.select(range(len(TEXTS) - 1, -1, -1))  # an indices mapping: its order counts
+    s = la.tokenize(ds, tmp_path / "ds", tok, progress=False)
+    got = pq.read_table(tmp_path / "ds")
+    assert got["tokens"].to_pylist() == encoded(tok, TEXTS[::-1])
+    assert got["id"].to_pylist() == list(range(len(TEXTS)))[::-1] and s.files == 1
+    transformers = pytest.importorskip("transformers")
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok)
+    table = corpus_table()
+    la.tokenize(table, tmp_path / "tf", fast, columns=["id"], progress=False)
+    got = pq.read_table(tmp_path / "tf")
+    assert got.schema.names == ["id", "tokens"]
+    assert got["tokens"].to_pylist() == [fast(t)["input_ids"] for t in TEXTS]
+
+
+def test_callables_and_the_narrowest_dtype(tmp_path):
+    table = pa.table({"text": ["a bb", "", "ccc dddd e"]})
+
+    def lengths(texts):
+        return [[len(w) * 20000 for w in t.split()] for t in texts]
+
+    s = la.tokenize(table, tmp_path / "a", lengths, vocab_size=100_000, progress=False)
+    got = pq.read_table(tmp_path / "a")
+    assert got.schema.field("tokens").type == pa.list_(pa.int32()) and s.dtype == "int32"
+    assert got["tokens"].to_pylist() == lengths(table["text"].to_pylist())
+    # a callable may give NumPy arrays or an Arrow list array; 65,536 ids fit uint16
+    for k, f in enumerate([lambda ts: [np.arange(len(t)) for t in ts],
+                           lambda ts: pa.array([list(range(len(t))) for t in ["x", *ts]])[1:]]):
+        s = la.tokenize(table, tmp_path / f"b{k}", f, vocab_size=1 << 16, progress=False)
+        assert s.dtype == "uint16"
+        assert pq.read_table(tmp_path / f"b{k}")["tokens"].to_pylist() == \
+            [list(range(len(t))) for t in table["text"].to_pylist()]
+
+
+def reference(ids, bos, eos, m, overflow):
+    """The rows one document's ids give (a slow, obvious loop)."""
+    full = list(bos) + list(ids) + list(eos)
+    if m is None or len(full) <= m:
+        return [full]
+    if overflow == "truncate":
+        return [full[:m]]
+    return [full[i:i + m] for i in range(0, len(full), m)]
+
+
+@pytest.mark.parametrize("overflow", ["split", "truncate"])
+def test_bos_eos_max_length(tok, tmp_path, overflow):
+    table = corpus_table()
+    m = 7
+    s = la.tokenize(table, tmp_path / "o", tok, bos=[1, 2], eos=3, max_length=m,
+                    overflow=overflow, batch_rows=50, progress=False)
+    got = pq.read_table(tmp_path / "o")
+    rows, ids_rows = [], []
+    for i, ids in enumerate(encoded(tok, TEXTS)):
+        for piece in reference(ids, [1, 2], [3], m, overflow):
+            rows.append(piece)
+            ids_rows.append(i)
+    assert got["tokens"].to_pylist() == rows
+    assert got["id"].to_pylist() == ids_rows  # the other columns repeated per piece
+    assert s.rows == len(rows) and s.tokens == sum(map(len, rows))
+    full = sum(len(ids) + 3 for ids in encoded(tok, TEXTS))
+    assert s.truncated_tokens == (full - s.tokens if overflow == "truncate" else 0)
+    assert max(map(len, rows)) == m
+
+
+def test_several_text_columns_separator_nulls_and_empty(tok, tmp_path):
+    title = ["A title", None, "", "café", "  "]
+    body = ["body one", "two", "", "日本語 😀", "x"]
+    table = pa.table({"title": title, "body": body, "k": [0, 1, 2, 3, 4]})
+    with pytest.raises(ValueError, match=r"tokenize: the source, row 1: the text column "
+                                         r"'title' is null \(nulls='drop'"):
+        la.tokenize(table, tmp_path / "x", tok, text=["title", "body"], progress=False)
+    assert not (tmp_path / "x").exists()
+    s = la.tokenize(table, tmp_path / "y", tok, text=["title", "body"], separator=[9, 9],
+                    nulls="drop", drop_empty=True, progress=False)
+    got = pq.read_table(tmp_path / "y")
+    keep = [0, 3, 4]  # row 1 null, row 2 empty in both; row 4 has a body
+    assert got["k"].to_pylist() == keep
+    assert got["tokens"].to_pylist() == [
+        tok.encode(title[i]).ids + [9, 9] + tok.encode(body[i]).ids for i in keep]
+    assert (s.documents, s.dropped_nulls, s.dropped_empty, s.rows) == (5, 1, 1, 3)
+
+
+def test_bad_input_names_the_file_and_row_and_writes_nothing(tok, corpus, tmp_path):
+    dest = tmp_path / "dest"
+    with pytest.raises(KeyError, match=r"'.*a\.parquet': no text column 'body'"):
+        la.tokenize(corpus / "a.parquet", dest, tok, text="body")
+    with pytest.raises(TypeError, match=r"'.*a\.parquet': the text column 'id' is of type "
+                                        r"int64, not strings"):
+        la.tokenize(corpus / "a.parquet", dest, tok, text="id")
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(corpus / "a.parquet", src / "a.parquet")
+    (src / "z.parquet").write_bytes(b"PAR1 this is not parquet PAR1")
+    with pytest.raises(ValueError, match=r"'.*z\.parquet': cannot read"):
+        la.tokenize(src, dest, tok)
+    os.remove(src / "z.parquet")
+    # a JSON line's later rows are parsed when their block is read: the run has begun,
+    # dest does not exist (resume=False: nothing hidden left either)
+    lines = [json.dumps({"text": "fine"})] * 5 + ['{"text": 12}']
+    (src / "b.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"'.*b\.jsonl', row 5: cannot read"):
+        la.tokenize(src, dest, tok, resume=False)
+    (src / "b.jsonl").write_text(json.dumps({"text": "fine"}) + "\n{oops\n")
+    with pytest.raises(ValueError, match=r"'.*b\.jsonl', row 1: cannot read"):
+        la.tokenize(src, dest, tok, resume=False)
+    os.remove(src / "b.jsonl")
+    write_jsonl(src / "c.jsonl.gz", [{"text": "a"}] * 3 + [{"text": ["not", "text"]}],
+                gzip.open)
+    with pytest.raises(ValueError, match=r"'.*c\.jsonl\.gz', row 3: cannot read"):
+        la.tokenize(src, dest, tok, resume=False)
+    os.remove(src / "c.jsonl.gz")
+
+    pq.write_table(pa.table({"text": [str(i) for i in range(300)]}), src / "a.parquet")
+
+    def beyond(texts):
+        return [[7] if t != "123" else [7, 50] for t in texts]
+
+    with pytest.raises(ValueError, match=r"'.*a\.parquet', row 123: the tokenizer returned "
+                                         r"id 50, outside the vocabulary \(ids 0-49\)"):
+        la.tokenize(src, dest, beyond, vocab_size=50, batch_rows=40, resume=False)
+    assert os.listdir(tmp_path) == ["src"]  # no dest, nothing hidden left (resume=False)
+    with pytest.raises(ValueError, match="eos id 400 is outside the vocabulary"):
+        la.tokenize(src, dest, tok, eos=400)
+    with pytest.raises(ValueError, match="overflow must be 'split' or 'truncate'"):
+        la.tokenize(src, dest, tok, max_length=3, overflow="wrap")
+    with pytest.raises(TypeError, match="tokenizer must be a tokenizers.Tokenizer"):
+        la.tokenize(src, dest, 42)
+    with pytest.raises(FileExistsError, match="exists and is not an empty directory"):
+        la.tokenize(src, src, tok)
+
+
+KILLED_RUN = textwrap.dedent("""
+    import os, signal, sys
+    import lodarrow as la
+    from lodarrow._tables import _tokenize
+
+    src, dest, tokenizer = sys.argv[1:4]
+    real = _tokenize._Encoder.finish
+    done = []
+
+    def finish(self, prepared):
+        done.append(1)
+        if len(done) == 8:  # the third file's second batch, mid-write: killed outright
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(self, prepared)
+
+    _tokenize._Encoder.finish = finish
+    la.tokenize(src, dest, tokenizer, batch_rows=100, progress=False)
+""")
+
+
+def test_a_killed_run_resumes_to_the_same_dataset(tok, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for k in range(5):
+        texts = make_texts(250, seed=k)
+        pq.write_table(corpus_table(texts), src / f"p{k}.parquet")
+    script = tmp_path / "run.py"
+    script.write_text(KILLED_RUN)
+    dest = tmp_path / "dest"
+    proc = subprocess.run([sys.executable, str(script), str(src), str(dest), tok.path],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert not dest.exists()
+    staging = [p for p in os.listdir(tmp_path) if p.startswith(".dest.lodarrow-tokenize-")]
+    assert len(staging) == 1
+    left = sorted(os.listdir(tmp_path / staging[0]))
+    assert left == [".p2.parquet.tmp", "p0.parquet", "p1.parquet"]
+    s = la.tokenize(src, dest, tok.path, batch_rows=100, progress=False)
+    assert s.resumed == 2 and s.files == 5
+    la.tokenize(src, tmp_path / "whole", tok.path, batch_rows=100, progress=False)
+    assert sorted(os.listdir(dest)) == [f"p{k}.parquet" for k in range(5)]
+    for k in range(5):
+        a, b = pq.read_table(dest / f"p{k}.parquet"), pq.read_table(tmp_path / "whole" /
+                                                                    f"p{k}.parquet")
+        assert a.equals(b)
+    assert not any(p.startswith(".dest.") for p in os.listdir(tmp_path))
+    # another job (other options) does not take the finished files of this one
+    s = la.tokenize(src, tmp_path / "other", tok.path, eos=0, progress=False)
+    assert s.resumed == 0
+
+
+def test_processes_give_the_same_dataset(tok, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for k in range(3):
+        write_jsonl(src / f"p{k}.jsonl", corpus_table(make_texts(100, seed=k)).to_pylist())
+    la.tokenize(src, tmp_path / "a", tok.path, progress=False)
+    s = la.tokenize(src, tmp_path / "b", tok, processes=2, progress=False)
+    assert s.files == 3 and s.documents == 3 * 103
+    for k in range(3):
+        assert pq.read_table(tmp_path / "a" / f"p{k}.parquet").equals(
+            pq.read_table(tmp_path / "b" / f"p{k}.parquet"))
+
+
+def test_memory_is_a_few_batches(tok, tmp_path):
+    """However many batches a file has, at most a few are in flight (read ahead, being
+    encoded, being written): the bound the docstring states."""
+    texts = make_texts(3000, seed=5)
+    pq.write_table(pa.table({"text": texts}), tmp_path / "big.parquet")
+    for batch_rows in (500, 30):  # 7 and 101 batches
+        _tokenize.IN_FLIGHT.update(now=0, max=0)
+        la.tokenize(tmp_path / "big.parquet", tmp_path / f"o{batch_rows}", tok,
+                    batch_rows=batch_rows, progress=False)
+        assert _tokenize.IN_FLIGHT["now"] == 0
+        assert 2 <= _tokenize.IN_FLIGHT["max"] <= 5, _tokenize.IN_FLIGHT
+
+    def fails_late(texts):  # an id outside the vocabulary in the 10th batch
+        fails_late.calls += 1
+        return [[1] if fails_late.calls < 10 else [99] for t in texts]
+
+    fails_late.calls = 0
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        la.tokenize(tmp_path / "big.parquet", tmp_path / "bad", fails_late, vocab_size=50,
+                    batch_rows=30, progress=False, resume=False)
+    assert _tokenize.IN_FLIGHT["now"] == 0  # every batch read was let go
+
+
+def test_the_command_line(tok, corpus, tmp_path, capsys):
+    dest = tmp_path / "cli"
+    rc = cli(["tokenize", str(corpus / "b.jsonl"), str(dest), "--tokenizer", tok.path,
+              "--eos", "0", "--columns", "id", "--max-length", "16", "--overflow", "truncate",
+              "--no-progress"])
+    assert rc == 0, capsys.readouterr().err
+    assert "tokens (list<uint16>)" in capsys.readouterr().out
+    got = pq.read_table(dest / "b.parquet")
+    assert got.schema.names == ["id", "tokens"]
+    assert got["tokens"].to_pylist() == [(ids + [0])[:16] for ids in encoded(tok, TEXTS)]
+    rc = cli(["tokenize", str(corpus / "a.parquet"), str(tmp_path / "x"), "--tokenizer",
+              tok.path, "--text", "body"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "no text column 'body'" in err and "(give --text)" in err
+    rc = cli(["tokenize", str(corpus / "a.parquet"), str(tmp_path / "x"), "--tokenizer",
+              tok.path, "--eos", "500"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "eos id 500 is outside the vocabulary" in err and \
+        "give --vocab-size" in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_lines_longer_than_a_block_and_datasets_directories(tok, tmp_path, monkeypatch):
+    """A JSON line longer than pyarrow's read block (4 MiB; 2 KiB here) is read with larger
+    blocks; a ``save_to_disk`` directory is read through its Arrow files only."""
+    monkeypatch.setattr(_tokenize, "DEFAULT_BATCH_BYTES", 2048)
+    for texts in ([TEXTS[-1], "short", TEXTS[-1][:3000]],   # the first line is 36 KiB
+                  ["short", TEXTS[-1], "short"]):               # a later one
+        shutil.rmtree(tmp_path / "o", ignore_errors=True)
+        write_jsonl(tmp_path / "long.jsonl", [{"text": t} for t in texts])
+        la.tokenize(tmp_path / "long.jsonl", tmp_path / "o", tok, progress=False)
+        assert pq.read_table(tmp_path / "o")["tokens"].to_pylist() == encoded(tok, texts)
+    datasets = pytest.importorskip("datasets")
+    datasets.Dataset.from_dict({"text": TEXTS}).save_to_disk(str(tmp_path / "saved"))
+    s = la.tokenize(tmp_path / "saved", tmp_path / "s", tok, progress=False)
+    assert sorted(os.listdir(tmp_path / "s")) == ["data-00000-of-00001.parquet"]
+    assert pq.read_table(tmp_path / "s")["tokens"].to_pylist() == encoded(tok, TEXTS)
+    assert s.documents == len(TEXTS)
+
+
+def test_the_udf_takes_batches_frames_and_pickles(tok, tmp_path, capsys):
+    import pickle
+
+    f = la.tokenize_udf(tok.path, eos=1, columns=["id"])
+    g = pickle.loads(pickle.dumps(f))  # the path is loaded again
+    table = corpus_table()
+    want = [ids + [1] for ids in encoded(tok, TEXTS)]
+    batch = g(table.to_batches()[0])
+    assert isinstance(batch, pa.RecordBatch) and batch["tokens"].to_pylist() == want
+    frame = g(table.to_pandas())
+    assert str(frame.dtypes["tokens"]) == "list<item: uint16>[pyarrow]"
+    assert [list(x) for x in frame["tokens"]] == want
+    assert g.output_schema(table.schema).names == ["id", "tokens"]
+    with pytest.raises(KeyError, match="no text column 'text'"):
+        g(pa.table({"body": ["x"]}))
+    # the progress bar: documents, tokens and tokens/s
+    la.tokenize(table, tmp_path / "p", tok, progress=True)
+    err = capsys.readouterr().err
+    assert "tokenize [####################] 1/1 files" in err and "tokens/s" in err
+
+
+def test_the_benchmark_runs(tmp_path):
+    """benchmarks/tokenization.py at a tiny size: its rows run and its JSON and table are made
+    (``la.tokenize``'s token count is checked against the tokenizer's inside)."""
+    import importlib.util
+
+    from conftest import checkout_root
+
+    root = checkout_root()
+    if root is None:
+        pytest.skip("the benchmarks are in the source checkout only")
+    spec = importlib.util.spec_from_file_location("bench_tokenize",
+                                                  root / "benchmarks" / "tokenization.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = "tokenizer alone (encode_batch_fast + ids),lodarrow tokenize (threads)"
+    bench.main(["--docs", "120", "--files", "2", "--vocab", "400", "--repeat", "1",
+                "--only", rows, "--work-dir", str(tmp_path / "w"),
+                "--json", str(tmp_path / "b.json"), "--markdown", str(tmp_path / "b.md")])
+    got = json.loads((tmp_path / "b.json").read_text())
+    timed = [r for r in got["rows"] if r.get("seconds")]
+    assert [r["name"] for r in timed] == rows.split(",")
+    assert all(r["tokens_per_s"] > 0 and r["cpu_seconds"] > 0 for r in timed)
+    assert got["meta"]["tokens"] > 0 and "| lodarrow tokenize (threads) |" in \
+        (tmp_path / "b.md").read_text()
+
+
+def test_json_lines_are_checked_from_their_first_line(tok, tmp_path):
+    dest = tmp_path / "dest"
+    (tmp_path / "a.jsonl").write_text(json.dumps({"body": "x"}) + "\n")
+    with pytest.raises(KeyError, match=r"'.*a\.jsonl': no text column 'text'; the columns are "
+                                       r"\['body'\]"):
+        la.tokenize(tmp_path / "a.jsonl", dest, tok)
+    (tmp_path / "a.jsonl").write_text("\n" + json.dumps({"text": 3}) + "\n")
+    with pytest.raises(TypeError, match=r"the text column 'text' is of type int, not strings"):
+        la.tokenize(tmp_path / "a.jsonl", dest, tok)
+    (tmp_path / "a.jsonl.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(ValueError, match=r"'.*a\.jsonl\.gz': cannot read"):
+        la.tokenize(tmp_path / "a.jsonl.gz", dest, tok)
+    with pytest.raises(ValueError, match="is a URI; tokenize reads local files"):
+        la.tokenize("s3://bucket/corpus/", dest, tok)
+    assert sorted(os.listdir(tmp_path)) == ["a.jsonl", "a.jsonl.gz"]
