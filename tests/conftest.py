@@ -290,14 +290,13 @@ def s3_endpoint():
     session: its endpoint URL.  Skipped cleanly without ``moto[server]``."""
     server = pytest.importorskip("moto.server", reason="needs moto[server] (the test extra)")
     import logging
-    import socket
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    srv = server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    # port 0: the server binds a free port itself (a port found free and bound later could
+    # be taken in between by another process, and the server's start would wait forever)
+    srv = server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     srv.start()
+    port = srv.get_host_and_port()[1]
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

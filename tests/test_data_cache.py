@@ -103,17 +103,15 @@ def own_s3(monkeypatch):
     """``(filesystem, bucket, stop)``: a bucket on an S3 server of this test's own, and what
     stops the server (the object store goes away mid-test)."""
     server = pytest.importorskip("moto.server", reason="needs moto[server] (the test extra)")
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    srv = server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    # port 0: the server binds a free port itself (a port found free and bound later could
+    # be taken in between by another process, and the server's start would wait forever)
+    srv = server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     srv.start()
+    port = srv.get_host_and_port()[1]
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     fs = pafs.S3FileSystem(access_key="testing", secret_key="testing", region="us-east-1",
                            endpoint_override=f"127.0.0.1:{port}", scheme="http",
-                           allow_bucket_creation=True, connect_timeout=1, request_timeout=2,
+                           allow_bucket_creation=True, connect_timeout=1, request_timeout=30,
                            retry_strategy=pafs.AwsDefaultS3RetryStrategy(max_attempts=1))
     fs.create_dir("stopped")
     stopped = []
