@@ -271,3 +271,21 @@ def test_document_links_point_at_headings(path):
         if not target_path.exists() or anchor not in anchors(target_path):
             broken.append(f"{target or path.name}#{anchor}")
     assert not broken, f"{path.name} links to missing anchors: {broken}"
+
+
+@needs_checkout
+def test_the_api_reference_lists_every_public_name():
+    """docs/api/ documents every name of ``lodarrow.__all__`` (the site's build checks
+    ``lodarrow.torch``'s too: docs/conf.py)."""
+    documented = set()
+    for page in (DOCS / "api").glob("*.rst"):
+        module = "lodarrow"
+        for line in page.read_text().splitlines():
+            if match := re.match(r"\.\. (?:current)?module:: (\S+)", line):
+                module = match[1]
+            elif match := re.match(r"\.\. auto(?:function|class|exception):: (\w+)$", line):
+                documented.add(f"{module}.{match[1]}")
+    import lodarrow
+
+    missing = sorted(n for n in lodarrow.__all__ if f"lodarrow.{n}" not in documented)
+    assert not missing, f"public names no page of docs/api/ documents: {missing}"
