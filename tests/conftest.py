@@ -17,6 +17,13 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                            HealthCheck.function_scoped_fixture],
 )
+# CI's packaging stages (.ci/floor, .ci/wheel): the same tests on another build or on the
+# lowest versions, where the main stage already ran the "ci" profile's examples on this code
+settings.register_profile(
+    "quick", max_examples=15, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                           HealthCheck.function_scoped_fixture],
+)
 settings.register_profile(
     "nightly", max_examples=2000, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
