@@ -357,9 +357,11 @@ def run_bench(options, console=None):
             report["rows"].extend(rows)
             # free workloads no later case needs (the pad/unpad inputs are large)
             later = {(c.workload, _rows_for(c, options)) for c in cases[index + 1:]}
-            for k in [k for k in workloads if k not in later]:
+            dropped = [k for k in workloads if k not in later]
+            for k in dropped:
                 del workloads[k]
-            gc.collect()
+            if dropped:  # a full collection takes most of a second in a large process
+                gc.collect()
     if hub_cases:
         report["rows"].extend(_hub.run(hub_cases, options, bw, _measure, _add_ratios))
     try:
