@@ -47,7 +47,29 @@ autodoc_typehints = "none"  # the runtime functions carry no annotations; the .p
 autodoc_member_order = "bysource"
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
-numpydoc_xref_param_type = False  # types are prose ("ndarray of shape (n, d)"), not targets
+# the parameter types are prose ("ndarray of shape (n, d)"): only the words below become links
+# (xref_ignore "all": no other word is a target), lodarrow's own classes and other libraries'
+numpydoc_xref_param_type = True
+numpydoc_xref_ignore = "all"
+numpydoc_xref_aliases = {
+    "LoDTensor": "lodarrow.LoDTensor",
+    "CPUPlace": "lodarrow.CPUPlace",
+    "CUDAPlace": "lodarrow.CUDAPlace",
+    "CUDAPinnedPlace": "lodarrow.CUDAPinnedPlace",
+    "ndarray": "numpy.ndarray",
+    "numpy.ndarray": "numpy.ndarray",
+    "np.ndarray": "numpy.ndarray",
+    "pa.Table": "pyarrow.Table",
+    "pyarrow.Table": "pyarrow.Table",
+    "pa.Array": "pyarrow.Array",
+    "pyarrow.Array": "pyarrow.Array",
+    "pa.ChunkedArray": "pyarrow.ChunkedArray",
+    "pyarrow.ChunkedArray": "pyarrow.ChunkedArray",
+    "pa.RecordBatch": "pyarrow.RecordBatch",
+    "pyarrow.RecordBatch": "pyarrow.RecordBatch",
+    "pa.DataType": "pyarrow.DataType",
+    "pyarrow.DataType": "pyarrow.DataType",
+}
 
 nitpicky = True
 # other libraries' names: resolvable only through their intersphinx inventories (network)
@@ -57,7 +79,14 @@ nitpick_ignore_regex = [(r"py:.*", (r"(numpy|np|pyarrow|pa|pandas|pd|polars|pl|t
 # private helpers that a public docstring names in passing (not part of the API)
 nitpick_ignore = [("py:class", "lodarrow._training._resume.Position"),
                   ("py:class", "MixedParts"), ("py:func", "mixed_table")]
-if os.environ.get("LODARROW_DOCS_INTERSPHINX") == "1":
+_INTERSPHINX = os.environ.get("LODARROW_DOCS_INTERSPHINX") == "1"
+if not _INTERSPHINX:
+    # numpydoc links its default words (int, list, None, bool, array_like ...) into Python's and
+    # NumPy's inventories: without them, those words stay plain text
+    from numpydoc.xref import DEFAULT_LINKS
+
+    numpydoc_xref_aliases = {**{k: k for k in DEFAULT_LINKS}, **numpydoc_xref_aliases}
+if _INTERSPHINX:
     intersphinx_mapping = {
         "python": ("https://docs.python.org/3", None),
         "numpy": ("https://numpy.org/doc/stable", None),
@@ -143,7 +172,118 @@ def _unlink_scripts(app, relative_path, parent_docname, content):
         content[0] = re.sub(r"\[(`[^`]+`)\]\((?!https?:)[\w./-]+\.py\)", r"\1", content[0])
 
 
+#: ``docs/tables.md#nulls``, ``benchmarks/README.md``, as the docstrings cite the documents
+#: (plain, or as ````literal````): made links to the site's pages by :func:`_link_documents`.
+_DOC_REF = re.compile(r"(``)?\b(docs/([\w-]+)|benchmarks/README)\.md(?:#([\w-]+))?(``)?")
+
+
+def _anchors(path):
+    """The GitHub-style anchors of a Markdown file's headings (MyST gives the site's sections
+    the same ids: myst_heading_anchors), as tests/test_docs.py computes them."""
+    found = set()
+    for line in path.read_text().splitlines():
+        m = re.match(r"#{1,6} (.+)", line)
+        if m:
+            found.add(re.sub(r"[^\w\- ]", "", m[1].strip().lower()).replace(" ", "-"))
+    return found
+
+
+def _link_documents(app, what, name, obj, options, lines):
+    """Turn the docstrings' ``docs/X.md#anchor`` into links to page X of the site; a
+    reference to a missing page or heading is a warning (an error under -W).  Example lines
+    (``>>>``) and literal blocks are left as they are."""
+    import posixpath
+
+    from sphinx.util import logging
+
+    logger = logging.getLogger("lodarrow.docs")
+    here = posixpath.dirname(app.env.docname)
+    literal_indent = None
+    for i, line in enumerate(lines):
+        stripped = line.lstrip()
+        indent = len(line) - len(stripped)
+        if literal_indent is not None:
+            if stripped and indent <= literal_indent:
+                literal_indent = None
+            else:
+                continue
+        if stripped.startswith((">>>", "...")) or "docs/" not in line and "benchmarks/" not in line:
+            if stripped.endswith("::") and not stripped.startswith(".."):
+                literal_indent = indent
+            continue
+
+        def link(m):
+            page = m[3] or "benchmarks"
+            path = HERE / f"{page}.md" if m[3] else HERE.parent / "benchmarks" / "README.md"
+            if not path.exists() or (m[4] and m[4] not in _anchors(path)):
+                logger.warning(f"{name}'s docstring cites {m[0].strip('`')}, which the site "
+                               f"has no page or heading for")
+                return m[0]
+            uri = posixpath.relpath(page, here or ".") + ".html" + (f"#{m[4]}" if m[4] else "")
+            text = m[0].strip("`")
+            return f"`{text} <{uri}>`__"
+
+        lines[i] = _DOC_REF.sub(link, line)
+        if stripped.endswith("::") and not stripped.startswith(".."):
+            literal_indent = indent
+
+
+def _hide_private_signatures(app, what, name, obj, options, signature, return_annotation):
+    """The classes public functions return live in private modules and are made by those
+    functions, not by hand: no constructor signature for them."""
+    if what == "class" and "._" in name:
+        return "", return_annotation
+    return None
+
+
+def _clean_private_names(app, domain, objtype, contentnode):
+    """``lodarrow._training.BatchLoader`` shows as ``BatchLoader``: the private module path is
+    no name a user imports."""
+    from sphinx import addnodes
+
+    for sig in contentnode.parent.findall(addnodes.desc_signature):
+        if "._" in (sig.get("module") or ""):
+            for addname in list(sig.findall(addnodes.desc_addname)):
+                addname.parent.remove(addname)
+
+
+#: The API pages, in the order of docs/api/index.rst's toctree.
+_API_PAGES = ("tensor", "operators", "tables", "training", "interop", "gradients")
+
+
+def _index_every_name(app, docname, source):
+    """docs/api/index.rst gets one table per page of every name the page lists in its
+    autosummary tables (so every name is a link from the index, searchable by name)."""
+    if docname != "api/index":
+        return
+    out = ["", "Every name", "----------", ""]
+    for page in _API_PAGES:
+        text = (HERE / "api" / f"{page}.rst").read_text().splitlines()
+        title = text[0].strip()
+        module, names, in_table = "lodarrow", [], False
+        for line in text:
+            m = re.match(r"\.\. (?:current)?module:: (\S+)", line)
+            if m:
+                module = m[1]
+            if line.startswith(".. autosummary::"):
+                in_table = True
+                continue
+            if in_table:
+                if line.startswith("   ") and not line.strip().startswith(":"):
+                    names.append(f"~{module}.{line.strip()}" if module == "lodarrow"
+                                 else f"{module}.{line.strip()}")
+                elif line.strip() and not line.startswith("   "):
+                    in_table = False
+        out += [f".. rubric:: :doc:`{title} <{page}>`", "", ".. autosummary::", ""]
+        out += [f"   {n}" for n in names] + [""]
+    source[0] += "\n".join(out)
+
+
 def setup(app):
+    app.connect("source-read", _index_every_name)
+    app.connect("autodoc-process-docstring", _link_documents)
+    app.connect("autodoc-process-signature", _hide_private_signatures)
+    app.connect("object-description-transform", _clean_private_names)
     app.connect("source-read", _link_benchmarks_page)
     app.connect("include-read", _unlink_scripts)
     app.connect("builder-inited", _check_api_reference)

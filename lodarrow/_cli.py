@@ -17,8 +17,7 @@ import warnings
 
 __all__ = ["main", "build_parser"]
 
-BENCH_EXTRA_HINT = ("install the benchmark extra: pip install 'lodarrow[bench]' (from a checkout: "
-                    "pip install -e '.[bench]')")
+BENCH_EXTRA_HINT = "install the 'bench' extra (pip install -e '.[bench]' in the checkout)"
 
 
 def build_parser():
@@ -653,9 +652,9 @@ def _bench_datasets(args):
                                                  "spark": ("pyspark",)}[e]
                if not _importable(mod)]
     if missing:
-        return _error(f"bench --datasets needs {', '.join(missing)}: pip install "
-                      f"'lodarrow[ray,dask,spark]' (from a checkout: pip install -e "
-                      f"'.[ray,dask,spark]'), or --engines to choose")
+        return _error(f"bench --datasets needs {', '.join(missing)}: install the engines' "
+                      f"extras (pip install -e '.[ray,dask,spark]' in the checkout), or "
+                      f"--engines to choose")
     data_dir = args.data_dir or os.path.join(tempfile.gettempdir(), "lodarrow-bench-data")
 
     def log(text):

@@ -127,6 +127,15 @@ def from_list(nested, dtype=None, lod_level=None):
     LoDTensor
         The rows as one array, with one LoD level per list level above them, on the CPU.
 
+    Raises
+    ------
+    TypeError
+        If ``nested`` is not a list, ``dtype`` is no supported NumPy dtype, or a row holds
+        something other than numbers or bools (the message names its position).
+    ValueError
+        If ``lod_level`` is negative or asks for list levels that ``nested`` does not have (a
+        scalar where a list belongs), or the rows do not share one shape.
+
     Examples
     --------
     >>> import lodarrow as la

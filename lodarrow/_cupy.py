@@ -17,8 +17,8 @@ from lodarrow._errors import BackendError
 __all__ = ["GPU_HINT", "get_cupy", "get_cupyx", "require_gpu", "is_cupy_array",
            "array_module", "device_of"]
 
-GPU_HINT = ("install the GPU extra: pip install 'lodarrow[gpu]' (from a checkout: pip install "
-            "-e '.[gpu]'), or any cupy-cudaXXx wheel")
+GPU_HINT = ("install the 'gpu' extra (pip install -e '.[gpu]' in the checkout), or any "
+            "cupy-cudaXXx wheel")
 
 
 @functools.cache

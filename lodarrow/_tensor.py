@@ -571,8 +571,8 @@ class LoDTensor(ElementwiseMixin):
             import pandas  # noqa: F401
         except ImportError as exc:
             raise ModuleNotFoundError(
-                f"to_pandas needs pandas ({exc}); install the pandas extra: "
-                f"pip install 'lodarrow[pandas]'", name="pandas") from None
+                f"to_pandas needs pandas ({exc}); install the 'pandas' extra "
+                f"(pip install -e '.[pandas]' in the checkout)", name="pandas") from None
         from lodarrow._interop._pandas import to_pandas
 
         return to_pandas(self)

@@ -535,7 +535,7 @@ def test_demo_plain_output_without_rich():
 def test_bench_without_rich_says_which_extra():
     proc = _run_without("rich", "bench", "--quick")
     assert proc.returncode == 2
-    assert "lodarrow[bench]" in proc.stderr and "rich" in proc.stderr
+    assert "'.[bench]'" in proc.stderr and "rich" in proc.stderr
 
 
 def test_bench_plot_without_matplotlib_says_which_extra(tmp_path):

@@ -479,6 +479,7 @@ def test_summary_rates():
                    bytes_out=1_000_000, seconds=2.0)
     assert s.rows_per_second == 5 and s.bytes_per_second == 1e6
     assert str(s) == "2 files, 10 rows, 2.0 MB -> 1.0 MB in 2.00 s (1.0 MB/s) -> d"
+    assert str(MapSummary("d", 1, 3, 3, 0, 0, 1.0)).startswith("1 file, 3 rows, ")
     assert MapSummary("d", 0, 0, 0, 0, 0, 0.0).rows_per_second == float("inf")
 
 

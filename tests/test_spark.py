@@ -152,7 +152,7 @@ def test_col_lod_level_0_reads_spark_plain_fixed_columns():
 def test_spark_map_without_pyspark_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyspark.sql", None)
     f = la.udf(la.sequence_reverse, x=la.col("x"), out="r")
-    with pytest.raises(ImportError, match=r"pip install 'lodarrow\[spark\]'"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[spark\]'"):
         la.spark_map(object(), f)
 
 

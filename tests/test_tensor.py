@@ -456,4 +456,4 @@ def test_to_pandas_without_pandas_names_the_extra():
     proc = run_python(["-c", code], timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("ModuleNotFoundError pandas ")
-    assert "pip install 'lodarrow[pandas]'" in proc.stdout
+    assert "pip install -e '.[pandas]'" in proc.stdout

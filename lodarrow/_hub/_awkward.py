@@ -42,7 +42,8 @@ def to_awkward(obj, column=None, *, nulls="error"):
     Raises
     ------
     ImportError
-        If Awkward Array is not installed (``pip install 'lodarrow[awkward]'``).
+        If Awkward Array is not installed (the ``awkward`` extra: ``pip install -e '.[awkward]'``
+        in the checkout).
 
     Examples
     --------

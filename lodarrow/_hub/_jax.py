@@ -122,7 +122,8 @@ def to_jax(obj, column=None, layout="segments", *, pad_value=0, maxlen=None, nul
         If ``layout`` is unknown, the tensor has no LoD level, or it holds 64-bit values
         while ``jax_enable_x64`` is off (JAX would narrow them silently).
     ImportError
-        If JAX is not installed (``pip install 'lodarrow[jax]'``).
+        If JAX is not installed (the ``jax`` extra: ``pip install -e '.[jax]'``
+        in the checkout).
 
     Examples
     --------

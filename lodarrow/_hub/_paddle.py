@@ -58,7 +58,8 @@ def to_paddle(obj, column=None, *, nulls="error"):
         If the tensor has zero sequences at a level (Paddle's LoD check refuses an offsets
         level of one entry).
     ImportError
-        If PaddlePaddle is not installed (``pip install 'lodarrow[paddle]'``).
+        If PaddlePaddle is not installed (the ``paddle`` extra: ``pip install -e '.[paddle]'``
+        in the checkout).
 
     Examples
     --------

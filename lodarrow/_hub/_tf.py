@@ -74,7 +74,8 @@ def to_tf(obj, column=None, *, nulls="error"):
     Raises
     ------
     ImportError
-        If TensorFlow is not installed (``pip install 'lodarrow[tf]'``).
+        If TensorFlow is not installed (the ``tf`` extra: ``pip install -e '.[tf]'``
+        in the checkout).
 
     Examples
     --------

@@ -112,7 +112,8 @@ def to_torch(obj, column=None, layout="varlen", *, cu_seqlens_dtype="int32", pad
         them all); if int32 ``cu_seqlens`` cannot hold the row count; if the tensor has no
         LoD level (varlen, jagged, padded all need one).
     ImportError
-        If torch is not installed (``pip install 'lodarrow[torch]'``).
+        If torch is not installed (the ``torch`` extra: ``pip install -e '.[torch]'``
+        in the checkout).
 
     Examples
     --------

@@ -38,5 +38,5 @@ def import_optional(name, purpose):
     except ImportError as exc:
         extra = EXTRAS.get(name.partition(".")[0], name)
         raise ImportError(
-            f"{purpose} needs {name.partition('.')[0]}: pip install 'lodarrow[{extra}]' "
-            f"(from a checkout: pip install -e '.[{extra}]')", name=name) from exc
+            f"{purpose} needs {name.partition('.')[0]}: install the '{extra}' extra "
+            f"(pip install -e '.[{extra}]' in the checkout)", name=name) from exc

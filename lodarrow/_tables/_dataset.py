@@ -85,8 +85,8 @@ class MapSummary:
         return self.bytes_in / self.seconds if self.seconds > 0 else float("inf")
 
     def __str__(self):
-        return (f"{self.files} files, {self.rows:,} rows, {_mb(self.bytes_in)} -> "
-                f"{_mb(self.bytes_out)} in {self.seconds:.2f} s "
+        return (f"{self.files} file{'s' * (self.files != 1)}, {self.rows:,} rows, "
+                f"{_mb(self.bytes_in)} -> {_mb(self.bytes_out)} in {self.seconds:.2f} s "
                 f"({_mb(self.bytes_per_second)}/s) -> {self.dest}")
 
 

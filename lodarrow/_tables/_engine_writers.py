@@ -45,7 +45,8 @@ class WriteSummary:
     bytes: int
 
     def __str__(self):
-        return (f"{len(self.files)} files, {self.rows:,} rows, {self.bytes / 1e9:.2f} GB "
+        n = len(self.files)
+        return (f"{n} file{'s' * (n != 1)}, {self.rows:,} rows, {self.bytes / 1e9:.2f} GB "
                 f"-> {self.dest}")
 
 

@@ -259,8 +259,8 @@ def spark_map(df, f):
         from pyspark.sql import DataFrame
         from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
     except ImportError as exc:
-        raise ImportError("spark_map needs pyspark: pip install 'lodarrow[spark]' (from a "
-                          "checkout: pip install -e '.[spark]')") from exc
+        raise ImportError("spark_map needs pyspark: install the 'spark' extra (pip install -e "
+                          "'.[spark]' in the checkout)") from exc
     if not isinstance(df, DataFrame):
         raise TypeError(f"spark_map: df must be a pyspark.sql.DataFrame, got "
                         f"{type(df).__name__}")
