@@ -75,6 +75,17 @@ def mix(sources, weights=None, *, counts=None, epoch_size=None, by="sequences"):
     Mixture
         Give it to :func:`lodarrow.batch_loader` as its source.
 
+    Raises
+    ------
+    TypeError
+        ``sources`` neither a list nor a dict (or a name not a str); a weight or count not a
+        number; ``weights``/``counts`` neither a list nor a dict.
+    ValueError
+        No sources; ``weights`` and ``counts`` both given; a weight negative or not finite,
+        or all 0; counts all 0; ``weights``/``counts`` of another length than ``sources``
+        or naming other sources; ``epoch_size`` with ``counts``; ``by`` not one of its
+        choices.  Each source itself is checked when the loader is made.
+
     Examples
     --------
     >>> import pyarrow as pa, lodarrow as la
@@ -99,8 +110,10 @@ class Mixture:
                     raise TypeError(f"{_FN}: the names of sources must be str, got "
                                     f"{type(name).__name__} {name!r}")
             sources = [sources[n] for n in names]
+            keys = [repr(n) for n in names]
         elif isinstance(sources, (list, tuple)):
             names = [str(k) for k in range(len(sources))]
+            keys = names  # weights[1], not weights['1']
             sources = list(sources)
         else:
             raise TypeError(f"{_FN}: sources must be a list or a dict of sources, got "
@@ -116,7 +129,7 @@ class Mixture:
         if weights is not None and counts is not None:
             raise ValueError(f"{_FN}: give weights or counts, not both")
         if counts is not None:
-            self.counts = [as_nonnegative_int(c, f"{_FN}: counts[{names[k]!r}]")
+            self.counts = [as_nonnegative_int(c, f"{_FN}: counts[{keys[k]}]")
                            for k, c in enumerate(counts)]
             if epoch_size is not None:
                 raise ValueError(f"{_FN}: epoch_size applies to weights; counts give each "
@@ -131,10 +144,10 @@ class Mixture:
             out = []
             for k, w in enumerate(ws):
                 if isinstance(w, (bool, np.bool_)) or not isinstance(w, (int, float, np.number)):
-                    raise TypeError(f"{_FN}: weights[{names[k]!r}] must be a number, got "
+                    raise TypeError(f"{_FN}: weights[{keys[k]}] must be a number, got "
                                     f"{type(w).__name__}")
                 if not (np.isfinite(w) and w >= 0):
-                    raise ValueError(f"{_FN}: weights[{names[k]!r}] must be a finite number "
+                    raise ValueError(f"{_FN}: weights[{keys[k]}] must be a finite number "
                                      f">= 0, got {w!r}")
                 out.append(float(w))
             if not sum(out) > 0:
