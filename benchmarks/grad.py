@@ -16,10 +16,21 @@ What one invocation does:
   at D=16 (default 1e6); ``--small`` divides both by 100.
 - **Timed**: one forward and its backward together (``out.backward(dout)`` with a fixed
   random upstream gradient, or ``pullback(dout)``), from inputs the caller holds in the
-  contender's own layout (jagged values + offsets, a nested tensor's parts, or a padded
-  tensor with its mask: a padded model holds padded batches); what a contender derives from
-  the offsets (gather indices, the nested tensor) is made inside the call.  Segment ids
-  (``seg``: the sequence of every row, PyG's ``batch`` vector) count as held.
+  contender's own layout (jagged values + offsets, a nested tensor's parts, a padded tensor
+  with its mask: a padded model holds padded batches; for ``conv1d`` a contiguous
+  ``(B, D, L)`` batch and an ``(F, D, 3)`` weight, its own layout).
+- **One call is one batch**: every contender gets the whole workload as one batch of its
+  sequences, so the padded peers pad to that batch's longest sequence (padding per batch;
+  the workloads' table gives the real rows' share of the padded block, and of batches of
+  256 sequences each padded to its own longest, for comparison).
+- **Held, not timed**: what depends only on the batch's layout and would be made once by a
+  user training repeatedly on the same layout: segment ids (``seg``: the sequence of every
+  row, PyG's ``batch`` vector), gather indices (reverse, slice, concat's permutation, the
+  im2col context rows), the mask, the lengths.  The nested tensor is made inside the call
+  (a view over the values being differentiated).  ``lodarrow.torch``'s rows hold only the
+  offsets tensor: they validate it and derive everything else inside every call, so they pay
+  more than the peers here, not less; ``la.vjp``'s hold LoDTensors, whose LoD was validated
+  once when they were made (as a NumPy user's batches are).
 - **Equal threads**: ``torch.set_num_threads(T)`` and ``LODARROW_NUM_THREADS=T`` (``--threads``,
   default: the CPUs this process may use), in this process and in FBGEMM's; with
   ``--threads`` also NumPy's BLAS (``OPENBLAS_NUM_THREADS``, its own thread pool, which
@@ -173,6 +184,15 @@ class Data:
 
     def mask(self):
         return np.arange(self.L)[None, :] < self.lens[:, None]
+
+
+def padded_fraction(lens, batch):
+    """Real rows over padded slots when every ``batch`` consecutive sequences are padded to
+    their own longest."""
+    lens = np.asarray(lens)
+    slots = sum(len(c) * int(c.max()) for c in (lens[i:i + batch]
+                                                  for i in range(0, len(lens), batch)))
+    return float(lens.sum() / slots) if slots else 1.0
 
 
 def workloads(args):
@@ -591,19 +611,18 @@ def torch_contenders(case):
         oa, ob = torch.from_numpy(e["oa"]), torch.from_numpy(e["ob"])
         sa, sb = torch.from_numpy(e["seg_a"]), torch.from_numpy(e["seg_b"])
 
-        def cat_index(a, b):
-            pos = torch.cat([torch.arange(a.shape[0]) + ob[sa],
-                             torch.arange(b.shape[0]) + oa[sb + 1]])
-            inv = torch.empty_like(pos).scatter_(0, pos, torch.arange(pos.shape[0]))
-            return torch.cat([a, b]).index_select(0, inv)
-        add("index_select", "torch.cat([a, b]).index_select(0, perm); perm from seg_a, seg_b "
-            "and the offsets", cat_index)
+        # the permutation from the two layouts, made once (held, as seg is)
+        pos = torch.cat([torch.arange(len(e["seg_a"])) + ob[sa],
+                         torch.arange(len(e["seg_b"])) + oa[sb + 1]])
+        perm = torch.empty_like(pos).scatter_(0, pos, torch.arange(pos.shape[0]))
+        add("index_select", "torch.cat([a, b]).index_select(0, perm); perm (from seg_a, seg_b "
+            "and the offsets) held", lambda a, b: torch.cat([a, b]).index_select(0, perm))
         add("nested", "torch.cat([nt_a, nt_b], dim=1)",
             lambda a, b: torch.cat([nt_of(a, oa), nt_of(b, ob)], dim=1).values())
     elif op == "reverse":
-        ar = torch.arange(dd.rows)
-        add("index_select", "x.index_select(0, start[seg] + end[seg] - 1 - arange(N))",
-            lambda x: x.index_select(0, off_t[:-1][seg] + off_t[1:][seg] - 1 - ar))
+        rrows = off_t[:-1][seg] + off_t[1:][seg] - 1 - torch.arange(dd.rows)   # held
+        add("index_select", "x.index_select(0, rows); rows = start[seg] + end[seg] - 1 - "
+            "arange(N) held", lambda x: x.index_select(0, rrows))
         add("nested", "torch.flip(nested_tensor_from_jagged(x, offsets, max_seqlen=L), [1])",
             lambda x: torch.flip(nt_of(x), [1]).values())
         rev = (lens_t[:, None] - 1 - torch.arange(L)[None, :]).clamp(min=0)
@@ -617,22 +636,44 @@ def torch_contenders(case):
         oo = torch.from_numpy(case.extra["out_off"])
         m = int(oo[-1])
 
-        def sl(x):
-            rows = (torch.repeat_interleave(off_t[:-1] + st - oo[:-1], ln, output_size=m)
-                    + torch.arange(m))
-            return x.index_select(0, rows)
-        add("index_select", "x.index_select(0, rows); rows from offsets, offset, length "
-            "(repeat_interleave + arange)", sl)
+        srows = (torch.repeat_interleave(off_t[:-1] + st - oo[:-1], ln, output_size=m)
+                 + torch.arange(m))                                            # held
+        add("index_select", "x.index_select(0, rows); rows (from offsets, offset, length) "
+            "held", lambda x: x.index_select(0, srows))
         add("nested", "nested_tensor_from_jagged(x, offsets, max_seqlen=L).narrow(1, offset, length)",
             lambda x: nt_of(x).narrow(1, st, ln).values())
     elif op == "conv":
+        # conv1d's own layout: x held as a contiguous (B, D, L) tensor, the output (B, F, L)
+        # (its gradient held in that layout too); the filter as conv1d keeps its weight
+        # (F, D, 3): the jagged filter's view, a leaf of its own, gradient mapped back
+        cmask = mask.unsqueeze(1)                                       # (B, 1, L)
+
         def conv(x, w):
-            wc = w.view(3, dd.d, CONV_FILTERS).permute(2, 1, 0)      # (F, D, 3)
-            y = torch.nn.functional.conv1d(x.transpose(1, 2), wc, padding=1)
-            return y.transpose(1, 2) * mask.unsqueeze(2)
-        add("padded conv1d+mask", "conv1d(x.transpose(1, 2), w as (F, D, 3), padding=1)"
-            ".transpose(1, 2) * mask; x padded (B, L, D)", conv, padded=True,
-            out_canon=jag, dout=pdout)
+            return torch.nn.functional.conv1d(x, w, padding=1) * cmask
+
+        w3 = case.inputs["w"].reshape(3, dd.d, CONV_FILTERS).transpose(2, 1, 0)
+        lv = {"x": torch.from_numpy(np.ascontiguousarray(
+                  dd.padded(case.inputs["x"]).transpose(0, 2, 1))).requires_grad_(),
+              "w": torch.from_numpy(np.ascontiguousarray(w3)).requires_grad_()}
+        cs.append(torch_contender(
+            "padded conv1d+mask", "torch", "conv1d(x, w, padding=1) * mask; x padded "
+            "(B, D, L) contiguous, w (F, D, 3)", case, lv, lambda: conv(**lv),
+            out_canon=lambda o: o.transpose(0, 2, 1)[dd.mask()],
+            grad_canon=lambda k, g: (g.transpose(0, 2, 1)[dd.mask()] if k == "x" else
+                                     g.transpose(2, 1, 0).reshape(3 * dd.d, CONV_FILTERS)),
+            dout=np.ascontiguousarray(pdout.transpose(0, 2, 1))))
+        # im2col over the jagged rows: each row's 3 context rows by one gather (a zero row
+        # past the end stands for outside the sequence), then one matmul
+        rows = torch.arange(dd.rows)
+        ln = lens_t[seg]
+        pos = torch.from_numpy(dd.pos)
+        ctx = torch.stack([torch.where((pos + k >= 0) & (pos + k < ln), rows + k,
+                                       torch.tensor(dd.rows)) for k in (-1, 0, 1)], 1)
+        ctx = ctx.reshape(-1)                                           # held, (N * 3,)
+        zero = torch.zeros((1, dd.d))
+        add("jagged im2col", "torch.cat([x, zeros(1, D)]).index_select(0, ctx).view(N, 3 D) @ w;"
+            " ctx (N * 3 context rows) held",
+            lambda x, w: torch.cat([x, zero]).index_select(0, ctx).view(dd.rows, 3 * dd.d) @ w)
     return cs
 
 
@@ -677,11 +718,25 @@ def fbgemm_contenders(case):
                 + tail, lambda x: (j2pd(x).sum(1) if div is None else j2pd(x).sum(1) / div),
                 out_canon=unflat, dout=case.dout.reshape(B, -1))
             if dd.d == 1:
+                # FBGEMM registers no CPU autograd for segment_sum_csr: its backward written
+                # by hand, the gradient of a segmented sum (dout to every row of its segment)
                 csr = off_t.to(torch.int32)
+                seg = torch.from_numpy(dd.seg)
                 sdiv = None if div is None else div.view(-1)
-                add("segment_sum_csr", "segment_sum_csr(1, offsets, x)" + tail,
-                    lambda x: (f.segment_sum_csr(1, csr, x) if sdiv is None
-                               else f.segment_sum_csr(1, csr, x) / sdiv))
+
+                class SegmentSumCSR(torch.autograd.Function):
+                    @staticmethod
+                    def forward(ctx, x):
+                        return f.segment_sum_csr(1, csr, x)
+
+                    @staticmethod
+                    def backward(ctx, g):
+                        return g.index_select(0, seg)
+
+                add("segment_sum_csr", "segment_sum_csr(1, offsets, x)" + tail + "; backward "
+                    "by hand: dout.index_select(0, seg) (FBGEMM has no CPU autograd for it)",
+                    lambda x: (SegmentSumCSR.apply(x) if sdiv is None
+                               else SegmentSumCSR.apply(x) / sdiv))
         elif kind == "max":
             add("jagged_to_padded_dense", "jagged_to_padded_dense(x, [offsets], [L], "
                 "-inf).amax(1)", lambda x: j2pd(x, -math.inf).amax(1), out_canon=unflat,
@@ -1013,7 +1068,8 @@ def driver(args):
                 "rows": data.rows, "d": data.d, "sequences": data.B,
                 "mean_length": float(data.lens.mean()),
                 "median_length": float(np.median(data.lens)), "max_length": data.L,
-                "padded_fraction": float(data.rows / (data.B * data.L))}
+                "padded_fraction": float(data.rows / (data.B * data.L)),
+                "padded_fraction_256": padded_fraction(data.lens, 256)}
             for op, wnames in OPS:
                 if wname not in wnames or (only and op not in only
                                            and op.split("_")[0] not in only):
@@ -1165,10 +1221,15 @@ def markdown(report):
                f"{report['versions']['numpy']}; {fbgemm}.")
     sizes = "; ".join(f"{k}: {v['rows']:,} rows of {v['d']} in {v['sequences']:,} sequences "
                       f"(mean {v['mean_length']:.1f}, longest {v['max_length']}; real rows "
-                      f"{100 * v['padded_fraction']:.0f}% of the padded block)"
+                      f"{100 * v['padded_fraction']:.0f}% of the padded block"
+                      + (f", {100 * v['padded_fraction_256']:.0f}% in batches of 256 "
+                         f"sequences padded each to its own longest"
+                         if "padded_fraction_256" in v else "") + ")"
                       for k, v in report["workloads"].items())
     work = (f"Workloads: float32, lognormal lengths (mean {s['mean_length']:g} before "
-            f"clipping to [1, {s['max_length']}], sigma {s['sigma']:g}): {sizes}.")
+            f"clipping to [1, {s['max_length']}], sigma {s['sigma']:g}): {sizes}.  One call "
+            f"is one batch of all the workload's sequences: the padded rows pad to its "
+            f"longest.")
     method = (f"Each figure: the median of {s['repeat']} forward + backward calls, in "
               "milliseconds, the contenders of a case interleaved after one warm-up call each. "
               "Every row's output and input gradients were first checked against a float64 "

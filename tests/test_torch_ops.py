@@ -426,3 +426,33 @@ def test_cuda_tensors_run_on_their_device(path):
         lt.sequence_pool(x, off, "max").sum().backward()
     with pytest.raises(ValueError, match="offsets is on cpu but the values are on cuda"):
         lt.sequence_pool(x, ONE, "max")
+
+
+def test_the_public_names_and_their_stub_agree():
+    import ast
+    import pathlib
+
+    stub = pathlib.Path(lt.__file__).with_suffix(".pyi")
+    listed = next(node.value for node in ast.parse(stub.read_text()).body
+                  if isinstance(node, ast.Assign) and node.targets[0].id == "__all__")
+    assert ast.literal_eval(listed) == lt.__all__
+    assert all(callable(getattr(lt, name)) for name in lt.__all__)
+
+
+@pytest.mark.parametrize("pool", ["sum", "average", "sqrt", "max", "min", "first", "last"])
+@pytest.mark.parametrize("shape", [(6,), (6, 3)])
+def test_the_small_call_path_equals_the_general_one(pool, shape):
+    """lt.sequence_pool(x, offsets, pool) on a plain CPU tensor takes _library.pool_small;
+    int32 offsets (a cast first) take the general path: same values, gradients and node."""
+    dout = _x(4, *shape[1:], seed=1).detach()
+    results = []
+    for off in (ONE, ONE.to(torch.int32)):
+        x = _x(*shape)
+        y = lt.sequence_pool(x, off, pool)
+        assert type(y.grad_fn).__name__ == "sequence_pool_eagerBackward"
+        y.backward(dout)
+        results.append((y.detach(), x.grad))
+    torch.testing.assert_close(results[0], results[1], rtol=0, atol=0)
+    with pytest.raises(la.LoDError, match=r"sequence_pool: invalid LoD: offsets\[0\] \(the "
+                                          r"last level\) ends at 6 but the data has 5 rows"):
+        lt.sequence_pool(_x(5, *shape[1:]), ONE, pool)

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from lodarrow._backends import backend_of_array, is_cupy_array, row_bytes
+from lodarrow._backends import CPU, backend_of_array, is_cupy_array, row_bytes
 
 __all__ = [
     "concat_backward",
@@ -26,6 +26,7 @@ __all__ = [
     "identity_backward",
     "pad_backward",
     "pool_backward",
+    "pool_backward_host",
     "reshape_backward",
     "reverse_backward",
     "scatter_backward",
@@ -89,6 +90,8 @@ def pool_backward(dout, offsets, pool_type, n_rows, index=None):
         For CuPy arrays (no GPU kernel yet).
     """
     be = backend_of_array(dout)
+    if be is CPU:
+        return pool_backward_host(dout, _host(offsets), pool_type, n_rows, index)
     feat = dout.shape[1:]
     n_seq = dout.shape[0]
     with be.device(dout):
@@ -103,6 +106,29 @@ def pool_backward(dout, offsets, pool_type, n_rows, index=None):
             be.kernel("pool_sum_backward")(_flat2(dx, n_rows), _flat2(dout, n_seq), off,
                                            pool_type)
     return dx
+
+
+def pool_backward_host(dout, offsets, pool_type, n_rows, index=None):
+    """:func:`pool_backward` of NumPy arrays, ``offsets`` already C-contiguous int64 (a small
+    call's path: no backend lookup, no device context).  ``dout`` may be any NumPy array of
+    the output's shape (copied once when not C-contiguous)."""
+    if not dout.flags.c_contiguous:
+        dout = np.ascontiguousarray(dout)
+    dx = CPU.empty((n_rows, *dout.shape[1:]), dout.dtype)
+    if pool_type in ("first", "last"):
+        _kernel("pool_pick_backward")(dx, dout, offsets, pool_type == "last")
+    elif pool_type in ("max", "min"):
+        n_seq = dout.shape[0]
+        _kernel("pool_index_backward")(_flat2(dx, n_rows), _flat2(dout, n_seq),
+                                       _flat2(np.ascontiguousarray(index, dtype=_I64), n_seq),
+                                       offsets)
+    else:
+        _kernel("pool_sum_backward")(_flat2(dx, n_rows), _flat2(dout, dout.shape[0]), offsets,
+                                     pool_type)
+    return dx
+
+
+_kernel = CPU.kernel
 
 
 def softmax_backward(dout, y, offsets):

@@ -10,44 +10,11 @@ operators are ``torch.library`` custom operators (namespace ``lodarrow``) with f
 and autograd formulas, so they run under ``torch.compile(fullgraph=True)``.
 """
 
-from lodarrow.torch._functional import (
-                                        lod_append,
-                                        lod_reset,
-                                        sequence_concat,
-                                        sequence_conv,
-                                        sequence_expand,
-                                        sequence_expand_as,
-                                        sequence_first_step,
-                                        sequence_last_step,
-                                        sequence_pad,
-                                        sequence_pool,
-                                        sequence_reshape,
-                                        sequence_reverse,
-                                        sequence_scatter,
-                                        sequence_slice,
-                                        sequence_softmax,
-                                        sequence_topk_avg_pooling,
-                                        sequence_unpad,
-)
+from lodarrow.torch import _functional
+from lodarrow.torch._functional import *  # its __all__, below
 from lodarrow.torch._modules import SequenceConv
 
-__all__ = [
-    "SequenceConv",
-    "lod_append",
-    "lod_reset",
-    "sequence_concat",
-    "sequence_conv",
-    "sequence_expand",
-    "sequence_expand_as",
-    "sequence_first_step",
-    "sequence_last_step",
-    "sequence_pad",
-    "sequence_pool",
-    "sequence_reshape",
-    "sequence_reverse",
-    "sequence_scatter",
-    "sequence_slice",
-    "sequence_softmax",
-    "sequence_topk_avg_pooling",
-    "sequence_unpad",
-]
+#: the functions (``_functional.__all__``, their one list) and the module; __init__.pyi lists
+#: them again for type checkers (tests/test_torch_ops.py checks the two lists agree)
+__all__ = ["SequenceConv"]
+__all__ += _functional.__all__

@@ -135,6 +135,11 @@ def sequence_pool(input, offsets=None, pool_type=None, is_test=False, pad_value=
     >>> lt.sequence_pool(x, torch.tensor([0, 2, 5]), "average")
     tensor([2., 4.], grad_fn=<...>)
     """
+    if (type(input) is torch.Tensor and type(offsets) is torch.Tensor and is_test is False
+            and return_index is False and type(pad_value) is float and pad_value == 0.0):
+        out = _library.pool_small(input, offsets, pool_type)   # None: not the common case
+        if out is not None:
+            return out
     op = "sequence_pool"
     r = _bridge.ragged(input, offsets, op)
     if pool_type is None:
@@ -153,9 +158,16 @@ def sequence_pool(input, offsets=None, pool_type=None, is_test=False, pad_value=
     return (out, index) if return_index else out
 
 
-@_nested_shift
-def sequence_first_step(input, offsets=None, name=None):
-    """The first row of every last-level sequence: ``sequence_pool(input, offsets, "first")``.
+def _step(which):
+    """``sequence_first_step`` / ``sequence_last_step``: ``sequence_pool(input, offsets,
+    which)``, one definition for both (the docstring names the row)."""
+    @_nested_shift
+    def step(input, offsets=None, name=None):
+        return sequence_pool(input, offsets, which)
+    index = "0" if which == "first" else "-1"
+    got = "tensor([0., 0., 2.])" if which == "first" else "tensor([1., 0., 4.])"
+    step.__name__ = step.__qualname__ = f"sequence_{which}_step"
+    step.__doc__ = f"""The {which} row of every last-level sequence: ``sequence_pool(input, offsets, "{which}")``.
 
     Parameters
     ----------
@@ -169,42 +181,19 @@ def sequence_first_step(input, offsets=None, name=None):
     Returns
     -------
     torch.Tensor or tuple
-        As :func:`sequence_pool`; 0 for an empty sequence.
+        As :func:`sequence_pool` (row ``{index}`` of each sequence); 0 for an empty sequence.
 
     Examples
     --------
     >>> import torch, lodarrow.torch as lt
-    >>> lt.sequence_first_step(torch.arange(5.0), torch.tensor([0, 2, 2, 5]))
-    tensor([0., 0., 2.])
+    >>> lt.sequence_{which}_step(torch.arange(5.0), torch.tensor([0, 2, 2, 5]))
+    {got}
     """
-    return sequence_pool(input, offsets, "first")
+    return step
 
 
-@_nested_shift
-def sequence_last_step(input, offsets=None, name=None):
-    """The last row of every last-level sequence: ``sequence_pool(input, offsets, "last")``.
-
-    Parameters
-    ----------
-    input : torch.Tensor
-        Float values ``(N, *feature_shape)`` or a jagged nested tensor.
-    offsets : torch.Tensor or list of torch.Tensor, optional
-        The LoD (see :func:`sequence_pool`).
-    name : str, optional
-        Ignored (Paddle compatibility).
-
-    Returns
-    -------
-    torch.Tensor or tuple
-        As :func:`sequence_pool`; 0 for an empty sequence.
-
-    Examples
-    --------
-    >>> import torch, lodarrow.torch as lt
-    >>> lt.sequence_last_step(torch.arange(5.0), torch.tensor([0, 2, 2, 5]))
-    tensor([1., 0., 4.])
-    """
-    return sequence_pool(input, offsets, "last")
+sequence_first_step = _step("first")
+sequence_last_step = _step("last")
 
 
 @_nested_shift

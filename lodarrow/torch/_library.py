@@ -158,7 +158,8 @@ def sequence_pool(values: Tensor, lod: list[Tensor], pool_type: str,
         out = _ops.sequence_pool(x, pool_type, pad_value=pad_value)
         return _bridge.tensor(out.data, values), values.new_empty((0,), dtype=torch.int64)
     if values.is_cpu and lod and values.dtype in _bridge.FLOAT_DTYPES and pool_type in _POOLS:
-        return _pool_host(values, lod, pool_type, pad_value)
+        out, index = _pool_host(values, lod, pool_type, pad_value)
+        return out, (values.new_empty((0,), dtype=torch.int64) if index is None else index)
     return _run(values, go)
 
 
@@ -170,7 +171,7 @@ def _pool_host(values, lod, pool_type, pad_value):
     """``sequence_pool`` of CPU float values: the CPU pool kernel on the validated offsets,
     as ``lodarrow.sequence_pool`` runs it for them (the input's dtype out, the pad value
     converted by ``pad_array``), without building and wrapping LoDTensors (a third of a
-    small call)."""
+    small call).  The index is None unless the pool is max or min."""
     levels = _bridge.checked_lod(lod, values.shape[0], "sequence_pool", "offsets")
     data = _bridge.array(values)
     feat = data.shape[1:]
@@ -183,7 +184,7 @@ def _pool_host(values, lod, pool_type, pad_value):
         CPU.kernel("pool")(out, index, data, offsets, pad, pool_type)
         return torch.from_numpy(out), torch.from_numpy(index)
     CPU.kernel("pool")(out, None, data, offsets, pad, pool_type)
-    return torch.from_numpy(out), values.new_empty((0,), dtype=torch.int64)
+    return torch.from_numpy(out), None
 
 
 @sequence_pool.register_fake
@@ -465,6 +466,50 @@ def _maybe(arr):
     return None if arr is None or arr.numel() == 0 else arr
 
 
+#: How a backward operator's argument reaches its array-level backward (``_simple``).
+_READS = {"array": _bridge.array, "host": _bridge.host, "value": lambda v: v, "tuple": tuple}
+
+
+def _simple(name, backward, schema, reads, fake):
+    """Backward operator ``lodarrow::<name>`` that is one array-level backward of
+    ``lodarrow._grad``: ``backward(array(dout), *args)``, each argument after ``dout`` as
+    ``reads`` says (a key of ``_READS``), its result a tensor on ``dout``'s device."""
+    convert = [_READS[r] for r in reads]
+
+    def kernel(dout, *args):
+        return _run(dout, lambda: _bridge.tensor(backward(
+            _bridge.array(dout), *[c(a) for c, a in zip(convert, args)]), dout))
+
+    op = torch.library.custom_op(f"{_LIB}::{name}", kernel, mutates_args=(), schema=schema)
+    op.register_fake(fake)
+    _KERNELS[op] = kernel
+    return op
+
+
+# name, array-level backward, schema (what torch.library infers from annotations), what each
+# argument after dout is, the fake kernel
+sequence_softmax_backward = _simple(
+    "sequence_softmax_backward", _backward.softmax_backward,
+    "(Tensor dout, Tensor y, Tensor offsets) -> Tensor", ("array", "host"),
+    lambda dout, y, offsets: torch.empty_like(dout))
+sequence_expand_as_backward = _simple(
+    "sequence_expand_as_backward", _backward.expand_as_backward,
+    "(Tensor dout, Tensor y_offsets) -> Tensor", ("host",),
+    lambda dout, y_offsets: dout.new_empty((y_offsets.shape[0] - 1, *dout.shape[1:])))
+sequence_pad_backward = _simple(
+    "sequence_pad_backward", _backward.pad_backward,
+    "(Tensor dout, Tensor offsets, SymInt n_rows) -> Tensor", ("host", "value"),
+    lambda dout, offsets, n_rows: dout.new_empty((n_rows, *dout.shape[2:])))
+sequence_unpad_backward = _simple(
+    "sequence_unpad_backward", _backward.unpad_backward,
+    "(Tensor dout, Tensor offsets, SymInt[] x_shape) -> Tensor", ("host", "tuple"),
+    lambda dout, offsets, x_shape: dout.new_empty(tuple(x_shape)))
+sequence_reverse_backward = _simple(
+    "sequence_reverse_backward", _backward.reverse_backward,
+    "(Tensor dout, Tensor offsets) -> Tensor", ("host",),
+    lambda dout, offsets: torch.empty_like(dout))
+
+
 @_op("sequence_pool_backward")
 def sequence_pool_backward(dout: Tensor, offsets: Tensor, index: Tensor, pool_type: str,
                            n_rows: int) -> Tensor:
@@ -495,18 +540,68 @@ def _pool_backward(ctx, dout, _dindex):
     return dx, ctx.lod_none, None, None
 
 
-_autograd(sequence_pool, _pool_backward, _pool_setup)
+class sequence_pool_eager(torch.autograd.Function):  # named as its graph node reads
+    """``sequence_pool``'s eager autograd.Function (the formula of ``_pool_backward``) with
+    the CPU's small-call path inlined: the forward kernel straight on the validated offsets,
+    the backward kernel straight on the saved ones (no backend lookup, no closure, no
+    wrapping).  A small call's cost is these Python steps, not the kernels."""
+
+    @staticmethod
+    def forward(ctx, values, lod, pool_type, pad_value):
+        # (out, None) but for max / min: no index tensor to make and track for the others
+        if values.is_cpu and values.dtype in _bridge.FLOAT_DTYPES and pool_type in _POOLS:
+            out, index = _pool_host(values, lod, pool_type, pad_value)
+        else:
+            out, index = _KERNELS[sequence_pool](values, lod, pool_type, pad_value)
+            if pool_type not in ("max", "min"):
+                index = None
+        ctx.save_for_backward(lod[-1], index)
+        ctx.pool_type, ctx.n_rows, ctx.eager = pool_type, values.shape[0], True
+        return out, index
+
+    @staticmethod
+    def backward(ctx, dout, _dindex):
+        offsets, index = ctx.saved_tensors
+        pool = ctx.pool_type
+        if (dout.is_cpu and pool in _POOLS and dout.dtype in _bridge.FLOAT_DTYPES
+                and not (dout.requires_grad and torch.is_grad_enabled())):
+            dx = torch.from_numpy(_backward.pool_backward_host(
+                _bridge.array(dout), offsets.numpy(), pool, ctx.n_rows,
+                None if index is None else index.numpy()))
+        else:
+            if index is None:
+                index = offsets.new_empty((0,))
+            dx = _backward_call(ctx, sequence_pool_backward, _grad_in(dout), offsets, index,
+                                pool, ctx.n_rows)
+        return dx, None, None, None
 
 
-@_op("sequence_softmax_backward")
-def sequence_softmax_backward(dout: Tensor, y: Tensor, offsets: Tensor) -> Tensor:
-    return _run(dout, lambda: _bridge.tensor(_backward.softmax_backward(
-        _bridge.array(dout), _bridge.array(y), _bridge.host(offsets)), dout))
+
+#: pool type names as :func:`pool_small` takes them without parsing (any other spelling takes
+#: the general path, which parses it)
+_POOL_NAMES = {p: p for p in POOL_TYPES}
 
 
-@sequence_softmax_backward.register_fake
-def _(dout, y, offsets):
-    return torch.empty_like(dout)
+def pool_small(values, offsets, pool_type):
+    """``lodarrow.torch.sequence_pool(values, offsets, pool_type)`` by the shortest path, for
+    the common small call: a plain CPU float tensor, one C-contiguous int64 CPU offsets
+    tensor without grad, a lower-case pool type, eager.  None when any of that does not hold:
+    then the general path runs, with every check and error message.  The LoD is validated
+    here all the same (``_pool_host``)."""
+    pool = _POOL_NAMES.get(pool_type) if type(pool_type) is str else None
+    if (pool is None or not FAST_EAGER or not values.is_cpu or offsets.dtype is not _INT64
+            or values.dtype not in _bridge.FLOAT_DTYPES or offsets.ndim != 1
+            or offsets.requires_grad or not offsets.is_cpu or values.ndim == 0
+            or not values.is_contiguous() or not offsets.is_contiguous()
+            or torch.compiler.is_compiling() or _is_exporting()
+            or _get_current_dispatch_mode() is not None):
+        return None
+    if values.requires_grad and torch.is_grad_enabled():
+        return sequence_pool_eager.apply(values, [offsets], pool, 0.0)[0]
+    return _pool_host(values, [offsets], pool, 0.0)[0]
+
+
+_INT64 = torch.int64
 
 
 def _softmax_setup(ctx, inputs, output):
@@ -517,9 +612,6 @@ def _softmax_setup(ctx, inputs, output):
 def _softmax_backward(ctx, dout):
     y, offsets = ctx.saved_tensors
     return _backward_call(ctx, sequence_softmax_backward, _grad_in(dout), y, offsets), ctx.lod_none
-
-
-_autograd(sequence_softmax, _softmax_backward, _softmax_setup)
 
 
 @_op("sequence_expand_backward")
@@ -558,20 +650,6 @@ def _expand_backward(ctx, dout, _dnew):
     return dx, *ctx.lod_none, None
 
 
-_autograd(sequence_expand, _expand_backward, _expand_setup)
-
-
-@_op("sequence_expand_as_backward")
-def sequence_expand_as_backward(dout: Tensor, y_offsets: Tensor) -> Tensor:
-    return _run(dout, lambda: _bridge.tensor(_backward.expand_as_backward(
-        _bridge.array(dout), _bridge.host(y_offsets)), dout))
-
-
-@sequence_expand_as_backward.register_fake
-def _(dout, y_offsets):
-    return dout.new_empty((y_offsets.shape[0] - 1, *dout.shape[1:]))
-
-
 def _expand_as_setup(ctx, inputs, output):
     ctx.save_for_backward(inputs[1])
 
@@ -579,20 +657,6 @@ def _expand_as_setup(ctx, inputs, output):
 def _expand_as_backward(ctx, dout):
     (y_offsets,) = ctx.saved_tensors
     return _backward_call(ctx, sequence_expand_as_backward, _grad_in(dout), y_offsets), None
-
-
-_autograd(sequence_expand_as, _expand_as_backward, _expand_as_setup)
-
-
-@_op("sequence_pad_backward")
-def sequence_pad_backward(dout: Tensor, offsets: Tensor, n_rows: int) -> Tensor:
-    return _run(dout, lambda: _bridge.tensor(_backward.pad_backward(
-        _bridge.array(dout), _bridge.host(offsets), n_rows), dout))
-
-
-@sequence_pad_backward.register_fake
-def _(dout, offsets, n_rows):
-    return dout.new_empty((n_rows, *dout.shape[2:]))
 
 
 def _pad_setup(ctx, inputs, output):
@@ -607,20 +671,6 @@ def _pad_backward(ctx, dout, _dlength):
     return dx, ctx.lod_none, None, None
 
 
-_autograd(sequence_pad, _pad_backward, _pad_setup)
-
-
-@_op("sequence_unpad_backward")
-def sequence_unpad_backward(dout: Tensor, offsets: Tensor, x_shape: list[int]) -> Tensor:
-    return _run(dout, lambda: _bridge.tensor(_backward.unpad_backward(
-        _bridge.array(dout), _bridge.host(offsets), tuple(x_shape)), dout))
-
-
-@sequence_unpad_backward.register_fake
-def _(dout, offsets, x_shape):
-    return dout.new_empty(tuple(x_shape))
-
-
 def _unpad_setup(ctx, inputs, output):
     ctx.save_for_backward(output[1])
     ctx.x_shape = tuple(inputs[0].shape)
@@ -629,9 +679,6 @@ def _unpad_setup(ctx, inputs, output):
 def _unpad_backward(ctx, dout, _doffsets):
     (offsets,) = ctx.saved_tensors
     return _backward_call(ctx, sequence_unpad_backward, _grad_in(dout), offsets, ctx.x_shape), None
-
-
-_autograd(sequence_unpad, _unpad_backward, _unpad_setup)
 
 
 @_op("sequence_concat_backward")
@@ -657,9 +704,6 @@ def _concat_backward(ctx, dout, _dnew):
     grads = _backward_call(ctx, sequence_concat_backward, _grad_in(dout),
                            list(ctx.saved_tensors), ctx.n_rows)
     return grads, *ctx.lod_none
-
-
-_autograd(sequence_concat, _concat_backward, _concat_setup, eager=False)
 
 
 @_op("sequence_slice_backward")
@@ -692,20 +736,6 @@ def _slice_backward(ctx, dout, _dnew):
     return dx, ctx.lod_none, None, None
 
 
-_autograd(sequence_slice, _slice_backward, _slice_setup)
-
-
-@_op("sequence_reverse_backward")
-def sequence_reverse_backward(dout: Tensor, offsets: Tensor) -> Tensor:
-    return _run(dout, lambda: _bridge.tensor(_backward.reverse_backward(
-        _bridge.array(dout), _bridge.host(offsets)), dout))
-
-
-@sequence_reverse_backward.register_fake
-def _(dout, offsets):
-    return torch.empty_like(dout)
-
-
 def _reverse_setup(ctx, inputs, output):
     ctx.save_for_backward(inputs[1][-1])
     ctx.lod_none = [None] * len(inputs[1])
@@ -714,9 +744,6 @@ def _reverse_setup(ctx, inputs, output):
 def _reverse_backward(ctx, dout):
     (offsets,) = ctx.saved_tensors
     return _backward_call(ctx, sequence_reverse_backward, _grad_in(dout), offsets), ctx.lod_none
-
-
-_autograd(sequence_reverse, _reverse_backward, _reverse_setup)
 
 
 def _reshape_setup(ctx, inputs, output):
@@ -728,9 +755,6 @@ def _reshape_backward(ctx, dout, _dnew):
     # the data was re-viewed row-major: its gradient is dout re-viewed back (a torch view,
     # as lodarrow._grad's reshape_backward, inside the graph)
     return dout.reshape(ctx.x_shape), ctx.lod_none, None
-
-
-_autograd(sequence_reshape, _reshape_backward, _reshape_setup)
 
 
 @_op("sequence_scatter_backward")
@@ -765,9 +789,6 @@ def _scatter_backward(ctx, dout):
                               index_offsets, ctx.updates_shape)
     # the input's gradient is dout itself (the output started as a copy of the input)
     return dout, None, None, dupd
-
-
-_autograd(sequence_scatter, _scatter_backward, _scatter_setup)
 
 
 @_op("sequence_conv_backward")
@@ -820,9 +841,6 @@ def _conv_backward(ctx, dout):
             dbias if ctx.has_bias else None, None, None)
 
 
-_autograd(sequence_conv, _conv_backward, _conv_setup)
-
-
 @_op("sequence_topk_avg_pooling_backward")
 def sequence_topk_avg_pooling_backward(dout: Tensor, pos: Tensor, offsets: Tensor, row: Tensor,
                                        col: Tensor, topks: list[int], channel_num: int,
@@ -857,4 +875,27 @@ def _topk_backward(ctx, dout, _dpos):
     return dx, ctx.lod_none, None, None, None, None
 
 
-_autograd(sequence_topk_avg_pooling, _topk_backward, _topk_setup)
+# ================================================================ the autograd formulas
+#: forward operator -> its autograd formula and setup_context (registered on the operator,
+#: and as its eager autograd.Function unless the last entry is False: concat's
+#: differentiable inputs come in a list, which an autograd.Function does not track)
+_FORMULAS = (
+    (sequence_pool, _pool_backward, _pool_setup),
+    (sequence_softmax, _softmax_backward, _softmax_setup),
+    (sequence_expand, _expand_backward, _expand_setup),
+    (sequence_expand_as, _expand_as_backward, _expand_as_setup),
+    (sequence_pad, _pad_backward, _pad_setup),
+    (sequence_unpad, _unpad_backward, _unpad_setup),
+    (sequence_concat, _concat_backward, _concat_setup, False),
+    (sequence_slice, _slice_backward, _slice_setup),
+    (sequence_reverse, _reverse_backward, _reverse_setup),
+    (sequence_reshape, _reshape_backward, _reshape_setup),
+    (sequence_scatter, _scatter_backward, _scatter_setup),
+    (sequence_conv, _conv_backward, _conv_setup),
+    (sequence_topk_avg_pooling, _topk_backward, _topk_setup),
+)
+
+for _forward, _formula, _setup, *_eager in _FORMULAS:
+    _autograd(_forward, _formula, _setup, *_eager)
+del _forward, _formula, _setup, _eager
+_FUNCTIONS[sequence_pool] = sequence_pool_eager   # its own eager Function (above)
