@@ -7,6 +7,7 @@ import pytest
 
 import lodarrow as la
 from conftest import THREAD_COUNTS
+from lodarrow._grad._rules import RULES
 from reference_grad import conv_grad, numeric_vjp, topk_grad
 
 CONTEXTS = [(None, 3), (-2, 4), (0, 2), (-3, 2), (2, 2), (0, 1)]
@@ -153,6 +154,43 @@ def test_topk_finite_differences_ties_and_nan():
     out, pullback = la.vjp(la.sequence_topk_avg_pooling, t, rows, cols, [1, 2], 1)
     (dx, *_) = pullback(np.array([[2., 4.], [6., 8.]]))
     np.testing.assert_array_equal(dx.numpy(), [0., 2. + 2., 2., 0., 0., 0., 0., 0.])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("topks", [[1, 3], [2, 7, 1], [12, 1]])   # 12: beyond the cascade
+def test_topk_forward_averages_its_residual_positions(dtype, topks):
+    """The rule's forward selects once: its result is the operator's, and it averages
+    exactly the positions kept for the backward (ties, -inf, NaN, empty rows and k past a
+    row's end included)."""
+    rng = np.random.default_rng(7)
+    rows = rng.integers(0, 4, 40)
+    cols = rng.integers(0, 15, 40)
+    sizes = 2 * rows * cols
+    values = rng.choice([0.0, -0.0, 1.0, 2.0, -1.5, -np.inf, np.inf, np.nan], int(sizes.sum()),
+                        p=[.2, .2, .15, .15, .15, .06, .06, .03])
+    x = la.LoDTensor(values.astype(dtype), lengths=[list(sizes)])
+    r = la.LoDTensor(np.zeros(int(rows.sum())), lengths=[list(rows)])
+    c = la.LoDTensor(np.zeros(int(cols.sum())), lengths=[list(cols)])
+    out, residuals = RULES["sequence_topk_avg_pooling"].forward(x, r, c, topks, 2)
+    want = la.sequence_topk_avg_pooling(x, r, c, topks, 2).numpy()
+    np.testing.assert_array_equal(out.numpy(), want)
+    assert out.numpy().dtype == want.dtype
+    pos = residuals[0]
+    # The positions, in the block rows' order, against a stable sort (ties: lower column).
+    data, k = x.numpy().astype(np.float64), 0
+    for s in range(40):
+        block = data[x.offsets[0][s]:x.offsets[0][s + 1]].reshape(2, rows[s], cols[s])
+        for i in range(rows[s]):
+            for ch in range(2):
+                row, p = block[ch, i], pos[k]
+                k += 1
+                if np.isnan(row).any() or not cols[s]:
+                    assert (p == -1).all()
+                    continue
+                top = np.argsort(-row, kind="stable")[:pos.shape[1]]
+                np.testing.assert_array_equal(p[:top.shape[0]], top)
+                assert (p[top.shape[0]:] == -1).all()
+    assert k == pos.shape[0]
 
 
 def test_topk_same_bits_for_any_thread_count(monkeypatch):

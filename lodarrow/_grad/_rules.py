@@ -5,8 +5,9 @@ keeps its residuals, and a backward from those residuals (docs/gradients.md).
 
 ``forward(*args, **kwargs) -> (result, residuals)``
     The operator's own signature.  It checks that the differentiable arguments hold floats
-    (``TypeError`` naming the argument otherwise), calls the public operator once (every
-    other check happens there) and returns its usual result with the residuals.
+    (``TypeError`` naming the argument otherwise), calls the operator once (every other
+    check happens there; for ``sequence_topk_avg_pooling`` its internal form, which also
+    returns the positions it selected) and returns its usual result with the residuals.
 ``backward(residuals, dout) -> tuple``
     ``dout`` is the upstream gradient of the differentiable output (an array of its data
     shape and dtype, on its device: the padded output of ``sequence_pad``, ``out`` of
@@ -45,12 +46,10 @@ from lodarrow._ops import (
     sequence_scatter,
     sequence_slice,
     sequence_softmax,
-    sequence_topk_avg_pooling,
     sequence_unpad,
 )
-from lodarrow._ops._common import as_lod_tensor, data_of
-from lodarrow._ops.sequence_slice import _host_indices
-from lodarrow._ops.sequence_topk_avg_pooling import _topks
+from lodarrow._ops._common import as_lod_tensor, data_of, host_indices
+from lodarrow._ops.sequence_topk_avg_pooling import topk_avg_pool, topks_array
 from lodarrow._tensor import LoDTensor
 
 __all__ = ["NOT_DIFFERENTIABLE", "RESIDUALS", "RULES", "Rule", "check_float"]
@@ -201,7 +200,7 @@ def _slice_forward(input, offset, length, name=None, *, out=None):
     x = _float_tensor(input, "input", "sequence_slice")
     result = sequence_slice(x, offset, length, name, out=out)
     last = x.offsets[-1]
-    start = last[:-1] + _host_indices(offset, "offset", last.shape[0] - 1)
+    start = last[:-1] + host_indices(offset, "offset", last.shape[0] - 1, "sequence_slice")
     return result, (start, result.offsets[-1], x.data.shape[0])
 
 
@@ -318,19 +317,10 @@ def _topk_forward(input, row, col, topks, channel_num, name=None, *, out=None):
     x = _float_tensor(input, "input", op)
     r = as_lod_tensor(row, "row")
     c = as_lod_tensor(col, "col")
-    result = sequence_topk_avg_pooling(x, r, c, topks, channel_num, name, out=out)
-    ks = _topks(topks)
-    channels = int(channel_num)
-    in_off, row_off, col_off = x.offsets[0], r.offsets[0], c.offsets[0]
-    n_seq = in_off.shape[0] - 1
-    longest = int(np.diff(col_off).max()) if n_seq else 0
-    m = max(1, min(int(ks.max()), longest))
-    data = x.data
-    be = backend_of_array(data)
-    with be.device(data):
-        pos = be.empty((int(row_off[-1]) * channels, m), np.int64)
-        be.kernel("topk_positions")(pos, data.reshape(-1), in_off, row_off, col_off, channels)
-    return result, (pos, in_off, row_off, col_off, ks, channels, tuple(data.shape))
+    # One selection: the positions the result averages are the residual.
+    result, pos = topk_avg_pool(x, r, c, topks, channel_num, out=out, positions=True)
+    return result, (pos, x.offsets[0], r.offsets[0], c.offsets[0], topks_array(topks),
+                    int(channel_num), tuple(x.data.shape))
 
 
 def _topk_backward(residuals, dout):

@@ -27,6 +27,7 @@ __all__ = [
     "check_ends_at_rows",
     "flat_offsets",
     "check_new_level",
+    "host_indices",
 ]
 
 
@@ -227,3 +228,17 @@ def composed_offsets(t, depth):
 def data_of(obj):
     """The array of a LoDTensor argument, anything else as it is (for ``backend_of``)."""
     return obj.data if isinstance(obj, LoDTensor) else obj
+
+
+def host_indices(obj, name, n, op):
+    """One int64 index per sequence (a list, array or LoDTensor data, e.g. ``sequence_slice``'s
+    ``offset``) as a host array; ``ValueError`` naming argument ``name`` of ``op`` unless it
+    holds exactly ``n`` of them."""
+    src = obj.data if isinstance(obj, LoDTensor) else obj
+    if is_cupy_array(src):
+        src = src.get()
+    arr = as_index_array(src, f"{op}: {name}")
+    if arr.shape[0] != n:
+        raise ValueError(f"{op}: {name} has {arr.shape[0]} entries but input has {n} "
+                         f"sequences; give one per sequence")
+    return arr

@@ -6,13 +6,11 @@ Semantics, edge cases, errors and departures from Paddle: docs/operators.md#sequ
 import numpy as np
 
 from lodarrow._backends import backend_of, row_bytes
-from lodarrow._cupy import is_cupy_array
-from lodarrow._ops._common import as_lod_tensor, data_of, require_lod_levels
+from lodarrow._ops._common import as_lod_tensor, data_of, host_indices, require_lod_levels
 from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
 from lodarrow._plan import slice_plan
-from lodarrow._tensor import LoDTensor, _freeze
-from lodarrow._validation import as_index_array
+from lodarrow._tensor import _freeze
 
 __all__ = ["sequence_slice"]
 
@@ -72,8 +70,8 @@ def sequence_slice(input, offset, length, name=None, *, out=None):
     require_lod_levels(x, "input", "sequence_slice", range(1, 1 << 16))
     last = x.offsets[-1]
     n = last.shape[0] - 1
-    off = _host_indices(offset, "offset", n)
-    lens = _host_indices(length, "length", n)
+    off = host_indices(offset, "offset", n, "sequence_slice")
+    lens = host_indices(length, "length", n, "sequence_slice")
     src_start = np.empty(n, dtype=np.int64)
     out_off = np.empty(n + 1, dtype=np.int64)
     bad = slice_plan(last, off, lens, src_start, out_off)
@@ -107,16 +105,6 @@ def _array_or_none(obj):
     """An array argument for the device check; Python lists are neutral."""
     return None if isinstance(obj, (list, tuple, int)) else data_of(obj)
 
-
-def _host_indices(obj, name, n):
-    src = obj.data if isinstance(obj, LoDTensor) else obj
-    if is_cupy_array(src):
-        src = src.get()
-    arr = as_index_array(src, f"sequence_slice: {name}")
-    if arr.shape[0] != n:
-        raise ValueError(f"sequence_slice: {name} has {arr.shape[0]} entries but input has "
-                         f"{n} sequences; give one per sequence")
-    return arr
 
 #: The table form (docs/tables.md).
 TABLE = {"sequence_slice": TableContract(("input", "offset", "length"),

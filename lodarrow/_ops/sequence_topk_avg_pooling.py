@@ -13,7 +13,7 @@ from lodarrow._ops._contract import TableContract
 from lodarrow._ops._out import into, landed
 from lodarrow._validation import as_int, as_positive_int
 
-__all__ = ["sequence_topk_avg_pooling", "TOPK_FREE_LIMIT"]
+__all__ = ["TOPK_FREE_LIMIT", "sequence_topk_avg_pooling", "topk_avg_pool", "topks_array"]
 
 _OP = "sequence_topk_avg_pooling"
 
@@ -86,6 +86,21 @@ def sequence_topk_avg_pooling(input, row, col, topks, channel_num, name=None, *,
     >>> out.numpy().tolist(), out.lod()
     ([[5.0, 4.0, 1.7999999523162842], [6.0, 5.0, 2.4000000953674316]], [[0, 2]])
     """
+    return topk_avg_pool(input, row, col, topks, channel_num, out=out)[0]
+
+
+def topk_avg_pool(input, row, col, topks, channel_num, *, out=None, positions=False):
+    """``sequence_topk_avg_pooling`` (every check included), with its selection if asked.
+
+    Returns ``(result, pos)``: the operator's result, and ``pos`` None or, for
+    ``positions=True``, the int64 array of shape ``(sum(R_i) * channel_num, m)`` (``m =
+    min(max(topks), longest col)``, at least 1) whose row ``(row_off[i] + r) * channel_num +
+    c`` holds the columns of the ``m`` largest values of that block row in rank order (ties:
+    the lower column first), -1 past the row's end and for a row holding NaN.  The result is
+    then computed from exactly those values (the gradient's residual: the positions averaged
+    are the positions differentiated); without ``positions`` the values are selected alone,
+    which is faster.
+    """
     x = as_lod_tensor(input, "input")
     r = as_lod_tensor(row, "row")
     c = as_lod_tensor(col, "col")
@@ -120,12 +135,12 @@ def sequence_topk_avg_pooling(input, row, col, topks, channel_num, name=None, *,
         raise ValueError(f"{_OP}: sequence {i} of input holds {int(sizes[i])} values, but "
                          f"channel_num * rows * cols = {channels} * {int(rows[i])} * "
                          f"{int(cols[i])} = {int(want[i])}")
-    ks = _topks(topks)
+    ks = topks_array(topks)
     longest = int(cols.max()) if n_seq else 0
     limit = max(longest, TOPK_FREE_LIMIT)
     if ks.max() > limit:
-        pos = int(np.argmax(ks > limit))
-        raise ValueError(f"{_OP}: topks[{pos}] = {int(ks[pos])} is larger than any row can "
+        at = int(np.argmax(ks > limit))
+        raise ValueError(f"{_OP}: topks[{at}] = {int(ks[at])} is larger than any row can "
                          f"use (longest col {longest}; k up to max(longest col, "
                          f"{TOPK_FREE_LIMIT}) is allowed)")
     out_dtype = data.dtype if kind == "f" else _F64
@@ -136,15 +151,61 @@ def sequence_topk_avg_pooling(input, row, col, topks, channel_num, name=None, *,
         shape = (int(row_off[-1]), channels * ks.shape[0])
         res = (be.empty(shape, out_dtype) if out is None
                else into(out, _OP, shape, out_dtype, be, data, (data, flat)))
-        be.kernel("topk_avg_pool")(res, flat, be.offsets(x, 0), be.offsets(r, 0),
-                                   be.offsets(c, 0), ks, channels, longest)
+        if positions:
+            m = max(1, min(int(ks.max()), longest))
+            pos = be.empty((shape[0] * channels, m), np.int64)
+            be.kernel("topk_positions")(pos, flat, be.offsets(x, 0), be.offsets(r, 0),
+                                        be.offsets(c, 0), channels)
+            res[...] = _averages(pos, flat, in_off, row_off, rows, cols, ks, channels,
+                                 be.xp).astype(compute, copy=False)
+        else:
+            pos = None
+            be.kernel("topk_avg_pool")(res, flat, be.offsets(x, 0), be.offsets(r, 0),
+                                       be.offsets(c, 0), ks, channels, longest)
     if out is not None:
         res = landed(res, out)
-    return x._derive(res, r.offsets)
+    return x._derive(res, r.offsets), pos
 
 
-def _topks(topks):
-    """``topks`` as a non-empty int64 array of values >= 1."""
+def _averages(pos, flat, in_off, row_off, rows, cols, ks, channels, xp):
+    """The output values, in float64, from the values ``flat`` holds at the selected
+    positions ``pos``: the kernel's sums (in float64, largest value first) and division.
+    ``rows`` and ``cols`` are the lengths of ``row``'s and ``col``'s sequences."""
+    seq = np.repeat(np.arange(rows.shape[0]), rows)       # each output row's sequence
+    n_cols = cols[seq]
+    r = np.arange(seq.shape[0]) - row_off[seq]            # its row within the block
+    # Where each block row starts in ``flat``, in ``pos``'s order (output row, channel).
+    start = (in_off[seq, None] + (np.arange(channels) * rows[seq, None] + r[:, None])
+             * n_cols[:, None]).reshape(-1)
+    ranked = xp.ascontiguousarray(pos.T)                  # (m, block rows): by rank
+    if flat.shape[0]:
+        vals = flat.take(ranked + xp.asarray(start), mode="clip")
+        # -0.0 for the ranks past a row's end: it adds nothing (not even to -0.0).
+        vals = xp.where(ranked >= 0, vals, np.float64(-0.0))
+    else:
+        vals = xp.full(ranked.shape, -0.0)
+    # Prefix sums in rank order; the k-th average reads the min(k, m)-th.
+    last = [min(k, ranked.shape[0]) - 1 for k in ks.tolist()]
+    sums = xp.empty((len(last), ranked.shape[1]), np.float64)
+    acc = vals[0].copy()
+    with np.errstate(invalid="ignore", over="ignore"):    # inf - inf is NaN, as in C
+        for q in range(max(last) + 1):
+            if q:
+                acc += vals[q]
+            for j, lq in enumerate(last):
+                if lq == q:
+                    sums[j] = acc
+    avg = sums.T / xp.asarray(ks)
+    none = ranked[0] < 0      # nothing selected: an empty row (0) or one with NaN (NaN)
+    if none.any():
+        fill = xp.asarray(np.where(np.repeat(n_cols, channels) > 0, np.nan, 0.0))
+        avg[none] = fill[none][:, None]
+    return avg.reshape(seq.shape[0], channels * len(last))
+
+
+def topks_array(topks):
+    """``topks`` as a non-empty int64 array of values >= 1 (``TypeError`` / ``ValueError``
+    naming ``topks`` otherwise)."""
     if isinstance(topks, np.ndarray):
         if topks.ndim != 1 or topks.dtype.kind not in "iu":
             raise TypeError(f"{_OP}: topks must be a 1-D sequence of integers, got an array of "
