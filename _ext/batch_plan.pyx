@@ -654,3 +654,170 @@ cdef inline void _pad_one(const _Padded* pd, Py_ssize_t k) noexcept nogil:
     memset(pd.mask + d + ln, 0, pd.longest - ln)
     if rb > 0:
         _fill_rows(pd.out + (d + ln) * rb, pd.pad, rb, pd.longest - ln)
+
+
+ctypedef struct _piece:
+    int64_t seq
+    int64_t k
+
+
+cdef int _cmp_piece(const void* a, const void* b) noexcept nogil:
+    cdef const _piece* x = <const _piece*>a
+    cdef const _piece* y = <const _piece*>b
+    if x.seq != y.seq:
+        return -1 if x.seq < y.seq else 1
+    return -1 if x.k < y.k else (1 if x.k > y.k else 0)
+
+
+def rows_batch(const uint8_t[::1] src, int64_t row_bytes, const int64_t[::1] starts,
+               const int64_t[::1] seq_lengths, const int64_t[::1] seq,
+               const int64_t[::1] local, const int64_t[::1] first, const int64_t[::1] length,
+               const int64_t[::1] row, const int64_t[::1] offset, int64_t n_out,
+               int64_t row_length, const uint8_t[::1] pad_row, bint per_token):
+    """One batch of items laid out in rows (mode "blocks", or "packed_rows" from a plan), in
+    one call: item ``k`` (a piece of sequence ``seq[k]``, ``length[k]`` value rows from
+    ``starts[local[k]] + first[k]``) goes to row ``row[k] - row[0]`` at slot ``offset[k]``;
+    items are sorted by (row, offset), a row's back to back from slot 0 (the caller's plan
+    says so).  ``n_out`` rows of ``row_length`` slots (at least the items' rows), the slots
+    after a row's last item ``pad_row``.
+
+    Returns ``(values, position_ids, attention_mask, seq_idx, cu_seqlens, piece_ids, rows,
+    first_item, lengths, seq_row, max_seqlen)``: the values' bytes; the per-token arrays of
+    :func:`rows_tokens` (None each unless ``per_token``); int32 ``cu_seqlens``
+    ``(n_out, most_per_row + 1)``, each row's padded by repeating its last entry; int32
+    ``piece_ids`` ``(n_out, most_per_row)``, each item's sequence as its index in ``rows``
+    (-1 past a row's items), which with ``cu_seqlens`` is what :func:`rows_tokens` makes
+    the per-token arrays of; ``rows`` the sequences (``seq``'s distinct values, sorted),
+    ``first_item`` each one's first item, ``lengths`` each one's ``seq_lengths`` (through
+    ``local``), ``seq_row`` the row of its first item; ``max_seqlen`` the longest item.
+    None when the items are none or a row is past int32.
+    """
+    cdef Py_ssize_t m = seq.shape[0], k, j, u, r
+    if m == 0 or row_length > 2147483647 or n_out <= 0:
+        return None
+    cdef int64_t first_row = row[0]
+    cdef cnp.npy_intp dims[2]
+    cdef _piece* pieces = <_piece*>malloc(m * sizeof(_piece))
+    cdef int32_t* item_idx = <int32_t*>malloc(m * sizeof(int32_t))
+    cdef int64_t* counts = <int64_t*>calloc(n_out, sizeof(int64_t))
+    if pieces == NULL or item_idx == NULL or counts == NULL:
+        free(pieces)
+        free(item_idx)
+        free(counts)
+        raise MemoryError("collation: out of memory sorting a batch's items")
+    cdef int64_t most = 0, longest = 0, n_unique = 0
+    with nogil:
+        for k in range(m):
+            pieces[k].seq = seq[k]
+            pieces[k].k = k
+            counts[row[k] - first_row] += 1
+            if length[k] > longest:
+                longest = length[k]
+        qsort(pieces, m, sizeof(_piece), _cmp_piece)
+        for k in range(m):
+            if k == 0 or pieces[k].seq != pieces[k - 1].seq:
+                n_unique += 1
+            item_idx[pieces[k].k] = <int32_t>(n_unique - 1)
+        for r in range(n_out):
+            if counts[r] > most:
+                most = counts[r]
+    dims[0] = n_unique
+    cdef cnp.ndarray rows_out = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
+    cdef cnp.ndarray first_out = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
+    cdef cnp.ndarray lengths_out = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
+    cdef cnp.ndarray seq_row_out = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
+    cdef int64_t* ro = <int64_t*>cnp.PyArray_DATA(rows_out)
+    cdef int64_t* fo = <int64_t*>cnp.PyArray_DATA(first_out)
+    cdef int64_t* lo = <int64_t*>cnp.PyArray_DATA(lengths_out)
+    cdef int64_t* so = <int64_t*>cnp.PyArray_DATA(seq_row_out)
+    dims[0] = n_out
+    dims[1] = most + 1
+    cdef cnp.ndarray cu = cnp.PyArray_EMPTY(2, dims, cnp.NPY_INT32, 0)
+    dims[1] = most if most > 0 else 1
+    cdef cnp.ndarray ids = cnp.PyArray_EMPTY(2, dims, cnp.NPY_INT32, 0)
+    dims[0] = n_out * row_length * row_bytes
+    cdef cnp.ndarray values = cnp.PyArray_EMPTY(1, dims, cnp.NPY_UINT8, 0)
+    cdef int32_t* c = <int32_t*>cnp.PyArray_DATA(cu)
+    cdef int32_t* d = <int32_t*>cnp.PyArray_DATA(ids)
+    cdef uint8_t* out = <uint8_t*>cnp.PyArray_DATA(values)
+    cdef const uint8_t* s = &src[0] if src.shape[0] > 0 else NULL
+    cdef const uint8_t* pad = &pad_row[0] if pad_row.shape[0] > 0 else NULL
+    cdef int64_t w = most + 1, wi = dims[1], rr, at, used, slot, end
+    with nogil:
+        j = 0
+        for k in range(m):
+            if k == 0 or pieces[k].seq != pieces[k - 1].seq:
+                ro[j] = pieces[k].seq
+                fo[j] = pieces[k].k
+                lo[j] = seq_lengths[local[pieces[k].k]]
+                so[j] = row[pieces[k].k] - first_row
+                j += 1
+        k = 0
+        for r in range(n_out):
+            c[r * w] = 0
+            at = 0
+            used = 0
+            while k < m and row[k] - first_row == r:
+                end = offset[k] + length[k]
+                c[r * w + at + 1] = <int32_t>end
+                d[r * wi + at] = item_idx[k]
+                if length[k] > 0 and row_bytes > 0:
+                    memcpy(out + (r * row_length + offset[k]) * row_bytes,
+                           s + (starts[local[k]] + first[k]) * row_bytes, length[k] * row_bytes)
+                used = end
+                at += 1
+                k += 1
+            for slot in range(at + 1, w):
+                c[r * w + slot] = c[r * w + at]
+            for slot in range(at, wi):
+                d[r * wi + slot] = -1
+            if row_bytes > 0 and used < row_length:
+                _fill_rows(out + (r * row_length + used) * row_bytes, pad, row_bytes,
+                           row_length - used)
+    free(pieces)
+    free(item_idx)
+    free(counts)
+    positions = mask = seq_idx = None
+    if per_token:
+        positions, mask, seq_idx = rows_tokens(cu, ids, row_length)
+    return (values, positions, mask, seq_idx, cu, ids, rows_out, first_out, lengths_out,
+            seq_row_out, longest)
+
+
+def rows_tokens(const int32_t[:, ::1] cu, const int32_t[:, ::1] piece_ids, int64_t row_length):
+    """The per-token arrays of a batch of rows from its ``cu_seqlens`` and ``piece_ids`` (see
+    :func:`rows_batch`): ``position_ids`` (int64, ``0..`` in each item, 0 on padding),
+    ``attention_mask`` (bool, True on tokens) and ``seq_idx`` (int32, the item's
+    ``piece_ids`` entry, -1 on padding), each ``(rows, row_length)``."""
+    cdef Py_ssize_t n = cu.shape[0], w = piece_ids.shape[1], r, j
+    cdef cnp.npy_intp dims[2]
+    dims[0] = n
+    dims[1] = row_length
+    cdef cnp.ndarray positions = cnp.PyArray_EMPTY(2, dims, cnp.NPY_INT64, 0)
+    cdef cnp.ndarray mask = cnp.PyArray_EMPTY(2, dims, cnp.NPY_BOOL, 0)
+    cdef cnp.ndarray seq_idx = cnp.PyArray_EMPTY(2, dims, cnp.NPY_INT32, 0)
+    cdef int64_t* pos = <int64_t*>cnp.PyArray_DATA(positions)
+    cdef uint8_t* msk = <uint8_t*>cnp.PyArray_DATA(mask)
+    cdef int32_t* sid = <int32_t*>cnp.PyArray_DATA(seq_idx)
+    cdef int64_t lo, hi, used, base
+    cdef int32_t id_
+    with nogil:
+        for r in range(n):
+            base = r * row_length
+            used = 0
+            for j in range(w):
+                id_ = piece_ids[r, j]
+                if id_ < 0:
+                    break
+                lo = cu[r, j]
+                hi = cu[r, j + 1]
+                _iota(pos + base + lo, hi - lo)
+                if hi > lo:
+                    memset(msk + base + lo, 1, hi - lo)
+                _fill32(sid + base + lo, hi - lo, id_)
+                used = hi
+            if used < row_length:
+                memset(pos + base + used, 0, (row_length - used) * sizeof(int64_t))
+                memset(msk + base + used, 0, row_length - used)
+                _fill32(sid + base + used, row_length - used, -1)
+    return positions, mask, seq_idx

@@ -434,10 +434,13 @@ class Lodarrow(Peer):
         if workers:
             ahead = ("" if self.source == "table"
                      else " + a read-ahead thread decoding the next block")
+            rows = (" (packed rows and blocks: the values, cu_seqlens and each piece's "
+                    "sequence; position_ids, attention_mask and seq_idx made there by the "
+                    "collation kernel)" if self.mode in ("packed_rows", "blocks") else "")
             return (f"{workers} DataLoader workers (torch 1 thread, kernels up to "
                     f"{num_threads()} thread(s) ({how}; 1 in a worker unless set){ahead} "
                     f"each); batches through a shared-memory ring a worker, copied out into "
-                    f"tensors in the main process")
+                    f"tensors in the main process{rows}")
         pf = 2 if self.prefetch is None else self.prefetch
         extra = "a batch prefetch thread (works while the consumer is away)" if pf else (
             "no prefetch thread")

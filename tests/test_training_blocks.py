@@ -204,3 +204,67 @@ def test_a_state_that_planned_what_was_left_whole_resumes_so_and_counts_it(corpu
     tokens = _tokens_of(got)
     assert again > 0 and len(tokens) - len(np.unique(tokens)) == again
     assert len(np.unique(tokens)) == lengths.sum()
+
+
+@pytest.mark.parametrize("mode", ["blocks", "packed_rows"])
+@pytest.mark.parametrize("source", ["table", "parquet"])
+def test_the_one_call_batch_equals_the_general_path(corpus, tmp_path, monkeypatch, mode,
+                                                    source):
+    """The loader's rows and blocks, made in one kernel call (``rows_batch``), are the
+    arrays the general path (a placement, then ``collate_rows``) makes: keys, order, dtypes
+    and values; on several ranks, with an extra column, and for "blocks" a separator."""
+    from lodarrow._training._loader import BatchLoader
+
+    _, table, _ = corpus
+    kw = {"mode": mode, "row_length": 128, "max_tokens": 512, "seed": 2, "num_replicas": 2,
+          "progress": False, "cache_dir": False, "extra_columns": ["ids_len"]}
+    if mode == "blocks":
+        kw["separator"] = -1
+    else:
+        kw["oversize"] = "split"
+    src = table.append_column("ids_len", pa.compute.list_value_length(table.column("ids")))
+    if source == "parquet":
+        pq.write_table(src, tmp_path / "extra.parquet", row_group_size=150)
+        src = str(tmp_path / "extra.parquet")
+
+    def batches():
+        out = []
+        for rank in range(2):
+            lo = la.batch_loader(src, "ids", rank=rank, **kw)
+            for epoch in range(2):
+                lo.set_epoch(epoch)
+                out += list(lo)
+        return out
+
+    fast = batches()
+    monkeypatch.setattr(BatchLoader, "_rows_batch", lambda *args: None)
+    general = batches()
+    assert len(fast) == len(general) > 0
+    for a, b in zip(fast, general):
+        assert list(a) == list(b)
+        for key in a:
+            x, y = np.asarray(a[key]), np.asarray(b[key])
+            assert x.dtype == y.dtype and np.array_equal(x, y), key
+
+
+def test_a_batch_of_rows_sent_without_per_token_arrays_is_made_whole_again():
+    """What a ``DataLoader`` worker sends of a batch of rows (values, cu_seqlens and each
+    piece's sequence) gives back the per-token arrays, including empty pieces and rows."""
+    from lodarrow._training import _collate as c
+
+    lengths = np.array([5, 0, 7, 3, 0, 9, 1])
+    seqs = c.as_sequences(_table(lengths), "ids", 0)
+    p = c.block_placement(lengths, 6)
+    seq = np.arange(len(lengths))[p.seq]
+    args = (seqs, seq, seq, p.start, p.length, p.row, p.offset, p.n_rows + 2, 6,
+            np.zeros((), np.int32))
+    whole, rows, _ = c.rows_batch(*args)
+    sent, _, _ = c.rows_batch(*args, per_token=False)
+    assert {"position_ids", "attention_mask", "seq_idx"}.isdisjoint(sent)
+    made = c.rows_tokens(sent)
+    assert c.PIECE_IDS not in made and list(made) == list(whole)
+    for key in whole:
+        assert np.array_equal(np.asarray(made[key]), np.asarray(whole[key])), key
+    assert rows.tolist() == list(range(len(lengths)))
+    assert whole["values"].shape == (p.n_rows + 2, 6)
+    assert not whole["attention_mask"][-2:].any() and (whole["seq_idx"][-2:] == -1).all()

@@ -96,7 +96,10 @@ def table():
 
 MODES = [dict(mode="padded", batch_size=16), dict(mode="packed", batch_size=16),
          dict(mode="packed_rows", max_tokens=4096, row_length=1024),
-         dict(mode="segments", max_tokens=4096, pad_to_multiple_of=4096)]
+         dict(mode="segments", max_tokens=4096, pad_to_multiple_of=4096),
+         # a batch of rows crosses without position_ids, attention_mask and seq_idx, which
+         # the main process makes from cu_seqlens (and each piece's sequence)
+         {"mode": "blocks", "max_tokens": 4096, "row_length": 1024, "separator": -1}]
 
 
 def _loader(table, **kw):
@@ -150,6 +153,19 @@ def test_batches_too_large_for_the_ring_cross_pickled_among_the_others(table, mo
     _equal_batches(list(data), own)
     through_ring = sum(w for pid, w, r in _holders(dataset) if pid)
     assert 0 < through_ring < len(own)
+
+
+def test_blocks_crossing_pickled_are_made_whole_in_the_main_process(table, monkeypatch):
+    """A batch of blocks pickled through the pipe (no room in a ring) also travels without
+    its per-token arrays, made again in the main process."""
+    kw = MODES[-1]
+    own = list(_loader(table, **kw))
+    monkeypatch.setattr(_ring, "RING_BYTES", 1024)  # every batch over half a ring
+    dataset = _loader(table, **kw).torch()
+    data = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2,
+                                       persistent_workers=True)
+    _equal_batches(list(data), own)
+    assert sum(w for pid, w, r in _holders(dataset) if pid) == 0
 
 
 @pytest.mark.filterwarnings("ignore:batch_loader. epoch 0 is iterated again")

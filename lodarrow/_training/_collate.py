@@ -805,3 +805,63 @@ def _gather_gpu(values, starts, lengths, dest, total, pad, positions, mask, ids,
         tid = cp.full(total, fill_id, dtype=cp.int32)
         tid[dst_rows] = cp.asarray(ids[item])
     return out, pos, msk, tid
+
+
+#: The key under which a batch of rows crosses from a ``DataLoader`` worker without its
+#: per-token arrays (:func:`rows_batch`); the main process replaces it (:func:`rows_tokens`).
+PIECE_IDS = "_lodarrow_piece_ids"
+
+
+def rows_batch(seqs, seq, local, start, length, row, offset, num_rows, row_length, pad,
+               per_token=True, fn=_FN):
+    """A batch of a plan's items laid out in rows (mode "blocks", or "packed_rows" from a
+    plan) in one kernel call, host data only: the arrays of :func:`_packed_rows` for the
+    items ``(seq, start, length, row, offset)`` (sorted by row and offset, a row's back to
+    back from slot 0, as the plan makes them; ``seq`` the items' sequences, ``local`` their
+    positions in ``seqs``), ``num_rows`` rows (None: the items' rows).
+
+    Returns ``(out, rows, first_item)``: the batch (without ``per_token``, ``piece_ids``
+    instead of ``position_ids``, ``attention_mask`` and ``seq_idx``, which
+    :func:`rows_tokens` makes from it and ``cu_seqlens``: a ``DataLoader`` worker sends the
+    rest, the main process makes these), the batch's sequences (``seq``'s, sorted) and each
+    one's first item; None where the general path is needed (no items, no host data).
+    """
+    if seqs.on_gpu or not len(seq):
+        return None
+    n_rows = int(row[-1] - row[0]) + 1
+    n_out = n_rows
+    if num_rows is not None:
+        if n_rows > num_rows:
+            raise ValueError(f"{fn}: the batch needs {n_rows} rows of {row_length}, more than "
+                             f"num_rows={num_rows}")
+        n_out = num_rows
+    src, row_bytes = seqs.source_bytes()
+    made = _k.rows_batch(src, row_bytes, seqs.starts, seqs.lengths, seq, local, start, length,
+                         row, offset, n_out, row_length, seqs.pad_bytes(pad), per_token)
+    if made is None:
+        return None
+    values, positions, mask, seq_idx, cu, ids, rows, first_item, lengths, seq_row, longest = made
+    shape2 = (n_out, row_length)
+    values = values.view(seqs.values.dtype).reshape(shape2 + seqs.values.shape[1:])
+    if per_token:
+        out = {"values": values, "position_ids": positions, "attention_mask": mask,
+               "cu_seqlens": cu, "seq_idx": seq_idx}
+    else:
+        out = {"values": values, "cu_seqlens": cu, PIECE_IDS: ids}
+    out.update(seq_row=seq_row, max_seqlen=longest, lengths=lengths)
+    return out, rows, first_item
+
+
+def rows_tokens(arrays):
+    """A batch of rows sent without its per-token arrays (:func:`rows_batch` without
+    ``per_token``: ``piece_ids`` in their place) with them again, made by the collation
+    kernel from ``cu_seqlens`` and ``piece_ids``, in the order the batch has them."""
+    ids = arrays.get(PIECE_IDS)
+    if ids is None:
+        return arrays
+    values = arrays["values"]
+    positions, mask, seq_idx = _k.rows_tokens(arrays["cu_seqlens"], ids, values.shape[1])
+    out = {"values": values, "position_ids": positions, "attention_mask": mask,
+           "cu_seqlens": arrays["cu_seqlens"], "seq_idx": seq_idx}
+    out.update((k, v) for k, v in arrays.items() if k not in out and k != PIECE_IDS)
+    return out

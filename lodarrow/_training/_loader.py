@@ -15,7 +15,8 @@ import weakref
 import numpy as np
 import pyarrow as pa
 
-from lodarrow._training._collate import as_sequences, collate_rows, convert, with_separator
+from lodarrow._training._collate import (as_sequences, collate_rows, convert, rows_batch,
+                                         with_separator)
 from lodarrow._training._columns import (ExtraColumn, check_jax_x64, fill_value_nulls,
                                          null_rows, value_null_rows)
 from lodarrow._training._deliver import Delivery, prefetched
@@ -939,7 +940,12 @@ class BatchLoader:
     def _block_rows(self, plan, group, epoch=None):
         """The source positions of the steps ``group`` of one block (of epoch ``epoch``)."""
         rank = self.select.rank
-        return self._source_rows(np.concatenate([plan.batch(rank, s) for s in group]), epoch)
+        if plan.items is not None:  # items (rows, blocks): their sequences, once each
+            lo, hi = plan.lo[rank], plan.hi[rank]
+            rows = np.unique(np.concatenate([plan.order[lo[s]:hi[s]] for s in group]))
+        else:
+            rows = np.concatenate([plan.batch(rank, s) for s in group])
+        return self._source_rows(rows, epoch)
 
     def _read_next_pass(self, first, stride):
         """Read the first block of the next epoch's pass from step ``first`` every
@@ -1019,16 +1025,23 @@ class BatchLoader:
     def _batch(self, seqs, local_of, plan, step, extras):
         """Step ``step``'s batch of this rank: ``local_of`` maps source positions to those of
         ``seqs`` (None: the same)."""
-        placement = None
-        if plan.items is not None:
-            rows, placement = plan.placement(self.select.rank, step)
+        made = None
+        if plan.items is not None and not seqs.on_gpu:
+            made = self._rows_batch(seqs, local_of, plan, step)
+        if made is not None:
+            out, rows, local = made
+            src = self._source_rows(rows)
         else:
-            rows = plan.batch(self.select.rank, step)
-        src = self._source_rows(rows)
-        local = src if local_of is None else local_of(src)
-        out = collate_rows(seqs, local, self.shape.mode, self._pad, self.shape.row_length,
-                           placement=placement, shape=self.shape.collate, fn=_FN,
-                           trusted=True)
+            placement = None
+            if plan.items is not None:
+                rows, placement = plan.placement(self.select.rank, step)
+            else:
+                rows = plan.batch(self.select.rank, step)
+            src = self._source_rows(rows)
+            local = src if local_of is None else local_of(src)
+            out = collate_rows(seqs, local, self.shape.mode, self._pad, self.shape.row_length,
+                               placement=placement, shape=self.shape.collate, fn=_FN,
+                               trusted=True)
         if self._mix is None:
             out["rows"] = rows
         else:  # which sequence of which source
@@ -1043,6 +1056,23 @@ class BatchLoader:
         out = convert(out, seqs.on_gpu, self.deliver.to, _FN)
         out.update(arrow)
         return out
+
+    def _rows_batch(self, seqs, local_of, plan, step):
+        """:meth:`_batch`'s packed rows and blocks in one kernel call (:func:`rows_batch`):
+        ``(out, rows, local)``, or None for the general path.  In a ``DataLoader`` worker
+        handing torch batches over, the per-token arrays are left to the main process."""
+        a, b = plan.lo[self.select.rank, step], plan.hi[self.select.rank, step]
+        seq = plan.order[a:b]
+        src = self._source_rows(seq)
+        local = src if local_of is None else local_of(src)
+        start, row, offset = (x[a:b] for x in plan.items[:3])
+        made = rows_batch(seqs, seq, np.ascontiguousarray(local, np.int64), start,
+                          plan._seq[a:b], row, offset, self.shape.collate.num_rows,
+                          self.shape.row_length, self._pad, self._one_storage is None, _FN)
+        if made is None:
+            return None
+        out, rows, first = made
+        return out, rows, local[first]
 
     def _produce_ray(self, plan, steps):
         """:meth:`_produce` for a Ray source: its blocks read in Ray's order (the blocks

@@ -236,12 +236,16 @@ class RingBatch:
 def _from_ring(ring_id, ring, generation, serial, start, layout, rest):
     import torch
 
+    from lodarrow._training._collate import rows_tokens
+
     owner = _RINGS.get(tuple(ring_id))
     if owner is None or owner._map is None:
         raise RuntimeError("BatchLoader.torch: a DataLoader worker's batch arrived in a process "
                            "without its shared memory (the dataset was made in another "
                            "process)")
     arrays = owner.take(RingBatch(ring_id, ring, generation, serial, start, layout, rest))
+    # a batch of rows crosses without its per-token arrays: made here from cu_seqlens
+    arrays = rows_tokens(arrays)
     out = {key: torch.from_numpy(value) for key, value in arrays.items()}
     out.update(rest)
     return out

@@ -142,7 +142,9 @@ class _WireBatch:
 def _rebuild(arrays, rest):
     import torch
 
-    out = {key: torch.from_numpy(value) for key, value in arrays.items()}
+    from lodarrow._training._collate import rows_tokens
+
+    out = {key: torch.from_numpy(value) for key, value in rows_tokens(arrays).items()}
     out.update(rest)
     return out
 
