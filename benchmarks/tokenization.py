@@ -1,29 +1,45 @@
-"""``la.tokenize`` against the tokenizer's own batch encode and ``datasets.map`` + ``to_parquet``.
+"""``la.tokenize`` against the tokenizer's own batch encode and the peers, in one run
+(issue 60; docs/tokenize.md#measured).
+
+    flock /tmp/bench.lock python benchmarks/tokenization.py --documents 16000 --files 4 \\
+        --json benchmarks/results/tokenization.json --docs docs/tokenize.md
+    python benchmarks/tokenization.py --from-json benchmarks/results/tokenization.json \\
+        --docs docs/tokenize.md
 
 One run, one generated corpus, one tokenizer trained here with ``tokenizers`` on that corpus
 (no download), the same cores for every row:
 
-- **tokenizer alone**: ``Tokenizer.encode_batch_fast`` over the corpus's texts, already in
-  memory, in batches of the size ``la.tokenize`` uses, the ids read into Python lists
-  (``[e.ids for e in ...]``): the limit the issue names, nothing read or written;
-- **lodarrow**: ``la.tokenize(corpus/, out/, tokenizer.json)`` end to end (read Parquet,
-  tokenize, ids to Arrow, write Parquet with the lengths in the footers), its default
-  (one process, the tokenizer's threads) and ``processes=N``;
-- **datasets**: ``Dataset.from_parquet(files).map(encode, batched=True, num_proc=N)`` then
+- **tokenizer alone** (``tokenizer``): ``Tokenizer.encode_batch_fast`` over the corpus's
+  texts, already in memory, in batches of the size ``la.tokenize`` uses, the ids read into
+  Python lists (``[e.ids for e in ...]``): the limit the issue names, nothing read or
+  written; ``tokenizer_no_ids``: the same without reading the ids;
+- **lodarrow** (``lodarrow``): ``la.tokenize(corpus/, out/, tokenizer.json)`` end to end
+  (load the tokenizer, read Parquet, tokenize, ids to Arrow, write Parquet with the lengths
+  in the footers), its default (one process, the tokenizer's threads);
+  ``lodarrow_processes``: ``processes=N``;
+- **datasets** (``datasets``, ``datasets_num_proc``):
+  ``Dataset.from_parquet(files).map(encode, batched=True, num_proc=None|N)`` then
   ``to_parquet``, the Hugging Face recipe (its cache in a temporary directory);
-- datatrove's ``DocumentTokenizer`` and dolma's ``tokens`` where they are installed (said
-  when they are not).
+- **datatrove** (``datatrove``): its ``DocumentTokenizer`` behind a ``ParquetReader`` in a
+  ``LocalPipelineExecutor`` of N tasks, writing its ``.ds`` token files;
+- **dolma** (``dolma``): ``dolma tokens`` with ``--dolma``, the command of a venv of its own
+  (dolma pins numpy<2 and tokenizers<=0.19.1), on the same texts written as gzipped JSON
+  lines (its input format; untimed), ``--processes N``;
+- Megatron-LM's ``tools/preprocess_data.py``: not run (its row says why,
+  ``--megatron-note``); dolma's says why without ``--dolma`` (``--dolma-note``).
 
-Usage::
+Interleaved: every row once (warm-up), then ``--repeat`` rounds of every row in turn
+(A B C ... A B C ...), so that a change in the machine's load falls on every row alike.  A
+row's figures: its fastest wall time (best), its median, the CPU seconds of the fastest run
+(this process and its reaped worker processes) and the 1-minute load average after each
+run; ratios to the tokenizer alone both best over best and as the median of the per-round
+ratios (each round's two runs side by side).  tokens/s counts the ids written (the
+tokenizer's ids; ``la.tokenize``'s count is checked against them).
 
-    python benchmarks/tokenization.py --docs 200000 --json tokenize.json --markdown tokenize.md
-
-Each row is the best of ``--repeat`` runs (default 3) after one warm-up, the rows run in
-turn (round robin) so that a change in the machine's load falls on every row alike; tokens/s
-counts the ids written (the tokenizer's ids; ``la.tokenize``'s count is checked against
-them).  Beside the wall time, the CPU seconds of that run (this process and its reaped
-worker processes) and the load average: on a shared machine the CPU time is the steadier
-measure of the work each row does.
+Writes ``--json`` (the commit, versions, CPU, load, settings and every sample) and, with
+``--docs``, the section between ``<!-- tokenize-bench:begin -->`` and
+``<!-- tokenize-bench:end -->`` of that Markdown file, generated from the JSON
+(tests/test_bench_tokenization.py checks the docs against the JSON).
 """
 
 import os
@@ -34,16 +50,21 @@ import sys
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import shutil  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+import argparse
+import datetime
+import json
+import platform
+import shlex
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
 
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 
 def make_corpus(root, docs, files, seed=0):
@@ -84,6 +105,34 @@ def train_tokenizer(texts, vocab, path):
     return tok
 
 
+
+ROOT = Path(__file__).resolve().parent.parent
+BEGIN = ("<!-- tokenize-bench:begin: generated by benchmarks/tokenization.py from its JSON; "
+         "do not edit -->")
+END = "<!-- tokenize-bench:end -->"
+#: the ratio to the tokenizer alone that ``la.tokenize`` end to end is to reach (issue 60)
+GOAL = 0.9
+#: rows in table order: key, title, kind (limit / lodarrow / peer)
+TITLES = {
+    "tokenizer": ("tokenizer alone (`encode_batch_fast` + ids)", "limit"),
+    "tokenizer_no_ids": ("tokenizer alone (`encode_batch_fast`, no ids read)", "limit"),
+    "lodarrow": ("**`la.tokenize`** (default: one process, the tokenizer's threads)",
+                 "lodarrow"),
+    "lodarrow_processes": ("`la.tokenize(processes={n})`", "lodarrow"),
+    "datasets_num_proc": ("`datasets` `map(num_proc={n})` + `to_parquet`", "peer"),
+    "datasets": ("`datasets` `map(num_proc=None)` + `to_parquet`", "peer"),
+    "datatrove": ("datatrove `DocumentTokenizer` ({n} tasks)", "peer"),
+    "dolma": ("dolma `tokens`", "peer"),
+    "megatron": ("Megatron-LM `tools/preprocess_data.py`", "peer"),
+}
+DOLMA_NOTE = ("not run: no --dolma given (dolma pins numpy<2 and tokenizers<=0.19.1: it "
+              "needs a venv of its own)")
+MEGATRON_NOTE = ("not run: `tools/preprocess_data.py` is a script of Megatron-LM's "
+                 "repository, not in the `megatron-core` wheel pip installs (checked: 0.16.1 "
+                 "holds `megatron/core` only), and it imports `megatron.training`; a PyPI-only "
+                 "machine has no checkout of it")
+
+
 def _cpu():
     import resource
 
@@ -92,42 +141,105 @@ def _cpu():
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--docs", type=int, default=100_000)
-    p.add_argument("--files", type=int, default=4)
-    p.add_argument("--vocab", type=int, default=32000)
-    p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--processes", type=int, default=os.cpu_count())
-    p.add_argument("--only", default="", help="comma-separated rows to run")
-    p.add_argument("--work-dir", default=None)
-    p.add_argument("--json", default=None)
-    p.add_argument("--markdown", default=None)
-    args = p.parse_args(argv)
+def machine():
+    model = platform.processor() or "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cpu_model": model, "cpus": usable, "cpus_online": os.cpu_count(),
+            "platform": platform.platform(), "load_at_start": round(os.getloadavg()[0], 2)}
 
+
+def lodarrow_revision(la):
+    """The commit measured, with ``changes`` where the work tree differs from it."""
+    out = {"version": la.__version__, "commit": None, "changes": None}
+    try:
+        out["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                       capture_output=True, text=True,
+                                       check=True).stdout.strip()
+        st = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout
+        out["changes"] = bool(st.strip())
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return out
+
+
+def _version(name):
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _now():
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def measure(args):
+    """Everything measured, as the JSON report."""
     import lodarrow as la
     from lodarrow._tables import _tokenize
 
+    t_start = time.perf_counter()
+    report = {"command": "python benchmarks/tokenization.py " + shlex.join(args.argv),
+              "note": args.note, "started": _now(), "machine": machine(),
+              "lodarrow": lodarrow_revision(la),
+              "versions": {"python": sys.version.split()[0], "tokenizers": _version("tokenizers"),
+                           "pyarrow": pa.__version__, "numpy": np.__version__,
+                           "datasets": _version("datasets"), "datatrove": _version("datatrove"),
+                           "lodarrow": la.__version__},
+              "settings": {"documents": args.documents, "files": args.files, "vocab": args.vocab,
+                           "repeat": args.repeat, "processes": args.processes,
+                           "only": args.only, "goal": GOAL}}
     work = args.work_dir or tempfile.mkdtemp(prefix="lodarrow-tokenize-bench-")
     corpus = os.path.join(work, "corpus")
     shutil.rmtree(corpus, ignore_errors=True)
     t0 = time.perf_counter()
-    texts = make_corpus(corpus, args.docs, args.files)
+    texts = make_corpus(corpus, args.documents, args.files)
     tok_path = os.path.join(work, "tokenizer.json")
     tok = train_tokenizer(texts, args.vocab, tok_path)
-    print(f"corpus: {args.docs:,} documents, {sum(map(len, texts)) / 1e6:.1f} MB of text, "
-          f"{args.files} files; tokenizer: BPE, {tok.get_vocab_size()} ids "
-          f"({time.perf_counter() - t0:.1f} s to make)", flush=True)
+    from tokenizers import Tokenizer
+
+    loads = []
+    for _ in range(3):
+        c0 = time.perf_counter()
+        Tokenizer.from_file(tok_path)
+        loads.append(time.perf_counter() - c0)
     batch = _tokenize._rows_for(len(texts), sum(len(t.encode()) for t in texts))
     total = sum(len(e.ids) for e in tok.encode_batch_fast(texts))
+    report["corpus"] = {
+        "documents": len(texts), "files": args.files, "text_mb": sum(map(len, texts)) / 1e6,
+        "tokens": total, "vocab": tok.get_vocab_size(), "batch_rows": batch,
+        "tokenizer": "byte-level BPE trained here on the corpus's first 20,000 documents",
+        "tokenizer_load_s": min(loads),
+        "made_s": time.perf_counter() - t0}
+    print(f"corpus: {len(texts):,} documents, {report['corpus']['text_mb']:.1f} MB of text, "
+          f"{args.files} files, {total:,} tokens; tokenizer: BPE, {tok.get_vocab_size()} ids "
+          f"(loaded from its JSON in {min(loads):.3f} s)", flush=True)
     only = set(filter(None, args.only.split(",")))
-    rows = []
+    n = args.processes
+    jobs, rows = [], []
 
-    jobs = []
+    def add(key, fn, note="", cpu=True):
+        title = TITLES[key][0].format(n=n)
+        if not only or key in only:
+            jobs.append((key, fn))
+            rows.append({"key": key, "name": title, "kind": TITLES[key][1], "note": note,
+                         "cpu_counted": cpu, "samples": []})
 
-    def run(name, fn, note="", cpu=True):
-        if not only or name in only:
-            jobs.append((name, fn, note, cpu))
+    def not_run(key, why):
+        if not only or key in only:
+            rows.append({"key": key, "name": TITLES[key][0].format(n=n),
+                         "kind": TITLES[key][1], "note": why, "samples": None})
 
     def alone():
         for s in range(0, len(texts), batch):
@@ -154,26 +266,29 @@ def main(argv=None):
             cache = tempfile.mkdtemp(dir=work)
             files = sorted(os.path.join(corpus, f) for f in os.listdir(corpus))
             ds = datasets.Dataset.from_parquet(files, cache_dir=cache)
-            from tokenizers import Tokenizer
-
             t = Tokenizer.from_file(tok_path)
 
             def encode(b):
                 return {"tokens": [e.ids for e in t.encode_batch_fast(b["text"])]}
 
+            before = os.environ.get("TOKENIZERS_PARALLELISM")
             ds = ds.map(encode, batched=True, batch_size=1000, num_proc=num_proc,
                         remove_columns=["text"], cache_file_name=os.path.join(cache, "m.arrow"))
+            # map(num_proc=) sets TOKENIZERS_PARALLELISM=false in this process's environment
+            # for its forked workers and rebinds os.environ to a copy taken before, which
+            # leaves the variable set where the tokenizer reads it: every later row here
+            # would encode on one thread
+            if before is None:
+                os.environ.pop("TOKENIZERS_PARALLELISM", None)
+                os.unsetenv("TOKENIZERS_PARALLELISM")
+            else:
+                os.environ["TOKENIZERS_PARALLELISM"] = before
+                os.putenv("TOKENIZERS_PARALLELISM", before)
             ds.to_parquet(os.path.join(cache, "out.parquet"))
             shutil.rmtree(cache, ignore_errors=True)
         return go
 
-    run("tokenizer alone (encode_batch_fast + ids)", alone, "texts in memory, no I/O")
-    run("tokenizer alone (encode_batch_fast)", encode_only, "no ids read")
-    run("lodarrow tokenize (threads)", lodarrow(None), "default")
-    run(f"lodarrow tokenize (processes={args.processes})", lodarrow(args.processes))
-    run(f"datasets map(num_proc={args.processes}) + to_parquet", hf(args.processes))
-    run("datasets map(num_proc=None) + to_parquet", hf(None))
-    def datatrove_job(n):
+    def datatrove_job(tasks):
         def go():
             from datatrove.executor import LocalPipelineExecutor
             from datatrove.pipeline.readers import ParquetReader
@@ -184,7 +299,7 @@ def main(argv=None):
                 [ParquetReader(corpus, text_key="text", id_key="id"),
                  DocumentTokenizer(os.path.join(out, "tokens"), tok_path,
                                    shuffle_documents=False)],
-                tasks=n, workers=n, logging_dir=os.path.join(out, "logs"),
+                tasks=tasks, workers=tasks, logging_dir=os.path.join(out, "logs"),
                 skip_completed=False).run()
             written = sum(os.path.getsize(os.path.join(root, f))
                           for root, _, files in os.walk(os.path.join(out, "tokens"))
@@ -193,70 +308,295 @@ def main(argv=None):
             shutil.rmtree(out, ignore_errors=True)
         return go
 
-    try:
-        import datatrove  # noqa: F401
-
-        run(f"datatrove DocumentTokenizer (tasks={args.processes})",
-            datatrove_job(args.processes), "its .ds token files; CPU: its workers are its "
+    add("tokenizer", alone, "texts in memory, no I/O")
+    add("tokenizer_no_ids", encode_only, "no ids read")
+    add("lodarrow", lodarrow(None), "tokenizer loaded from its JSON in the run")
+    add("lodarrow_processes", lodarrow(n), "one tokenizer thread a process")
+    if _version("datasets"):
+        add("datasets_num_proc", hf(n), "its Arrow cache written, then Parquet")
+        add("datasets", hf(None), "its Arrow cache written, then Parquet")
+    else:
+        not_run("datasets", "not run: datasets not installed")
+    if _version("datatrove"):
+        add("datatrove", datatrove_job(n), "its .ds token files; CPU: its workers are its "
             "forkserver's children, not counted", cpu=False)
-    except ImportError:
-        print("datatrove not installed: not run")
-        rows.append({"name": "datatrove", "seconds": None,
-                     "note": "not installed: not run"})
-    # dolma's pip install pins numpy 1.26 and tokenizers 0.19 (it would downgrade lodarrow's
-    # environment): it needs a venv of its own, which this script does not make
-    rows.append({"name": "dolma tokens", "seconds": None,
-                 "note": "not run: its install downgrades numpy and tokenizers"})
-    # round robin: every row once (warm-up), then `repeat` rounds of every row in turn, so
-    # a change in the machine's load falls on every row alike
-    for name, fn, _, _ in jobs:
+    else:
+        not_run("datatrove", "not run: datatrove not installed")
+    if args.dolma and (not only or "dolma" in only):
+        add("dolma", dolma_job(args.dolma, work, corpus, tok_path, n, total, report),
+            "its command (start included) on the corpus as gzipped JSON lines (its input "
+            "format), one document at a time a process, an eos id appended a document (not "
+            "counted); its own venv")
+    else:
+        not_run("dolma", args.dolma_note)
+    not_run("megatron", args.megatron_note)
+
+    by_key = {r["key"]: r for r in rows}
+    for key, fn in jobs:  # warm-up
         fn()
-    timed = {name: [] for name, *_ in jobs}
     for _ in range(args.repeat):
-        for name, fn, _, _ in jobs:
+        for key, fn in jobs:
             c0, t0 = _cpu(), time.perf_counter()
             fn()
-            timed[name].append((time.perf_counter() - t0, _cpu() - c0, os.getloadavg()[0]))
-    for name, fn, note, cpu in jobs:
-        seconds, cpu_s, load = min(timed[name])
-        rows.insert(len([r for r in rows if r.get("seconds")]), {
-            "name": name, "seconds": seconds, "times": [t[0] for t in timed[name]],
-            "cpu_seconds": cpu_s if cpu else None, "tokens_per_s": total / seconds,
-            "note": note, "load": load})
-        shown = f"{cpu_s:7.2f} cpu-s" if cpu else "    n/a cpu-s"
-        print(f"{name:<46} {seconds:7.2f} s  {total / seconds / 1e6:6.2f} M tokens/s  "
-              f"{shown}  load {load:.1f}  {note}", flush=True)
-    ref = next((r for r in rows if r["name"].startswith("tokenizer alone (encode_batch_fast +")),
-               None)
-    for r in rows:
-        if ref and r.get("seconds"):
-            r["vs_tokenizer"] = ref["seconds"] / r["seconds"]
-            if r["cpu_seconds"]:
-                r["cpu_vs_tokenizer"] = ref["cpu_seconds"] / r["cpu_seconds"]
-    meta = {"docs": args.docs, "files": args.files, "tokens": total,
-            "vocab": tok.get_vocab_size(), "batch_rows": batch, "cpus": os.cpu_count(),
-            "python": sys.version.split()[0], "platform": platform.platform(),
-            "tokenizers": __import__("tokenizers").__version__, "pyarrow": pa.__version__}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": rows}, f, indent=1)
-    if args.markdown:
-        lines = ["| run | wall s | M tokens/s | speed vs the tokenizer alone | CPU s | "
-                 "CPU efficiency vs the tokenizer alone | note |",
-                 "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
-        for r in rows:
-            if r.get("seconds"):
-                lines.append(f"| {r['name']} | {r['seconds']:.2f} | "
-                             f"{r['tokens_per_s'] / 1e6:.2f} | {r.get('vs_tokenizer', 1):.2f} | "
-                             + (f"{r['cpu_seconds']:.2f} | {r['cpu_vs_tokenizer']:.2f} | "
-                                if r.get("cpu_seconds") else "n/a | n/a | ")
-                             + f"{r['note']} |")
-            else:
-                lines.append(f"| {r['name']} | | | | | | {r['note']} |")
-        with open(args.markdown, "w") as f:
-            f.write("\n".join(lines) + "\n")
+            wall, cpu = time.perf_counter() - t0, _cpu() - c0
+            by_key[key]["samples"].append({"wall_s": round(wall, 4), "cpu_s": round(cpu, 3),
+                                           "load": round(os.getloadavg()[0], 2)})
+            print(f"  {key:<20} {wall:7.2f} s  {cpu:7.2f} cpu-s  load "
+                  f"{os.getloadavg()[0]:.1f}", flush=True)
+    report["rows"] = rows
+    report["finished"] = _now()
+    report["wall_s"] = round(time.perf_counter() - t_start, 1)
+    report["load_at_end"] = round(os.getloadavg()[0], 2)
     if not args.work_dir:
         shutil.rmtree(work, ignore_errors=True)
+    return report
+
+
+def dolma_job(dolma, work, corpus, tok_path, processes, total, report):
+    """``dolma tokens`` (``dolma``: the command, in a venv of its own) over the corpus
+    written as gzipped JSON lines, its input format; checks it wrote ``total`` ids plus an
+    eos a document."""
+    import gzip
+
+    python = os.path.join(os.path.dirname(dolma), "python")
+    report["versions"]["dolma"] = dict(zip(("dolma", "tokenizers", "numpy"), subprocess.run(
+        [python, "-c", ("from importlib.metadata import version as v; "
+                        "print(v('dolma'), v('tokenizers'), v('numpy'))")],
+        capture_output=True, text=True, check=True).stdout.split()))
+    src = os.path.join(work, "corpus-jsonl")
+    os.makedirs(src, exist_ok=True)
+    documents = 0
+    for name in sorted(os.listdir(corpus)):
+        rows = pq.read_table(os.path.join(corpus, name)).to_pylist()
+        documents += len(rows)
+        with gzip.open(os.path.join(src, name.replace(".parquet", ".jsonl.gz")), "wt",
+                       encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps({"id": str(r["id"]), "text": r["text"]}) + "\n")
+    # its tokenizers (0.19) reads merges as "a b" strings, not the pairs 0.20+ writes: the
+    # same merges (byte-level tokens hold no space), so the same ids
+    with open(tok_path) as f:
+        spec = json.load(f)
+    spec["model"]["merges"] = [" ".join(m) if isinstance(m, list) else m
+                               for m in spec["model"]["merges"]]
+    legacy = os.path.join(work, "tokenizer-merges-as-strings.json")
+    with open(legacy, "w") as f:
+        json.dump(spec, f)
+
+    def go():
+        out = os.path.join(work, "out-dolma")
+        shutil.rmtree(out, ignore_errors=True)
+        run = subprocess.run(
+            [dolma, "tokens", "--documents", os.path.join(src, "*.jsonl.gz"),
+             "--destination", out, "--tokenizer.name_or_path", legacy,
+             "--tokenizer.eos_token_id", "0", "--processes", str(processes),
+             "--dtype", "uint16", "--seed", "0"], capture_output=True, text=True, check=False)
+        if run.returncode:
+            raise RuntimeError(f"dolma tokens failed: {run.stderr[-2000:]}")
+        written = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out)
+                      if f.endswith(".npy"))
+        assert written == 2 * (total + documents), (written, total, documents)
+    return go
+
+
+# ============================================================================ reporting
+def figures(report):
+    """Per row that ran: best and median wall, CPU of the best run, tokens/s and the ratios
+    to the tokenizer alone (above 1: faster than it).  Recomputed from the samples."""
+    total = report["corpus"]["tokens"]
+    rows = {r["key"]: r for r in report["rows"]}
+    ref = rows.get("tokenizer")
+    out = {}
+    for key, r in rows.items():
+        if not r["samples"]:
+            continue
+        walls = [s["wall_s"] for s in r["samples"]]
+        best = min(range(len(walls)), key=walls.__getitem__)
+        f = {"best_s": walls[best], "median_s": statistics.median(walls),
+             "cpu_s": r["samples"][best]["cpu_s"] if r.get("cpu_counted") else None,
+             "tokens_per_s": total / walls[best],
+             "load": (min(s["load"] for s in r["samples"]),
+                      max(s["load"] for s in r["samples"]))}
+        if ref and ref["samples"]:
+            rw = [s["wall_s"] for s in ref["samples"]]
+            f["speed"] = min(rw) / walls[best]
+            rounds = [a / b for a, b in zip(rw, walls)]
+            f["speed_per_round"] = statistics.median(rounds)
+            f["speed_rounds"] = (min(rounds), max(rounds))
+            if f["cpu_s"]:
+                f["cpu_work"] = ref["samples"][min(range(len(rw)), key=rw.__getitem__)][
+                    "cpu_s"] / f["cpu_s"]
+        out[key] = f
+    return out
+
+
+def claims(report):
+    """The statements the docs make from this run, each computed from the JSON."""
+    fig = figures(report)
+    rows = report["rows"]
+    lod = fig.get("lodarrow")
+    peers = [r for r in rows if r["kind"] == "peer"]
+    ran = [r for r in peers if r["samples"]]
+    out = {"peers": len(peers), "peers_run": len(ran),
+           "peers_not_run": [r["key"] for r in peers if not r["samples"]]}
+    if lod:
+        out["speed"] = lod.get("speed")
+        out["speed_per_round"] = lod.get("speed_per_round")
+        out["speed_rounds"] = lod.get("speed_rounds")
+        out["cpu_work"] = lod.get("cpu_work")
+        out["goal_met_best"] = (lod.get("speed") or 0) >= report["settings"]["goal"]
+        out["goal_met_per_round"] = (lod.get("speed_per_round") or 0) >= \
+            report["settings"]["goal"]
+        leads = {r["key"]: fig[r["key"]]["best_s"] / lod["best_s"] for r in ran}
+        out["leads"] = leads
+        out["ahead_of"] = sum(v > 1 for v in leads.values())
+        if "lodarrow_processes" in fig:
+            out["threads_over_processes"] = fig["lodarrow_processes"]["best_s"] / lod["best_s"]
+    return out
+
+
+def _x(v):
+    return "—" if v is None else f"{v:.2f}"
+
+
+def markdown(report):
+    m, c, v, rev = report["machine"], report["corpus"], report["versions"], report["lodarrow"]
+    fig, cl = figures(report), claims(report)
+    changes = " with uncommitted changes" if rev["changes"] else ""
+    loads = [s["load"] for r in report["rows"] if r["samples"] for s in r["samples"]]
+    dolma = v.get("dolma")
+    machine_line = (
+        f"Commit {rev['commit'] or '?'}{changes} (lodarrow {rev['version']}); "
+        f"{m['cpu_model']}, {m['cpus']} CPUs usable ({m['cpus_online']} online), "
+        f"{m['platform']}; {report['started']} to {report['finished']} "
+        f"({report['wall_s'] / 60:.1f} min); 1-minute load average {m['load_at_start']:.1f} at "
+        f"the start, {min(loads, default=0):.1f}-{max(loads, default=0):.1f} after each run, "
+        f"{report['load_at_end']:.1f} at the end (a shared machine: other jobs' load).  "
+        f"Python {v['python']}, tokenizers {v['tokenizers']}, pyarrow {v['pyarrow']}, NumPy "
+        f"{v['numpy']}, datasets {v['datasets'] or '—'}, datatrove {v['datatrove'] or '—'}"
+        + (f"; dolma {dolma['dolma']} in a venv of its own (tokenizers {dolma['tokenizers']}, "
+           f"NumPy {dolma['numpy']})" if dolma else "") + ".")
+    corpus_line = (
+        f"Corpus: {c['documents']:,} documents in {c['files']} Parquet files, "
+        f"{c['text_mb']:.1f} MB of text, {c['tokens']:,} tokens; a {c['vocab']:,}-id "
+        f"{c['tokenizer']}; batches of {c['batch_rows']:,} documents; loading the tokenizer "
+        f"from its JSON (in `la.tokenize`'s rows, not in the tokenizer alone's) took "
+        f"{c['tokenizer_load_s']:.2f} s.  Each row: the fastest of the "
+        f"{report['settings']['repeat']} runs after a warm-up, the rows in turn (round "
+        f"robin); speed is the tokenizer alone's best over the row's best, per round the "
+        f"median of each round's ratio; CPU work is the tokenizer alone's CPU seconds over the "
+        f"row's (above 1: less work a token than the tokenizer alone).")
+    header = ("| run | wall s (best) | median | M tokens/s | speed vs the tokenizer alone | "
+              "per round | CPU s | CPU work vs the tokenizer alone | load | note |")
+    note = f" ({report['note']})" if report["note"] else ""
+    lines = [f"Command: `{report['command']}`{note}", "", machine_line, "", corpus_line, "",
+             header, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+    for r in report["rows"]:
+        f = fig.get(r["key"])
+        if f is None:
+            lines.append(f"| {r['name']} | | | | | | | | | {r['note']} |")
+            continue
+        lines.append(
+            f"| {r['name']} | {f['best_s']:.2f} | {f['median_s']:.2f} | "
+            f"{f['tokens_per_s'] / 1e6:.2f} | {_x(f.get('speed'))} | "
+            f"{_x(f.get('speed_per_round'))} | "
+            + (f"{f['cpu_s']:.2f} | {_x(f.get('cpu_work'))} | " if f["cpu_s"] else "n/a | | ")
+            + f"{f['load'][0]:.1f}-{f['load'][1]:.1f} | {r['note']} |")
+    lines.append("")
+    if cl.get("speed") is not None:
+        goal = report["settings"]["goal"]
+        met = {(True, True): "met by both measures", (False, False): "not met by either",
+               (True, False): "met best over best, not per round",
+               (False, True): "met per round, not best over best"}[
+            (cl["goal_met_best"], cl["goal_met_per_round"])]
+        lines.append(f"- `la.tokenize` end to end: {cl['speed']:.2f}x the tokenizer alone's "
+                     f"speed best over best, {cl['speed_per_round']:.2f}x per round "
+                     f"(the rounds: {cl['speed_rounds'][0]:.2f}x to "
+                     f"{cl['speed_rounds'][1]:.2f}x), "
+                     f"{_x(cl['cpu_work'])}x its CPU work a token (goal: {goal}x; {met}).")
+    if "threads_over_processes" in cl:
+        lines.append(f"- Threads against processes: the default was "
+                     f"{cl['threads_over_processes']:.2f}x as fast as "
+                     f"`processes={report['settings']['processes']}`.")
+    if cl.get("leads") is not None:
+        leads = ", ".join(f"{TITLES[k][0].format(n=report['settings']['processes'])} "
+                          f"{v:.2f}x" for k, v in cl["leads"].items())
+        lines.append(f"- Peers: `la.tokenize` ahead of {cl['ahead_of']} of the "
+                     f"{cl['peers_run']} peer rows that ran ({leads}: each one's best wall "
+                     f"time over `la.tokenize`'s); {len(cl['peers_not_run'])} of "
+                     f"{cl['peers']} did not run (said in the table).")
+    return "\n".join(lines) + "\n"
+
+
+def write_docs(path, table):
+    """Replace the generated section of ``path`` (between the markers), or append it under
+    ``## Measured``."""
+    path = Path(path)
+    text = path.read_text() if path.exists() else ""
+    block = f"{BEGIN}\n\n{table}\n{END}"
+    mark = BEGIN.split(":")[0]
+    if mark in text and END in text:
+        a, b = text.index(mark), text.index(END) + len(END)
+        text = text[:a] + block + text[b:]
+    else:
+        text = text.rstrip("\n") + "\n\n## Measured\n\n" + block + "\n"
+    path.write_text(text)
+
+
+def generated(path):
+    """The generated section of the Markdown file ``path`` (between the markers), or None."""
+    text = Path(path).read_text()
+    mark = BEGIN.split(":")[0]
+    if mark not in text or END not in text:
+        return None
+    a = text.index("\n", text.index(mark)) + 1
+    return text[a:text.index(END)].strip("\n") + "\n"
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--documents", type=int, default=100_000)
+    p.add_argument("--files", type=int, default=4)
+    p.add_argument("--vocab", type=int, default=32000)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--processes", type=int, default=os.cpu_count())
+    p.add_argument("--only", default="", help="comma-separated row keys to run: "
+                   + ", ".join(TITLES))
+    p.add_argument("--work-dir", default=None)
+    p.add_argument("--note", default="", help="a sentence about this run, into the JSON")
+    p.add_argument("--dolma", default=None,
+                   help="the dolma command of a venv holding dolma (its pins: numpy<2, "
+                        "tokenizers<=0.19.1): dolma's row")
+    p.add_argument("--dolma-note", default=DOLMA_NOTE, help="why dolma's row did not run")
+    p.add_argument("--megatron-note", default=MEGATRON_NOTE,
+                   help="why Megatron's row did not run")
+    p.add_argument("--json", help="write everything measured here")
+    p.add_argument("--markdown", help="write the generated tables here")
+    p.add_argument("--docs", help="replace the generated section of this Markdown file")
+    p.add_argument("--from-json", help="measure nothing: the tables from this JSON")
+    args = p.parse_args(argv)
+    args.argv = list(argv)
+    if args.repeat < 1:
+        p.error("--repeat must be >= 1")
+    return args
+
+
+def main(argv=None):
+    args = parse(sys.argv[1:] if argv is None else argv)
+    if args.from_json:
+        report = json.loads(Path(args.from_json).read_text())
+    else:
+        report = measure(args)
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    table = markdown(report)
+    print(table)
+    if args.markdown:
+        Path(args.markdown).write_text(table)
+    if args.docs:
+        write_docs(args.docs, table)
+    return report
 
 
 if __name__ == "__main__":

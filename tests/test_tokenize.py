@@ -355,6 +355,55 @@ def test_memory_is_a_few_batches(tok, tmp_path):
     assert _tokenize.IN_FLIGHT["now"] == 0  # every batch read was let go
 
 
+def test_files_in_turn_overlap_and_stay_within_the_bound(tok, tmp_path):
+    """One process, many files: each file's reading starts while the previous file's last
+    batches are written; the rows are each file's alone, at most five batches are in flight
+    across files, and a failure in one file lets go of the next one's read-ahead."""
+    src = tmp_path / "src"
+    src.mkdir()
+    texts = {k: make_texts(200, seed=10 + k) for k in range(4)}
+    for k, t in texts.items():
+        pq.write_table(pa.table({"id": np.arange(len(t)), "text": t}), src / f"p{k}.parquet")
+    started = []
+    real = _tokenize._start_reading
+
+    def spy(inp, *args, **kwargs):
+        # the files the staging directory holds complete when this one's reading starts
+        staging = [p for p in tmp_path.iterdir() if p.name.startswith(".o.lodarrow-tokenize")]
+        done = sorted(p.name for p in staging[0].iterdir()) if staging else []
+        started.append((os.path.basename(inp.path), done))
+        return real(inp, *args, **kwargs)
+
+    _tokenize.IN_FLIGHT.update(now=0, max=0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_tokenize, "_start_reading", spy)
+        s = la.tokenize(src, tmp_path / "o", tok, batch_rows=20, progress=False)
+    assert s.files == 4 and s.documents == sum(map(len, texts.values()))
+    assert [name for name, _ in started] == [f"p{k}.parquet" for k in range(4)]
+    # each next file started before the previous one was complete (its last batches being
+    # written): the previous file is not yet among the complete ones
+    for k in range(1, 4):
+        assert f"p{k - 1}.parquet" not in started[k][1], started
+    assert _tokenize.IN_FLIGHT["now"] == 0
+    assert 2 <= _tokenize.IN_FLIGHT["max"] <= 5, _tokenize.IN_FLIGHT
+    for k, t in texts.items():
+        got = pq.read_table(tmp_path / "o" / f"p{k}.parquet")
+        assert got.column("id").to_pylist() == list(range(len(t)))
+        assert got.column("tokens").to_pylist() == [e.ids for e in tok.encode_batch(t)]
+
+    calls = []
+
+    def fails_in_the_third_file(batch):  # 11 batches a file: calls 23-33 are p2's
+        calls.append(len(batch))
+        return [[99 if len(calls) == 25 else 1] for _ in batch]
+
+    with pytest.raises(ValueError, match=r"p2\.parquet.*outside the vocabulary"):
+        la.tokenize(src, tmp_path / "bad", fails_in_the_third_file, vocab_size=50,
+                    batch_rows=20, progress=False, resume=False)
+    assert _tokenize.IN_FLIGHT["now"] == 0  # the next file's read-ahead was let go
+    assert not (tmp_path / "bad").exists()
+
+
 def test_the_command_line(tok, corpus, tmp_path, capsys):
     dest = tmp_path / "cli"
     rc = cli(["tokenize", str(corpus / "b.jsonl"), str(dest), "--tokenizer", tok.path,
@@ -430,15 +479,13 @@ def test_the_benchmark_runs(tmp_path):
                                                   root / "benchmarks" / "tokenization.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    rows = "tokenizer alone (encode_batch_fast + ids),lodarrow tokenize (threads)"
-    bench.main(["--docs", "120", "--files", "2", "--vocab", "400", "--repeat", "1",
-                "--only", rows, "--work-dir", str(tmp_path / "w"),
+    bench.main(["--documents", "120", "--files", "2", "--vocab", "400", "--repeat", "1",
+                "--only", "tokenizer,lodarrow", "--work-dir", str(tmp_path / "w"),
                 "--json", str(tmp_path / "b.json"), "--markdown", str(tmp_path / "b.md")])
     got = json.loads((tmp_path / "b.json").read_text())
-    timed = [r for r in got["rows"] if r.get("seconds")]
-    assert [r["name"] for r in timed] == rows.split(",")
-    assert all(r["tokens_per_s"] > 0 and r["cpu_seconds"] > 0 for r in timed)
-    assert got["meta"]["tokens"] > 0 and "| lodarrow tokenize (threads) |" in \
+    assert [r["key"] for r in got["rows"]] == ["tokenizer", "lodarrow"]
+    assert all(s["wall_s"] > 0 and s["cpu_s"] > 0 for r in got["rows"] for s in r["samples"])
+    assert got["corpus"]["tokens"] > 0 and "| **`la.tokenize`** (default" in \
         (tmp_path / "b.md").read_text()
 
 

@@ -911,6 +911,7 @@ class _Prefetch:
     _END = object()
 
     def __init__(self, it, depth=1, on_drop=None):
+        self.exhausted = False  # True once ``it`` has produced its last item
         self._q = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._on_drop = on_drop or (lambda item: None)
@@ -934,6 +935,7 @@ class _Prefetch:
                 if not self._put((True, item)):
                     self._on_drop(item)
                     return
+            self.exhausted = True
             self._put((True, self._END))
         except BaseException as exc:  # handed to the consumer
             self._put((False, exc))
@@ -971,16 +973,25 @@ def _flight(delta):
         IN_FLIGHT["max"] = max(IN_FLIGHT["max"], IN_FLIGHT["now"])
 
 
-def _tokenize_file(inp, enc, out_path, write_options, bar, fn):
+def _tokenize_file(inp, enc, out_path, write_options, bar, fn, started=None,
+                   start_next=None):
     """One input to one output file (written to a temporary name, then renamed); returns
-    the counts."""
+    the counts.
+
+    ``started``: ``(schema, reader)`` of this input from :func:`_start_reading` (the
+    previous file started it), or None.  ``start_next()`` starts the next input's reading
+    once this file's last batch is handed to the writer, so that the next file's first
+    batch is read and encoded while this one's last is written and its file closed.
+    """
     import pyarrow.parquet as pq
 
     block = None
     while True:
         try:
-            return _tokenize_file_once(pq, inp, enc, out_path, write_options, bar, fn, block)
+            return _tokenize_file_once(pq, inp, enc, out_path, write_options, bar, fn, block,
+                                       started, start_next)
         except _BlockTooSmall:
+            started = None
             block = (block or DEFAULT_BATCH_BYTES) * 4
             if block > 1 << 31:
                 raise ValueError(f"{fn}: {inp.path!r}: a line is longer than 2 GiB") from None
@@ -990,20 +1001,13 @@ class _BlockTooSmall(Exception):
     pass
 
 
-def _tokenize_file_once(pq, inp, enc, out_path, write_options, bar, fn, block):
-    where = f"{fn}: {inp.path!r}" if inp.kind != "memory" else f"{fn}: the source"
+def _start_reading(inp, enc, fn, block=None):
+    """``(schema, reader)``: ``inp`` opened and its batches read and encoded in a thread
+    (:class:`_Prefetch`), a batch ahead of the caller (the tokenizer's threads run without
+    the GIL); ``reader.exhausted`` is True once every batch has been encoded."""
     schema, batches = _open(inp, enc, fn, block)
-    out_schema = enc.output_schema(schema)
-    folder, leaf = os.path.split(out_path)
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{leaf}.tmp")
-    totals = dict(documents=0, rows=0, tokens=0, dropped_nulls=0, dropped_empty=0,
-                  truncated_tokens=0)
-    recorder = LengthsRecorder(out_schema)
 
     def prepared():
-        # read and tokenized here, a batch ahead of the conversion and writing (the
-        # tokenizer's threads run without the GIL)
         start = 0
         for table in batches:
             _flight(+1)
@@ -1015,7 +1019,24 @@ def _tokenize_file_once(pq, inp, enc, out_path, write_options, bar, fn, block):
             start += table.num_rows
             yield item
 
-    reader = _Prefetch(prepared(), depth=1, on_drop=lambda item: _flight(-1))
+    return schema, _Prefetch(prepared(), depth=1, on_drop=lambda item: _flight(-1))
+
+
+def _tokenize_file_once(pq, inp, enc, out_path, write_options, bar, fn, block,
+                        started=None, start_next=None):
+    where = f"{fn}: {inp.path!r}" if inp.kind != "memory" else f"{fn}: the source"
+    schema, reader = started or _start_reading(inp, enc, fn, block)
+    try:
+        out_schema = enc.output_schema(schema)
+        folder, leaf = os.path.split(out_path)
+        os.makedirs(folder, exist_ok=True)
+    except BaseException:
+        reader.close()
+        raise
+    tmp = os.path.join(folder, f".{leaf}.tmp")
+    totals = dict(documents=0, rows=0, tokens=0, dropped_nulls=0, dropped_empty=0,
+                  truncated_tokens=0)
+    recorder = LengthsRecorder(out_schema)
     writer_q = queue.Queue(maxsize=1)
     write_error = []
 
@@ -1078,12 +1099,21 @@ def _tokenize_file_once(pq, inp, enc, out_path, write_options, bar, fn, block):
                 _flight(-1)
                 raise write_error[0]
             writer_q.put(out)
+            if start_next is not None and reader.exhausted:
+                # this was the last batch: the next file's first is read and encoded while
+                # this one's are written (in flight: this file's two being written, the
+                # next file's two read ahead)
+                start_next()
+                start_next = None
             if bytes_per_row is None:  # known for Parquet; else counted at the end
                 rows_all = _rows_hint(inp)
                 bytes_per_row = inp.size / rows_all if rows_all else 0.0
             share = min(bytes_per_row * n, inp.size - sent)
             sent += share
             bar.advance(n, share, tokens=counts["tokens"])
+        if start_next is not None:
+            start_next()
+            start_next = None
         writer_q.put(None)
         thread.join()
         thread = None
@@ -1401,8 +1431,7 @@ def tokenize(source, dest, tokenizer, *, text="text", out="tokens", columns=None
     try:
         paths = {k: os.path.join(staging, *inputs[k].rel.split("/")) for k in todo}
         if processes is None or processes == 1 or len(todo) <= 1:
-            results = [_tokenize_file(inputs[k], enc, paths[k], write_options, bar, fn)
-                       for k in todo]
+            results = _in_turn(inputs, enc, paths, todo, write_options, bar, fn)
         else:
             results = _in_processes(inputs, enc, paths, todo, write_options, processes, bar)
         for r in results:
@@ -1425,6 +1454,31 @@ def tokenize(source, dest, tokenizer, *, text="text", out="tokens", columns=None
         dtype=enc.dtype.name, vocab_size=enc.vocab_size,
         bytes_in=sum(i.size for i in inputs), bytes_out=totals["bytes_out"],
         seconds=time.perf_counter() - t0)
+
+
+def _in_turn(inputs, enc, paths, todo, write_options, bar, fn):
+    """The files one after the other in this process, each file's reading started while the
+    previous one's last batches are written (no pause of the tokenizer between files)."""
+    started = {}
+
+    def starter(k):
+        def start():
+            try:
+                started[k] = _start_reading(inputs[k], enc, fn)
+            except (OSError, ValueError, TypeError, KeyError, pa.ArrowException):
+                started.pop(k, None)  # opened again in its turn: raises there, naming it
+        return start
+
+    results = []
+    try:
+        for i, k in enumerate(todo):
+            nxt = starter(todo[i + 1]) if i + 1 < len(todo) else None
+            results.append(_tokenize_file(inputs[k], enc, paths[k], write_options, bar, fn,
+                                          started.pop(k, None), nxt))
+    finally:
+        for _, reader in started.values():  # a failure left the next file's reader running
+            reader.close()
+    return results
 
 
 def _in_processes(inputs, enc, paths, todo, write_options, processes, bar):

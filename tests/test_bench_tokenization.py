@@ -1,0 +1,111 @@
+"""benchmarks/tokenization.py: its JSON, and docs/tokenize.md's figures generated from it.
+
+- docs/tokenize.md's generated section equals what the committed JSON
+  (benchmarks/results/tokenization.json) renders, so the table cannot drift from the run;
+- every figure the hand-written prose of its "Measured" section quotes (``0.93x``, ``N of
+  M``) is one the generated section states, and the generated claims are recomputed here
+  from the JSON's samples (not from the script's own summary);
+- a tiny run writes a JSON of the documented shape, and ``--from-json`` regenerates the
+  docs' section in place (replaced, not appended).
+"""
+
+import importlib.util
+import json
+import pathlib
+import re
+import statistics
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "tokenization.py"
+RESULTS = ROOT / "benchmarks" / "results" / "tokenization.json"
+DOCS = ROOT / "docs" / "tokenize.md"
+pytestmark = pytest.mark.skipif(not SCRIPT.exists(), reason="needs the checkout's benchmarks/")
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("bench_tokenization", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _measured_prose(text, bench):
+    """The hand-written text of the "## Measured" section: outside the generated block."""
+    section = text[text.index("## Measured"):]
+    nxt = re.search(r"\n## ", section[3:])
+    section = section[:nxt.start() + 3] if nxt else section
+    a = section.index(bench.BEGIN.split(":")[0])
+    b = section.index(bench.END) + len(bench.END)
+    return section[:a] + section[b:]
+
+
+def test_the_docs_table_is_the_json_rendered():
+    bench = _load_script()
+    report = json.loads(RESULTS.read_text())
+    assert bench.generated(DOCS) == bench.markdown(report)
+
+
+def test_the_json_holds_the_run():
+    report = json.loads(RESULTS.read_text())
+    for key in ("command", "started", "finished", "machine", "lodarrow", "versions",
+                "settings", "corpus", "rows", "load_at_end"):
+        assert key in report, key
+    assert report["lodarrow"]["commit"] and report["machine"]["cpus"] >= 1
+    assert "load_at_start" in report["machine"]
+    keys = {r["key"] for r in report["rows"]}
+    assert {"tokenizer", "lodarrow", "datasets", "datatrove", "dolma", "megatron"} <= keys
+    for r in report["rows"]:
+        if r["samples"] is None:            # not run: says why
+            assert r["note"], r
+            continue
+        assert len(r["samples"]) == report["settings"]["repeat"], r["key"]
+        for s in r["samples"]:
+            assert s["wall_s"] > 0 and "load" in s and "cpu_s" in s
+
+
+def test_the_claims_are_the_json_s():
+    """The generated claims recomputed from the samples, and the prose's figures among them."""
+    bench = _load_script()
+    report = json.loads(RESULTS.read_text())
+    rows = {r["key"]: r for r in report["rows"]}
+    best = {k: min(s["wall_s"] for s in r["samples"]) for k, r in rows.items() if r["samples"]}
+    speed = best["tokenizer"] / best["lodarrow"]
+    per_round = statistics.median(
+        a["wall_s"] / b["wall_s"]
+        for a, b in zip(rows["tokenizer"]["samples"], rows["lodarrow"]["samples"]))
+    peers = [k for k, r in rows.items() if r["kind"] == "peer"]
+    ran = [k for k in peers if rows[k]["samples"]]
+    ahead = sum(best[k] > best["lodarrow"] for k in ran)
+    section = bench.generated(DOCS)
+    assert f"{speed:.2f}x the tokenizer alone's speed best over best" in section
+    assert f"{per_round:.2f}x per round" in section
+    assert f"ahead of {ahead} of the {len(ran)} peer rows that ran" in section
+    assert f"{len(peers) - len(ran)} of {len(peers)} did not run" in section
+    goal = report["settings"]["goal"]
+    assert ("met by both measures" in section) == (speed >= goal and per_round >= goal)
+    assert ("not met by either" in section) == (speed < goal and per_round < goal)
+    # the prose quotes only figures of the generated section
+    prose = _measured_prose(DOCS.read_text(), bench)
+    for figure in re.findall(r"\d+\.\d+x|\b\d+ of \d+\b", prose):
+        assert figure in section, f"the prose's {figure!r} is not in the generated section"
+
+
+def test_a_tiny_run_writes_its_json_and_regenerates_the_docs(tmp_path):
+    pytest.importorskip("tokenizers")
+    bench = _load_script()
+    out, doc = tmp_path / "t.json", tmp_path / "doc.md"
+    doc.write_text("# Tokenize\n\nText.\n")
+    argv = ["--documents", "120", "--files", "2", "--vocab", "300", "--repeat", "2",
+            "--only", "tokenizer,lodarrow,dolma", "--json", str(out), "--docs", str(doc)]
+    bench.main(argv)
+    report = json.loads(out.read_text())
+    assert [r["key"] for r in report["rows"]] == ["tokenizer", "lodarrow", "dolma"]
+    assert report["rows"][2]["samples"] is None and report["rows"][2]["note"]
+    assert len(report["rows"][1]["samples"]) == 2
+    text = doc.read_text()
+    assert text.startswith("# Tokenize\n\nText.\n") and text.count("## Measured") == 1
+    assert text.count(bench.END) == 1 and bench.generated(doc) == bench.markdown(report)
+    bench.main(["--from-json", str(out), "--docs", str(doc)])   # regenerated in place
+    assert doc.read_text() == text
