@@ -717,6 +717,22 @@ def fbgemm_contenders(case):
             add("jagged_to_padded_dense", "jagged_to_padded_dense(x, [offsets], [L]).sum(1)"
                 + tail, lambda x: (j2pd(x).sum(1) if div is None else j2pd(x).sum(1) / div),
                 out_canon=unflat, dout=case.dout.reshape(B, -1))
+            # FBGEMM's own fast reductions (no padding): a weighted sum over each sequence,
+            # the weights (1, 1 / L or 1 / sqrt(L)) held like the offsets
+            wb = (torch.ones(B, 1) if div is None else 1.0 / div).expand(B, L).contiguous()
+            add("batched_dense_vec_jagged_2d_mul", "batched_dense_vec_jagged_2d_mul(w, x, "
+                "offsets) with w (B, L) = " + {"sum": "1", "average": "1 / lengths",
+                                               "sqrt": "1 / sqrt(lengths)"}[kind]
+                + " held (no padded copy of x)",
+                lambda x: f.batched_dense_vec_jagged_2d_mul(wb, v2(x), off_t),
+                out_canon=unflat, dout=case.dout.reshape(B, -1))
+            seg_t = torch.from_numpy(dd.seg)
+            wr = (torch.ones(B, 1) if div is None else 1.0 / div)[seg_t].contiguous()
+            add("jagged_jagged_bmm", "jagged_jagged_bmm(x, w, offsets, L) with w (N, 1) = "
+                + {"sum": "1", "average": "1 / lengths[seg]",
+                   "sqrt": "1 / sqrt(lengths[seg])"}[kind] + " held",
+                lambda x: f.jagged_jagged_bmm(v2(x), wr, off_t, L).view(B, -1),
+                out_canon=unflat, dout=case.dout.reshape(B, -1))
             if dd.d == 1:
                 # FBGEMM registers no CPU autograd for segment_sum_csr: its backward written
                 # by hand, the gradient of a segmented sum (dout to every row of its segment)
@@ -756,6 +772,11 @@ def fbgemm_contenders(case):
             lambda x: f.jagged_softmax(v2(x), off_t, L)[0], out_canon=lambda o: o.reshape(-1),
             dout=case.dout.reshape(-1, 1))
     elif op == "expand":
+        ones = torch.ones(dd.rows, 1)
+        add("jagged_dense_bmm", "jagged_dense_bmm(ones (N, 1), offsets, x.view(B, 1, D), "
+            "L)[0], ones held (no padded copy)",
+            lambda x: f.jagged_dense_bmm(ones, off_t, v2(x).view(B, 1, -1), L)[0],
+            out_canon=lambda o: o.reshape(case.out_shape), dout=case.dout.reshape(dd.rows, -1))
         add("dense_to_jagged", "dense_to_jagged(x[:, None].expand(B, L, D), [offsets])[0]",
             lambda x: f.dense_to_jagged(v2(x).unsqueeze(1).expand(B, L, v2(x).shape[1]),
                                         [off_t])[0], out_canon=lambda o: o.reshape(
@@ -940,7 +961,11 @@ class Remote:
 # ============================================================================ the driver
 def small_calls(args, torch, lt):
     """Per-call seconds of a 1,000-row sum pool forward + backward (D=16), lodarrow.torch
-    against a bare torch.segment_reduce, ``args.small_calls`` calls a sample, interleaved."""
+    against a bare torch.segment_reduce: ``args.small_pairs`` pairs of samples of
+    ``args.small_calls`` calls each, the order alternating (A B, B A, A B, ...), each sample
+    timed by ``time.thread_time`` (this thread's CPU time: what another process's load does
+    not add) and ``time.perf_counter`` (wall).  The figure: the median of the pairs' ratios,
+    with its interquartile range."""
     dd = Data(1000, 16, args.mean_length, args.sigma, args.max_length, args.seed + 7)
     off = torch.from_numpy(dd.off)
     x = torch.from_numpy(dd.x).requires_grad_()
@@ -958,22 +983,64 @@ def small_calls(args, torch, lt):
     a = x.grad.clone()
     sr_call()
     ok = bool(torch.allclose(a, x.grad, rtol=1e-5, atol=1e-5))
-    samples = {"lodarrow.torch": [], "segment_reduce": []}
+    fns = {"lodarrow.torch": lt_call, "segment_reduce": sr_call}
     n = args.small_calls
-    for _ in range(max(args.repeat, 5)):
-        for name, fn in (("lodarrow.torch", lt_call), ("segment_reduce", sr_call)):
-            for _ in range(10):
-                fn()
-            t0 = time.perf_counter()
+    clocks = {"cpu": time.thread_time, "wall": time.perf_counter}
+    samples = {c: {k: [] for k in fns} for c in clocks}
+    for fn in fns.values():      # warm-up
+        for _ in range(max(10, n // 10)):
+            fn()
+    for p in range(args.small_pairs):
+        for name in (("lodarrow.torch", "segment_reduce") if p % 2 == 0
+                     else ("segment_reduce", "lodarrow.torch")):
+            fn = fns[name]
+            c0, w0 = time.thread_time(), time.perf_counter()
             for _ in range(n):
                 fn()
-            samples[name].append((time.perf_counter() - t0) / n)
-    med = {k: statistics.median(v) for k, v in samples.items()}
-    low = {k: min(v) for k, v in samples.items()}
-    return {"rows": dd.rows, "sequences": dd.B, "d": 16, "calls_per_sample": n, "checked": ok,
-            "samples_s": samples, "median_s": med, "min_s": low,
-            "ratio": med["lodarrow.torch"] / med["segment_reduce"],
-            "ratio_fastest": low["lodarrow.torch"] / low["segment_reduce"]}
+            w1, c1 = time.perf_counter(), time.thread_time()
+            samples["cpu"][name].append((c1 - c0) / n)
+            samples["wall"][name].append((w1 - w0) / n)
+    out = {"rows": dd.rows, "sequences": dd.B, "d": 16, "calls_per_sample": n,
+           "pairs": args.small_pairs, "order": "alternating: A B, B A, A B, ... "
+           "(A lodarrow.torch, B segment_reduce)", "checked": ok}
+    for c in clocks:
+        sm = samples[c]
+        ratios = [a / b for a, b in zip(sm["lodarrow.torch"], sm["segment_reduce"])]
+        q1, q2, q3 = (float(q) for q in np.quantile(ratios, [0.25, 0.5, 0.75]))
+        out[c] = {"samples_s": sm, "median_s": {k: statistics.median(v) for k, v in sm.items()},
+                  "ratios": ratios, "ratio_median": q2, "ratio_iqr": [q1, q3]}
+    return out
+
+
+def small_calls_sentence(sc):
+    """The small-call figure in words, from the JSON (old runs: one wall clock, fixed order)."""
+    if "cpu" not in sc:
+        med = sc["median_s"]
+        return (f"Small calls ({sc['rows']:,} rows of {sc['d']} in {sc['sequences']} "
+                f"sequences, sum pool, forward + backward, the median of "
+                f"{len(sc['samples_s']['segment_reduce'])} interleaved samples of "
+                f"{sc['calls_per_sample']} calls; gradients equal: {sc['checked']}): "
+                f"lodarrow.torch {med['lodarrow.torch'] * 1e6:.0f} us a call, a bare "
+                f"torch.segment_reduce(..., unsafe=True) {med['segment_reduce'] * 1e6:.0f} us: "
+                f"{sc['ratio']:.2f}x (goal: within 2x)"
+                + (f"; the fastest samples: {sc['ratio_fastest']:.2f}x"
+                   if "ratio_fastest" in sc else "") + ".")
+
+    def clock(c, what):
+        r = sc[c]
+        med = r["median_s"]
+        return (f"{what}: lodarrow.torch {med['lodarrow.torch'] * 1e6:.0f} us a call, "
+                f"segment_reduce {med['segment_reduce'] * 1e6:.0f} us (medians), the median "
+                f"ratio {r['ratio_median']:.2f}x (interquartile range "
+                f"{r['ratio_iqr'][0]:.2f}-{r['ratio_iqr'][1]:.2f})")
+    return (f"Small calls ({sc['rows']:,} rows of {sc['d']} in {sc['sequences']} sequences, "
+            f"sum pool, forward + backward; gradients equal: {sc['checked']}), lodarrow.torch "
+            f"against a bare torch.segment_reduce(..., unsafe=True) and its backward, "
+            f"{sc['pairs']} pairs of samples of {sc['calls_per_sample']} calls each, the "
+            f"order alternating (A B, B A, ...), each pair's ratio lodarrow.torch / "
+            f"segment_reduce (goal: within 2x).  "
+            + clock("cpu", "CPU time of the thread (time.thread_time)") + "; "
+            + clock("wall", "wall time") + ".")
 
 
 def run_case(args, op, wname, data, worker, params):
@@ -1084,10 +1151,7 @@ def driver(args):
                       f"{os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
             del data
         report["small_calls"] = small_calls(args, torch, lt)
-        sc = report["small_calls"]
-        print(f"small calls: lodarrow.torch {sc['median_s']['lodarrow.torch'] * 1e6:.0f} us, "
-              f"segment_reduce {sc['median_s']['segment_reduce'] * 1e6:.0f} us "
-              f"({sc['ratio']:.2f}x)", file=sys.stderr)
+        print(small_calls_sentence(report["small_calls"]), file=sys.stderr)
     finally:
         worker.close()
     report["finished"] = _now()
@@ -1254,16 +1318,7 @@ def markdown(report):
                      f"{_ms(r['best_peer_s'])} | {lead} | {vlead} | {flead} |")
     sc = report.get("small_calls")
     if sc:
-        med = sc["median_s"]
-        lines += ["", (f"Small calls ({sc['rows']:,} rows of {sc['d']} in {sc['sequences']} "
-                       f"sequences, sum pool, forward + backward, the median of "
-                       f"{len(sc['samples_s']['segment_reduce'])} interleaved samples of "
-                       f"{sc['calls_per_sample']} calls; gradients equal: {sc['checked']}): "
-                       f"lodarrow.torch {med['lodarrow.torch'] * 1e6:.0f} us a call, a bare "
-                       f"torch.segment_reduce(..., unsafe=True) "
-                       f"{med['segment_reduce'] * 1e6:.0f} us: {sc['ratio']:.2f}x (goal: within "
-                       f"2x)" + (f"; the fastest samples: {sc['ratio_fastest']:.2f}x"
-                                 if "ratio_fastest" in sc else "") + ".")]
+        lines += ["", small_calls_sentence(sc)]
     lines += ["", "<details><summary>Every row: what it times, ms, load, check</summary>", "",
               "| operator | workload | library | contender | what is timed | ms | load | check |",
               "| --- | --- | --- | --- | --- | ---: | --- | --- |"]
@@ -1277,14 +1332,47 @@ def markdown(report):
     return "\n".join(lines) + "\n"
 
 
-def write_docs(path, table):
+#: the small-call figure quoted in the prose (docs/gradients.md, "How it runs"), between
+#: these inline markers: replaced from the JSON like the Speed section
+SMALL_BEGIN = "<!-- small-calls:begin -->"
+SMALL_END = "<!-- small-calls:end -->"
+
+
+def small_calls_prose(report):
+    """The small-call figure as the prose outside the Speed section quotes it."""
+    sc, m = report["small_calls"], report["machine"]
+    threads = report["threads"]["torch.get_num_threads()"]
+    where = (f"{threads} thread{'s' if threads != 1 else ''} on a shared "
+             f"{m['cpus']}-CPU machine")
+    if "cpu" not in sc:
+        med = sc["median_s"]
+        return (f"{sc['ratio']:.2f} times a bare `torch.segment_reduce` and its backward "
+                f"({med['lodarrow.torch'] * 1e6:.0f} us against "
+                f"{med['segment_reduce'] * 1e6:.0f} us a call, the medians of "
+                f"{len(sc['samples_s']['segment_reduce'])} interleaved samples, {where})")
+    c, w = sc["cpu"], sc["wall"]
+    return (f"{c['ratio_median']:.2f} times the CPU time of a bare `torch.segment_reduce` and "
+            f"its backward ({c['median_s']['lodarrow.torch'] * 1e6:.0f} us against "
+            f"{c['median_s']['segment_reduce'] * 1e6:.0f} us a call; the median of "
+            f"{sc['pairs']} paired ratios, samples in alternating order, interquartile range "
+            f"{c['ratio_iqr'][0]:.2f}-{c['ratio_iqr'][1]:.2f}; in wall time "
+            f"{w['ratio_median']:.2f} times, {w['ratio_iqr'][0]:.2f}-{w['ratio_iqr'][1]:.2f}; "
+            f"{where})")
+
+
+def write_docs(path, table, report=None):
     """Replace the generated section of ``path`` (between the markers), or append it under
-    ``## Speed``."""
+    ``## Speed``; and the small-call figure between its inline markers, where they are."""
     path = Path(path)
     text = path.read_text() if path.exists() else ""
+    if report is not None and report.get("small_calls") and SMALL_BEGIN in text:
+        a = text.index(SMALL_BEGIN) + len(SMALL_BEGIN)
+        b = text.index(SMALL_END, a)
+        text = text[:a] + small_calls_prose(report) + text[b:]
     block = f"{BEGIN}\n\n{table}\n{END}"
-    if BEGIN.split(":")[0] in text and END in text:
-        a = text.index(BEGIN.split(":")[0])
+    start = BEGIN.split(":")[0] + ":begin"
+    if start in text and END in text:
+        a = text.index(start)
         b = text.index(END) + len(END)
         text = text[:a] + block + text[b:]
     else:
@@ -1316,6 +1404,8 @@ def parse(argv):
     p.add_argument("--skip", default="",
                    help="comma-separated contender names not to run (e.g. nested,pad_sequence)")
     p.add_argument("--small-calls", type=int, default=200, help="calls a small-call sample")
+    p.add_argument("--small-pairs", type=int, default=40,
+                   help="pairs of small-call samples, the order alternating (default 40)")
     p.add_argument("--fbgemm-python", default=None,
                    help="an interpreter with fbgemm-gpu-cpu and its torch (FBGEMM's rows)")
     p.add_argument("--note", default="",
@@ -1351,7 +1441,7 @@ def main(argv=None):
     if args.markdown:
         Path(args.markdown).write_text(table)
     if args.docs:
-        write_docs(args.docs, table)
+        write_docs(args.docs, table, report)
     return report
 
 

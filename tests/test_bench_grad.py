@@ -30,7 +30,8 @@ def _load_script():
 def test_the_grad_benchmark_checks_every_row_against_torch(tmp_path):
     bench = _load_script()
     out, doc = tmp_path / "grad.json", tmp_path / "doc.md"
-    doc.write_text("# Gradients\n\nText.\n")
+    doc.write_text("# Gradients\n\nText.\n\nSmall calls took "
+                   f"{bench.SMALL_BEGIN}X{bench.SMALL_END}.\n")
     argv = ["--rows-d1", "2000", "--rows-d16", "400", "--repeat", "1", "--small-calls", "2",
             "--threads", "1", "--skip", "nested", "--json", str(out), "--docs", str(doc)]
     bench.main(argv)
@@ -40,7 +41,14 @@ def test_the_grad_benchmark_checks_every_row_against_torch(tmp_path):
         assert key in report, key
     assert report["threads"]["LODARROW_NUM_THREADS"] == "1"
     assert report["fbgemm"]["error"]                      # no --fbgemm-python: said why
-    assert report["small_calls"]["checked"] is True and report["complete"] is True
+    sc = report["small_calls"]
+    assert sc["checked"] is True and report["complete"] is True
+    assert sc["pairs"] >= 30 and sc["order"].startswith("alternating")
+    for clock in ("cpu", "wall"):                        # paired ratios, both clocks
+        c = sc[clock]
+        assert len(c["ratios"]) == sc["pairs"] == len(c["samples_s"]["segment_reduce"])
+        q1, q3 = c["ratio_iqr"]
+        assert q1 <= c["ratio_median"] <= q3 and c["median_s"]["lodarrow.torch"] > 0
     rows = report["results"]
     cases = {(op, w) for op, ws in bench.OPS for w in ws}
     assert {(r["op"], r["workload"]) for r in rows} == cases
@@ -60,6 +68,24 @@ def test_the_grad_benchmark_checks_every_row_against_torch(tmp_path):
         assert any(r["lib"] == "torch" for r in rows if (r["op"], r["workload"]) == (op, w))
     text = doc.read_text()
     assert text.startswith("# Gradients\n\nText.\n") and text.count("## Speed") == 1
+    assert (f"took {bench.SMALL_BEGIN}{bench.small_calls_prose(report)}{bench.SMALL_END}."
+            in text)
+    assert bench.small_calls_sentence(sc) in text
     assert text.count(bench.END) == 1 and "| sequence_pool sum | D1 |" in text
     bench.main(["--from-json", str(out), "--docs", str(doc)])   # regenerated in place
     assert doc.read_text() == text
+
+
+@pytest.mark.skipif(not (ROOT / "benchmarks" / "results" / "grad.json").exists(),
+                    reason="needs the checkout's benchmark results")
+def test_the_docs_quote_the_committed_run():
+    """Every figure docs/gradients.md gives for the benchmark is the JSON's: the generated
+    Speed section and the small-call figure quoted in the prose, regenerated from
+    benchmarks/results/grad.json, equal what the document says."""
+    bench = _load_script()
+    report = json.loads((ROOT / "benchmarks" / "results" / "grad.json").read_text())
+    text = (ROOT / "docs" / "gradients.md").read_text()
+    a = text.index(bench.BEGIN) + len(bench.BEGIN)
+    assert text[a:text.index(bench.END)] == "\n\n" + bench.markdown(report) + "\n"
+    a = text.index(bench.SMALL_BEGIN) + len(bench.SMALL_BEGIN)
+    assert text[a:text.index(bench.SMALL_END)] == bench.small_calls_prose(report)

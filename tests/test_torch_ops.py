@@ -149,6 +149,8 @@ OPCHECK_CASES = [
     ("sequence_expand_as", (_f(4, 2), ONE)),
     ("sequence_pad", (_f(6, 2), [ONE], 0.0, -1)),
     ("sequence_pad", (_f(6), [OUTER, ONE], 0.0, 4)),
+    ("sequence_pad", (_f(6, 2), [ONE], 0.0, -1, torch.tensor([-1.0, 2.0]))),
+    ("sequence_pool", (_f(6, 2), [ONE], "sum", 0.0, torch.tensor(3.0))),
     ("sequence_unpad", (_f(3, 4, 2), _off(2, 0, 3))),
     ("sequence_concat", ([_f(6), _f(3, seed=1)], [], [ONE, _off(0, 1, 3, 3, 3)])),
     ("sequence_slice", (_f(6, 2), [ONE], _off(1, 0, 0, 0), _off(1, 0, 2, 1))),
@@ -253,6 +255,50 @@ def test_pool_equals_lodarrow(pool, dtype):
     np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("pad", [torch.tensor(-1.5), torch.tensor([-1.5]),
+                                 torch.tensor([-1.0, 2.0, 0.5]),
+                                 torch.tensor([-1, 2, 0], dtype=torch.int32)])
+def test_a_pad_value_tensor_as_lodarrow_takes_it(pad, grad):
+    # a 0-d tensor, or one value per feature (Paddle's and la.sequence_pad's pad tensor)
+    x = torch.randn(6, 3, dtype=torch.float64, requires_grad=grad)
+    arr = pad.numpy().astype(np.float64)
+    lx = la.LoDTensor(x.detach().numpy(), lod=[ONE.numpy()])
+    for pool in ("sum", "max", "first"):
+        want = la.sequence_pool(lx, pool, pad_value=arr)
+        got = lt.sequence_pool(x, ONE, pool, pad_value=pad)
+        np.testing.assert_array_equal(got.detach().numpy(), want.numpy())
+        got = lt.sequence_pool(x, [ONE], pool, pad_value=pad)       # the general path
+        np.testing.assert_array_equal(got.detach().numpy(), want.numpy())
+    want, _ = la.sequence_pad(lx, arr)
+    got, _ = lt.sequence_pad(x, ONE, pad)
+    np.testing.assert_array_equal(got.detach().numpy(), want.numpy())
+    if pad.is_floating_point():      # after a nested tensor, its second positional argument
+        nested, _ = lt.sequence_pad(torch.nested.nested_tensor_from_jagged(x.detach(), ONE),
+                                    pad)
+        np.testing.assert_array_equal(nested.numpy(), want.numpy())
+    if grad:
+        got.sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), np.ones((6, 3)))
+
+
+def test_bad_pad_value_tensors():
+    x = _x(6, 3).float()
+    with pytest.raises(ValueError, match=r"sequence_pool: pad_value must have shape \(\), "
+                                         r"\(1,\) or the feature shape \(3,\), got \(2,\)"):
+        lt.sequence_pool(x, ONE, "sum", pad_value=torch.zeros(2))
+    with pytest.raises(TypeError, match=r"sequence_pad: pad_value of dtype torch.float64 "
+                                        r"cannot be cast safely to the values' dtype "
+                                        r"torch.float32"):
+        lt.sequence_pad(x, ONE, torch.zeros(3, dtype=torch.float64))
+    with pytest.raises(TypeError, match=r"sequence_pad: pad_value must be a real number or "
+                                        r"a real tensor, got torch.bool"):
+        lt.sequence_pad(x, ONE, torch.tensor(True))
+    with pytest.raises(TypeError, match=r"sequence_pool: pad_value must be a Python number, "
+                                        r"got bool"):
+        lt.sequence_pool(x, ONE, "sum", pad_value=True)
+
+
 def test_ragged_results_in_the_form_they_came_in():
     x = _x(6)
     y, off = lt.sequence_softmax(x, ONE)
@@ -337,20 +383,61 @@ def test_integer_values_are_a_type_error_naming_the_argument():
 def test_offsets_with_requires_grad_or_floats_are_type_errors():
     with pytest.raises(TypeError, match=r"sequence_pool: offsets requires grad"):
         lt.sequence_pool(_x(6), ONE.to(F64).requires_grad_(), "sum")
-    with pytest.raises(TypeError, match=r"sequence_softmax: offsets\[1\] must be an integer"):
+    with pytest.raises(TypeError, match=r"sequence_softmax: offsets\[1\] must be an int64 or "
+                                        r"int32 tensor, got torch.float64$"):
         lt.sequence_softmax(_x(6), [OUTER, ONE.to(F64)])
     with pytest.raises(TypeError, match=r"sequence_pad: offsets must be an int64 tensor"):
         lt.sequence_pad(_x(6), "0, 6")
 
 
+@pytest.mark.parametrize("dtype", [torch.int16, torch.uint8, torch.int8])
+def test_offsets_of_other_integer_dtypes_are_refused(dtype):
+    # int64 and int32 only: a narrow dtype is refused, not cast, naming the argument
+    with pytest.raises(TypeError, match=rf"sequence_pool: offsets must be an int64 or int32 "
+                                        rf"tensor, got {dtype}; cast it first"):
+        lt.sequence_pool(_x(6), ONE.to(dtype), "sum")
+    with pytest.raises(TypeError, match=rf"sequence_softmax: offsets\[0\] must be an int64 "
+                                        rf"or int32 tensor, got {dtype}"):
+        lt.sequence_softmax(_x(6), [OUTER.to(dtype), ONE])
+    with pytest.raises(TypeError, match=rf"sequence_expand: y must be an int64 or int32 "
+                                        rf"tensor, got {dtype}"):
+        lt.sequence_expand(_x(4), ONE.to(dtype))
+    lt.sequence_pool(_x(6), ONE.to(torch.int32), "sum")      # int32: accepted (cast)
+
+
+def test_bfloat16_and_complex_values_say_what_to_do():
+    with pytest.raises(TypeError, match=r"sequence_pool: input is bfloat16, which lodarrow's "
+                                        r"kernels do not take; cast it to float32 or float64"):
+        lt.sequence_pool(_x(6).to(torch.bfloat16), ONE, "sum")
+    with pytest.raises(TypeError, match=r"sequence_softmax: input is torch.complex64; "
+                                        r"lodarrow.torch takes real floating-point"):
+        lt.sequence_softmax(_x(6).to(torch.complex64), ONE)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("pool", ["sum", "average", "max", "first"])
+def test_a_negative_zero_pad_value_keeps_its_sign(pool, grad):
+    # the short path (a plain tensor, one int64 offsets tensor) and the general one alike
+    x = _x(6).requires_grad_(grad)
+    for offsets in (ONE, [ONE]):
+        out = lt.sequence_pool(x, offsets, pool, pad_value=-0.0)
+        assert out[1].item() == 0.0 and torch.signbit(out[1]).item(), (pool, offsets)
+        out = lt.sequence_pool(x, offsets, pool)
+        assert not torch.signbit(out[1]).item()
+
+
 @pytest.mark.parametrize("offsets, match", [
-    (_off(0, 3, 2, 6), (r"sequence_pool: invalid LoD: offsets\[0\] must be non-decreasing; "
+    # one offsets tensor is named ``offsets``, the levels of a list ``offsets[k]``
+    (_off(0, 3, 2, 6), (r"sequence_pool: invalid LoD: offsets must be non-decreasing; "
                         r"first violation at position 2 \(3 > 2\)")),
-    (_off(1, 6), r"sequence_pool: invalid LoD: offsets\[0\] must start at 0"),
-    (_off(0, 2, 5), (r"sequence_pool: invalid LoD: offsets\[0\] \(the last level\) ends at 5 "
-                     r"but the data has 6 rows")),
-    ([_off(0, 3), ONE], (r"sequence_pool: invalid LoD: offsets\[0\] ends at 3 but level 1 "
-                         r"has 4 sequences")),
+    (_off(1, 6), r"sequence_pool: invalid LoD: offsets must start at 0"),
+    (_off(0, 2, 5), (r"sequence_pool: invalid LoD: offsets ends at 5 but the data has 6 rows")),
+    ([_off(0, 2, 5)], (r"sequence_pool: invalid LoD: offsets ends at 5 but the data has 6 "
+                       r"rows")),
+    ([_off(0, 3), ONE], (r"sequence_pool: invalid LoD: offsets\[0\] ends at 3 but "
+                         r"offsets\[1\] has 4 sequences")),
+    ([_off(0, 1, 2), _off(0, 2, 5)], (r"sequence_pool: invalid LoD: offsets\[1\] \(the last "
+                                      r"level\) ends at 5 but the data has 6 rows")),
 ])
 def test_invalid_offsets_name_the_level_and_position(offsets, match):
     with pytest.raises(la.LoDError, match=match):
@@ -374,8 +461,7 @@ def test_other_bad_arguments():
         lt.sequence_unpad(_x(2, 4), [1, 5])
     with pytest.raises(IndexError, match="runs past its end"):
         lt.sequence_slice(_x(6), ONE, [0, 0, 0, 0], [3, 0, 0, 0])
-    with pytest.raises(la.LoDError, match=r"lod_reset: invalid LoD: y\[0\] \(the last level\) "
-                                          r"ends at 5"):
+    with pytest.raises(la.LoDError, match=r"lod_reset: invalid LoD: y ends at 5"):
         lt.lod_reset(_x(6), _off(0, 5))
     with pytest.raises(TypeError, match="updates has dtype torch.float32"):
         lt.sequence_scatter(_x(3, 3), _off(0, 1), torch.ones(2), index_offsets=_off(0, 2))
@@ -453,6 +539,6 @@ def test_the_small_call_path_equals_the_general_one(pool, shape):
         y.backward(dout)
         results.append((y.detach(), x.grad))
     torch.testing.assert_close(results[0], results[1], rtol=0, atol=0)
-    with pytest.raises(la.LoDError, match=r"sequence_pool: invalid LoD: offsets\[0\] \(the "
-                                          r"last level\) ends at 6 but the data has 5 rows"):
+    with pytest.raises(la.LoDError, match=r"sequence_pool: invalid LoD: offsets ends at 6 "
+                                          r"but the data has 5 rows"):
         lt.sequence_pool(_x(5, *shape[1:]), ONE, pool)

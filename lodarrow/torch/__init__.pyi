@@ -32,7 +32,9 @@ __all__ = [
 _Offsets: TypeAlias = Tensor | Sequence[Tensor]
 #: A ragged result: a nested tensor, or values with their offsets (one level or several).
 _Ragged: TypeAlias = Tensor | tuple[Tensor, Tensor] | tuple[Tensor, list[Tensor]]
-_Scalar: TypeAlias = float | int | bool | Tensor
+#: A pad value: a Python number (not a bool), or a tensor of shape (), (1,) or the feature
+#: shape (one value per feature).
+_Scalar: TypeAlias = float | int | Tensor
 
 def sequence_pool(input: Tensor, offsets: _Offsets | str | None = None,
                   pool_type: str | None = None, is_test: bool = False,
@@ -51,7 +53,7 @@ def sequence_pad(x: Tensor, offsets: _Offsets | _Scalar | None = None,
                  pad_value: _Scalar = 0.0, maxlen: int | None = None,
                  name: str | None = None) -> tuple[Tensor, Tensor]: ...
 def sequence_unpad(x: Tensor, length: Tensor, name: str | None = None) -> _Ragged: ...
-def sequence_concat(input: Sequence[Tensor] | Sequence[tuple[Tensor, _Offsets]],
+def sequence_concat(input: Sequence[Tensor],
                     offsets: Sequence[_Offsets] | None = None,
                     name: str | None = None) -> _Ragged: ...
 def sequence_slice(input: Tensor, offsets: _Offsets | Tensor | None = None,

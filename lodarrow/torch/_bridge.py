@@ -8,6 +8,7 @@ lodarrow plans on the LoD there (docs/ARCHITECTURE.md), so CUDA offsets are copi
 """
 
 import contextlib
+import re
 
 import numpy as np
 import torch
@@ -19,6 +20,9 @@ from lodarrow._validation import lod_problem
 
 #: The dtypes the differentiable operators take (gradients exist for these: docs/gradients.md).
 FLOAT_DTYPES = (torch.float16, torch.float32, torch.float64)
+#: The dtypes offsets may have (int32 is cast to int64, O(sequences); others are refused, not
+#: cast, as awkward refuses them: a narrow dtype suggests offsets that overflowed).
+OFFSET_DTYPES = (torch.int64, torch.int32)
 
 
 # ------------------------------------------------------------------ inside the kernels
@@ -50,6 +54,15 @@ def host(t):
     if not t.is_contiguous():
         t = t.contiguous()
     return t.numpy()
+
+
+def host_array(t):
+    """A small tensor (a pad value) as a host NumPy array (a copy off the CPU)."""
+    if t.requires_grad:
+        t = t.detach()
+    if not t.is_cpu:
+        t = t.cpu()
+    return t.contiguous().numpy()
 
 
 def tensor(arr, like):
@@ -85,8 +98,16 @@ def checked_lod(lod, n_rows, op, name):
     levels = [host(o) for o in lod]
     problem = lod_problem(levels, n_rows, name)
     if problem is not None:
-        raise LoDError(f"{op}: {problem}")
+        raise LoDError(f"{op}: {_torch_naming(problem, name, len(levels))}")
     return levels
+
+
+def _torch_naming(problem, name, n_levels):
+    """``lod_problem``'s message in this API's names: the levels are ``name[k]`` (a list of
+    offsets tensors, outermost first), and one level is the tensor ``name`` itself."""
+    if n_levels == 1:
+        return problem.replace(f"{name}[0] (the last level)", name).replace(f"{name}[0]", name)
+    return re.sub(r"but level (\d+) has", lambda m: f"but {name}[{m.group(1)}] has", problem)
 
 
 def lod_tensor(values, levels):
@@ -133,6 +154,12 @@ def check_values(values, op, name, floating=True):
     if not isinstance(values, torch.Tensor):
         raise TypeError(f"{op}: {name} must be a torch.Tensor, got {type(values).__name__}")
     if floating and values.dtype not in FLOAT_DTYPES:
+        if values.dtype == torch.bfloat16:
+            raise TypeError(f"{op}: {name} is bfloat16, which lodarrow's kernels do not take; "
+                            f"cast it to float32 or float64 first ({name}.float())")
+        if values.dtype.is_complex:
+            raise TypeError(f"{op}: {name} is {values.dtype}; lodarrow.torch takes real "
+                            f"floating-point tensors (float16, float32 or float64)")
         raise TypeError(f"{op}: {name} must be a floating-point tensor (float16, float32 or "
                         f"float64), got {values.dtype}; lodarrow.torch holds the differentiable "
                         f"operators (integer data: the lodarrow.{op} on NumPy arrays)")
@@ -152,9 +179,11 @@ def check_offsets(off, op, name, device):
     if off.requires_grad:
         raise TypeError(f"{op}: {name} requires grad; offsets are integer positions, not "
                         f"differentiable: pass an int64 tensor (offsets.detach())")
-    if off.dtype.is_floating_point or off.dtype.is_complex or off.dtype == torch.bool:
-        raise TypeError(f"{op}: {name} must be an integer tensor (int64 or int32), got "
-                        f"{off.dtype}")
+    if off.dtype not in OFFSET_DTYPES:
+        raise TypeError(f"{op}: {name} must be an int64 or int32 tensor, got {off.dtype}"
+                        + ("" if off.dtype.is_floating_point or off.dtype.is_complex
+                           or off.dtype == torch.bool else
+                           f"; cast it first ({name}.long())"))
     if off.ndim != 1:
         raise ValueError(f"{op}: {name} must be 1-D, got shape {tuple(off.shape)}")
     if off.device != device:

@@ -38,14 +38,36 @@ __all__ = [
 
 def _nested_shift(fn):
     """``f(nt, a, ...)`` with a nested ``nt`` means ``f(nt, None, a, ...)``: a nested tensor
-    carries its offsets, so its second positional argument is the operator's next one."""
+    carries its offsets, so its second positional argument is the operator's next one (a
+    floating-point tensor there is a pad value, never offsets)."""
     @functools.wraps(fn)
     def wrapper(input, *args, **kwargs):
         if args and _bridge.is_nested(input) and args[0] is not None \
-                and not _bridge.is_offsets(args[0]):
+                and (not _bridge.is_offsets(args[0])
+                     or (isinstance(args[0], torch.Tensor) and args[0].is_floating_point())):
             args = (None, *args)
         return fn(input, *args, **kwargs)
     return wrapper
+
+
+def _pad(value, op, name, values):
+    """A pad value as the custom operators take it: ``(float,)`` for a Python number, or
+    ``(0.0, tensor)`` for a tensor of shape ``()``, ``(1,)`` or the values' feature shape (one
+    value per feature, as ``lodarrow.sequence_pad`` and Paddle take it) whose dtype casts
+    safely to the values' (a float32 pad for float64 values, not the reverse)."""
+    if not isinstance(value, torch.Tensor):
+        return (_scalar(value, op, name),)
+    if value.is_nested or value.dtype.is_complex or value.dtype == torch.bool:
+        raise TypeError(f"{op}: {name} must be a real number or a real tensor, got "
+                        f"{'a nested tensor' if value.is_nested else value.dtype}")
+    if torch.promote_types(value.dtype, values.dtype) != values.dtype:
+        raise TypeError(f"{op}: {name} of dtype {value.dtype} cannot be cast safely to the "
+                        f"values' dtype {values.dtype}")
+    feature = tuple(values.shape[1:])
+    if tuple(value.shape) not in ((), (1,), feature):
+        raise ValueError(f"{op}: {name} must have shape (), (1,) or the feature shape "
+                         f"{feature}, got {tuple(value.shape)}")
+    return 0.0, value
 
 
 def _scalar(value, op, name):
@@ -105,8 +127,10 @@ def sequence_pool(input, offsets=None, pool_type=None, is_test=False, pad_value=
         left out for a nested ``input``).
     is_test : bool, default False
         Ignored (Paddle compatibility).
-    pad_value : float, default 0.0
-        The row of an empty sequence.
+    pad_value : float or torch.Tensor, default 0.0
+        The row of an empty sequence: a Python number (not a bool; ``-0.0`` keeps its sign)
+        or a tensor of shape ``()``, ``(1,)`` or the feature shape (one value per feature)
+        whose dtype casts safely to ``input``'s.  Not differentiable.
     return_index : bool, default False
         Also return the max / min row numbers (int64, -1 for an empty sequence).
     name : str, optional
@@ -136,8 +160,8 @@ def sequence_pool(input, offsets=None, pool_type=None, is_test=False, pad_value=
     tensor([2., 4.], grad_fn=<...>)
     """
     if (type(input) is torch.Tensor and type(offsets) is torch.Tensor and is_test is False
-            and return_index is False and type(pad_value) is float and pad_value == 0.0):
-        out = _library.pool_small(input, offsets, pool_type)   # None: not the common case
+            and return_index is False and type(pad_value) is float):
+        out = _library.pool_small(input, offsets, pool_type, pad_value)   # None: not common
         if out is not None:
             return out
     op = "sequence_pool"
@@ -152,7 +176,7 @@ def sequence_pool(input, offsets=None, pool_type=None, is_test=False, pad_value=
         raise ValueError(f"{op}: return_index=True needs pool_type 'max' or 'min', got "
                          f"{pool!r}")
     out, index = _library.call(_library.sequence_pool, r.values, r.lod, pool,
-                               _scalar(pad_value, op, "pad_value"))
+                               *_pad(pad_value, op, "pad_value", r.values))
     if len(r.lod) > 1:
         out = r.wrap(out, r.lod[:-1])
     return (out, index) if return_index else out
@@ -331,8 +355,10 @@ def sequence_pad(x, offsets=None, pad_value=0.0, maxlen=None, name=None):
         Float values ``(N, *feature_shape)`` or a jagged nested tensor.
     offsets : torch.Tensor or list of torch.Tensor, optional
         The LoD (required unless ``x`` is nested).
-    pad_value : float, default 0.0
-        The padding (not differentiable).
+    pad_value : float or torch.Tensor, default 0.0
+        The padding: a Python number (not a bool) or a tensor of shape ``()``, ``(1,)`` or
+        the feature shape (one value per feature) whose dtype casts safely to ``x``'s.  Not
+        differentiable.
     maxlen : int, optional
         The padded length; None (or -1): the longest sequence.
     name : str, optional
@@ -358,8 +384,8 @@ def sequence_pad(x, offsets=None, pad_value=0.0, maxlen=None, name=None):
     width = -1 if maxlen is None else as_int(maxlen, f"{op}: maxlen")
     if width < -1:
         raise ValueError(f"{op}: maxlen must be None, -1 or >= 0, got {width}")
-    return _library.call(_library.sequence_pad, r.values, r.lod,
-                         _scalar(pad_value, op, "pad_value"), width)
+    pad_value, *pad = _pad(pad_value, op, "pad_value", r.values)
+    return _library.call(_library.sequence_pad, r.values, r.lod, pad_value, width, *pad)
 
 
 def sequence_unpad(x, length, name=None):

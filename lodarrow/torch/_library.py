@@ -147,18 +147,18 @@ def _run(values, fn):
 # ============================================================================ sequence_pool
 @_op("sequence_pool")
 def sequence_pool(values: Tensor, lod: list[Tensor], pool_type: str,
-                  pad_value: float) -> tuple[Tensor, Tensor]:
+                  pad_value: float, pad: Tensor | None = None) -> tuple[Tensor, Tensor]:
     def go():
         levels = _bridge.checked_lod(lod, values.shape[0], "sequence_pool", "offsets")
         x = _bridge.lod_tensor(values, levels)
+        pv = _pad_of(pad_value, pad, values)
         if pool_type in ("max", "min"):
-            out, index = _ops.sequence_pool(x, pool_type, pad_value=pad_value,
-                                            return_index=True)
+            out, index = _ops.sequence_pool(x, pool_type, pad_value=pv, return_index=True)
             return _bridge.tensor(out.data, values), _bridge.tensor(index.data, values)
-        out = _ops.sequence_pool(x, pool_type, pad_value=pad_value)
+        out = _ops.sequence_pool(x, pool_type, pad_value=pv)
         return _bridge.tensor(out.data, values), values.new_empty((0,), dtype=torch.int64)
     if values.is_cpu and lod and values.dtype in _bridge.FLOAT_DTYPES and pool_type in _POOLS:
-        out, index = _pool_host(values, lod, pool_type, pad_value)
+        out, index = _pool_host(values, lod, pool_type, pad_value, pad)
         return out, (values.new_empty((0,), dtype=torch.int64) if index is None else index)
     return _run(values, go)
 
@@ -167,7 +167,16 @@ _POOLS = frozenset(POOL_TYPES)
 _I64 = np.dtype(np.int64)
 
 
-def _pool_host(values, lod, pool_type, pad_value):
+def _pad_of(pad_value, pad, values):
+    """The pad value as lodarrow's operators take it: the Python float, or the pad tensor
+    (checked by the public function: shape (), (1,) or the feature shape, a dtype that casts
+    safely) as a host array of the values' dtype (a few numbers: copied to the host)."""
+    if pad is None:
+        return pad_value
+    return _bridge.host_array(pad.to(values.dtype))
+
+
+def _pool_host(values, lod, pool_type, pad_value, pad=None):
     """``sequence_pool`` of CPU float values: the CPU pool kernel on the validated offsets,
     as ``lodarrow.sequence_pool`` runs it for them (the input's dtype out, the pad value
     converted by ``pad_array``), without building and wrapping LoDTensors (a third of a
@@ -178,7 +187,7 @@ def _pool_host(values, lod, pool_type, pad_value):
     offsets = levels[-1]
     shape = (offsets.shape[0] - 1, *feat)
     out = CPU.empty(shape, data.dtype)
-    pad = pad_array(pad_value, data.dtype, feat, np)
+    pad = pad_array(_pad_of(pad_value, pad, values), data.dtype, feat, np)
     if pool_type in ("max", "min"):
         index = CPU.empty(shape, _I64)
         CPU.kernel("pool")(out, index, data, offsets, pad, pool_type)
@@ -188,7 +197,7 @@ def _pool_host(values, lod, pool_type, pad_value):
 
 
 @sequence_pool.register_fake
-def _(values, lod, pool_type, pad_value):
+def _(values, lod, pool_type, pad_value, pad=None):
     out = _empty_like_rows(values, lod[-1].shape[0] - 1)
     index = (out.new_empty(out.shape, dtype=torch.int64) if pool_type in ("max", "min")
              else values.new_empty((0,), dtype=torch.int64))
@@ -264,17 +273,18 @@ def _(x, y_offsets):
 # ============================================================================= sequence_pad
 @_op("sequence_pad")
 def sequence_pad(x: Tensor, lod: list[Tensor], pad_value: float,
-                 maxlen: int) -> tuple[Tensor, Tensor]:
+                 maxlen: int, pad: Tensor | None = None) -> tuple[Tensor, Tensor]:
     def go():
         levels = _bridge.checked_lod(lod, x.shape[0], "sequence_pad", "offsets")
-        out, length = _ops.sequence_pad(_bridge.lod_tensor(x, levels), pad_value,
+        out, length = _ops.sequence_pad(_bridge.lod_tensor(x, levels),
+                                        _pad_of(pad_value, pad, x),
                                         None if maxlen < 0 else maxlen)
         return _bridge.tensor(out.data, x), _bridge.tensor(length.data, x)
     return _run(x, go)
 
 
 @sequence_pad.register_fake
-def _(x, lod, pad_value, maxlen):
+def _(x, lod, pad_value, maxlen, pad=None):
     n = lod[-1].shape[0] - 1
     width = _dynamic() if maxlen < 0 else maxlen
     return x.new_empty((n, width, *x.shape[1:])), x.new_empty((n,), dtype=torch.int64)
@@ -526,18 +536,30 @@ def _(dout, offsets, index, pool_type, n_rows):
     return dout.new_empty((n_rows, *dout.shape[1:]))
 
 
+def _rest_none(inputs, full):
+    """The Nones a backward returns after ``dx`` and the LoD's list, one per argument as the
+    call gave them: the dispatcher drops a trailing argument equal to its default (``pad``
+    None) though ``setup_context`` sees it filled in again; an eager call passes it only when
+    it is a tensor."""
+    n = len(inputs)
+    if n == full and inputs[-1] is None:
+        n -= 1
+    return (None,) * (n - 2)
+
+
 def _pool_setup(ctx, inputs, output):
-    values, lod, pool_type, _ = inputs
+    values, lod, pool_type = inputs[:3]
     ctx.save_for_backward(lod[-1], output[1])
     ctx.pool_type, ctx.n_rows = pool_type, values.shape[0]
     ctx.lod_none = [None] * len(lod)
+    ctx.rest_none = _rest_none(inputs, 5)      # pool_type, pad_value[, pad]
 
 
 def _pool_backward(ctx, dout, _dindex):
     offsets, index = ctx.saved_tensors
     dx = _backward_call(ctx, sequence_pool_backward, _grad_in(dout), offsets, index,
                         ctx.pool_type, ctx.n_rows)
-    return dx, ctx.lod_none, None, None
+    return dx, ctx.lod_none, *ctx.rest_none
 
 
 class sequence_pool_eager(torch.autograd.Function):  # named as its graph node reads
@@ -547,16 +569,17 @@ class sequence_pool_eager(torch.autograd.Function):  # named as its graph node r
     wrapping).  A small call's cost is these Python steps, not the kernels."""
 
     @staticmethod
-    def forward(ctx, values, lod, pool_type, pad_value):
+    def forward(ctx, values, lod, pool_type, pad_value, pad=None):
         # (out, None) but for max / min: no index tensor to make and track for the others
         if values.is_cpu and values.dtype in _bridge.FLOAT_DTYPES and pool_type in _POOLS:
-            out, index = _pool_host(values, lod, pool_type, pad_value)
+            out, index = _pool_host(values, lod, pool_type, pad_value, pad)
         else:
-            out, index = _KERNELS[sequence_pool](values, lod, pool_type, pad_value)
+            out, index = _KERNELS[sequence_pool](values, lod, pool_type, pad_value, pad)
             if pool_type not in ("max", "min"):
                 index = None
         ctx.save_for_backward(lod[-1], index)
         ctx.pool_type, ctx.n_rows, ctx.eager = pool_type, values.shape[0], True
+        ctx.rest_none = (None,) if pad is None else (None, None)
         return out, index
 
     @staticmethod
@@ -573,7 +596,7 @@ class sequence_pool_eager(torch.autograd.Function):  # named as its graph node r
                 index = offsets.new_empty((0,))
             dx = _backward_call(ctx, sequence_pool_backward, _grad_in(dout), offsets, index,
                                 pool, ctx.n_rows)
-        return dx, None, None, None
+        return dx, None, None, None, *ctx.rest_none
 
 
 
@@ -582,8 +605,9 @@ class sequence_pool_eager(torch.autograd.Function):  # named as its graph node r
 _POOL_NAMES = {p: p for p in POOL_TYPES}
 
 
-def pool_small(values, offsets, pool_type):
-    """``lodarrow.torch.sequence_pool(values, offsets, pool_type)`` by the shortest path, for
+def pool_small(values, offsets, pool_type, pad_value=0.0):
+    """``lodarrow.torch.sequence_pool(values, offsets, pool_type, pad_value=pad_value)`` (a
+    Python float, passed through as is: -0.0 keeps its sign) by the shortest path, for
     the common small call: a plain CPU float tensor, one C-contiguous int64 CPU offsets
     tensor without grad, a lower-case pool type, eager.  None when any of that does not hold:
     then the general path runs, with every check and error message.  The LoD is validated
@@ -597,8 +621,8 @@ def pool_small(values, offsets, pool_type):
             or _get_current_dispatch_mode() is not None):
         return None
     if values.requires_grad and torch.is_grad_enabled():
-        return sequence_pool_eager.apply(values, [offsets], pool, 0.0)[0]
-    return _pool_host(values, [offsets], pool, 0.0)[0]
+        return sequence_pool_eager.apply(values, [offsets], pool, pad_value)[0]
+    return _pool_host(values, [offsets], pool, pad_value)[0]
 
 
 _INT64 = torch.int64
@@ -663,12 +687,13 @@ def _pad_setup(ctx, inputs, output):
     ctx.save_for_backward(inputs[1][-1])
     ctx.n_rows = inputs[0].shape[0]
     ctx.lod_none = [None] * len(inputs[1])
+    ctx.rest_none = _rest_none(inputs, 5)      # pad_value, maxlen[, pad]
 
 
 def _pad_backward(ctx, dout, _dlength):
     (offsets,) = ctx.saved_tensors
     dx = _backward_call(ctx, sequence_pad_backward, _grad_in(dout), offsets, ctx.n_rows)
-    return dx, ctx.lod_none, None, None
+    return dx, ctx.lod_none, *ctx.rest_none
 
 
 def _unpad_setup(ctx, inputs, output):
