@@ -149,7 +149,7 @@ def batch_plan(lengths, *, batch_size=None, max_tokens=None, cost="padded", wind
     >>> plan.tokens
     array([6, 6, 3, 6])
     """
-    from lodarrow._training._epoch import PlanArgs, plan_epoch
+    from lodarrow._training._epoch import PlanArgs, decide_oversize, plan_epoch
     from lodarrow._training._resume import rng_of
 
     lengths = _lengths(lengths)
@@ -170,10 +170,10 @@ def batch_plan(lengths, *, batch_size=None, max_tokens=None, cost="padded", wind
     balance = check_choice(balance, f"{_FN}: balance", ("batches", "tokens", "compute"))
     alpha = _alpha(alpha)
     oversize = check_choice(oversize, f"{_FN}: oversize", ("alone", "error", "drop"))
-    if max_tokens is not None and oversize == "error" and len(lengths):
-        over = np.flatnonzero(lengths > max_tokens)
-        if len(over):
-            row = int(over[0])
+    if oversize == "error" and max_tokens is not None:  # "drop": plan_epoch applies it
+        _, refused = decide_oversize(lengths, oversize, None, max_tokens)
+        if refused is not None:
+            row = refused[0]
             raise ValueError(f"{_FN}: sequence {row} has {int(lengths[row])} tokens, more "
                              f"than max_tokens={max_tokens} (oversize='error'; 'alone' gives "
                              f"it a batch of its own, 'drop' leaves it out)")

@@ -72,7 +72,11 @@ class Sequences:
         return len(self.starts)
 
 
-def as_sequences(source, column, level, fn=_FN):
+def as_sequences(source, column, level, fn=_FN, *, nulls="empty"):
+    """``source``'s column ``column`` as :class:`Sequences` at ``level``.  ``nulls``: how a null
+    row reads (``from_arrow``'s ``"empty"`` or ``"error"``), which the caller decides (the
+    loader: :attr:`lodarrow._training._select.Selection.read_nulls`; :func:`collate`:
+    ``"empty"``)."""
     if isinstance(source, Sequences):
         return source
     col = column_of(source, column, fn)
@@ -82,7 +86,7 @@ def as_sequences(source, column, level, fn=_FN):
 
         if isinstance(col, pa.ChunkedArray) and col.num_chunks == 0:
             col = pa.nulls(0, type=col.type)   # not pa.array([]): that imports pandas
-        col = from_arrow(col, nulls="empty")
+        col = from_arrow(col, nulls=nulls)
     return Sequences(col, level, fn)
 
 
@@ -470,7 +474,7 @@ def collate(source, rows=None, *, column=None, level=0, mode="padded", pad_value
     shape = check_shape(mode, _FN, oversize=oversize, num_rows=num_rows,
                         pad_to_multiple_of=pad_to_multiple_of, pad_widths=pad_widths,
                         num_segments=num_segments, remainder=remainder)
-    seqs = as_sequences(source, column, level)
+    seqs = as_sequences(source, column, level, nulls="empty")  # collate: a null row is empty
     if rows is None:
         rows = np.arange(len(seqs), dtype=np.int64)
     else:

@@ -33,7 +33,8 @@ import numpy as np
 from lodarrow._cpu import _batch_plan as _k
 from lodarrow._threads import num_threads
 
-__all__ = ["PLAN_VERSION", "EpochPlan", "PlanArgs", "plan_epoch", "plan_pieces"]
+__all__ = ["PLAN_VERSION", "EpochPlan", "LeftOut", "PlanArgs", "decide_oversize", "left_out",
+           "oversized", "plan_epoch", "plan_pieces"]
 
 #: Bumped whenever the planning algorithm changes: a saved loader state names it.
 #: 3: budgets count the slots of the delivered batch (padding, widths, rows, segments).
@@ -90,24 +91,129 @@ class PlanArgs:
     def split(self):
         return self.shape.split
 
-    def over(self, lengths):
-        """Which of ``lengths`` no batch within the budget can hold: a batch of one is over
-        ``max_tokens`` after padding, or no width holds it."""
-        if self.shape is None:
-            if self.max_tokens is None:
-                return np.zeros(len(lengths), bool)
-            return lengths > self.max_tokens
-        alone = self.shape.alone(lengths)
-        over = alone < 0
-        if self.max_tokens is not None:
-            over |= alone > self.max_tokens
-        return over
-
     def kernel_args(self):
         """``(measure, fixed_rows, multiple, widths)`` of ``cut_batches``."""
         if self.shape is None:
             return int(self.packed), 0, 1, np.zeros(0, np.int64)
         return self.shape.kernel_args()
+
+
+def oversized(lengths, shape, max_tokens):
+    """The one "over budget alone" test: which of ``lengths`` a batch of its own cannot hold.
+
+    Returns ``(unplaceable, over)``, boolean masks: ``unplaceable`` where no width of the
+    shape holds the sequence (``pad_widths``, a row of ``row_length`` without ``split``),
+    ``over`` where a batch of it alone takes more than ``max_tokens`` slots after padding
+    (:meth:`lodarrow._training._shape.BatchShape.alone`).  ``shape`` None
+    (:func:`lodarrow.batch_plan`): a batch's cost is its length, and nothing is unplaceable.
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if shape is None:
+        unplaceable = np.zeros(len(lengths), bool)
+        over = (lengths > max_tokens) if max_tokens is not None else unplaceable.copy()
+        return unplaceable, over
+    alone = shape.alone(lengths)
+    unplaceable = alone < 0
+    over = alone > max_tokens if max_tokens is not None else np.zeros_like(unplaceable)
+    return unplaceable, over
+
+
+def decide_oversize(lengths, oversize, shape, max_tokens, skip=None):
+    """The one decision of ``oversize`` over the sequences :func:`oversized` finds.
+
+    ``"drop"`` leaves out every such sequence; ``"alone"`` (and ``"split"``, whose chunks fit a
+    row) gives one over ``max_tokens`` a batch of its own; an unplaceable sequence under any
+    option but ``"drop"``, and an over-long one under ``"error"``, is refused.  ``skip``: a
+    boolean mask (or positions) of sequences already left out (``nulls="drop"``), neither
+    dropped nor refused again.
+
+    Returns ``(dropped, refused)``: the positions ``oversize="drop"`` leaves out (int64), and
+    ``None`` or ``(position, count, unplaceable)`` for the first sequence refused, the count of
+    such sequences and whether no width holds it (the caller words the error).
+    """
+    unplaceable, over = oversized(lengths, shape, max_tokens)
+    if skip is not None:
+        unplaceable[skip] = over[skip] = False
+    dropped = []
+    for mask, allowed in ((unplaceable, ("drop",)), (over, ("drop", "alone", "split"))):
+        bad = np.flatnonzero(mask)
+        if not len(bad):
+            continue
+        if oversize not in allowed:
+            return np.zeros(0, np.int64), (int(bad[0]), len(bad), mask is unplaceable)
+        if oversize == "drop":
+            dropped.append(bad)
+    if not dropped:
+        return np.zeros(0, np.int64), None
+    return np.concatenate(dropped).astype(np.int64), None
+
+
+class LeftOut:
+    """What :func:`left_out` decided: the sequences every epoch plans, or why none can be.
+
+    Attributes
+    ----------
+    refused : tuple or None
+        Why the source is refused, for the caller to word: ``("null_row", row, count)`` (a
+        null row under ``nulls="error"``), ``("null_value", row, count)`` (a null value inside
+        a row's list that ``nulls`` cannot leave out), ``("oversize", k, count,
+        unplaceable)`` (:func:`decide_oversize`); None: none.
+    keep : numpy.ndarray of bool or None
+        Which sequences are planned (None: all).
+    base_rows : numpy.ndarray of int64 or None
+        Their positions (None: all).
+    null_seqs : numpy.ndarray of int64
+        The sequences ``nulls="drop"`` leaves out.
+    nulls, oversize : int
+        How many sequences ``nulls="drop"`` and ``oversize="drop"`` leave out.
+    """
+
+    __slots__ = ("base_rows", "keep", "null_seqs", "nulls", "oversize", "refused")
+
+    def __init__(self, refused=None, keep=None, null_seqs=None, nulls=0, oversize=0):
+        self.refused, self.keep, self.nulls, self.oversize = refused, keep, nulls, oversize
+        self.null_seqs = np.zeros(0, np.int64) if null_seqs is None else null_seqs
+        self.base_rows = None if keep is None else np.flatnonzero(keep)
+
+
+def left_out(lengths, *, nulls, oversize, shape, max_tokens, level, row_nulls, value_nulls):
+    """The one decision of ``nulls`` and ``oversize`` before any plan: which sequences of
+    ``lengths`` every epoch plans (:class:`LeftOut`).
+
+    ``row_nulls``: the null rows of the sequence column; ``value_nulls``: ``(rows,
+    sequences)`` holding a null value inside their lists (``sequences`` empty where they are not
+    known without reading the values).  A null row is refused under ``nulls="error"``, read as
+    an empty sequence under ``"empty"`` and left out under ``"drop"`` (at ``level`` 0, where a
+    row is a sequence; deeper, a null row holds no sequence).  A null value is refused unless
+    ``"drop"`` can leave its sequences out.  Then ``oversize`` (:func:`decide_oversize`) over
+    the sequences the nulls leave in.
+    """
+    value_rows, value_seqs = value_nulls
+    if len(row_nulls) and nulls == "error":
+        return LeftOut(("null_row", int(row_nulls[0]), len(row_nulls)))
+    if len(value_rows) and (nulls != "drop" or len(value_seqs) == 0):
+        return LeftOut(("null_value", int(value_rows[0]), len(value_rows)))
+    exclude = []
+    null_seqs = None
+    if nulls == "drop":
+        rows = row_nulls if level == 0 else np.zeros(0, np.int64)
+        seqs = np.union1d(rows, value_seqs)
+        null_seqs = seqs.astype(np.int64)
+        exclude.append(seqs)
+    over, refused = decide_oversize(lengths, oversize, shape, max_tokens,
+                                    exclude[0] if exclude else None)
+    if refused is not None:
+        return LeftOut(("oversize", *refused))
+    if len(over):
+        exclude.append(over)
+    if not exclude:
+        return LeftOut(null_seqs=null_seqs)
+    keep = np.ones(len(lengths), bool)
+    for rows in exclude:
+        keep[rows] = False
+    dropped_nulls = 0 if null_seqs is None else len(null_seqs)
+    return LeftOut(keep=keep, null_seqs=null_seqs, nulls=dropped_nulls,
+                   oversize=len(lengths) - int(np.count_nonzero(keep)) - dropped_nulls)
 
 
 class EpochPlan:
@@ -238,8 +344,10 @@ def plan_epoch(lengths, args, num_replicas, rng, *, rows=None, part_starts=None,
     stream, edges = _stream(len(lengths), rows, part_starts, args.shuffle, rng, part_groups)
     dropped = {"oversize": 0, "drop_last": 0}
     if args.oversize == "drop":
-        keep = ~args.over(lengths[stream])
-        if not keep.all():
+        out, _ = decide_oversize(lengths[stream], "drop", args.shape, args.max_tokens)
+        if len(out):
+            keep = np.ones(len(stream), bool)
+            keep[out] = False
             dropped["oversize"] = int(len(keep) - np.count_nonzero(keep))
             edges = _edges_after(edges, keep)
             stream = stream[keep]

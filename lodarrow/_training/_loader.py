@@ -330,7 +330,7 @@ class BatchLoader:
             table = None if table is None else table.set_column(
                 table.schema.get_field_index(column), column, col)
         self._seqs = as_sequences(table if table is not None else col, column,
-                                  self.select.level, _FN)
+                                  self.select.level, _FN, nulls=self.select.read_nulls)
         self._sep = self._separator_for(self._seqs)
         if self._sep is not None:  # blocks: each sequence ends with the separator
             self._seqs = with_separator(self._seqs, self._sep)
@@ -371,7 +371,8 @@ class BatchLoader:
         self._extra_specs = [ExtraColumn(n, types[n], parts.null_count(n) != 0)
                              for n in self.select.extra_columns]
         # pa.nulls, not pa.array([]): pyarrow's array() imports pandas (tenths of a second)
-        empty = as_sequences(pa.nulls(0, type=types[self.column]), None, self.select.level, _FN)
+        empty = as_sequences(pa.nulls(0, type=types[self.column]), None, self.select.level, _FN,
+                             nulls=self.select.read_nulls)
         self._pad = self._pad_for(empty)
         self._sep = self._separator_for(empty)
         if self._sep is not None:  # blocks: each sequence ends with the separator
@@ -391,7 +392,7 @@ class BatchLoader:
         """A Ray source: its lengths pass (:class:`~lodarrow._training._ray.RaySource`) gives
         what a Parquet source's footers and lengths give."""
         ray = RaySource(source, column, self.select.level, self.select.window,
-                        self.select.extra_columns, _FN)
+                        self.select.extra_columns, _FN, nulls=self.select.read_nulls)
         self._ray, self.column = ray, ray.column
         self._label = "the Ray source"
         self.lengths = ray.lengths
@@ -499,58 +500,15 @@ class BatchLoader:
         null row as an empty sequence, while a null value (no number to read) stays an
         error.  A sequence that no batch holds within ``max_tokens`` after padding (or that no
         width of ``pad_widths``, no row of ``row_length`` holds) follows ``oversize``.
+        :func:`lodarrow._training._epoch.left_out` decides (through :meth:`Selection.left_out`);
+        the loader words its refusal, naming where the row is.
         """
         sel = self.select
-        value_rows, value_seqs = self._value_nulls
-        if len(self._row_nulls) and sel.nulls == "error":
-            row = int(self._row_nulls[0])
-            advice = ("pass nulls='empty' to read them as empty sequences or nulls='drop' to "
-                      "leave them out" if not len(value_rows) else
-                      f"pass nulls='drop' to leave them out (the column also holds null "
-                      f"values inside {len(value_rows)} row(s), which nulls='empty' cannot "
-                      f"read)")
-            raise ValueError(f"{_FN}: {self._where(row)} of column {self.column!r} is null "
-                             f"({len(self._row_nulls)} null row(s)); {advice}")
-        if len(value_rows) and (sel.nulls != "drop" or len(value_seqs) == 0):
-            row = int(value_rows[0])
-            advice = ("or pass nulls='drop' to leave those rows out" if sel.nulls != "drop"
-                      else f"(at level={sel.level} which sequences of the row hold it is not "
-                           f"known without reading the values, so nulls='drop' cannot leave "
-                           f"them out)")
-            raise ValueError(f"{_FN}: {self._where(row)} of column {self.column!r} holds a "
-                             f"null value inside its list ({len(value_rows)} such row(s)); a "
-                             f"batch has no number to put there: fill the nulls first (e.g. "
-                             f"pyarrow.compute.fill_null on the list's values) {advice}")
-        exclude = []
-        self._dropped_nulls = 0
-        self._null_seqs = np.zeros(0, np.int64)
-        if sel.nulls == "drop":
-            seqs = np.union1d(self._sequences_of_rows(self._row_nulls), value_seqs)
-            self._dropped_nulls = len(seqs)
-            self._null_seqs = seqs.astype(np.int64)
-            exclude.append(seqs)
-        unplaceable, over = sel.over(self.lengths)
-        if exclude:  # what the nulls drop is not over-long as well
-            unplaceable[exclude[0]] = over[exclude[0]] = False
-        self._oversize_dropped = 0
-        for mask, allowed in ((unplaceable, ("drop",)), (over, ("drop", "alone", "split"))):
-            bad = np.flatnonzero(mask)
-            if not len(bad) or sel.oversize not in allowed:
-                if len(bad):
-                    raise ValueError(self._oversize_message(int(bad[0]), len(bad),
-                                                            mask is unplaceable))
-                continue
-            if sel.oversize == "drop":
-                exclude.append(bad)
-                self._oversize_dropped += len(bad)
-        self._base_rows = self._keep = None
-        if exclude:
-            keep = np.ones(len(self.lengths), bool)
-            for rows in exclude:
-                keep[rows] = False
-            self._keep = keep
-            self._base_rows = np.flatnonzero(keep)
-            self._oversize_dropped = len(self.lengths) - len(self._base_rows) - self._dropped_nulls
+        out = sel.left_out(self.lengths, self._row_nulls, self._value_nulls)  # the decision
+        if out.refused is not None:
+            raise ValueError(self._refusal_message(out.refused))
+        self._keep, self._base_rows, self._null_seqs = out.keep, out.base_rows, out.null_seqs
+        self._dropped_nulls, self._oversize_dropped = out.nulls, out.oversize
         if len(self.lengths) == 0 or (self._base_rows is not None and not len(self._base_rows)):
             raise ValueError(self._nothing_message())
 
@@ -569,6 +527,30 @@ class BatchLoader:
             why.append(f"{self._oversize_dropped} over-long (oversize='drop')")
         return (f"{head}: every one of its {len(self.lengths)} sequence(s) is left out "
                 f"({', '.join(why)})")
+
+    def _refusal_message(self, refused):
+        """The error for what :func:`lodarrow._training._epoch.left_out` refused."""
+        kind, *args = refused
+        if kind == "oversize":
+            return self._oversize_message(*args)
+        row, count = args
+        sel, value_rows = self.select, self._value_nulls[0]
+        if kind == "null_row":
+            advice = ("pass nulls='empty' to read them as empty sequences or nulls='drop' to "
+                      "leave them out" if not len(value_rows) else
+                      f"pass nulls='drop' to leave them out (the column also holds null "
+                      f"values inside {len(value_rows)} row(s), which nulls='empty' cannot "
+                      f"read)")
+            return (f"{_FN}: {self._where(row)} of column {self.column!r} is null "
+                    f"({count} null row(s)); {advice}")
+        advice = ("or pass nulls='drop' to leave those rows out" if sel.nulls != "drop"
+                  else f"(at level={sel.level} which sequences of the row hold it is not "
+                       f"known without reading the values, so nulls='drop' cannot leave "
+                       f"them out)")
+        return (f"{_FN}: {self._where(row)} of column {self.column!r} holds a "
+                f"null value inside its list ({count} such row(s)); a "
+                f"batch has no number to put there: fill the nulls first (e.g. "
+                f"pyarrow.compute.fill_null on the list's values) {advice}")
 
     def _oversize_message(self, k, count, unplaceable):
         """Why sequence ``k`` cannot be delivered within the limits (``count`` such)."""
@@ -589,12 +571,6 @@ class BatchLoader:
         return (f"{head}{padded}, more than max_tokens={sel.max_tokens} ({count} such "
                 f"sequence(s)); oversize='drop' leaves them out, oversize='alone' gives each "
                 f"a batch of its own")
-
-    def _sequences_of_rows(self, rows):
-        """The sequence positions of table rows (level 0: the rows themselves)."""
-        if self.select.level == 0:
-            return rows
-        return np.zeros(0, np.int64)  # a null row holds no deeper sequence
 
     def _where(self, row):
         if self._ray is not None:
@@ -832,7 +808,14 @@ class BatchLoader:
         from lodarrow._training._stats import plan_statistics
 
         plan, base = self._epoch_plan()
-        return plan_statistics(plan, base, self)
+        row_groups = mixture = None
+        if self._parts is not None:
+            row_groups = (self._part_starts, self._source_rows)
+        if self._mix is not None:
+            mixture = (self._mix.names, self._mix_counts, self._epoch_mix())
+        return plan_statistics(plan, base, self.shape, epoch=self.epoch,
+                               dropped=self._dropped(), row_groups=row_groups,
+                               mixture=mixture)
 
     # --- iteration ----------------------------------------------------------------------------
     def __iter__(self):
@@ -995,7 +978,8 @@ class BatchLoader:
         if len(self._value_nulls[0]):  # rows nulls="drop" leaves out, read beside others
             i = table.schema.get_field_index(self.column)
             table = table.set_column(i, self.column, fill_value_nulls(table.column(i)))
-        seqs = as_sequences(table, self.column, self.select.level, _FN)
+        seqs = as_sequences(table, self.column, self.select.level, _FN,
+                            nulls=self.select.read_nulls)
         if self._sep is not None:
             seqs = with_separator(seqs, self._sep)
         firsts = np.asarray(firsts, np.int64)
@@ -1081,7 +1065,8 @@ class BatchLoader:
         value_nulls = len(self._value_nulls[0]) > 0
         starts = self._ray.block_starts
         for b, table in self._ray.blocks(set(groups), value_nulls):
-            seqs = as_sequences(table, self.column, self.select.level, _FN)
+            seqs = as_sequences(table, self.column, self.select.level, _FN,
+                                nulls=self.select.read_nulls)
             if self._sep is not None:
                 seqs = with_separator(seqs, self._sep)
             extras = {e.name: e.prepare(table.column(e.name)) for e in self._extra_specs}
@@ -1107,7 +1092,43 @@ class BatchLoader:
         from lodarrow._training._torch import torch_dataset
 
         torch = import_optional("torch", "BatchLoader.torch")
-        return torch_dataset(torch, self)
+        return torch_dataset(torch, self, DatasetLink(self))
+
+
+class DatasetLink:
+    """What a PyTorch dataset over a loader (:mod:`lodarrow._training._torch`) uses of it
+    beyond its public methods (``state_dict``, ``load_state_dict``, ``set_epoch``,
+    ``position``, ``len``): the one internal interface between the two modules, so that the
+    dataset reads no private member of :class:`BatchLoader`.  Pickled with the loader into
+    ``DataLoader`` workers started by spawn or forkserver."""
+
+    __slots__ = ("loader",)
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __reduce__(self):
+        return DatasetLink, (self.loader,)
+
+    def watch(self, dataset):
+        """Tell ``dataset`` (its ``_publish()``) of every new position (``set_epoch``,
+        ``load_state_dict``); held weakly."""
+        self.loader._datasets.add(dataset)
+
+    def epoch_plan(self):
+        """``(plan, base)``: the current segment's plan of the epoch (every rank's batches)
+        and the epoch step it starts at."""
+        return self.loader._epoch_plan()
+
+    def send_over(self, one_storage):
+        """Hand each host batch, as NumPy arrays, to ``one_storage(batch)`` (a worker's
+        ring to the main process), which returns what is delivered instead."""
+        self.loader._one_storage = one_storage
+
+    def produce(self, plan, steps, next_first=0):
+        """``(step, batch, tokens)`` for each step of ``steps`` of ``plan``, each block read
+        once; ``next_first``: the next pass's first step to read ahead (None: none)."""
+        return self.loader._produce(plan, steps, next_first)
 
 
 def _blocks_of(plan, rank, steps, limit=None):

@@ -52,8 +52,9 @@ class RaySource:
         The bytes of the sequence column's values (for the progress bar).
     """
 
-    def __init__(self, source, column, level, window, extra_columns, fn):
+    def __init__(self, source, column, level, window, extra_columns, fn, *, nulls):
         self.source, self.window, self.level, self.fn = source, window, level, fn
+        self.nulls = nulls  # how a null row reads (Selection.read_nulls)
         self.extra_columns = list(extra_columns)
         self.column = column
         lengths, row_nulls, value_rows, value_seqs = [], [], [], []
@@ -113,14 +114,16 @@ class RaySource:
                             f"column of sequences; name the list column with column=")
         check_level(self.level, list_depth(self.type), self.fn)
         # pa.nulls: pyarrow's array() imports pandas
-        self.empty = as_sequences(pa.nulls(0, type=self.type), None, self.level, self.fn)
+        self.empty = as_sequences(pa.nulls(0, type=self.type), None, self.level, self.fn,
+                                  nulls=self.nulls)
         values = self.empty.values
         self._value_bytes = values.dtype.itemsize * int(np.prod(values.shape[1:]))
 
     def _lengths_of(self, col):
         from lodarrow._training._collate import as_sequences
 
-        return np.asarray(as_sequences(col, None, self.level, self.fn).lengths, np.int64)
+        return np.asarray(as_sequences(col, None, self.level, self.fn, nulls=self.nulls).lengths,
+                          np.int64)
 
     def where(self, row):
         """Row ``row`` as messages name it."""

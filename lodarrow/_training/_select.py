@@ -4,15 +4,16 @@ sequences, shuffling, ranks, balance and budgets (docs/training.md#where-options
 :class:`Selection` checks these options once and, bound to the shape stage
 (:class:`lodarrow._training._shape.BatchShape`), states what the plan may rely on: the
 planning arguments (:meth:`Selection.plan_args`), each batch's sequence cap (the smaller of
-``batch_size`` and the shape's ``max_count``), and which sequences no batch within the
-budget can hold (:meth:`Selection.over`).  Where two options of the stages cannot meet (a
-``batch_size`` above ``num_rows``, ``oversize="split"`` without packed rows) the loader is
-refused here, when it is made.
+``batch_size`` and the shape's ``max_count``), and which sequences ``nulls`` and ``oversize``
+leave out or refuse (:meth:`Selection.left_out`: the plan module's one decision,
+:func:`lodarrow._training._epoch.left_out`).  Where two options of the stages
+cannot meet (a ``batch_size`` above ``num_rows``, ``oversize="split"`` without packed rows)
+the loader is refused here, when it is made.
 """
 
 import numpy as np
 
-from lodarrow._training._epoch import PlanArgs
+from lodarrow._training._epoch import PlanArgs, left_out
 from lodarrow._validation import (as_flag, as_int, as_nonnegative_int, as_positive_int,
                                   check_choice)
 
@@ -115,6 +116,14 @@ class Selection:
         return self
 
     @property
+    def read_nulls(self):
+        """How the reader takes a null row of the sequence column (``from_arrow``'s ``nulls``):
+        always ``"empty"``.  ``nulls="error"`` refused every null row when the loader was made
+        (none is read); ``"empty"`` delivers it as an empty sequence; ``"drop"`` reads it beside
+        its neighbours and never delivers it."""
+        return "empty"
+
+    @property
     def count_cap(self):
         """The most sequences of a batch: ``batch_size`` and the shape's cap, the smaller."""
         caps = [c for c in (self.batch_size, self.shape.max_count) if c is not None]
@@ -131,16 +140,13 @@ class Selection:
                         oversize="alone" if self.oversize == "split" else self.oversize,
                         cell_rows=cell_rows, fn=self.fn, shape=self.shape)
 
-    def over(self, lengths):
-        """Which of ``lengths`` a batch of its own would hold over the budget (after padding)
-        or not at all, with the limit they break, for the checks made when the loader is
-        made: ``(mask, limit)``."""
-        shape = self.shape
-        alone = shape.alone(lengths)
-        unplaceable = alone < 0
-        over = alone > self.max_tokens if self.max_tokens is not None else np.zeros_like(
-            unplaceable)
-        return unplaceable, over
+    def left_out(self, lengths, row_nulls, value_nulls):
+        """``nulls`` and ``oversize`` applied to the source's ``lengths`` and nulls (see
+        :func:`lodarrow._training._epoch.left_out`) with this stage's options, budget and
+        shape: a :class:`~lodarrow._training._epoch.LeftOut`, decided when the loader is made."""
+        return left_out(lengths, nulls=self.nulls, oversize=self.oversize, shape=self.shape,
+                        max_tokens=self.max_tokens, level=self.level, row_nulls=row_nulls,
+                        value_nulls=value_nulls)
 
     def fingerprint(self):
         """The options that decide the plan (a saved state names them)."""

@@ -5,15 +5,24 @@ import numpy as np
 __all__ = ["batch_slots", "plan_statistics"]
 
 
-def plan_statistics(plan, base, loader):
+def plan_statistics(plan, base, shape, *, epoch, dropped, row_groups=None, mixture=None):
     """The statistics of ``plan`` (the current segment of the loader's epoch, from step
-    ``base`` of the epoch) for :meth:`BatchLoader.statistics`."""
-    sizes, tokens = plan.sizes, plan.tokens
-    padded = batch_slots(plan, loader.shape)
-    nulls, oversize = loader._dropped()
+    ``base`` of the epoch) for :meth:`BatchLoader.statistics`, from what the loader passes:
+
+    - ``shape``: its :class:`~lodarrow._training._shape.BatchShape`; ``epoch``: the epoch;
+    - ``dropped``: ``(nulls, oversize)``, the sequences of the epoch left out before planning;
+    - ``row_groups``: a Parquet source's ``(part_starts, source_rows)``, the first sequence of
+      each row group (and the total) and the function from plan positions to the source's
+      (None: not Parquet);
+    - ``mixture``: ``(names, counts, epoch_mix)``, a mixture's source names, the sequences the
+      epoch plans of each, and its :class:`~lodarrow._training._mix.EpochMix` (None: none).
+    """
+    tokens = plan.tokens
+    padded = batch_slots(plan, shape)
+    nulls, oversize = dropped
     total_padded = int(padded.sum())
     out = {
-        "epoch": loader.epoch,
+        "epoch": epoch,
         "num_replicas": plan.num_replicas,
         "first_step": base,
         "steps": plan.steps,
@@ -28,32 +37,31 @@ def plan_statistics(plan, base, loader):
     }
     if getattr(plan, "redelivered", 0):  # a state saved when re-plans were whole sequences
         out["redelivered_tokens"] = int(plan.redelivered)
-    if loader.shape.mode == "blocks":  # remainder="drop": sequences wholly in a cut block
+    if shape.mode == "blocks":  # remainder="drop": sequences wholly in a cut block
         out["dropped"]["remainder"] = int(plan.dropped.get("remainder", 0))
     if plan.items is not None:
-        out["packing"] = _packing(plan, loader.shape)
-        if loader.shape.mode == "blocks":
+        out["packing"] = _packing(plan, shape)
+        if shape.mode == "blocks":
             out["packing"]["remainder_tokens"] = int(plan.dropped.get("remainder_tokens", 0))
-    if loader._parts is not None:
-        out["decodes"] = _decodes(plan, loader)
-    if loader._mix is not None:
-        out["sources"] = _sources(plan, loader)
+    if row_groups is not None:
+        out["decodes"] = _decodes(plan, *row_groups)
+    if mixture is not None:
+        out["sources"] = _sources(plan, *mixture)
     return out
 
 
-def _sources(plan, loader):
+def _sources(plan, names, counts, em):
     """A mixture's sources in the plan (all ranks): the sequences the epoch plans of each
     (``planned``, before what is dropped), and those and their tokens in this segment's
     batches."""
-    em = loader._epoch_mix()
     rows = plan.rows_of_steps(0, plan.steps)
-    k = len(loader._mix.names)
+    k = len(names)
     seqs = np.bincount(em.source[rows], minlength=k)
     tokens = np.bincount(em.source[rows], weights=em.lengths[rows], minlength=k)
     total = max(int(seqs.sum()), 1)
-    return {name: {"planned": int(loader._mix_counts[s]), "sequences": int(seqs[s]),
+    return {name: {"planned": int(counts[s]), "sequences": int(seqs[s]),
                    "tokens": int(tokens[s]), "share": float(seqs[s] / total)}
-            for s, name in enumerate(loader._mix.names)}
+            for s, name in enumerate(names)}
 
 
 def _sequences(plan):
@@ -112,16 +120,17 @@ def _ratios(cost):
     return {"median": float(np.median(ratio)), "max": float(ratio.max())}
 
 
-def _decodes(plan, loader):
+def _decodes(plan, starts, source_rows):
     """How many times the epoch decodes each row group: once per (rank, block) that reads it
-    (one reader per rank; ``DataLoader`` workers each read the blocks of their steps)."""
-    starts = loader._part_starts
+    (one reader per rank; ``DataLoader`` workers each read the blocks of their steps).
+    ``starts``: each row group's first sequence, and the total; ``source_rows``: the
+    source's positions of plan positions."""
     n_parts = len(starts) - 1
     counts = np.zeros(n_parts, np.int64)
     for r in range(plan.num_replicas):
         for k in np.unique(plan.block[r]):
             steps = np.flatnonzero(plan.block[r] == k)
-            rows = loader._source_rows(np.concatenate([plan.batch(r, s) for s in steps]))
+            rows = source_rows(np.concatenate([plan.batch(r, s) for s in steps]))
             counts[np.unique(np.searchsorted(starts, rows, side="right") - 1)] += 1
     read = counts[counts > 0]
     return {"row_groups": int(n_parts), "max": int(counts.max()) if n_parts else 0,

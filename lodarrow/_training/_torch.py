@@ -38,11 +38,13 @@ _AGREE_SECONDS = 120
 _CLASS = None
 
 
-def torch_dataset(torch, loader):
+def torch_dataset(torch, loader, link):
+    """``loader`` as a ``TorchBatches``; ``link``: what the dataset uses of the loader beyond
+    its public methods (:class:`lodarrow._training._loader.DatasetLink`)."""
     global _CLASS
     if _CLASS is None:
         _CLASS = _make_class(torch)
-    return _CLASS(loader)
+    return _CLASS(loader, link)
 
 
 def stateful_loader_state(dataloader_state):
@@ -149,17 +151,17 @@ def _rebuild(arrays, rest):
     return out
 
 
-def _dataset_in_worker(loader, shared, ring):
+def _dataset_in_worker(loader, link, shared, ring):
     import torch
 
     global _CLASS
     if _CLASS is None:
         _CLASS = _make_class(torch)
     dataset = _CLASS.__new__(_CLASS)
-    dataset.loader, dataset._shared, dataset._ring = loader, shared, ring
+    dataset.loader, dataset._link, dataset._shared, dataset._ring = loader, link, shared, ring
     dataset._version, dataset._made, dataset._first = 0, 0, None
     dataset._restored, dataset._passes = False, (None, 0)
-    loader._datasets.add(dataset)  # a trainer process given the dataset: set_epoch publishes
+    link.watch(dataset)  # a trainer process given the dataset: set_epoch publishes
     return dataset
 
 
@@ -167,9 +169,10 @@ def _make_class(torch):
     class TorchBatches(torch.utils.data.IterableDataset):
         """A :class:`lodarrow.BatchLoader` as a PyTorch ``IterableDataset``."""
 
-        def __init__(self, loader):
+        def __init__(self, loader, link):
             super().__init__()
             self.loader = loader
+            self._link = link  # the loader's internals this dataset uses (DatasetLink)
             self._shared = shared_array("c", _STATE_BYTES)
             # the position a worker applied last (0: none; a forked worker applies the
             # published one, whatever the main process's loader did since)
@@ -180,11 +183,11 @@ def _make_class(torch):
             self._passes = (None, 0)  # (pid, passes begun by that process's worker)
             self._ring = BatchRing()  # workers' batches to the main process (_ring.py)
             self._publish()
-            loader._datasets.add(self)  # loader.set_epoch / load_state_dict publish too
+            link.watch(self)  # loader.set_epoch / load_state_dict publish too
 
         def __reduce__(self):
             # a worker started by spawn / forkserver: the same loader, shared block and ring
-            return _dataset_in_worker, (self.loader, self._shared, self._ring)
+            return _dataset_in_worker, (self.loader, self._link, self._shared, self._ring)
 
         # --- the position, shared with the workers ----------------------------------------
         def _publish(self):
@@ -287,10 +290,10 @@ def _make_class(torch):
                 return self.loader.state_dict()
             if self._first is None:  # no pass yet: where this worker's pass will start
                 self._sync()
-                _, base = self.loader._epoch_plan()
+                _, base = self._link.epoch_plan()
                 first = self.loader.position.cursor - base + info.id
             else:
-                _, base = self.loader._epoch_plan()
+                _, base = self._link.epoch_plan()
                 first = self._first
             step = first + self._made * info.num_workers
             return {"worker": info.id, "num_workers": info.num_workers,
@@ -322,7 +325,7 @@ def _make_class(torch):
             os.environ["LODARROW_NUM_THREADS"] = "1"  # the workers share the cores
             _exit_with_parent()
             if self.loader.deliver.to == "torch":
-                self.loader._one_storage = functools.partial(_for_the_wire, self._ring)
+                self._link.send_over(functools.partial(_for_the_wire, self._ring))
             return self._worker_pass(info)
 
         def _worker_pass(self, info):
@@ -345,7 +348,7 @@ def _make_class(torch):
                                       f"load_state_dict to resume)", UserWarning, stacklevel=2)
                     shared["passes"] += 1
                     self._shared.value = json.dumps(shared).encode()
-            plan, base = loader._epoch_plan()
+            plan, base = self._link.epoch_plan()
             if self._first is None:
                 self._first = loader.position.cursor - base + info.id
                 self._made = 0
@@ -356,7 +359,7 @@ def _make_class(torch):
             # worker (the default) exits with its pass, and would read it for nothing
             passes = self._passes[1] if self._passes[0] == os.getpid() else 0
             self._passes = (os.getpid(), passes + 1)
-            for _, batch, _ in loader._produce(plan, steps, info.id if passes else None):
+            for _, batch, _ in self._link.produce(plan, steps, info.id if passes else None):
                 self._made += 1
                 yield batch
             # this pass is over: the next one starts from the published position again
