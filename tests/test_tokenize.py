@@ -170,14 +170,25 @@ def test_callables_and_the_narrowest_dtype(tmp_path):
         assert pq.read_table(tmp_path / f"b{k}")["tokens"].to_pylist() == \
             [list(range(len(t))) for t in table["text"].to_pylist()]
 
+    # NumPy ids outside a uint16 vocabulary (65,536 and -1) are errors naming the true id,
+    # never wrapped around by the cast to the column's dtype
+    for bad in (65_536, 70_000, -1):
+        for k, f in enumerate([lambda ts, b=bad: [np.array([1, b], np.int64) for t in ts],
+                               lambda ts, b=bad: [list(np.array([1, b], np.int64))
+                                                  for t in ts]]):
+            with pytest.raises(ValueError, match=rf"row 0: the tokenizer returned id {bad}, "
+                                                 rf"outside the vocabulary \(ids 0-65535\)"):
+                la.tokenize(table, tmp_path / f"c{k}", f, vocab_size=1 << 16,
+                            progress=False, resume=False)
+
 
 def reference(ids, bos, eos, m, overflow):
     """The rows one document's ids give (a slow, obvious loop)."""
     full = list(bos) + list(ids) + list(eos)
     if m is None or len(full) <= m:
         return [full]
-    if overflow == "truncate":
-        return [full[:m]]
+    if overflow == "truncate":  # bos and eos kept, the text cut
+        return [list(bos) + list(ids)[:m - len(bos) - len(eos)] + list(eos)]
     return [full[i:i + m] for i in range(0, len(full), m)]
 
 
@@ -199,6 +210,21 @@ def test_bos_eos_max_length(tok, tmp_path, overflow):
     full = sum(len(ids) + 3 for ids in encoded(tok, TEXTS))
     assert s.truncated_tokens == (full - s.tokens if overflow == "truncate" else 0)
     assert max(map(len, rows)) == m
+
+
+def test_truncate_keeps_bos_and_eos(tok, tmp_path):
+    table = pa.table({"text": ["a long enough text", "x"]})
+    ids = encoded(tok, ["a long enough text"])[0]
+    s = la.tokenize(table, tmp_path / "t", tok, bos=1, eos=0, max_length=2,
+                    overflow="truncate", progress=False)
+    assert pq.read_table(tmp_path / "t")["tokens"].to_pylist() == [[1, 0], [1, 0]]
+    assert s.truncated_tokens == len(ids) + len(encoded(tok, ["x"])[0])
+    la.tokenize(table, tmp_path / "u", tok, eos=[0, 2], max_length=3, overflow="truncate",
+                progress=False)
+    assert pq.read_table(tmp_path / "u")["tokens"].to_pylist()[0] == [ids[0], 0, 2]
+    with pytest.raises(ValueError, match=r"max_length=2 is shorter than bos and eos \(3"):
+        la.tokenize(table, tmp_path / "v", tok, bos=1, eos=[0, 2], max_length=2,
+                    overflow="truncate")
 
 
 def test_several_text_columns_separator_nulls_and_empty(tok, tmp_path):
@@ -304,10 +330,13 @@ def test_a_killed_run_resumes_to_the_same_dataset(tok, tmp_path):
     staging = [p for p in os.listdir(tmp_path) if p.startswith(".dest.lodarrow-tokenize-")]
     assert len(staging) == 1
     left = sorted(os.listdir(tmp_path / staging[0]))
-    assert left == [".p2.parquet.tmp", "p0.parquet", "p1.parquet"]
+    assert len(left) == 3 and left[1:] == ["p0.parquet", "p1.parquet"]
+    assert left[0].startswith(".p2.parquet.") and left[0].endswith(".lodarrow-tmp")
     s = la.tokenize(src, dest, tok.path, batch_rows=100, progress=False)
     assert s.resumed == 2 and s.files == 5
-    la.tokenize(src, tmp_path / "whole", tok.path, batch_rows=100, progress=False)
+    whole = la.tokenize(src, tmp_path / "whole", tok.path, batch_rows=100, progress=False)
+    # the resumed files' counts come from their footers
+    assert (s.documents, s.rows, s.tokens) == (whole.documents, whole.rows, whole.tokens)
     assert sorted(os.listdir(dest)) == [f"p{k}.parquet" for k in range(5)]
     for k in range(5):
         a, b = pq.read_table(dest / f"p{k}.parquet"), pq.read_table(tmp_path / "whole" /
@@ -317,6 +346,125 @@ def test_a_killed_run_resumes_to_the_same_dataset(tok, tmp_path):
     # another job (other options) does not take the finished files of this one
     s = la.tokenize(src, tmp_path / "other", tok.path, eos=0, progress=False)
     assert s.resumed == 0
+
+
+def _failing_on(monkeypatch, name):
+    """``finish`` raises for the file ``name`` (a run that stops, its staging kept)."""
+    real = _tokenize._Encoder.finish
+
+    def finish(self, prepared):
+        if name in prepared[0].column("text").to_pylist()[0]:
+            raise KeyboardInterrupt
+        return real(self, prepared)
+
+    monkeypatch.setattr(_tokenize._Encoder, "finish", finish)
+
+
+def test_a_finished_file_without_its_lengths_is_written_again(tok, tmp_path, monkeypatch):
+    src = tmp_path / "src"
+    src.mkdir()
+    for k in range(2):
+        pq.write_table(pa.table({"text": [f"file{k} " + t for t in make_texts(30, seed=k)]}),
+                       src / f"p{k}.parquet")
+    _failing_on(monkeypatch, "file1")
+    with pytest.raises(KeyboardInterrupt):
+        la.tokenize(src, tmp_path / "dest", tok.path, progress=False)
+    monkeypatch.undo()
+    staging = tmp_path / next(p for p in os.listdir(tmp_path) if p.startswith(".dest."))
+    done = staging / "p0.parquet"
+    meta = pq.read_metadata(done).metadata
+    assert _tokenize.FOOTER_KEY in meta and _tokenize._COUNTS_KEY.encode() in meta
+    # the same file, its counts kept but not its lengths: not accepted by the resume
+    table = pq.read_table(done)
+    with pq.ParquetWriter(done, table.schema) as w:
+        w.write_table(table)
+        w.add_key_value_metadata({_tokenize._COUNTS_KEY: meta[_tokenize._COUNTS_KEY.encode()]})
+    s = la.tokenize(src, tmp_path / "dest", tok.path, progress=False)
+    assert (s.resumed, s.documents) == (0, 2 * len(make_texts(30)))
+    assert _tokenize.FOOTER_KEY in pq.read_metadata(tmp_path / "dest" / "p0.parquet").metadata
+
+
+def test_lengths_that_cannot_be_recorded_fail_the_file(tok, tmp_path, monkeypatch):
+    import warnings
+
+    def stamp(self, path, fn="x"):
+        warnings.warn("disk full", RuntimeWarning)
+        return False
+
+    monkeypatch.setattr(_tokenize.LengthsRecorder, "stamp", stamp)
+    pq.write_table(pa.table({"text": make_texts(20)}), tmp_path / "a.parquet")
+    with pytest.raises(OSError, match="cannot record the sequence lengths.*disk full"):
+        la.tokenize(tmp_path / "a.parquet", tmp_path / "dest", tok.path, resume=False)
+    assert sorted(os.listdir(tmp_path)) == ["a.parquet"]
+
+
+def test_two_runs_of_one_job_refuse_each_other(tok, tmp_path, monkeypatch):
+    import threading
+
+    pq.write_table(pa.table({"text": make_texts(20)}), tmp_path / "a.parquet")
+    inside, leave = threading.Event(), threading.Event()
+    real = _tokenize._Encoder.finish
+
+    def finish(self, prepared):
+        inside.set()
+        leave.wait(30)
+        return real(self, prepared)
+
+    monkeypatch.setattr(_tokenize._Encoder, "finish", finish)
+    first = threading.Thread(target=la.tokenize, args=(tmp_path / "a.parquet",
+                                                       tmp_path / "dest", tok.path))
+    first.start()
+    try:
+        assert inside.wait(30)
+        with pytest.raises(RuntimeError, match="another run of this job is writing"):
+            la.tokenize(tmp_path / "a.parquet", tmp_path / "dest", tok.path)
+    finally:
+        leave.set()
+        first.join(30)
+    assert pq.read_table(tmp_path / "dest" / "a.parquet").num_rows == len(make_texts(20))
+
+
+ORPHAN = textwrap.dedent("""
+    import multiprocessing, sys, time
+    from lodarrow._tables import _tokenize
+
+    def child():
+        _tokenize._die_with_parent()
+        time.sleep(60)
+
+    if __name__ == "__main__":
+        p = multiprocessing.get_context("spawn").Process(target=child)
+        p.start()
+        time.sleep(1.0)  # the child has called _die_with_parent
+        print(p.pid, flush=True)
+        time.sleep(60)
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="checks /proc")
+def test_workers_end_with_their_parent(tmp_path):
+    import time
+
+    script = tmp_path / "orphan.py"
+    script.write_text(ORPHAN)
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+    finally:
+        parent.kill()
+        parent.wait()
+        parent.stdout.close()
+    for _ in range(50):
+        try:
+            with open(f"/proc/{child}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the worker outlived its parent")
 
 
 def test_processes_give_the_same_dataset(tok, tmp_path):
@@ -413,7 +561,7 @@ def test_the_command_line(tok, corpus, tmp_path, capsys):
     assert "tokens (list<uint16>)" in capsys.readouterr().out
     got = pq.read_table(dest / "b.parquet")
     assert got.schema.names == ["id", "tokens"]
-    assert got["tokens"].to_pylist() == [(ids + [0])[:16] for ids in encoded(tok, TEXTS)]
+    assert got["tokens"].to_pylist() == [ids[:15] + [0] for ids in encoded(tok, TEXTS)]
     rc = cli(["tokenize", str(corpus / "a.parquet"), str(tmp_path / "x"), "--tokenizer",
               tok.path, "--text", "body"])
     err = capsys.readouterr().err
@@ -504,3 +652,46 @@ def test_json_lines_are_checked_from_their_first_line(tok, tmp_path):
     with pytest.raises(ValueError, match="is a URI; tokenize reads local files"):
         la.tokenize("s3://bucket/corpus/", dest, tok)
     assert sorted(os.listdir(tmp_path)) == ["a.jsonl", "a.jsonl.gz"]
+
+
+def test_a_missing_text_key_is_not_a_null(tok, tmp_path):
+    lines = [{"text": "a"}, {"text": None}, {"text": "b"}, {"body": "no text"}, {"text": "c"}]
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    for nulls in ("error", "drop"):
+        with pytest.raises(ValueError, match=r"'.*a\.jsonl', line 4: no text key 'text'"):
+            la.tokenize(tmp_path / "a.jsonl", tmp_path / "d", tok, nulls=nulls,
+                        resume=False)
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines[:3]))
+    s = la.tokenize(tmp_path / "a.jsonl", tmp_path / "d", tok, nulls="drop", progress=False)
+    assert (s.documents, s.dropped_nulls, s.rows) == (3, 1, 2)
+
+
+@pytest.mark.parametrize("ext", ["gz", "bz2", "zst"])
+def test_a_truncated_compressed_file_is_a_value_error_naming_it(tok, tmp_path, ext):
+    import bz2
+
+    data = "".join(json.dumps({"text": t}) + "\n" for t in make_texts(3000, seed=1)).encode()
+    if ext == "zst":
+        data = pa.compress(data, "zstd", asbytes=True)
+    else:
+        data = gzip.compress(data) if ext == "gz" else bz2.compress(data)
+    (tmp_path / f"a.jsonl.{ext}").write_bytes(data[:len(data) // 2])
+    with pytest.raises(ValueError, match=rf"'.*a\.jsonl\.{ext}'.*cannot read"):
+        la.tokenize(tmp_path / f"a.jsonl.{ext}", tmp_path / "d", tok, progress=False,
+                    resume=False)
+    assert sorted(os.listdir(tmp_path)) == [f"a.jsonl.{ext}"]
+
+
+def test_a_dictionary_encoded_text_column(tok, tmp_path):
+    texts = ["a b", None, "a b", "café"]
+    table = pa.table({"text": pa.array(texts).dictionary_encode(), "k": [0, 1, 2, 3]})
+    s = la.tokenize(table, tmp_path / "d", tok, nulls="drop", columns=["k", "text"],
+                    progress=False)
+    got = pq.read_table(tmp_path / "d")
+    assert s.dropped_nulls == 1 and got["k"].to_pylist() == [0, 2, 3]
+    assert got["tokens"].to_pylist() == encoded(tok, ["a b", "a b", "café"])
+    assert got["text"].to_pylist() == ["a b", "a b", "café"]
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"text": pd.Categorical(["x y", "x"])})
+    udf = la.tokenize_udf(tok)
+    assert [list(r) for r in udf(frame)["tokens"]] == encoded(tok, ["x y", "x"])

@@ -34,6 +34,7 @@ import shutil
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 import pyarrow as pa
@@ -41,7 +42,7 @@ import pyarrow as pa
 from lodarrow._progress import Progress
 from lodarrow._progress import mb as _mb
 from lodarrow._tables._dataset import _publish, free_dest
-from lodarrow._tables._lengths_store import LengthsRecorder
+from lodarrow._tables._lengths_store import FOOTER_KEY, LengthsRecorder
 from lodarrow._tables._parquet_writers import remove_partial
 from lodarrow._validation import as_positive_int, check_choice
 
@@ -153,6 +154,10 @@ class _Encoder:
                 raise ValueError(f"{fn}: max_length must be >= 1, got {max_length}")
             max_length = int(max_length)
         check_choice(overflow, f"{fn}: overflow", _OVERFLOW)
+        specials = self.bos.size + self.eos.size
+        if overflow == "truncate" and max_length is not None and max_length < specials:
+            raise ValueError(f"{fn}: max_length={max_length} is shorter than bos and eos "
+                             f"({specials} ids), which truncate keeps in every row")
         check_choice(nulls, f"{fn}: nulls", _NULLS)
         for name, flag in (("drop_empty", drop_empty), ("add_special_tokens",
                                                           add_special_tokens)):
@@ -228,6 +233,8 @@ class _Encoder:
                 raise KeyError(f"{where}: no text column {name!r}; the columns are "
                                f"{schema.names} (give text=)")
             t = schema.field(i).type
+            if pa.types.is_dictionary(t):  # pandas' categorical: read as its strings
+                t = t.value_type
             if not (pa.types.is_string(t) or pa.types.is_large_string(t)
                     or pa.types.is_string_view(t) or pa.types.is_null(t)):
                 raise TypeError(f"{where}: the text column {name!r} is of type {t}, not "
@@ -276,21 +283,31 @@ class _Encoder:
                 raise ValueError("the tokenizer returned null ids")
             offsets = offsets - offsets[0]
             return offsets, self._checked_values(np.asarray(values), offsets)
-        if self._fast is not None or hasattr(self._tok, "encode_batch"):
+        encodings = self._fast is not None or hasattr(self._tok, "encode_batch")
+        if encodings:
             ids = [e.ids for e in raw]  # the one Python list per document
         else:
             ids = list(raw)
+        del raw  # the Encodings (strings, offsets): freed once their ids are taken
         if len(ids) != n:
             raise ValueError(f"the tokenizer returned {len(ids)} lists of ids for {n} texts")
         lengths = np.fromiter(map(len, ids), np.int64, count=n)
         offsets = np.zeros(n + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
         total = int(offsets[-1])
-        # one preallocated array filled from the lists: no Python object per token kept
-        try:
-            values = np.fromiter(itertools.chain.from_iterable(ids), self.dtype, count=total)
-        except (OverflowError, ValueError, TypeError):
-            values = np.fromiter(itertools.chain.from_iterable(ids), np.int64, count=total)
+        chain = itertools.chain.from_iterable(ids)
+        if not encodings and ids and all(isinstance(x, np.ndarray) for x in ids):
+            # NumPy arrays keep their dtype (a cast to self.dtype would wrap an id around)
+            values = np.concatenate(ids)
+        elif encodings:
+            # Python ints: one preallocated array filled from the lists (an id too large
+            # for self.dtype raises, then it is read again as int64 and checked)
+            try:
+                values = np.fromiter(chain, self.dtype, count=total)
+            except (OverflowError, ValueError, TypeError):
+                values = np.fromiter(itertools.chain.from_iterable(ids), np.int64, count=total)
+        else:  # a callable's lists may hold NumPy scalars: int64, checked, then cast
+            values = np.fromiter(chain, np.int64, count=total)
         return offsets, self._checked_values(values, offsets)
 
     def _checked_values(self, values, offsets):
@@ -323,7 +340,7 @@ class _Encoder:
                       truncated_tokens=0)
         keep = None
         for name in self.text:
-            col = table.column(name)
+            col = _text_column(table, name)
             if col.null_count:
                 if self.nulls == "error":
                     first = int(np.flatnonzero(np.asarray(col.is_null()))[0])
@@ -340,7 +357,7 @@ class _Encoder:
 
             blank = None
             for name in self.text:
-                col = table.column(name)
+                col = _text_column(table, name)
                 if pa.types.is_null(col.type):
                     continue
                 b = np.asarray(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(col)), 0)
@@ -359,7 +376,7 @@ class _Encoder:
         n = table.num_rows
         raws = []
         for name in self.text:
-            col = table.column(name)
+            col = _text_column(table, name)
             raws.append(self._raw([""] * n if pa.types.is_null(col.type) else col.to_pylist()))
         return table, start, keep, counts, raws
 
@@ -368,7 +385,11 @@ class _Encoder:
         table, start, keep, counts, raws = prepared
         n = table.num_rows
         try:
-            parts = [self._arrays(raw, n) for raw in raws]
+            parts = []
+            for k in range(len(raws)):
+                raw, raws[k] = raws[k], None  # freed inside _arrays once its ids are taken
+                parts.append(self._arrays(raw, n))
+                del raw
         except ValueError as exc:
             row = getattr(exc, "row", None)
             if row is None:
@@ -442,6 +463,10 @@ class _Encoder:
             np.cumsum(new_lengths, out=new_offsets[1:])
             pos = np.repeat(offsets[:-1] - new_offsets[:-1], new_lengths) + \
                 np.arange(int(new_offsets[-1]))
+            e = eos.size
+            if e:  # the content is cut, the eos kept (bos is within the first m - e)
+                tail = np.arange(-e, 0)
+                pos[(new_offsets[1:, None] + tail).ravel()] = (offsets[1:, None] + tail).ravel()
             return new_offsets, values[pos], int(offsets[-1] - new_offsets[-1]), None
         pieces = np.maximum(-(-lengths // m), 1)
         rows = np.repeat(np.arange(n), pieces)
@@ -449,6 +474,14 @@ class _Encoder:
         within = np.arange(len(rows)) - np.repeat(first, pieces)
         starts = offsets[rows] + within * m
         return np.concatenate([starts, offsets[-1:]]), values, 0, rows
+
+
+def _text_column(table, name):
+    """A text column, a dictionary-encoded one (pandas' categorical) as its strings."""
+    col = table.column(name)
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(col.type.value_type)
+    return col
 
 
 # ------------------------------------------------------------------------- the engines' udf
@@ -774,7 +807,7 @@ def _open(inp, enc, fn, block=None):
                     raise
                 block *= 4
         enc.check_schema(reader.schema, where)
-        return reader.schema, _json_batches(reader, enc)
+        return reader.schema, _json_batches(reader, enc, inp.path, where)
     except (KeyError, TypeError, ValueError) as exc:
         message = exc.args[0] if exc.args else ""
         if isinstance(message, str) and message.startswith(where) and \
@@ -789,6 +822,8 @@ def _raise_read(exc, inp, where, enc):
     row = _first_bad_json_row(inp.path, enc.text) if inp.kind == "json" else None
     extra = f", row {row}" if row is not None else ""
     kind = type(exc) if type(exc).__module__ == "builtins" else ValueError
+    if kind is OSError:  # a damaged file (a truncated .gz) is not an OS error
+        kind = ValueError
     if isinstance(exc, pa.ArrowException) and not isinstance(exc, (ValueError, OSError)):
         kind = ValueError
     raise kind(f"{where}{extra}: cannot read: {exc}") from exc
@@ -888,11 +923,39 @@ def _table_batches(table, enc):
         yield table.slice(start, rows)
 
 
-def _json_batches(reader, enc):
+def _missing_text_line(path, texts):
+    """The first line (1-based) of a JSON lines file without one of the text keys and the
+    key, or None: pyarrow reads a missing key as a null."""
+    import io
+
+    with pa.input_stream(path, compression="detect") as raw, \
+            io.TextIOWrapper(raw, encoding="utf-8") as f:
+        for k, line in enumerate(f):
+            if line.strip():
+                obj = json.loads(line)
+                for t in texts:
+                    if t not in obj:
+                        return k + 1, t
+    return None
+
+
+def _json_batches(reader, enc, path, where):
     schema = reader.schema
     cols = enc.read_columns(schema)
+    checked = False
     for batch in reader:
         t = pa.Table.from_batches([batch])
+        if not checked and any(t.column(n).null_count for n in enc.text):
+            # a null may be a missing key: an error, whatever nulls= says (once a file)
+            checked = True
+            try:
+                missing = _missing_text_line(path, enc.text)
+            except (OSError, ValueError, TypeError, EOFError, pa.ArrowException):
+                missing = None  # unreadable further on: reported when reached
+            if missing is not None:
+                raise ValueError(f"{where}, line {missing[0]}: no text key {missing[1]!r} "
+                                 f"(a missing key is an error; a null text is written "
+                                 f"\"{missing[1]}\": null)")
         if enc.batch_rows and t.num_rows > enc.batch_rows:
             for s in range(0, t.num_rows, enc.batch_rows):
                 yield t.select(cols).slice(s, enc.batch_rows)
@@ -1033,7 +1096,8 @@ def _tokenize_file_once(pq, inp, enc, out_path, write_options, bar, fn, block,
     except BaseException:
         reader.close()
         raise
-    tmp = os.path.join(folder, f".{leaf}.tmp")
+    # unique to this run: a worker of a killed run still writing cannot clash with it
+    tmp = os.path.join(folder, f".{leaf}.{os.getpid()}-{os.urandom(4).hex()}{_TMP}")
     totals = dict(documents=0, rows=0, tokens=0, dropped_nulls=0, dropped_empty=0,
                   truncated_tokens=0)
     recorder = LengthsRecorder(out_schema)
@@ -1072,8 +1136,12 @@ def _tokenize_file_once(pq, inp, enc, out_path, write_options, bar, fn, block,
                 if "straddling" in str(exc) and inp.kind == "json":
                     raise _BlockTooSmall() from None
                 row = _first_bad_json_row(inp.path, enc.text) if inp.kind == "json" else None
-                extra = f", row {row}" if row is not None else ""
-                raise type(exc)(f"{where}{extra}: cannot read: {exc}") from exc
+                extra = f", row {row}" if row is not None else \
+                    f" (after {totals['documents']} rows)"
+                # a damaged file (a truncated .gz, .zst, .bz2) is a ValueError
+                kind = type(exc) if isinstance(exc, (FileNotFoundError, PermissionError)) \
+                    else ValueError
+                raise kind(f"{where}{extra}: cannot read: {exc}") from exc
             except ValueError as exc:
                 if getattr(exc, "row", None) is None:
                     raise
@@ -1119,9 +1187,18 @@ def _tokenize_file_once(pq, inp, enc, out_path, write_options, bar, fn, block,
         thread = None
         if write_error:
             raise write_error[0]
+        # the counts, for the summary of a run that resumes with this file done
+        writer.add_key_value_metadata({_COUNTS_KEY: json.dumps(totals)})
         writer.close()
         writer = None
-        recorder.stamp(tmp, fn=fn)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            stamped = recorder.stamp(tmp, fn=fn)
+        if not stamped and write_options.get("store_schema", True):
+            # never a finished file without its lengths (a resume would accept it)
+            why = "; ".join(str(w.message) for w in caught) or "not recorded"
+            raise OSError(f"{where}: cannot record the sequence lengths in the output's "
+                          f"footer: {why}")
         os.replace(tmp, out_path)
     except BaseException:
         reader.close()
@@ -1163,6 +1240,81 @@ def _worker(args):
 def _init_worker(threads):
     os.environ["RAYON_NUM_THREADS"] = str(threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+    _die_with_parent()
+
+
+def _die_with_parent():
+    """End this worker when the process that started it dies (a killed run leaves no
+    worker writing): PR_SET_PDEATHSIG on Linux, else a thread watching ``os.getppid()``."""
+    import multiprocessing
+
+    starter = multiprocessing.parent_process()
+    parent = starter.pid if starter is not None else os.getppid()
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0:  # 1: PR_SET_PDEATHSIG
+            if os.getppid() != parent:  # it died before the call
+                os._exit(1)
+            return
+    except (OSError, AttributeError, ValueError):
+        pass
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="lodarrow-tokenize-parent").start()
+
+
+_TMP = ".lodarrow-tmp"
+_COUNTS_KEY = "lodarrow.tokenize"
+
+
+def _lock_staging(staging, fn):
+    """An exclusive lock on the staging directory (held until the descriptor is closed):
+    two runs of the same job refuse each other instead of writing the same files."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        return None
+    fd = os.open(staging, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise RuntimeError(f"{fn}: another run of this job is writing {staging!r}; wait for "
+                           f"it to end (or end it) and run again") from None
+    return fd
+
+
+def _clear_stale(staging, keep):
+    """Remove the temporary files a killed run left in ``staging`` (every file, unless
+    ``keep``: a resume keeps the finished ones)."""
+    for root, dirs, files in os.walk(staging):
+        for f in files:
+            if not keep or f.endswith(_TMP):
+                os.remove(os.path.join(root, f))
+
+
+def _finished_counts(path, write_options):
+    """The counts of a finished output file (read from its footer), or None when the file
+    must be written again: missing, unreadable, or without its counts or its lengths."""
+    import pyarrow.parquet as pq
+
+    if not os.path.exists(path):
+        return None
+    try:
+        meta = pq.read_metadata(path).metadata or {}
+        counts = json.loads(meta[_COUNTS_KEY.encode()])
+    except (OSError, KeyError, ValueError, pa.ArrowException):
+        return None
+    if FOOTER_KEY not in meta and write_options.get("store_schema", True):
+        return None
+    return counts
 
 
 # ------------------------------------------------------------------------- the summary
@@ -1278,8 +1430,10 @@ def tokenize(source, dest, tokenizer, *, text="text", out="tokens", columns=None
         The longest row written, in ids (bos and eos counted).
     overflow : {"split", "truncate"}, default "split"
         A longer document is cut into consecutive rows of ``max_length`` ids (the last one
-        shorter; its other columns repeated), or truncated to its first ``max_length`` ids
-        (counted in ``truncated_tokens``).
+        shorter; its other columns repeated), or truncated to ``max_length`` ids: bos, the
+        first ``max_length - len(bos) - len(eos)`` ids of the text, eos (the ids cut off
+        counted in ``truncated_tokens``; a ``max_length`` shorter than bos and eos is a
+        ValueError).
     drop_empty : bool, default False
         Drop documents whose text is empty or only whitespace (before tokenizing).
     nulls : {"error", "drop"}, default "error"
@@ -1416,17 +1570,34 @@ def tokenize(source, dest, tokenizer, *, text="text", out="tokens", columns=None
 
         key = uuid.uuid4().hex
     staging = os.path.join(parent, f".{name}.lodarrow-tokenize-{key[:16]}")
-    if os.path.isdir(staging) and not resume:
-        shutil.rmtree(staging)
     os.makedirs(staging, exist_ok=True)
-    done = [os.path.exists(os.path.join(staging, *i.rel.split("/"))) for i in inputs]
+    lock = _lock_staging(staging, fn)
+    try:
+        return _run_locked(inputs, enc, staging, dest, resume, overwrite, write_options,
+                           processes, progress, fn, t0)
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
+def _run_locked(inputs, enc, staging, dest, resume, overwrite, write_options, processes,
+                progress, fn, t0):
+    """:func:`tokenize` once the staging directory is locked."""
+    _clear_stale(staging, keep=resume)
+    totals = dict(documents=0, rows=0, tokens=0, dropped_nulls=0, dropped_empty=0,
+                  truncated_tokens=0, bytes_out=0)
+    done = []
+    for i in inputs:
+        counts = _finished_counts(os.path.join(staging, *i.rel.split("/")), write_options)
+        done.append(counts is not None)
+        for k in totals:
+            if k != "bytes_out":
+                totals[k] += int(counts.get(k, 0)) if counts else 0
     todo = [k for k in range(len(inputs)) if not done[k]]
     bar = Progress(len(inputs), sum(i.size for i in inputs), enabled=progress,
                    label=fn, tokens=True)
     for _ in range(len(inputs) - len(todo)):
         bar.file_done()
-    totals = dict(documents=0, rows=0, tokens=0, dropped_nulls=0, dropped_empty=0,
-                  truncated_tokens=0, bytes_out=0)
     ok = False
     try:
         paths = {k: os.path.join(staging, *inputs[k].rel.split("/")) for k in todo}
