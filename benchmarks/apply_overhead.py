@@ -1,7 +1,10 @@
 #!/usr/bin/env python
 """Where ``la.apply`` spends its time on a small table: each piece of the call timed alone.
 
-    python benchmarks/apply_overhead.py [--profile]
+    python benchmarks/apply_overhead.py [--profile] \
+        [--json benchmarks/results/apply_overhead.json --docs docs/performance.md]
+    python benchmarks/apply_overhead.py \
+        --from-json benchmarks/results/apply_overhead.json --docs docs/performance.md
 
 The call is the ``apply_overhead`` row of ``lodarrow bench``: ``la.apply(table,
 la.sequence_pool, input=la.col("x"), pool_type="sum", out="s")`` on a 10-row one-column
@@ -12,10 +15,18 @@ and the same chain written by hand with those building blocks: the floor the gen
 adds its bookkeeping to (docs/performance.md, "apply per call").  ``--profile`` adds the
 ``cProfile`` function count per call and the top functions by their own time.
 
+``--json PATH`` keeps every piece with the commit, versions, CPU, load and command;
+``--docs FILE.md`` writes the block between ``<!-- generated: apply-overhead, ... -->`` and
+``<!-- end generated: apply-overhead -->`` of that file from the JSON (the rest is kept);
+``--from-json PATH`` writes that block from an earlier run's JSON without running anything.
+
 The pieces are lodarrow's private functions: this script follows them, it is not an API.
 """
 
+import json
+import os
 import sys
+import time
 import timeit
 
 import numpy as np
@@ -31,7 +42,67 @@ def best(fn, number=20000, repeat=7):
     return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KEY = "apply-overhead"
+REGENERATE = ("python benchmarks/apply_overhead.py --from-json "
+              "benchmarks/results/apply_overhead.json --docs docs/performance.md")
+
+
+def _option(argv, name):
+    """The value after ``name`` in ``argv`` (None when absent)."""
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def markdown(report):
+    """The block of docs/performance.md, from the JSON alone."""
+    from lodarrow._bench import _docs
+
+    us = report["pieces_us"]
+    out = [f"Each piece timed alone in one run of `{report['command']}` (`timeit`, best of "
+           f"{report['repeat']} x {report['number']:,} calls), started {report['started']}.  "
+           f"{_docs.revision_line(report['revision'])}.  Machine: "
+           f"{_docs.machine_line(report['machine'], report.get('load_average_end'))}.",
+           "", "| piece | us a call |", "| --- | ---: |"]
+    out += [f"| {name} | {value:.2f} |" for name, value in us.items()]
+    out.append("")
+    out.append(f"- The same chain written by hand with the same building blocks (read the "
+               f"column, `from_arrow`, the operator, `to_arrow`, `append_column`): "
+               f"{us['the same chain by hand']:.2f} us, "
+               f"{us['the same chain by hand'] / us['la.apply']:.2f} of `la.apply`'s time; "
+               f"the rest is the generic engine (null rows, row alignment, result fields, the "
+               f"recent-call match) in Python.")
+    if report.get("calls_per_apply") is not None:
+        out.append(f"- Under `cProfile` a `la.apply` makes {report['calls_per_apply']:.0f} "
+                   f"Python and builtin calls.")
+    return "\n".join(out) + "\n"
+
+
 def main(argv):
+    sys.path.insert(0, ROOT)
+    from lodarrow._bench import _docs
+
+    source, docs = _option(argv, "--from-json"), _option(argv, "--docs")
+    if source:
+        with open(source) as fh:
+            report = json.load(fh)
+    else:
+        report = run(argv)
+        if _option(argv, "--json"):
+            with open(_option(argv, "--json"), "w") as fh:
+                json.dump(report, fh, indent=1)
+                fh.write("\n")
+    if docs:
+        _docs.write_block(docs, KEY, REGENERATE, markdown(report))
+
+
+def run(argv, number=20000, repeat=7):
+    """Time every piece (printing them) and return the report --json keeps."""
+    from lodarrow._bench import _docs
+
+    report = {"command": "python benchmarks/apply_overhead.py " + " ".join(argv),
+              "revision": _docs.revision(ROOT), "machine": _docs.machine(),
+              "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+              "number": number, "repeat": repeat, "pieces_us": {}, "calls_per_apply": None}
     offsets = np.array([0, 2, 3, 5, 5, 8, 9, 10, 12, 14, 15])
     values = np.random.default_rng(0).random(15)
     column = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))
@@ -74,7 +145,8 @@ def main(argv):
         ("the same chain by hand", by_hand),
     ]
     for name, fn in pieces:
-        print(f"{name:30s} {best(fn):7.2f} us")
+        report["pieces_us"][name] = best(fn, number, repeat)
+        print(f"{name:30s} {report['pieces_us'][name]:7.2f} us")
     if "--profile" in argv:
         import cProfile
         import pstats
@@ -83,8 +155,11 @@ def main(argv):
         profile = cProfile.Profile()
         profile.runcall(lambda: [call() for _ in range(n)])
         stats = pstats.Stats(profile)
+        report["calls_per_apply"] = stats.total_calls / n
         print(f"\ncProfile: {stats.total_calls / n:.0f} function calls per la.apply")
         stats.sort_stats("tottime").print_stats(12)
+    report["load_average_end"] = list(os.getloadavg())
+    return report
 
 
 if __name__ == "__main__":

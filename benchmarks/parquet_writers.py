@@ -3,28 +3,53 @@
 
 The writers ``write_parquet`` chose between (docs/performance.md#parquet-writes): pyarrow with
 its defaults, pyarrow with lodarrow's settings for LoDTensor columns (no dictionary, no
-statistics), polars' Rust writer, DuckDB's parallel ``COPY``, and ``lodarrow.write_parquet``
-itself.  Each file is read back by pyarrow and compared with pyarrow's.
+statistics), polars' Rust writer (with its own row groups and with pyarrow's 2**20 rows),
+DuckDB's parallel ``COPY``, and ``lodarrow.write_parquet`` itself.  Each file is read back by
+pyarrow and compared with pyarrow's.
 
-    python benchmarks/parquet_writers.py [--repeat 5]
+    python benchmarks/parquet_writers.py [--repeat 5] \\
+        --json benchmarks/results/parquet_writers.json --docs docs/performance.md
+    python benchmarks/parquet_writers.py \\
+        --from-json benchmarks/results/parquet_writers.json --docs docs/performance.md
+
+``--json`` keeps everything measured with the commit, versions, CPU, load and command;
+``--docs`` writes the block between ``<!-- generated: parquet-writers, ... -->`` and
+``<!-- end generated: parquet-writers -->`` of that Markdown file from the JSON (the rest of
+the file is kept); ``--from-json`` rewrites that block from an earlier run's JSON without
+running anything.  tests/test_bench_docs.py checks docs/performance.md against the committed
+JSON.
 """
 
 import argparse
+import json
 import os
+import sys
 import tempfile
 import time
 
-import duckdb
-import numpy as np
-import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KEY = "parquet-writers"
+REGENERATE = ("python benchmarks/parquet_writers.py --from-json "
+              "benchmarks/results/parquet_writers.json --docs docs/performance.md")
 
-import lodarrow as la
+#: The writers, in the table's order: (key, label in the docs).
+WRITERS = (
+    ("pyarrow", "pyarrow, defaults"),
+    ("pyarrow-lodarrow", "pyarrow, lodarrow's settings (no dictionary, no statistics)"),
+    ("polars", "polars (snappy, no statistics)"),
+    ("polars-2**20", "polars, pyarrow's row groups (`row_group_size=2**20`)"),
+    ("duckdb", "DuckDB `COPY`"),
+    ("la-pyarrow", "`la.write_parquet(engine=\"pyarrow\")`"),
+    ("la-auto", "`la.write_parquet()` (engine=\"auto\": polars)"),
+)
+TABLES = ((1, 10_000_000), (16, 1_000_000))
 
 
 def table(d, n_values, seed=0):
     """``list<float32>`` (d=1) or ``list<fixed_size_list<float32, d>>``: lengths 0..16."""
+    import numpy as np
+    import pyarrow as pa
+
     rng = np.random.default_rng(seed)
     n = n_values // 8
     off = np.zeros(n + 1, np.int64)
@@ -35,54 +60,156 @@ def table(d, n_values, seed=0):
 
 
 def writers(t, tensor):
+    import duckdb
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    import lodarrow as la
+
     con = duckdb.connect()
     con.register("t", t)
-    return {
-        "pyarrow, defaults": lambda p: pq.write_table(t, p),
-        "pyarrow, lodarrow's settings": lambda p: pq.write_table(
+    fns = {
+        "pyarrow": lambda p: pq.write_table(t, p),
+        "pyarrow-lodarrow": lambda p: pq.write_table(
             t, p, use_dictionary=False, write_statistics=False),
-        "polars (snappy, no statistics)": lambda p: pl.from_arrow(t, rechunk=False).write_parquet(
+        "polars": lambda p: pl.from_arrow(t, rechunk=False).write_parquet(
             p, compression="snappy", statistics=False),
-        "duckdb COPY": lambda p: con.execute(f"COPY (SELECT * FROM t) TO '{p}' (FORMAT parquet)"),
-        "lodarrow.write_parquet (engine='pyarrow')": lambda p: la.write_parquet(
-            tensor, p, engine="pyarrow"),
-        "lodarrow.write_parquet (engine='auto': polars)": lambda p: la.write_parquet(tensor, p),
+        "polars-2**20": lambda p: pl.from_arrow(t, rechunk=False).write_parquet(
+            p, compression="snappy", statistics=False, row_group_size=2**20),
+        "duckdb": lambda p: con.execute(f"COPY (SELECT * FROM t) TO '{p}' (FORMAT parquet)"),
+        "la-pyarrow": lambda p: la.write_parquet(tensor, p, engine="pyarrow"),
+        "la-auto": lambda p: la.write_parquet(tensor, p),
     }
+    return [(key, fns[key]) for key, _ in WRITERS]
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
+def run(args):
+    import pyarrow.parquet as pq
+
+    import lodarrow as la
+    from lodarrow._bench import _docs
+
+    m = _docs.machine(("numpy", "pyarrow", "polars", "duckdb", "lodarrow"))
+    report = {"command": "python benchmarks/parquet_writers.py " + " ".join(args.argv),
+              "revision": _docs.revision(ROOT), "machine": m,
+              "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+              "repeat": args.repeat, "tables": []}
+    print(f"load average at the start: {m['load_average'][0]:.1f}", file=sys.stderr)
     tmp = tempfile.mkdtemp()
-    print(f"load average at the start: {os.getloadavg()[0]:.1f}")
-    print("| table | writer | best ms | GB/s | x polars | pyarrow reads back |")
-    print("| --- | --- | ---: | ---: | ---: | --- |")
-    for d, n_values in ((1, 10_000_000), (16, 1_000_000)):
+    for d, n_values in TABLES:
         t = table(d, n_values)
         tensor = la.from_arrow(t.column("data"), lod_level=1)
         ref = os.path.join(tmp, "ref.parquet")
         pq.write_table(t, ref)
         expect = pq.read_table(ref).column(0)
-        times = {}
-        for name, write in writers(t, tensor).items():
+        rows = []
+        for key, write in writers(t, tensor):
             path = os.path.join(tmp, "out.parquet")
-            best = float("inf")
+            samples = []
             for _ in range(args.repeat):
                 start = time.perf_counter()
                 write(path)
-                best = min(best, time.perf_counter() - start)
-            times[name] = best
+                samples.append(time.perf_counter() - start)
             back = pq.read_table(path).column(0)
-            same = "same type and values" if back.equals(expect) else (
-                f"values equal as {back.type}" if back.cast(expect.type).equals(expect)
-                else "DIFFERENT")
-            times[name] = (best, same)
-        polars = times["polars (snappy, no statistics)"][0]
-        for name, (best, same) in times.items():
-            print(f"| D={d}, {n_values:.0e} values | {name} | {best * 1e3:.1f} | "
-                  f"{t.nbytes / best / 1e9:.2f} | {best / polars:.2f} | {same} |")
-    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+            if back.equals(expect):
+                same = "same type and values"
+            elif back.cast(expect.type).equals(expect):
+                same = f"values equal as `{back.type}`"
+            else:
+                same = "DIFFERENT"
+            rows.append({"writer": key, "samples_s": samples, "best_s": min(samples),
+                         "reads_back": same, "bytes_on_disk": os.path.getsize(path)})
+            print(f"D={d} {key}: {min(samples) * 1e3:.1f} ms, {same}", file=sys.stderr)
+        report["tables"].append({"d": d, "values": n_values, "nbytes": t.nbytes, "rows": rows})
+    try:
+        report["load_average_end"] = list(os.getloadavg())
+    except OSError:
+        report["load_average_end"] = None
+    return report
+
+
+def _table_name(t):
+    return f"D={t['d']}, {t['values']:.0e} values".replace("e+0", "e")
+
+
+def markdown(report):
+    """The block of docs/performance.md, from the JSON alone."""
+    from lodarrow._bench import _docs
+
+    m = report["machine"]
+    labels = dict(WRITERS)
+    out = [
+        f"Every option measured side by side in one run of `{report['command']}` (best of "
+        f"{report['repeat']}; the bench's tables: lengths 0-16, float32 values, `list<float>` "
+        f"and `list<fixed_size_list<float, 16>>`), started {report['started']}.  "
+        f"{_docs.revision_line(report['revision'])}.  Machine: "
+        f"{_docs.machine_line(m, report.get('load_average_end'))}: other processes share "
+        f"this machine, so compare within the run.",
+        "",
+        "| table | writer | best ms | GB/s | x polars | pyarrow reads back |",
+        "| --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    for t in report["tables"]:
+        best = {r["writer"]: r["best_s"] for r in t["rows"]}
+        for r in t["rows"]:
+            out.append(f"| {_table_name(t)} | {labels[r['writer']]} | {r['best_s'] * 1e3:.1f} | "
+                       f"{t['nbytes'] / r['best_s'] / 1e9:.2f} | "
+                       f"{r['best_s'] / best['polars']:.2f} | {r['reads_back']} |")
+    out.append("")
+    out += summary_lines(report)
+    return "\n".join(out) + "\n"
+
+
+def summary_lines(report):
+    """The figures the prose leans on, written from the JSON."""
+    def per_table(fn):
+        return "; ".join(f"{fn({r['writer']: r['best_s'] for r in t['rows']}):.2f} on "
+                         f"{_table_name(t)}" for t in report["tables"])
+
+    d1 = next(t for t in report["tables"] if t["d"] == 1)
+    b1 = {r["writer"]: r["best_s"] for r in d1["rows"]}
+    slowest = "; ".join(
+        f"{dict(WRITERS)[max(t['rows'], key=lambda r: r['best_s'])['writer']]} on "
+        f"{_table_name(t)}" for t in report["tables"])
+    return [
+        "- pyarrow's writer with its defaults / polars' time: "
+        + per_table(lambda b: b["pyarrow"] / b["polars"]) + ".",
+        "- `la.write_parquet()`'s time / pyarrow's writer with lodarrow's settings (what "
+        "`engine=\"pyarrow\"` writes): " + per_table(lambda b: b["la-auto"] / b["la-pyarrow"])
+        + ".",
+        "- DuckDB's `COPY` / polars' time: " + per_table(lambda b: b["duckdb"] / b["polars"])
+        + ".  The slowest writer: " + slowest + ".",
+        f"- polars with pyarrow's row groups of 2**20 rows on {_table_name(d1)}: "
+        f"{b1['polars-2**20'] * 1e3:.1f} ms, against {b1['polars'] * 1e3:.1f} ms with its own.",
+    ]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--json", metavar="PATH", help="write everything measured as JSON")
+    parser.add_argument("--docs", metavar="FILE.md",
+                        help="write this benchmark's block of that Markdown file")
+    parser.add_argument("--from-json", metavar="PATH",
+                        help="run nothing: --docs from the JSON of an earlier run")
+    args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    sys.path.insert(0, ROOT)
+    from lodarrow._bench import _docs
+
+    if args.from_json:
+        with open(args.from_json) as fh:
+            report = json.load(fh)
+    else:
+        report = run(args)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(report, fh, indent=1)
+                fh.write("\n")
+    text = markdown(report)
+    print(text)
+    if args.docs:
+        _docs.write_block(args.docs, KEY, REGENERATE, text)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,18 @@ competitors), and pools the calls: calls/s is all calls over all the cells' seco
 variants again with another lodarrow checkout (built in place) first on ``PYTHONPATH``: the
 policy before a change, side by side in the same run.  The machine's load average is printed
 with the table, since other work on the machine moves every figure.
+
+``--json PATH`` keeps every cell with the commit (and ``--before``'s), versions, CPU, load and
+command (benchmarks/results/threads_under_load.json); ``--docs FILE.md`` writes the block
+between ``<!-- generated: threads-under-load, ... -->`` and ``<!-- end generated:
+threads-under-load -->`` of that file from the JSON (the rest is kept); ``--from-json PATH``
+writes that block from an earlier run's JSON without running anything:
+
+    python benchmarks/threads_under_load.py --seconds 4 --busy 0,1,2 --repeat 3 \
+        --before OTHER_CHECKOUT --json benchmarks/results/threads_under_load.json \
+        --docs docs/performance.md
+    python benchmarks/threads_under_load.py \
+        --from-json benchmarks/results/threads_under_load.json --docs docs/performance.md
 """
 
 import argparse
@@ -115,6 +127,68 @@ def parse_variant(text):
     return label, env
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KEY = "threads-under-load"
+REGENERATE = ("python benchmarks/threads_under_load.py --from-json "
+              "benchmarks/results/threads_under_load.json --docs docs/performance.md")
+#: How the table names a variant.
+LABELS = {"default": "**default**", "1 thread": "`LODARROW_NUM_THREADS=1`",
+          "before: 1 thread": "before: `LODARROW_NUM_THREADS=1`"}
+
+
+def markdown(report):
+    """The block of docs/performance.md, from the JSON alone."""
+    from lodarrow._bench import _docs
+
+    a, m = report["args"], report["machine"]
+    before = ""
+    if a.get("before"):
+        before = (f"; `before` is the checkout `{a['before']}` (built in place) at "
+                  f"{_docs.revision_line(report.get('before_revision')).split(': ', 1)[1]}")
+    out = [
+        f"Measured with `{report['command']}` (`sequence_pool(x, \"max\")` over "
+        f"{a['rows']:,} float32 rows in {a['sequences']:,} sequences, in a loop for "
+        f"{a['seconds']:g} s per cell, each cell run {a['repeat']}x in rotated order, pooled; "
+        f"`busy` is how many pure-Python busy loops ran beside it; `numpy reduceat` is "
+        f"`np.maximum.reduceat` over the same sequences, a one-threaded C loop without "
+        f"lodarrow or OpenMP{before}).  {_docs.revision_line(report['revision'])}.  Machine: "
+        f"{_docs.machine_line(m, report.get('load_average_end'))}.",
+        "",
+        "| variant | busy | threads | calls/s | p50 ms | p99 ms | max ms | p99 / p50 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for c in report["cells"]:
+        out.append(f"| {LABELS.get(c['variant'], c['variant'])} | {c['busy']} | {c['threads']} "
+                   f"| {c['calls_s']:.0f} | {c['p50']:.3f} | {c['p99']:.3f} | {c['max']:.2f} "
+                   f"| {c['p99'] / c['p50']:.1f} |")
+    out += ["", *summary_lines(report)]
+    return "\n".join(out) + "\n"
+
+
+def summary_lines(report):
+    """The ratios the prose is about, from the JSON."""
+    cell = {(c["variant"], c["busy"]): c for c in report["cells"]}
+    busy = sorted({c["busy"] for c in report["cells"]})
+
+    def ratios(a, b, key="calls_s"):
+        return ", ".join(f"{cell[(a, n)][key] / cell[(b, n)][key]:.2f} with {n} busy"
+                         for n in busy if (a, n) in cell and (b, n) in cell)
+
+    out = ["- calls/s of the default / of one thread (`LODARROW_NUM_THREADS=1`): "
+           + ratios("default", "1 thread") + "."]
+    if any(v == "before: default" for v, _ in cell):
+        out.append("- the same before: " + ratios("before: default", "before: 1 thread") + ".")
+        out.append("- calls/s of the default / before's default: "
+                   + ratios("default", "before: default") + "; p50: "
+                   + ratios("default", "before: default", "p50") + ".")
+    out.append("- p99 / p50 of the default: " + ", ".join(
+        f"{cell[('default', n)]['p99'] / cell[('default', n)]['p50']:.1f} with {n} busy"
+        for n in busy if ("default", n) in cell) + "; of `numpy reduceat`: " + ", ".join(
+        f"{cell[('numpy reduceat', n)]['p99'] / cell[('numpy reduceat', n)]['p50']:.1f} with "
+        f"{n} busy" for n in busy if ("numpy reduceat", n) in cell) + ".")
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=8.0)
@@ -126,11 +200,43 @@ def main(argv=None):
     parser.add_argument("--variant", action="append", default=[], type=parse_variant)
     parser.add_argument("--before", default=None,
                         help="another lodarrow checkout, built in place: the policy before")
+    parser.add_argument("--json", metavar="PATH", help="write every cell as JSON")
+    parser.add_argument("--docs", metavar="FILE.md",
+                        help="write this benchmark's block of that Markdown file")
+    parser.add_argument("--from-json", metavar="PATH",
+                        help="run nothing: --docs from the JSON of an earlier run")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--numpy", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return child(args)
+    sys.path.insert(0, ROOT)
+    from lodarrow._bench import _docs
+
+    if args.from_json:
+        with open(args.from_json) as fh:
+            report = json.load(fh)
+    else:
+        report = run(args, list(sys.argv[1:] if argv is None else argv))
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(report, fh, indent=1)
+                fh.write("\n")
+    if args.docs:
+        _docs.write_block(args.docs, KEY, REGENERATE, markdown(report))
+
+
+def run(args, argv):
+    """Every cell; prints the table as it goes and returns the report (what --json keeps)."""
+    from lodarrow._bench import _docs
+
+    report = {"command": "python benchmarks/threads_under_load.py " + " ".join(argv),
+              "revision": _docs.revision(ROOT),
+              "before_revision": _docs.revision(args.before) if args.before else None,
+              "machine": _docs.machine(("numpy", "lodarrow")),
+              "args": {k: getattr(args, k) for k in ("seconds", "busy", "rows", "sequences",
+                                                     "repeat", "before")},
+              "variants": [[label, env] for label, env in args.variant], "cells": []}
     variants = [("default", {}, None), ("1 thread", {"LODARROW_NUM_THREADS": "1"}, None),
                 ("numpy reduceat", {}, None)]
     variants += [(label, env, None) for label, env in args.variant]
@@ -151,10 +257,13 @@ def main(argv=None):
                                             numpy_reference=label == "numpy reduceat"))
         for label, _, _ in variants:
             r = summarize(found[label])
+            report["cells"].append(dict(r, variant=label, busy=busy))
             print(f"{label:<22} {busy:>4} {r['threads']:>7} {r['calls']:>7} "
                   f"{r['calls_s']:>8.0f} {r['p50']:>7.3f} {r['p99']:>7.3f} {r['max']:>7.2f} "
                   f"{r['p99'] / r['p50']:>7.1f}", flush=True)
     print(f"load average after {os.getloadavg()[0]:.2f}")
+    report["load_average_end"] = list(os.getloadavg())
+    return report
 
 
 if __name__ == "__main__":

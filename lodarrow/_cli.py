@@ -63,6 +63,10 @@ def build_parser():
     bench.add_argument("--markdown", metavar="FILE", help="write the results as Markdown")
     bench.add_argument("--plot", metavar="FILE.png", help="write a bar chart of GB/s")
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
+    bench.add_argument("--from-json", metavar="FILE",
+                       help="run nothing: write --markdown (its generated block only) and "
+                       "--plot from the JSON of an earlier run (with --datasets: that "
+                       "benchmark's JSON)")
     bench.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                        help="'cuda': the device rows instead: every operator on the GPU "
                        "(checked against the CPU result, then timed) beside the CPU, as GB/s "
@@ -540,6 +544,8 @@ def _bench(args):
         return _bench_device(args)
     if args.datasets:
         return _bench_datasets(args)
+    if args.from_json:
+        return _bench_from_json(args)
     missing = [mod for mod in ("rich",) if not _importable(mod)]
     if args.plot and not _importable("matplotlib"):
         missing.append("matplotlib")
@@ -569,13 +575,39 @@ def _bench(args):
     console = Console()
     if not console.is_terminal:  # files and pipes: wide enough that the table does not fold
         console = Console(width=max(console.width, 160))
+    from lodarrow._bench import _docs
+
+    revision = _docs.revision()  # the code measured: read before the run, not after it
     t0 = time.perf_counter()
     report = _runner.run_bench(options, console=Console(stderr=True))
     report["wall_s"] = time.perf_counter() - t0
     report["command"] = "python -m lodarrow " + " ".join(args.argv)
+    report["revision"] = revision
     _report.print_table(report, console)
     if args.json:
         _report.write_json(report, args.json)
+    if args.markdown:
+        _report.write_markdown(report, args.markdown, plot=args.plot)
+    if args.plot:
+        _report.write_plot(report, args.plot)
+    return 0
+
+
+def _bench_from_json(args):
+    """``bench --from-json FILE``: the Markdown block and the plot of an earlier run, again."""
+    import json
+
+    if not (args.markdown or args.plot):
+        return _error("bench --from-json: give --markdown and/or --plot to write")
+    if args.plot and not _importable("matplotlib"):
+        return _error(f"bench needs matplotlib: {BENCH_EXTRA_HINT}")
+    from lodarrow._bench import _report
+
+    try:
+        with open(args.from_json) as fh:
+            report = json.load(fh)
+    except (OSError, ValueError) as exc:
+        return _error(f"bench --from-json: cannot read {args.from_json}: {exc}")
     if args.markdown:
         _report.write_markdown(report, args.markdown, plot=args.plot)
     if args.plot:
@@ -635,6 +667,17 @@ def _bench_datasets(args):
 
     from lodarrow._bench import _datasets
 
+    if args.from_json:  # the block of an earlier run, written again from its JSON
+        if not args.markdown:
+            return _error("bench --datasets --from-json: give --markdown to write")
+        try:
+            with open(args.from_json) as f:
+                report = json.load(f)
+        except (OSError, ValueError) as exc:
+            return _error(f"bench --from-json: cannot read {args.from_json}: {exc}")
+        _datasets.write_section(args.markdown,
+                                _datasets.to_markdown(report, report.get("command", "?")))
+        return 0
     size = 0.2 if args.quick and args.size_gb == 2.2 else args.size_gb
     if size <= 0:
         return _error("bench: --size-gb must be > 0")
@@ -661,9 +704,14 @@ def _bench_datasets(args):
         if not args.no_progress:
             print(text, file=sys.stderr, flush=True)
 
+    from lodarrow._bench import _docs
+
+    revision = _docs.revision()  # the code measured: read before the run, not after it
     report = _datasets.run_datasets(data_dir, size, engines=engines, log=log, only=only,
                                     only_size=args.only_size)
     command = "python -m lodarrow " + " ".join(args.argv)
+    report["command"] = command
+    report["revision"] = revision
     text = _datasets.to_markdown(report, command)
     print(text)
     if args.json:

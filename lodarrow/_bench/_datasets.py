@@ -39,6 +39,7 @@ import time
 
 import numpy as np
 
+from lodarrow._bench import _docs
 from lodarrow._tables._dataset import _READ_BUFFER, _auto_batch_rows
 
 __all__ = ["generate", "dataset_udf", "RUNS", "run_one", "measure"]
@@ -489,6 +490,7 @@ def run_datasets(data_dir, size_gb, engines=("ray", "dask"), log=print, only=Non
     sizes = {"small": small, "large": files}
     machine = machine_info()
     machine["load_average"] = os.getloadavg()
+    machine["engine_versions"] = _engine_versions()
     batch = _auto_batch_rows(pq.ParquetFile(files[0]).metadata)
     rows = []
     out_root = os.path.join(os.path.dirname(os.path.abspath(data_dir)),
@@ -614,6 +616,7 @@ def to_markdown(report, command):
         "## Datasets: map_parquet, pyarrow alone, Ray Data, Dask, Spark",
         "",
         f"- Command: `{command}`",
+        *([f"- {_docs.revision_line(report['revision'])}"] if "revision" in report else []),
         f"- Dataset: {report['rows'][-1]['files'] if report['rows'] else '?'} files generated "
         f"by `lodarrow/_bench/_datasets.py` under `{report['data_dir']}` (documents with a "
         f"string id and title, `tokens: list<list<int32>>`, `emb: list<fixed_size_list<float, "
@@ -627,10 +630,10 @@ def to_markdown(report, command):
         "- Udf: `dataset_udf()` there: `sequence_pool` average of `emb`, `sequence_pool` max "
         "of `tokens`, `sequence_last_step` of `emb`.",
         f"- Machine: {m['cpu']}, {m['cores']} cores, Python {v['python']}, pyarrow "
-        f"{v['pyarrow']}, {_engine_versions()}; load average (1 min) "
-        f"{m['load_average'][0]:.1f} at the start, {m['load_average_end'][0]:.1f} at the end: "
-        f"other engineers' jobs share these 2 cores, so wall times are noisy (CPU s is the "
-        f"process's own).",
+        f"{v['pyarrow']}, {m.get('engine_versions') or _engine_versions()}; load average "
+        f"(1 min) {m['load_average'][0]:.1f} at the start, {m['load_average_end'][0]:.1f} at "
+        f"the end: other processes share these {m['cores']} cores, so wall times are noisy "
+        f"(CPU s is the process's own).",
         f"- Each run is a fresh subprocess reading every file and writing a new dataset; peak "
         f"RSS is that process's `ru_maxrss` (for Ray and Dask only the driver's: not shown).  "
         f"The whole benchmark took {report['wall_s'] / 60:.1f} min.",
@@ -728,14 +731,24 @@ def section_of(text):
     return start, (len(text) if end < 0 else end + 1)
 
 
+#: The key of this benchmark's generated block (:mod:`lodarrow._bench._docs`).
+BLOCK = "datasets"
+REGENERATE = ("python -m lodarrow bench --datasets ... --json JSON --markdown FILE, or from "
+              "that JSON: python -m lodarrow bench --datasets --from-json JSON --markdown FILE")
+
+
 def write_section(path, section):
-    """Put ``section`` into the Markdown file ``path``: in place of its datasets section, or
-    appended; a new file holds just the section."""
+    """Put ``section`` into the Markdown file ``path``: in place of its generated ``datasets``
+    block where it has one (the rest of the file is kept), else in place of its datasets
+    section, or appended; a new file holds just the section."""
     try:
         with open(path) as f:
             text = f.read()
     except FileNotFoundError:
         text = ""
+    if _docs.find_block(text, BLOCK) is not None:
+        _docs.write_block(path, BLOCK, REGENERATE, section)
+        return
     span = section_of(text)
     if span is not None:
         text = text[:span[0]] + section.rstrip("\n") + "\n" + \

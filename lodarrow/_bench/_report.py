@@ -2,8 +2,10 @@
 
 import json
 
-__all__ = ["print_table", "write_json", "to_markdown", "write_markdown", "write_plot",
-           "format_time", "machine_lines"]
+from lodarrow._bench import _docs
+
+__all__ = ["print_table", "write_json", "section_markdown", "to_markdown", "write_markdown",
+           "write_plot", "format_time", "machine_lines"]
 
 COLUMNS = ("op", "workload", "impl", "median", "best", "GB/s", "% BW", "x best peer",
            "peak MiB", "how / note")
@@ -96,9 +98,13 @@ def write_json(report, path):
         json.dump(report, fh, indent=1, default=str)
 
 
-MARKDOWN_INTRO = """\
-# Performance
+MARKDOWN_TITLE = "# Performance\n"
 
+#: How the operator results' block of a document is regenerated (its marker says so).
+REGENERATE = ("python -m lodarrow bench --markdown FILE, or from the run's JSON: "
+              "python -m lodarrow bench --from-json JSON --markdown FILE")
+
+MARKDOWN_INTRO = """\
 Produced by `lodarrow bench` (see `benchmarks/README.md` for the method).  Every peer's
 result was checked against lodarrow's before it was timed.  GB/s counts the bytes an operation
 must read plus the bytes it writes, divided by the best time; "% BW" is that as a fraction of
@@ -115,9 +121,11 @@ that sit in cache (GB/s above the memory bandwidth), and polars' row checks noth
 NOT_PLOTTED = frozenset({"from_offsets"})
 
 
-def to_markdown(report, plot=None):
-    """The results as a Markdown document: intro, machine, command, table (and the plot)."""
+def section_markdown(report, plot=None):
+    """The results' block: intro, machine, commit, command, table (and the plot)."""
     out = [MARKDOWN_INTRO, "## Machine and run", ""]
+    if "revision" in report:
+        out.append(f"- {_docs.revision_line(report['revision'])}")
     out += [f"- {line}" for line in machine_lines(report)]
     if report.get("command"):
         out.append(f"- Command: `{report['command']}`")
@@ -136,16 +144,55 @@ def to_markdown(report, plot=None):
     return "\n".join(out) + "\n"
 
 
-def write_markdown(report, path, plot=None):
-    """Write :func:`to_markdown`; ``plot`` (a PNG path) is linked relative to ``path``.
+def to_markdown(report, plot=None):
+    """The results as a Markdown document: a title, then :func:`section_markdown` between the
+    ``bench`` block's markers (see :mod:`lodarrow._bench._docs`)."""
+    return MARKDOWN_TITLE + "\n" + _docs.block("bench", REGENERATE,
+                                                section_markdown(report, plot))
 
-    The sections this run does not write (``bench --datasets``' figures, the notes written
-    by hand under their own ``## `` headings) are kept, after the results, in their order.
+
+#: The key and regenerating command of the block that quotes the ``apply_overhead`` row in
+#: the prose ("apply per call"); :func:`write_markdown` rewrites it where a file has it.
+APPLY_BLOCK = "bench-apply"
+
+
+def apply_markdown(report):
+    """The ``apply_overhead`` row of ``report`` as the sentence the prose quotes."""
+    rows = [r for r in report["rows"] if r.get("op") == "apply_overhead"
+            and r["library"] == "lodarrow" and r["status"] == "ok"]
+    if not rows:
+        return "The run above has no `apply_overhead` row.\n"
+    r = rows[0]
+    return (f"In the run above (`{report.get('command', '?')}`), the `apply_overhead` row "
+            f"took {format_time(r['median_s'])} (median; best {format_time(r['best_s'])}; "
+            f"target: 20 us).\n")
+
+
+def write_markdown(report, path, plot=None):
+    """Write the results into the Markdown file ``path``; ``plot`` (a PNG path) is linked
+    relative to ``path``.
+
+    Where the file has the ``bench`` block, only that block is rewritten: every other part
+    (the title, prose, the blocks other benchmarks write) is kept as it is.  A file without
+    it is written as :func:`to_markdown`, followed by the ``## `` sections it had that this
+    run does not write (``bench --datasets``' figures, notes), in their order.
     """
     import os
 
     if plot:
         plot = os.path.relpath(os.path.abspath(plot), os.path.dirname(os.path.abspath(path)))
+    text = None
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except OSError:
+        pass
+    if text is not None and _docs.find_block(text, "bench") is not None:
+        body = _docs.body_of(to_markdown(report, plot), "bench")
+        _docs.write_block(path, "bench", REGENERATE, body)
+        if _docs.find_block(text, APPLY_BLOCK) is not None:
+            _docs.write_block(path, APPLY_BLOCK, REGENERATE, apply_markdown(report))
+        return
     kept = _kept_sections(path)
     with open(path, "w") as fh:
         fh.write(to_markdown(report, plot))

@@ -1,0 +1,245 @@
+"""docs/performance.md holds no figure typed by hand where a program wrote it.
+
+Each benchmark owns a block of the document between ``<!-- generated: KEY, by COMMAND; do not
+edit -->`` and ``<!-- end generated: KEY -->`` (lodarrow/_bench/_docs.py).  Where the run's JSON
+is committed under benchmarks/results/, the block must equal that JSON rendered again; where
+it is not, the block must say that its figures were pasted from an earlier run, and which
+command regenerates them.  Figures of the prose outside the blocks are checked here against
+the JSON they lean on.  The writers themselves are checked on small files: a block is replaced
+in place, the rest of the file kept.
+"""
+
+import importlib.util
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+from lodarrow._bench import _datasets, _docs, _report
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "performance.md"
+RESULTS = ROOT / "benchmarks" / "results"
+
+pytestmark = pytest.mark.skipif(not (ROOT / "benchmarks").exists() or not DOC.exists(),
+                                reason="needs the checkout's benchmarks/ and docs/")
+
+
+def _script(name):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "benchmarks" /
+                                                  f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _doc():
+    return DOC.read_text()
+
+
+def _json(name):
+    path = RESULTS / name
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+#: Every block of docs/performance.md: key -> the JSON it is rendered from.
+BLOCKS = {"bench": "bench.json", "bench-apply": "bench.json",
+          "parquet-writers": "parquet_writers.json", "datasets": "datasets.json",
+          "threads-under-load": "threads_under_load.json",
+          "apply-overhead": "apply_overhead.json"}
+
+
+def test_every_block_of_the_document_is_known_and_closed():
+    text = _doc()
+    keys = re.findall(r"<!-- generated: ([\w-]+), by ", text)
+    assert sorted(keys) == sorted(BLOCKS)
+    for key in keys:
+        assert text.count(_docs.end_marker(key)) == 1, key
+    pasted = re.findall(r"<!-- pasted: ([\w-]+);", text)
+    assert sorted(pasted) == ["apply-pieces", "gpu"]
+    for key in pasted:
+        assert text.count(f"<!-- end pasted: {key} -->") == 1, key
+
+
+@pytest.mark.parametrize("key", sorted(BLOCKS))
+def test_a_block_is_its_json_rendered_or_says_it_was_pasted(key):
+    body = _docs.body_of(_doc(), key)
+    report = _json(BLOCKS[key])
+    if report is None:
+        assert "Pasted from an earlier run of the command below, not regenerated" in body, key
+        assert "rewrites this block" in body
+        return
+    if key == "bench":
+        want = _docs.body_of(_report.to_markdown(report, "bench.png"), "bench")
+    elif key == "bench-apply":
+        want = _report.apply_markdown(report)
+    elif key == "parquet-writers":
+        want = _script("parquet_writers").markdown(report)
+    elif key == "apply-overhead":
+        want = _script("apply_overhead").markdown(report)
+    elif key == "datasets":
+        want = _datasets.to_markdown(report, report["command"])
+    else:
+        want = _script("threads_under_load").markdown(report)
+    assert body == want.rstrip("\n") + "\n", key
+
+
+@pytest.mark.skipif(_json("bench.json") is None, reason="no committed operator run")
+def test_the_operator_run_records_where_it_ran():
+    report = _json("bench.json")
+    assert report["revision"]["commit"] and report["command"].startswith("python -m lodarrow")
+    m = report["machine"]
+    assert m["cpu"] and m["cores"] >= 1 and m["versions"]["lodarrow"]
+    assert m["load_average"] and m["load_average_end"]
+    assert "--plot docs/bench.png" in report["command"]
+    assert (ROOT / "docs" / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.skipif(_json("parquet_writers.json") is None, reason="no committed writers run")
+def test_the_parquet_prose_agrees_with_the_writers_json():
+    """What the prose of "Parquet writes" says without a figure holds in the committed run:
+    polars' writer is faster than pyarrow's, DuckDB's ``COPY`` loses the fixed size, and
+    the bullets quote both of polars' row-group sizes."""
+    report = _json("parquet_writers.json")
+    for t in report["tables"]:
+        best = {r["writer"]: r["best_s"] for r in t["rows"]}
+        assert best["pyarrow"] > best["polars"] and best["la-pyarrow"] > best["la-auto"], t["d"]
+        back = {r["writer"]: r["reads_back"] for r in t["rows"]}
+        assert back["la-auto"] == back["la-pyarrow"] == "same type and values"
+        if t["d"] == 16:
+            assert back["duckdb"].startswith("values equal as `list<")
+    assert report["revision"]["commit"] and report["machine"]["load_average"]
+    assert "row groups of 2**20 rows" in _script("parquet_writers").markdown(report)
+
+
+@pytest.mark.skipif(_json("datasets.json") is None, reason="no committed datasets run")
+def test_the_datasets_note_agrees_with_its_json():
+    """The note under the datasets block says the run generated its dataset first and that
+    its peak RSS column is the generating process's peak (ru_maxrss inherited by each run):
+    true of the committed run only if it generated the data and no run is below the one
+    every run starts from."""
+    report = _json("datasets.json")
+    text = _doc()
+    if "it generated the dataset first" not in text:
+        return
+    assert report["generate_s"] > 1
+    peaks = [r["peak_rss"] for r in report["rows"] if "peak_rss" in r]
+    assert peaks and min(peaks) >= 0.9 * max(peaks)
+
+
+def test_a_block_is_replaced_in_place_and_the_rest_kept(tmp_path):
+    path = tmp_path / "doc.md"
+    _docs.write_block(path, "x", "make x", "first\n")
+    assert path.read_text() == _docs.block("x", "make x", "first")
+    path.write_text("# T\n\nprose\n\n" + path.read_text() + "\nafter\n")
+    _docs.write_block(path, "y", "make y", "why\n")
+    _docs.write_block(path, "x", "make x", "second\n")
+    text = path.read_text()
+    assert text == ("# T\n\nprose\n\n" + _docs.block("x", "make x", "second") + "\nafter\n\n"
+                    + _docs.block("y", "make y", "why"))
+    assert _docs.body_of(text, "x") == "second\n" and _docs.body_of(text, "z") is None
+    path.write_text("<!-- generated: x, by `a` -->\nno end\n")
+    with pytest.raises(ValueError, match="no end marker"):
+        _docs.write_block(path, "x", "a", "b")
+
+
+def _report_of(tmp_path):
+    """A small operator report, from a real run of one case (no peers)."""
+    out = tmp_path / "b.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "lodarrow", "bench", "--quick", "--scale", "0.001",
+         "--probe-mib", "4", "--repeat", "1", "--ops", "apply_overhead", "--peers", "numpy",
+         "--no-progress", "--json", str(out)], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_bench_writes_only_its_blocks_and_from_json_writes_them_again(tmp_path):
+    pytest.importorskip("rich")
+    out = _report_of(tmp_path)
+    report = json.loads(out.read_text())
+    assert set(report["revision"]) == {"commit", "changes"} and report["command"]
+    doc = tmp_path / "perf.md"
+    doc.write_text("# Performance\n\n" + _docs.block("bench", _report.REGENERATE, "old") +
+                   "\n## Mine\n\nkept 1.0 us\n\n" +
+                   _docs.block(_report.APPLY_BLOCK, _report.REGENERATE, "old row") + "\ntail\n")
+    proc = subprocess.run([sys.executable, "-m", "lodarrow", "bench", "--from-json", str(out),
+                           "--markdown", str(doc)], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stderr
+    text = doc.read_text()
+    assert _docs.body_of(text, "bench") == _docs.body_of(_report.to_markdown(report), "bench")
+    assert _docs.body_of(text, _report.APPLY_BLOCK) == _report.apply_markdown(report)
+    assert "took " in _report.apply_markdown(report)
+    assert "\n## Mine\n\nkept 1.0 us\n\n" in text and text.endswith("\ntail\n")
+    assert text.startswith("# Performance\n\n<!-- generated: bench, by ")
+    proc = subprocess.run([sys.executable, "-m", "lodarrow", "bench", "--from-json",
+                           str(tmp_path / "absent.json"), "--markdown", str(doc)],
+                          capture_output=True, text=True, cwd=ROOT, check=False)
+    assert proc.returncode == 2 and "cannot read" in proc.stderr
+
+
+def test_datasets_section_goes_into_its_block(tmp_path):
+    doc = tmp_path / "perf.md"
+    doc.write_text("# P\n\n" + _docs.block(_datasets.BLOCK, _datasets.REGENERATE,
+                                           "## Datasets: old\n\nold\n") + "\n## Next\n\nx\n")
+    _datasets.write_section(doc, "## Datasets: new\n\nnew\n")
+    text = doc.read_text()
+    assert _docs.body_of(text, _datasets.BLOCK) == "## Datasets: new\n\nnew\n"
+    assert text.startswith("# P\n\n<!-- generated: datasets, ") and text.endswith(
+        "\n## Next\n\nx\n")
+
+
+def _threads_report():
+    cells = [{"variant": v, "busy": b, "threads": 1 if v != "default" or b else 2,
+              "calls": 100, "calls_s": c, "p50": 0.5, "p99": p99, "max": 3.0}
+             for b, rows in ((0, (("before: default", 1900, 0.8), ("before: 1 thread", 1100, 1.0),
+                                  ("default", 1850, 1.0), ("1 thread", 1120, 1.2),
+                                  ("numpy reduceat", 440, 4.0))),
+                             (1, (("before: default", 700, 16.0), ("before: 1 thread", 1150, 1.1),
+                                  ("default", 1160, 1.1), ("1 thread", 1140, 1.1),
+                                  ("numpy reduceat", 460, 3.0))))
+             for v, c, p99 in rows]
+    return {"command": "python benchmarks/threads_under_load.py --busy 0,1", "cells": cells,
+            "revision": {"commit": "abc1234", "changes": False},
+            "before_revision": {"commit": "4d4c993", "changes": False},
+            "machine": {"cpu": "CPU", "cores": 2, "platform": "Linux",
+                        "versions": {"python": "3.11", "lodarrow": "0.1"},
+                        "load_average": [0.5, 0, 0]}, "load_average_end": [1.5, 0, 0],
+            "args": {"seconds": 4.0, "busy": "0,1", "rows": 10**6, "sequences": 10**5,
+                     "repeat": 3, "before": "/wt"}, "variants": []}
+
+
+def test_threads_block_from_json(tmp_path):
+    bench = _script("threads_under_load")
+    report = _threads_report()
+    text = bench.markdown(report)
+    assert "| **default** | 1 | 1 | 1160 | 0.500 | 1.100 | 3.00 | 2.2 |" in text
+    assert "| before: `LODARROW_NUM_THREADS=1` | 0 | 1 | 1100 |" in text
+    assert "1.65 with 0 busy, 1.02 with 1 busy" in text
+    assert "at 4d4c993" in text and "Commit: abc1234." in text
+    src, doc = tmp_path / "t.json", tmp_path / "doc.md"
+    src.write_text(json.dumps(report))
+    doc.write_text("# T\n\nprose\n")
+    bench.main(["--from-json", str(src), "--docs", str(doc)])
+    assert doc.read_text() == "# T\n\nprose\n\n" + _docs.block(bench.KEY, bench.REGENERATE,
+                                                                 text)
+
+
+def test_parquet_writers_runs_small_and_regenerates_its_block(tmp_path, monkeypatch):
+    pytest.importorskip("duckdb")
+    pytest.importorskip("polars")
+    bench = _script("parquet_writers")
+    monkeypatch.setattr(bench, "TABLES", ((1, 800), (16, 160)))
+    out, doc = tmp_path / "p.json", tmp_path / "doc.md"
+    doc.write_text("# T\n")
+    bench.main(["--repeat", "1", "--json", str(out), "--docs", str(doc)])
+    report = json.loads(out.read_text())
+    assert [len(t["rows"]) for t in report["tables"]] == [len(bench.WRITERS)] * 2
+    assert all(r["reads_back"] != "DIFFERENT" for t in report["tables"] for r in t["rows"])
+    text = doc.read_text()
+    assert _docs.body_of(text, bench.KEY) == bench.markdown(report)
+    bench.main(["--from-json", str(out), "--docs", str(doc)])
+    assert doc.read_text() == text
