@@ -142,15 +142,9 @@ def _cpu():
 
 
 def machine():
-    model = platform.processor() or "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    from lodarrow._bench._docs import cpu_model
+
+    model = cpu_model()
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"cpu_model": model, "cpus": usable, "cpus_online": os.cpu_count(),
             "platform": platform.platform(), "load_at_start": round(os.getloadavg()[0], 2)}

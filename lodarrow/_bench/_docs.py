@@ -16,7 +16,7 @@ a committed JSON against that JSON rendered again.
 import os
 import subprocess
 
-__all__ = ["begin_marker", "block", "body_of", "end_marker", "find_block", "machine",
+__all__ = ["begin_marker", "block", "body_of", "cpu_model", "end_marker", "find_block", "machine",
            "machine_line", "revision", "revision_line", "write_block"]
 
 
@@ -99,20 +99,26 @@ def revision_line(rev):
     return f"Commit: {rev['commit']}{changes}"
 
 
+def cpu_model():
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def machine(libraries=("numpy", "pyarrow", "lodarrow")):
     """CPU model, usable cores, platform, Python and ``libraries``' versions, load average:
     what a benchmark's JSON records of the machine that ran it."""
     import platform
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    cpu = cpu_model()
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:

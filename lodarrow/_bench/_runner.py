@@ -201,15 +201,9 @@ def machine_info():
     """CPU model, cores, memory and library versions, for the report header."""
     import platform
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    from lodarrow._bench._docs import cpu_model
+
+    cpu = cpu_model()
     mem = None
     try:
         with open("/proc/meminfo") as fh:
