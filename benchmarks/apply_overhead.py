@@ -78,7 +78,6 @@ def markdown(report):
 
 
 def main(argv):
-    sys.path.insert(0, ROOT)
     from lodarrow._bench import _docs
 
     source, docs = _option(argv, "--from-json"), _option(argv, "--docs")
@@ -163,4 +162,5 @@ def run(argv, number=20000, repeat=7):
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, ROOT)  # run from a checkout: its in-place build
     main(sys.argv[1:])

@@ -194,7 +194,6 @@ def main(argv=None):
                         help="run nothing: --docs from the JSON of an earlier run")
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    sys.path.insert(0, ROOT)
     from lodarrow._bench import _docs
 
     if args.from_json:
@@ -213,4 +212,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, ROOT)  # run from a checkout: its in-place build
     main()

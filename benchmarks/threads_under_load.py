@@ -210,7 +210,6 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.child:
         return child(args)
-    sys.path.insert(0, ROOT)
     from lodarrow._bench import _docs
 
     if args.from_json:
@@ -267,4 +266,5 @@ def run(args, argv):
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, ROOT)  # run from a checkout: its in-place build
     main()

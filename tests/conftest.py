@@ -1,7 +1,9 @@
 """Shared fixtures: backends (CUDA skipped cleanly without CuPy or a GPU), dtypes, hypothesis."""
 
+import collections
 import functools
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -289,6 +291,28 @@ def _lengths_cache_in_tmp(tmp_path_factory):
         os.environ.pop("LODARROW_CACHE_DIR", None)
     else:
         os.environ["LODARROW_CACHE_DIR"] = old
+
+
+@pytest.fixture(autouse=True)
+def _sys_path_left_as_found():
+    """Fail a test that leaves a directory holding a ``lodarrow`` package on ``sys.path``.
+
+    Spawned processes (multiprocessing, DataLoader workers) start with the parent's
+    ``sys.path``: where a source checkout without its compiled kernels came first, every worker
+    of every later test imported that one and died (CI's floor stage hung so in
+    ``multiprocessing.Pool.map``).  Entries a library adds on import are not flagged.
+    """
+    before = collections.Counter(sys.path)
+    yield
+    added = collections.Counter(sys.path) - before
+    shadowing = [p for p in added if os.path.isfile(os.path.join(p or ".", "lodarrow",
+                                                                 "__init__.py"))]
+    if shadowing:
+        for p in shadowing:  # the test's insertions come first: drop those, keep the rest
+            for _ in range(added[p]):
+                sys.path.remove(p)
+        pytest.fail(f"the test left {shadowing} on sys.path: processes it or later tests "
+                    f"spawn would import the lodarrow there, not the one under test")
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ written beside them; an earlier release's sidecars are still read where valid.
 import json
 import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -161,8 +162,9 @@ def test_concurrent_writers_leave_whole_entries(tmp_path):
     path = tmp_path / "a.parquet"
     write_tokens(path, 10, row_group_size=10)
     cache = str(tmp_path / "cache")
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(4) as pool:
+    # an executor, not multiprocessing.Pool: a worker that dies (say, importing another
+    # lodarrow) raises BrokenProcessPool here where Pool.map would wait for it forever
+    with ProcessPoolExecutor(4, mp_context=multiprocessing.get_context("spawn")) as pool:
         assert all(pool.map(_put_many, [(cache, str(path), 200000)] * 4))
     names = [n for _, _, ns in os.walk(cache) for n in ns]
     assert len(names) == 1 and names[0].endswith(".lengths")  # no temporary file left
