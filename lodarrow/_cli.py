@@ -60,11 +60,14 @@ def build_parser():
     bench.add_argument("--probe-mib", type=int, default=1024,
                        help="size of the memory-bandwidth probe in MiB (default 1024)")
     bench.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    bench.add_argument("--markdown", metavar="FILE", help="write the results as Markdown")
+    bench.add_argument("--markdown", metavar="FILE",
+                       help="write the results as Markdown (a generated block of FILE; where "
+                       "FILE is a checkout's docs/..., also benchmarks/README.md's list of the "
+                       "rows where lodarrow is not ahead)")
     bench.add_argument("--plot", metavar="FILE.png", help="write a bar chart of GB/s")
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
     bench.add_argument("--from-json", metavar="FILE",
-                       help="run nothing: write --markdown (its generated block only) and "
+                       help="run nothing: write --markdown (its generated blocks only) and "
                        "--plot from the JSON of an earlier run (with --datasets: that "
                        "benchmark's JSON)")
     bench.add_argument("--device", choices=("cpu", "cuda"), default="cpu",

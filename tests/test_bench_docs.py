@@ -22,6 +22,7 @@ from lodarrow._bench import _datasets, _docs, _report
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "performance.md"
+README = ROOT / "benchmarks" / "README.md"
 RESULTS = ROOT / "benchmarks" / "results"
 
 pytestmark = pytest.mark.skipif(not (ROOT / "benchmarks").exists() or not DOC.exists(),
@@ -128,6 +129,114 @@ def test_the_datasets_note_agrees_with_its_json():
     assert report["generate_s"] > 1
     peaks = [r["peak_rss"] for r in report["rows"] if "peak_rss" in r]
     assert peaks and min(peaks) >= 0.9 * max(peaks)
+
+
+def test_the_readme_blocks_are_the_operator_json_rendered():
+    """benchmarks/README.md's generated blocks ("Where lodarrow is not ahead") are the ones
+    the bench writes there, each equal to bench.json rendered again; its pasted table is
+    closed."""
+    text = README.read_text()
+    keys = re.findall(r"^<!-- generated: ([\w-]+), by ", text, re.MULTILINE)
+    assert sorted(keys) == sorted(_report.README_BLOCKS)
+    assert _report.readme_beside(DOC) == str(README)
+    report = _json("bench.json")
+    for key, render in _report.README_BLOCKS.items():
+        assert text.count(_docs.end_marker(key)) == 1, key
+        if report is None:
+            continue
+        assert _docs.body_of(text, key) == render(report).rstrip("\n") + "\n", key
+    assert re.findall(r"^<!-- pasted: ([\w-]+);", text, re.MULTILINE) == ["threads-speedup"]
+    assert text.count("<!-- end pasted: threads-speedup -->") == 1
+
+
+def _behind_notes():
+    """The operators that the notes under the README's ``bench-behind`` block explain."""
+    text = README.read_text()
+    notes = text[text.index(_docs.end_marker(_report.BEHIND_BLOCK)):]
+    notes = notes[:notes.index("\n\n", notes.index("\n- "))]
+    return {op for line in notes.splitlines() if line.startswith("- ")
+            for op in re.findall(r"`(\w+)`", line.split(":")[0])}
+
+
+@pytest.mark.skipif(_json("bench.json") is None, reason="no committed operator run")
+def test_the_readme_notes_explain_only_rows_that_are_behind():
+    """Each operator the notes explain is behind in the committed run (a note on a row that
+    is ahead again would explain nothing), and what the ``from_offsets`` note says without a
+    figure holds there: polars is the fastest peer and every peer that checks the order is
+    slower than lodarrow."""
+    report = _json("bench.json")
+    behind = {mine["op"] for mine, _ in _report.behind_rows(report)}
+    noted = _behind_notes()
+    assert noted >= {"from_offsets", "from_arrow", "write_parquet", "sequence_first_step"}
+    assert noted <= behind, noted - behind
+    rows = {r["library"]: r for r in report["rows"] if r["op"] == "from_offsets"}
+    assert rows["polars"]["best_peer"]
+    for lib in ("pyarrow", "numpy", "awkward"):
+        assert rows[lib]["best_s"] > rows["lodarrow"]["best_s"], lib
+
+
+def _case(title, lodarrow_s, peers, status="ok"):
+    """The rows of one case as the runner writes them (ratios from best times)."""
+    best = min(peers.values(), default=None)
+    rows = [{"op": title.split()[0], "title": title, "workload": "D=1, 1e3 rows",
+             "library": "lodarrow", "impl": "lodarrow", "status": status, "best_s": lodarrow_s,
+             "median_s": lodarrow_s, "peak_bytes": 0,
+             "ratio_to_best_peer": lodarrow_s / best if best and status == "ok" else None,
+             "best_peer": False}]
+    for lib, s in peers.items():
+        rows.append({"op": title.split()[0], "title": title, "workload": "D=1, 1e3 rows",
+                     "library": lib, "impl": f"{lib} (its call)", "status": "ok", "best_s": s,
+                     "median_s": s, "peak_bytes": 0,
+                     "ratio_to_best_peer": s / best, "best_peer": s == best})
+    return rows
+
+
+def _small_report():
+    rows = (_case("behind_op", 1.3e-3, {"numpy": 2e-3, "numba": 1e-3})
+            + _case("ahead_op", 0.7e-3, {"numpy": 1e-3})
+            + _case("level_op", 1e-3, {"polars": 1e-3})
+            + _case("alone_op", 1e-3, {})
+            + _case("broken_op", 1e-3, {"numpy": 1e-3}, status="error"))
+    return {"rows": rows, "command": "python -m lodarrow bench --ops x",
+            "revision": {"commit": "abc1234", "changes": False},
+            "machine": {"cpu": "Some CPU", "cores": 2, "platform": "Linux",
+                        "versions": dict.fromkeys(("python", "numpy", "pyarrow", "polars",
+                                                   "awkward", "numba", "lodarrow"), "1.0"),
+                        "load_average": [0.5, 0, 0], "load_average_end": [1.5, 0, 0]}}
+
+
+def test_a_row_behind_is_listed_and_one_ahead_is_not(tmp_path):
+    report = _small_report()
+    listed = [mine["title"] for mine, _ in _report.behind_rows(report)]
+    assert listed == ["behind_op", "level_op", "broken_op"]
+    text = _report.behind_markdown(report)
+    assert ("| `behind_op` | D=1, 1e3 rows | 1.3 ms | numba (its call) | 1 ms | 1.30 |"
+            in text)
+    assert "| `level_op` | D=1, 1e3 rows | 1 ms | polars (its call) | 1 ms | 1.00 |" in text
+    assert "| `broken_op` | D=1, 1e3 rows | error | numpy (its call) | 1 ms | - |" in text
+    assert "ahead_op" not in text and "alone_op" not in text
+    assert "`python -m lodarrow bench --ops x`" in text and "Commit: abc1234" in text
+    assert "Some CPU, 2 usable cores" in text and "0.5 at the start, 1.5 at the end" in text
+    ahead = dict(report, rows=_case("ahead_op", 0.7e-3, {"numpy": 1e-3}))
+    assert "ahead of every peer in every case" in _report.behind_markdown(ahead)
+    # write_markdown rewrites the README beside the document (docs/../benchmarks/README.md),
+    # its block only; a README without the block is left alone.
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "benchmarks").mkdir()
+    doc, readme = tmp_path / "docs" / "performance.md", tmp_path / "benchmarks" / "README.md"
+    doc.write_text("# P\n\n" + _docs.block("bench", _report.REGENERATE, "old") + "\nkept\n")
+    readme.write_text("# B\n\n" + _docs.block(_report.BEHIND_BLOCK, _report.REGENERATE, "old")
+                      + "\n- `behind_op`: why\n")
+    report["bandwidth"] = {"read_1t": 1.0, "read_2t": 2.0, "copy_1t": 1.0, "copy_2t": 2.0,
+                           "reference": 2.0, "bytes": 2**20}
+    _report.write_markdown(report, doc)
+    assert readme.read_text() == ("# B\n\n" + _docs.block(_report.BEHIND_BLOCK,
+                                                           _report.REGENERATE, text)
+                                  + "\n- `behind_op`: why\n")
+    assert doc.read_text().endswith("\nkept\n")
+    readme.write_text("# B\n")
+    _report.write_markdown(report, doc)
+    assert readme.read_text() == "# B\n"
 
 
 def test_a_block_is_replaced_in_place_and_the_rest_kept(tmp_path):

@@ -4,8 +4,9 @@ import json
 
 from lodarrow._bench import _docs
 
-__all__ = ["print_table", "write_json", "section_markdown", "to_markdown", "write_markdown",
-           "write_plot", "format_time", "machine_lines"]
+__all__ = ["README_BLOCKS", "behind_markdown", "behind_rows", "format_time", "machine_lines",
+           "print_table", "readme_beside", "section_markdown", "to_markdown", "write_json",
+           "write_markdown", "write_plot", "write_readme"]
 
 COLUMNS = ("op", "workload", "impl", "median", "best", "GB/s", "% BW", "x best peer",
            "peak MiB", "how / note")
@@ -168,9 +169,98 @@ def apply_markdown(report):
             f"target: 20 us).\n")
 
 
-def write_markdown(report, path, plot=None):
+#: The blocks of ``benchmarks/README.md`` that a run writes (section "Where lodarrow is not
+#: ahead"): key -> renderer of the report.  :func:`write_markdown` rewrites them in the README
+#: beside the document it writes (``../benchmarks/README.md`` of ``docs/performance.md``).
+BEHIND_BLOCK = "bench-behind"
+
+
+def _run_line(report):
+    """``Run: `COMMAND`; Commit: ...; CPU, cores (...); versions; load ...``: which run."""
+    m = report["machine"]
+    parts = [f"Run: `{report.get('command', '?')}`"]
+    if "revision" in report:
+        parts.append(_docs.revision_line(report["revision"]))
+    parts.append(_docs.machine_line(m, m.get("load_average_end")))
+    return "; ".join(parts) + "."
+
+
+def behind_rows(report):
+    """``(lodarrow's row, the fastest peer's row or None)`` of each case in which lodarrow is
+    not ahead: its ``ratio_to_best_peer`` (best time / the fastest peer's best time, the
+    table's "x best peer") is 1 or more, or its own call failed ("wrong", "error").  Cases
+    without a peer (no ratio) are not listed."""
+    cases = {}
+    for row in report["rows"]:
+        cases.setdefault((row["title"], row["workload"]), []).append(row)
+    out = []
+    for rows in cases.values():
+        mine = next((r for r in rows if r["library"] == "lodarrow"), None)
+        if mine is None:
+            continue
+        peer = next((r for r in rows if r.get("best_peer")), None)
+        ratio = mine.get("ratio_to_best_peer")
+        if mine["status"] != "ok" or (ratio is not None and ratio >= 1.0):
+            out.append((mine, peer))
+    return out
+
+
+def behind_markdown(report):
+    """The ``bench-behind`` block of ``benchmarks/README.md``: the cases of
+    :func:`behind_rows` as a table, with the run they come from."""
+    out = [
+        "The cases of the run in `docs/performance.md` where lodarrow's best time is not below "
+        "the fastest peer's (\"x best peer\", best time / the fastest peer's best time, of 1.00 "
+        "or more; below 1 lodarrow is faster than every peer).  " + _run_line(report),
+        "",
+    ]
+    rows = behind_rows(report)
+    if not rows:
+        out.append("In this run lodarrow is ahead of every peer in every case that has one.")
+        return "\n".join(out) + "\n"
+    out += ["| operator | workload | lodarrow (best) | fastest peer | its best | x best peer |",
+            "| --- | --- | ---: | --- | ---: | ---: |"]
+    for mine, peer in rows:
+        ok = mine["status"] == "ok"
+        ratio = mine.get("ratio_to_best_peer")
+        cells = [f"`{mine['title']}`", mine["workload"],
+                 format_time(mine["best_s"]) if ok else mine["status"],
+                 peer["impl"] if peer else "-",
+                 format_time(peer["best_s"]) if peer else "-",
+                 f"{ratio:.2f}" if ok and ratio is not None else "-"]
+        out.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+README_BLOCKS = {BEHIND_BLOCK: behind_markdown}
+
+
+def readme_beside(path):
+    """``benchmarks/README.md`` of the checkout whose ``docs/`` holds ``path``."""
+    import os
+
+    docs = os.path.dirname(os.path.abspath(path))
+    return os.path.join(os.path.dirname(docs), "benchmarks", "README.md")
+
+
+def write_readme(report, path):
+    """Rewrite the blocks of :data:`README_BLOCKS` that the Markdown file ``path`` has (none
+    is added: a file without them is left as it is)."""
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except OSError:
+        return
+    for key, render in README_BLOCKS.items():
+        if _docs.find_block(text, key) is not None:
+            _docs.write_block(path, key, REGENERATE, render(report))
+
+
+def write_markdown(report, path, plot=None, readme=None):
     """Write the results into the Markdown file ``path``; ``plot`` (a PNG path) is linked
-    relative to ``path``.
+    relative to ``path``.  The blocks of :data:`README_BLOCKS` are rewritten too, in
+    ``readme`` (default: :func:`readme_beside` ``path``, ``benchmarks/README.md`` for
+    ``docs/performance.md``) where that file has them.
 
     Where the file has the ``bench`` block, only that block is rewritten: every other part
     (the title, prose, the blocks other benchmarks write) is kept as it is.  A file without
@@ -192,12 +282,13 @@ def write_markdown(report, path, plot=None):
         _docs.write_block(path, "bench", REGENERATE, body)
         if _docs.find_block(text, APPLY_BLOCK) is not None:
             _docs.write_block(path, APPLY_BLOCK, REGENERATE, apply_markdown(report))
-        return
-    kept = _kept_sections(path)
-    with open(path, "w") as fh:
-        fh.write(to_markdown(report, plot))
-        for section in kept:
-            fh.write("\n" + section.rstrip("\n") + "\n")
+    else:
+        kept = _kept_sections(path)
+        with open(path, "w") as fh:
+            fh.write(to_markdown(report, plot))
+            for section in kept:
+                fh.write("\n" + section.rstrip("\n") + "\n")
+    write_readme(report, readme or readme_beside(path))
 
 
 #: The sections :func:`to_markdown` writes; every other ``## `` section of the file is kept.
