@@ -108,6 +108,33 @@ def test_conv_same_bits_for_any_thread_count(monkeypatch):
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("context", [(-1, 3), (-3, 2), (2, 2), (0, 5)])
+def test_conv_gradients_are_the_same_for_any_block_size(context):
+    """The context gradient is made a block of whole sequences at a time (in cache), the
+    contexts for the filter gradient gathered a block of rows at a time: blocks of one row,
+    blocks smaller than the longest sequence, empty sequences on the blocks' edges and one
+    block give the oracle's gradients."""
+    from lodarrow._grad._backward import conv_backward
+
+    cs, cl = context
+    lengths = [0, 7, 1, 0, 0, 12, 3, 0, 2, 1, 0]
+    x, rng = _conv_case(3, np.float64, seed=4, lengths=lengths)
+    off = x.offsets[-1]
+    w = rng.standard_normal((cl * 3, 2))
+    pad = rng.standard_normal((max(0, -cs) + max(0, cs + cl - 1), 3))
+    dout = rng.standard_normal((x.numpy().shape[0], 2))
+    for block in (1, cl * 3, 4 * cl * 3, 1 << 16):
+        for padding in (pad, None):
+            want_dx, want_dw, want_dpad, _ = conv_grad(x.numpy(), off, w, dout, cs, cl,
+                                                       padding)
+            dx, dw, dpad, _ = conv_backward(dout, x.numpy(), off, w, padding, cs, cl,
+                                            chunk_elements=block)
+            np.testing.assert_allclose(dx, want_dx, rtol=1e-12, atol=1e-12, err_msg=str(block))
+            np.testing.assert_allclose(dw, want_dw, rtol=1e-12, atol=1e-12, err_msg=str(block))
+            if padding is not None:
+                np.testing.assert_allclose(dpad, want_dpad, rtol=1e-12, atol=1e-12)
+
+
 # --------------------------------------------------------------------------- top-k
 def _topk_case(channels, rows, cols, dtype=np.float64, seed=0):
     rng = np.random.default_rng(seed)

@@ -15,7 +15,6 @@ __all__ = [
     "ENTRIES",
     "conv_filter_backward",
     "conv_input_backward",
-    "conv_padding_backward",
     "expand_blocks_backward",
     "pool_index_backward",
     "pool_pick_backward",
@@ -129,14 +128,51 @@ def expand_blocks_backward(dx, dout, x_off, rep_off, out_lod):
     _land(target, dx)
 
 
-def conv_input_backward(dx, dctx, offsets, context_start, context_length):
-    """``dx`` (``(N, D)``, the computation dtype) from ``dctx`` (``(N, cl * D)``)."""
-    if dx.size == 0:
+def conv_input_backward(dx, dpad, dout, filter, offsets, context_start, context_length, up,
+                        chunk_elements):
+    """``dx`` (``(N, D)``) and ``dpad`` (``(up + down, D)`` or None), in the computation dtype,
+    from the context gradient ``dout @ filter.T`` (``(N, cl * D)``).
+
+    That gradient is made a block of whole sequences at a time (about ``chunk_elements``
+    values; a longer sequence is a block of its own) and scattered back at once: contexts
+    never cross a sequence, so a block needs no rows of its neighbours, and its context
+    gradient is read back from cache instead of being written to memory and read again.
+    ``dpad`` adds the blocks' sums in order (deterministic for a given ``chunk_elements``).
+    """
+    n, d = dx.shape
+    width = context_length * d
+    if dpad is not None:
+        dpad[...] = 0
+    if n == 0 or width == 0:
+        if dx.size:
+            dx[...] = 0
         return
     offsets = np.ascontiguousarray(offsets)
-    nt = threads_for(dctx.size)
-    seq_grad.conv_input_backward(dx, np.ascontiguousarray(dctx), offsets, context_start,
-                                 context_length, row_bounds(offsets, nt), nt)
+    g = np.ascontiguousarray(dout)
+    ft = np.ascontiguousarray(filter.T)
+    n_seq = offsets.shape[0] - 1
+    step = max(1, chunk_elements // width)
+    # block ends: the first sequence end at or past every ``step`` rows
+    ends = np.unique(np.searchsorted(offsets, np.arange(step, n + step, step), side="left"))
+    ends = np.minimum(ends, n_seq)
+    ends = np.unique(np.concatenate([ends, [n_seq]]))
+    starts = np.concatenate([[0], ends[:-1]])
+    longest = int(np.max(offsets[ends] - offsets[starts]))
+    buf = np.empty((min(n, max(step, longest)), width), dtype=dx.dtype)
+    part = np.empty_like(dpad) if dpad is not None else None
+    nt = threads_for(min(n, step) * width)
+    for s0, s1 in zip(starts.tolist(), ends.tolist()):
+        r0, r1 = int(offsets[s0]), int(offsets[s1])
+        if r1 == r0:
+            continue
+        ctx = buf[:r1 - r0]
+        np.matmul(g[r0:r1], ft, out=ctx)
+        local = offsets[s0:s1 + 1] - r0
+        seq_grad.conv_input_backward(dx[r0:r1], ctx, local, context_start, context_length,
+                                     row_bounds(local, nt), nt)
+        if dpad is not None:
+            seq_grad.conv_padding_backward(part, ctx, local, context_start, context_length, up)
+            dpad += part
 
 
 def conv_filter_backward(dw, data, offsets, dout, pad_rows, cs, cl, up, chunk_elements):
@@ -164,13 +200,6 @@ def conv_filter_backward(dw, data, offsets, dout, pad_rows, cs, cl, up, chunk_el
             src = data[base:stop].astype(compute)
         seq_conv.conv_gather(ctx, src, base, offsets, r0, cs, cl, padding, up, use_pad, 1)
         dw += ctx.T @ dout[r0:r1]
-
-
-def conv_padding_backward(dpad, dctx, offsets, context_start, context_length, up):
-    """``dpad`` (``(up + down, D)``, the computation dtype) from ``dctx``."""
-    seq_grad.conv_padding_backward(dpad, np.ascontiguousarray(dctx),
-                                   np.ascontiguousarray(offsets), context_start,
-                                   context_length, up)
 
 
 def topk_positions(pos, data, in_off, row_off, col_off, channels):
@@ -211,7 +240,6 @@ ENTRIES = {
     "expand_blocks_backward": expand_blocks_backward,
     "conv_input_backward": conv_input_backward,
     "conv_filter_backward": conv_filter_backward,
-    "conv_padding_backward": conv_padding_backward,
     "topk_positions": topk_positions,
     "topk_avg_pool_backward": topk_avg_pool_backward,
 }

@@ -51,17 +51,13 @@ def expand_blocks_backward(dx, dout, x_off, rep_off, out_lod):
     _missing("sequence_expand")
 
 
-def conv_input_backward(dx, dctx, offsets, context_start, context_length):
+def conv_input_backward(dx, dpad, dout, filter, offsets, context_start, context_length, up,
+                        chunk_elements):
     """Not on the GPU yet (``sequence_conv``)."""
     _missing("sequence_conv")
 
 
 def conv_filter_backward(dw, data, offsets, dout, pad_rows, cs, cl, up, chunk_elements):
-    """Not on the GPU yet (``sequence_conv``)."""
-    _missing("sequence_conv")
-
-
-def conv_padding_backward(dpad, dctx, offsets, context_start, context_length, up):
     """Not on the GPU yet (``sequence_conv``)."""
     _missing("sequence_conv")
 
@@ -86,7 +82,6 @@ ENTRIES = {
     "expand_blocks_backward": expand_blocks_backward,
     "conv_input_backward": conv_input_backward,
     "conv_filter_backward": conv_filter_backward,
-    "conv_padding_backward": conv_padding_backward,
     "topk_positions": topk_positions,
     "topk_avg_pool_backward": topk_avg_pool_backward,
 }

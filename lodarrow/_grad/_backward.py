@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from lodarrow._backends import CPU, backend_of_array, is_cupy_array, row_bytes
+from lodarrow._ops.sequence_conv import CHUNK_ELEMENTS
 
 __all__ = [
     "concat_backward",
@@ -447,7 +448,7 @@ def scatter_backward(dout, ids, index_offsets, updates_shape, updates_dtype):
 
 
 def conv_backward(dout, x, offsets, filter, padding, context_start, context_length,
-                  bias=False, chunk_elements=1 << 22):
+                  bias=False, chunk_elements=CHUNK_ELEMENTS):
     """Gradients of ``sequence_conv``.
 
     Parameters
@@ -467,8 +468,11 @@ def conv_backward(dout, x, offsets, filter, padding, context_start, context_leng
         The forward's (resolved) context.
     bias : bool, default False
         Whether the forward added a bias (its gradient is then returned).
-    chunk_elements : int, default 2**22
-        Context elements gathered at once for the filter gradient.
+    chunk_elements : int, default ``lodarrow._ops.sequence_conv.CHUNK_ELEMENTS``
+        Context elements gathered (for the filter gradient) or made (the context gradient
+        ``dout @ filter.T``, for the input and padding gradients) at once, whole sequences
+        for the latter: the forward's blocks, which stay in cache between the step that
+        writes them and the one that reads them, instead of a round trip through memory.
 
     Returns
     -------
@@ -496,16 +500,14 @@ def conv_backward(dout, x, offsets, filter, padding, context_start, context_leng
         g = be.xp.ascontiguousarray(dout, dtype=compute)
         if padding is None:
             cs = min(max(cs, -(n + cl)), n + 1)  # as the forward clamps it
-        dctx = g @ filter.T  # (N, cl * D): every context's gradient
+        # the context gradient g @ filter.T, (N, cl * D), scattered back onto the rows and
+        # the padding it was gathered from, a block of sequences at a time
         dxc = be.empty((n, d), compute)
-        be.kernel("conv_input_backward")(dxc, dctx, off, cs, cl)
+        dpad = be.empty(padding.shape, compute) if padding is not None else None
+        be.kernel("conv_input_backward")(dxc, dpad, g, filter, off, cs, cl, up, chunk_elements)
         dx = dxc if x.dtype == compute else dxc.astype(x.dtype)
         dw = be.empty(filter.shape, compute)
         be.kernel("conv_filter_backward")(dw, x, off, g, padding, cs, cl, up, chunk_elements)
-        dpad = None
-        if padding is not None:
-            dpad = be.empty(padding.shape, compute)
-            be.kernel("conv_padding_backward")(dpad, dctx, off, cs, cl, up)
         dbias = g.sum(axis=0) if bias else None
     return dx, dw, dpad, dbias
 
