@@ -46,6 +46,13 @@ What one invocation does:
   its calls interleave with the others' too; the worker builds the same data from the same
   seed and checks its results against the same reference.  Without a working FBGEMM the
   table says why, row by row.
+- **Memory bandwidth of lodarrow's own kernels** (NumPy, no torch; ``--skip bandwidth`` leaves
+  it out): per case, after its contenders, the forward alone (``la.<op>(...)``) and the pullback
+  alone (``pullback(dout)`` of one ``la.vjp``), both checked against the reference first, each
+  the median of ``--repeat`` calls interleaved with a plain ``np.copyto`` of a buffer the size
+  of the forward's input values (the machine's copy bandwidth: bytes read + written).  GB/s:
+  the least bytes each kernel must move (``BYTES_MODEL``) over its median; share: that over the
+  copy's GB/s; the goal (GRAD.md §5): each backward at the forward's share.
 - **Small calls**: a 1,000-row ``lt.sequence_pool`` (sum, D=16) forward + backward against a
   bare ``torch.segment_reduce`` forward + backward, ``--small-calls`` calls a sample.
 
@@ -1043,8 +1050,10 @@ def small_calls_sentence(sc):
             + clock("wall", "wall time") + ".")
 
 
-def run_case(args, op, wname, data, worker, params):
-    """Check and time every contender of one case; a list of result rows."""
+def run_case(args, op, wname, data, worker, params, bandwidth=None):
+    """Check and time every contender of one case; a list of result rows.  With a list
+    ``bandwidth`` (and ``bandwidth`` not in ``--skip``), then append to it the memory bandwidth
+    row of lodarrow's own kernels on the case (``bandwidth_case``)."""
     case = Case(op, data)
     ref = case.reference()
     rows, local = [], []
@@ -1093,6 +1102,8 @@ def run_case(args, op, wname, data, worker, params):
         r["median_s"] = statistics.median(r["samples_s"])
         r["min_s"] = min(r["samples_s"])
         r["load"] = [round(load0, 2), round(load1, 2)]
+    if bandwidth is not None and "bandwidth" not in skip:
+        bandwidth.append({"op": op, "workload": wname, **bandwidth_case(args, case, ref)})
     return rows
 
 
@@ -1100,6 +1111,153 @@ def timed_local(fn):
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+# ====================================================================== memory bandwidth
+#: The least memory traffic of each of lodarrow's NumPy kernels, in bytes: (forward, backward).
+#: Values read + values written + offsets / saved indices read, nothing else (no scratch, no
+#: zeroing pass, no re-reads): N rows, B sequences, D features, L the longest sequence (the
+#: padded width), M rows sequence_slice keeps, F conv filters, C the conv context (3); e the
+#: value size (float32: 4), i an index's (int64: 8), (B+1)*i one offsets array.
+#: E.g. pool sum's forward reads x (N*D*e) and the offsets and writes out (B*D*e); its backward
+#: reads dout (B*D*e) and the offsets and writes dx (N*D*e).  A kernel that moves more than this
+#: pays for it in its share; the forward here is the operator alone (no saved index).
+BYTES_MODEL = {
+    **{f"pool_{p}": ("N*D*e + B*D*e + (B+1)*i",              # x read, out written
+                     "B*D*e + N*D*e + (B+1)*i")              # dout read, dx written
+       for p in ("sum", "average", "sqrt")},
+    "pool_max": ("N*D*e + B*D*e + (B+1)*i",
+                 "B*D*e + B*D*i + N*D*e + (B+1)*i"),          # + the saved max index
+    **{f"pool_{p}": ("B*D*e + B*D*e + (B+1)*i",              # one row of each sequence
+                     "B*D*e + N*D*e + (B+1)*i")              # dx: zeros but that row
+       for p in ("first", "last")},
+    "softmax": ("N*D*e + N*D*e + (B+1)*i",
+                "N*D*e + N*D*e + N*D*e + (B+1)*i"),          # dout and the saved output y
+    "expand": ("B*D*e + N*D*e + (B+1)*i",
+               "N*D*e + B*D*e + (B+1)*i"),
+    "pad": ("N*D*e + B*L*D*e + (B+1)*i + B*i",                # the padded block, the lengths
+            "N*D*e + N*D*e + (B+1)*i"),                       # dout's real slots only
+    "unpad": ("N*D*e + N*D*e + B*i",                          # the real slots, the lengths
+              "N*D*e + B*L*D*e + (B+1)*i"),                   # dx: the whole block
+    "concat": ("N*D*e + N*D*e + 2*(B+1)*i",                   # a and b: N rows together
+               "N*D*e + N*D*e + 2*(B+1)*i"),
+    "reverse": ("N*D*e + N*D*e + (B+1)*i",
+                "N*D*e + N*D*e + (B+1)*i"),
+    "slice": ("M*D*e + M*D*e + (B+1)*i + 2*B*i",              # offset and length read
+              "M*D*e + N*D*e + (B+1)*i + B*i + (B+1)*i"),     # dx: zeros outside the slices
+    "conv": ("N*D*e + C*D*F*e + N*F*e + (B+1)*i",             # x, w read; out written
+             "N*F*e + N*D*e + C*D*F*e + N*D*e + C*D*F*e + (B+1)*i"),  # dout, x, w; dx, dw
+}
+#: the goal (GRAD.md §5): each backward at the forward's share of the copy bandwidth; a row
+#: counts as there at this fraction of it
+BW_GOAL = 0.9
+
+
+def model_bytes(expr, sizes):
+    """One of BYTES_MODEL's formulas in bytes, for a case's ``sizes``."""
+    return int(eval(expr, {"__builtins__": {}}, dict(sizes)))  # our own table, no names but sizes
+
+
+def la_call(case):
+    """lodarrow's NumPy call of the case: ``(operator, positional args, keyword args)``, the
+    operator and arguments the ``la.vjp`` row differentiates (LoDTensors built once)."""
+    import lodarrow as la
+
+    dd, op, inp = case.data, case.op, case.inputs
+    x = (la.LoDTensor(inp["x"], lod=[dd.off]) if "x" in inp and op not in ("expand", "unpad")
+         else None)   # expand's x: a row per sequence; unpad's: the padded block
+    if op.startswith("pool_"):
+        return la.sequence_pool, (x, op[5:]), {}
+    if op == "softmax":
+        return la.sequence_softmax, (x,), {}
+    if op == "expand":
+        y = la.LoDTensor(np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), (dd.rows,), (0,)),
+                         lod=[dd.off])
+        return la.sequence_expand, (inp["x"], y), {}
+    if op == "pad":
+        return la.sequence_pad, (x, 0.0), {}
+    if op == "unpad":
+        return la.sequence_unpad, (inp["x"], dd.lens), {}
+    if op == "concat":
+        return la.sequence_concat, ([la.LoDTensor(inp["a"], lod=[case.extra["oa"]]),
+                                     la.LoDTensor(inp["b"], lod=[case.extra["ob"]])],), {}
+    if op == "reverse":
+        return la.sequence_reverse, (x,), {}
+    if op == "slice":
+        return la.sequence_slice, (x, case.extra["start"], case.extra["length"]), {}
+    if op == "conv":
+        return la.sequence_conv, (x, inp["w"]), {"context_start": -1, "context_length": 3}
+    raise ValueError(op)
+
+
+def _values(t):
+    return t.data if hasattr(t, "data") and not isinstance(t, np.ndarray) else t
+
+
+def _flat_grads(grads):
+    """The pullback's gradients, None dropped and sequence_concat's tuple opened, in order."""
+    out = []
+    for g in grads:
+        if isinstance(g, tuple):
+            out += _flat_grads(g)
+        elif g is not None:
+            out.append(_values(g))
+    return out
+
+
+def bandwidth_case(args, case, ref):
+    """Memory bandwidth of lodarrow's own NumPy kernels on one case (no torch): the forward
+    alone (``la.<op>(...)``), the pullback alone (``pullback(dout)`` of one ``la.vjp``) and a
+    plain ``np.copyto`` of a buffer the size of the forward's input values, interleaved
+    (forward, backward, copy, ...) ``args.repeat`` times after one warm-up each; medians.  GB/s
+    is BYTES_MODEL's bytes over the median; a kernel's share is its GB/s over the copy's (read
+    + written bytes).  Both results are first checked against the float64 reference."""
+    dd, op = case.data, case.op
+    fn, a, k = la_call(case)
+    forward = (lambda: fn(*a, **k))
+    sizes = {"N": dd.rows, "B": dd.B, "D": dd.d, "L": dd.L, "F": CONV_FILTERS, "C": 3,
+             "M": int(case.extra["length"].sum()) if op == "slice" else 0,
+             "e": np.dtype(np.float32).itemsize, "i": np.dtype(np.int64).itemsize}
+    fexpr, bexpr = BYTES_MODEL[op]
+    row = {"bytes_model": {"forward": fexpr, "backward": bexpr, "sizes": sizes},
+           "forward_bytes": model_bytes(fexpr, sizes), "backward_bytes": model_bytes(bexpr, sizes)}
+    import lodarrow as la
+
+    try:
+        out = forward()
+        _, pullback = la.vjp(fn, *a, **k)
+        first = out[0] if isinstance(out, tuple) else out
+        dout = case.dout.reshape(_values(first).shape)
+        grads = _flat_grads(pullback(dout))
+    except Exception as exc:   # noqa: BLE001 - reported in the table
+        return dict(row, ok=False, error=f"{type(exc).__name__}: {str(exc)[:160]}")
+    why, _ = compare(_values(first), ref[0])
+    for name, g in zip(ref[1], grads):
+        why = why or compare(g, ref[1][name])[0]
+    if why or len(grads) != len(ref[1]):
+        return dict(row, ok=False, error=f"differs from torch's: {why or 'gradients missing'}")
+    nbytes = sum(v.nbytes for v in case.inputs.values())
+    src = np.random.default_rng(0).standard_normal(nbytes // 4, dtype=np.float32)
+    dst = np.empty_like(src)
+    fns = {"forward": forward, "backward": lambda: pullback(dout),
+           "copy": lambda: np.copyto(dst, src)}
+    samples = {name: [] for name in fns}
+    for f in fns.values():   # warm-up
+        f()
+    load0 = os.getloadavg()[0]
+    for _ in range(args.repeat):
+        for name, f in fns.items():
+            samples[name].append(timed_local(f))
+    load1 = os.getloadavg()[0]
+    med = {name: statistics.median(s) for name, s in samples.items()}
+    copy_gbs = 2 * src.nbytes / med["copy"] / 1e9
+    fgbs = row["forward_bytes"] / med["forward"] / 1e9
+    bgbs = row["backward_bytes"] / med["backward"] / 1e9
+    return dict(row, ok=True, forward_s=med["forward"], backward_s=med["backward"],
+                copy_s=med["copy"], copy_bytes=2 * src.nbytes, copy_gbs=copy_gbs,
+                forward_gbs=fgbs, backward_gbs=bgbs, forward_share=fgbs / copy_gbs,
+                backward_share=bgbs / copy_gbs, share_ratio=bgbs / fgbs,
+                samples_s=samples, load=[round(load0, 2), round(load1, 2)])
 
 
 def driver(args):
@@ -1120,7 +1278,7 @@ def driver(args):
                           "LODARROW_NUM_THREADS": os.environ["LODARROW_NUM_THREADS"],
                           "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
                           "lodarrow.openmp_enabled()": bool(la.openmp_enabled())},
-              "started": _now(), "results": [], "workloads": {}}
+              "started": _now(), "results": [], "workloads": {}, "bandwidth": []}
     worker = Worker(args.fbgemm_python, threads)
     report["fbgemm"] = {"info": worker.info, "error": worker.error, "note": args.fbgemm_note}
     print(f"fbgemm: {worker.error or worker.info}", file=sys.stderr)
@@ -1142,11 +1300,16 @@ def driver(args):
                                            and op.split("_")[0] not in only):
                     continue
                 t0 = time.perf_counter()
-                rows = run_case(args, op, wname, data, worker, params)
+                rows = run_case(args, op, wname, data, worker, params, report["bandwidth"])
                 report["results"] += rows
                 if args.json:   # what is measured so far survives a run stopped part-way
                     _write_json(args.json, dict(report, complete=False))
                 best = _summary_line(rows)
+                bw = next((b for b in report["bandwidth"][-1:] if b["op"] == op
+                           and b["workload"] == wname and b["ok"]), None)
+                if bw:
+                    best += (f"; bandwidth: forward {bw['forward_share']:.2f}, backward "
+                             f"{bw['backward_share']:.2f} of the copy's")
                 print(f"{op:>12} {wname:>4}: {best}  ({time.perf_counter() - t0:.1f} s, load "
                       f"{os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
             del data
@@ -1319,6 +1482,8 @@ def markdown(report):
     sc = report.get("small_calls")
     if sc:
         lines += ["", small_calls_sentence(sc)]
+    if report.get("bandwidth"):      # runs before it measured none
+        lines += ["", *bandwidth_markdown(report)]
     lines += ["", "<details><summary>Every row: what it times, ms, load, check</summary>", "",
               "| operator | workload | library | contender | what is timed | ms | load | check |",
               "| --- | --- | --- | --- | --- | ---: | --- | --- |"]
@@ -1330,6 +1495,73 @@ def markdown(report):
                      f"{how} | {_ms(r.get('median_s'))} | {load} | {chk} |")
     lines += ["", "</details>"]
     return "\n".join(lines) + "\n"
+
+
+def _ms3(s):
+    """Milliseconds to three significant figures (a small run's kernels take microseconds)."""
+    ms = s * 1e3
+    return f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"
+
+
+def bandwidth_statement(rows):
+    """How many rows meet the goal (backward at BW_GOAL x the forward's share or more), and
+    which do not: computed from the JSON's rows."""
+    ok = [r for r in rows if r["ok"]]
+    below = [r for r in ok if round(r["share_ratio"], 2) < BW_GOAL]   # as the table shows it
+    failed = [r for r in rows if not r["ok"]]
+    text = (f"Backward at >= {BW_GOAL:g}x the forward's share of the copy bandwidth on "
+            f"{len(ok) - len(below)} of {len(ok)} rows")
+    if below:
+        text += "; below on: " + ", ".join(
+            f"{OP_TITLES[r['op']]} {r['workload']} ({r['share_ratio']:.2f}x)" for r in below)
+    if failed:
+        text += "; not measured: " + ", ".join(
+            f"{OP_TITLES[r['op']]} {r['workload']}" for r in failed)
+    return text + "."
+
+
+def bandwidth_markdown(report):
+    """The table of ``report["bandwidth"]`` (lodarrow's own kernels against a plain copy)."""
+    rows = report["bandwidth"]
+    s, th = report["settings"], report["threads"]
+    lines = [(f"**Memory bandwidth of lodarrow's kernels.**  lodarrow's own NumPy kernels, no "
+              f"torch: the forward alone (`la.<op>(...)`) and the pullback alone "
+              f"(`pullback(dout)` of one `la.vjp`), each the median of {s['repeat']} calls "
+              f"interleaved with a plain `np.copyto` of a buffer the size of the forward's "
+              f"input values (the machine's copy bandwidth: bytes read + written), "
+              f"LODARROW_NUM_THREADS={th['LODARROW_NUM_THREADS']}.  GB/s: the least bytes "
+              f"the kernel must move (the model below) over its median time; share: its GB/s "
+              f"over the copy's; the goal: each backward at the forward's share (the last "
+              f"column 1.00x or more).  " + bandwidth_statement(rows)), "",
+             ("| operator | workload | input MB | forward ms | backward ms | copy GB/s "
+              "| forward GB/s | backward GB/s | forward share | backward share "
+              "| backward / forward share |"),
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        head = f"| {OP_TITLES[r['op']]} | {r['workload']} |"
+        if not r["ok"]:
+            lines.append(head + " — |" * 8 + " not measured: " + r["error"].replace("|", "/")
+                         + " |")
+            continue
+        lines.append(f"{head} {r['copy_bytes'] / 2 / 1e6:.2f} | {_ms3(r['forward_s'])} | "
+                     f"{_ms3(r['backward_s'])} | {r['copy_gbs']:.1f} | "
+                     f"{r['forward_gbs']:.1f} | {r['backward_gbs']:.1f} | "
+                     f"{r['forward_share']:.2f} | {r['backward_share']:.2f} | "
+                     f"{r['share_ratio']:.2f}x |")
+    lines += ["", "<details><summary>The bytes each kernel must move (the model)</summary>", "",
+              ("N rows, B sequences, D features, L the longest sequence (the padded width), M "
+               "rows sequence_slice keeps, F conv filters, C the context (3); e the value size "
+               "(float32: 4 bytes), i an index's (int64: 8); (B+1)*i is one offsets array.  "
+               "Values read + values written + offsets and saved indices read, nothing else."),
+              "", "| operator | forward | backward |", "| --- | --- | --- |"]
+    seen = set()
+    for r in rows:
+        if r["op"] not in seen:
+            seen.add(r["op"])
+            m = r["bytes_model"]
+            lines.append(f"| {OP_TITLES[r['op']]} | `{m['forward']}` | `{m['backward']}` |")
+    lines += ["", "</details>"]
+    return lines
 
 
 #: the small-call figure quoted in the prose (docs/gradients.md, "How it runs"), between
@@ -1402,7 +1634,8 @@ def parse(argv):
                    help="comma-separated: pool, pool_max, softmax, expand, pad, unpad, concat, "
                         "reverse, slice, conv (default all)")
     p.add_argument("--skip", default="",
-                   help="comma-separated contender names not to run (e.g. nested,pad_sequence)")
+                   help="comma-separated contender names not to run (e.g. nested,pad_sequence;"
+                        " bandwidth: not the memory bandwidth of lodarrow's kernels)")
     p.add_argument("--small-calls", type=int, default=200, help="calls a small-call sample")
     p.add_argument("--small-pairs", type=int, default=40,
                    help="pairs of small-call samples, the order alternating (default 40)")

@@ -52,6 +52,9 @@ def test_the_grad_benchmark_checks_every_row_against_torch(tmp_path):
     rows = report["results"]
     cases = {(op, w) for op, ws in bench.OPS for w in ws}
     assert {(r["op"], r["workload"]) for r in rows} == cases
+    # lodarrow's own kernels' bandwidth: every case, checked against the reference first
+    assert [(b["op"], b["workload"]) for b in report["bandwidth"] if b["ok"]] == [
+        (r["op"], r["workload"]) for r in rows if r["name"] == "la.vjp"]
     for r in rows:
         assert isinstance(r["ok"], bool) and (r["ok"] or r["error"]), r
         if r.get("median_s") is not None:                 # timed => checked equal to torch's
@@ -89,3 +92,55 @@ def test_the_docs_quote_the_committed_run():
     assert text[a:text.index(bench.END)] == "\n\n" + bench.markdown(report) + "\n"
     a = text.index(bench.SMALL_BEGIN) + len(bench.SMALL_BEGIN)
     assert text[a:text.index(bench.SMALL_END)] == bench.small_calls_prose(report)
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="needs the checkout's benchmarks/")
+def test_the_bandwidth_table_renders_from_the_json_and_old_runs_without_it(tmp_path):
+    """lodarrow's own kernels against a plain copy: measured on a tiny case (checked against
+    the float64 reference first, every figure positive, the shares the GB/s over the copy's),
+    rendered as a second table whose statement is computed from the rows; a JSON from before
+    the measurement (no "bandwidth" key) renders as before, without it."""
+    bench = _load_script()
+    out = tmp_path / "grad.json"
+    argv = ["--rows-d1", "2000", "--rows-d16", "400", "--repeat", "1", "--small-calls", "2",
+            "--small-pairs", "2", "--threads", "1", "--ops", "pool_sum,pad,conv",
+            "--skip", "nested,pad_sequence", "--json", str(out)]
+    bench.main(argv)
+    report = json.loads(out.read_text())
+    rows = report["bandwidth"]
+    assert {(r["op"], r["workload"]) for r in rows} == {
+        ("pool_sum", "D1"), ("pool_sum", "D16"), ("pad", "D1"), ("pad", "D16"), ("conv", "D16")}
+    for r in rows:
+        assert r["ok"], r
+        for k in ("forward_s", "backward_s", "copy_gbs", "forward_gbs", "backward_gbs"):
+            assert r[k] > 0, (k, r)
+        assert r["forward_share"] == pytest.approx(r["forward_gbs"] / r["copy_gbs"])
+        assert r["backward_share"] == pytest.approx(r["backward_gbs"] / r["copy_gbs"])
+        assert r["share_ratio"] == pytest.approx(r["backward_share"] / r["forward_share"])
+        assert r["forward_bytes"] == bench.model_bytes(r["bytes_model"]["forward"],
+                                                       r["bytes_model"]["sizes"])
+        assert len(r["samples_s"]["copy"]) == 1
+    pool = next(r for r in rows if (r["op"], r["workload"]) == ("pool_sum", "D1"))
+    wl = report["workloads"]["D1"]
+    assert pool["forward_bytes"] == 4 * (wl["rows"] + wl["sequences"]) + 8 * (wl["sequences"] + 1)
+    text = bench.markdown(report)
+    assert "**Memory bandwidth of lodarrow's kernels.**" in text
+    assert bench.bandwidth_statement(rows) in text and "| sequence_pad | D16 |" in text
+    # the statement follows the figures: a row made slow is named, with its ratio
+    slow = json.loads(json.dumps(report))
+    r = slow["bandwidth"][0]
+    r["backward_share"] = r["share_ratio"] * 0 + 0.5 * r["forward_share"]
+    r["share_ratio"] = 0.5
+    said = bench.bandwidth_statement(slow["bandwidth"])
+    assert f"{bench.OP_TITLES[r['op']]} {r['workload']} (0.50x)" in said
+    assert f"of {len(rows)} rows" in said
+    # a JSON from before the bandwidth rows: the same tables, without the second one
+    old = {k: v for k, v in report.items() if k != "bandwidth"}
+    old_text = bench.markdown(old)
+    assert "Memory bandwidth" not in old_text
+    assert old_text.split("\n\n<details>")[0] in text
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    doc = tmp_path / "doc.md"
+    bench.main(["--from-json", str(path), "--docs", str(doc)])
+    assert "Memory bandwidth" not in doc.read_text() and bench.END in doc.read_text()
