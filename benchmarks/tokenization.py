@@ -17,9 +17,17 @@ One run, one generated corpus, one tokenizer trained here with ``tokenizers`` on
   (load the tokenizer, read Parquet, tokenize, ids to Arrow, write Parquet with the lengths
   in the footers), its default (one process, the tokenizer's threads);
   ``lodarrow_processes``: ``processes=N``;
-- **datasets** (``datasets``, ``datasets_num_proc``):
-  ``Dataset.from_parquet(files).map(encode, batched=True, num_proc=None|N)`` then
-  ``to_parquet``, the Hugging Face recipe (its cache in a temporary directory);
+- **datasets** (``datasets_num_proc``, ``datasets_num_proc_in_memory``, ``datasets``,
+  ``datasets_in_memory``): ``Dataset.from_parquet(files).map(encode, batched=True,
+  batch_size=B, num_proc=N|None, remove_columns=["text"], features=...)`` then
+  ``to_parquet``, the fast path of Hugging Face's docs for a tokenization map: batched, the
+  text column removed, ``features=`` giving the token column the type ``la.tokenize``
+  writes (``Sequence(Value("uint16"))`` for a vocabulary of at most 65,536 ids, else
+  ``int32``) so its Arrow writer does not infer int64 lists, ``batch_size`` (and
+  ``writer_batch_size``) the rows a batch of the tokenizer alone and ``la.tokenize``; the
+  map's result either written to its Arrow cache file (``cache_file_name`` in a temporary
+  directory) or kept in memory (``keep_in_memory=True``, no cache file), both documented
+  ways;
 - **datatrove** (``datatrove``): its ``DocumentTokenizer`` behind a ``ParquetReader`` in a
   ``LocalPipelineExecutor`` of N tasks, writing its ``.ds`` token files;
 - **dolma** (``dolma``): ``dolma tokens`` with ``--dolma``, the command of a venv of its own
@@ -34,7 +42,14 @@ row's figures: its fastest wall time (best), its median, the CPU seconds of the 
 (this process and its reaped worker processes) and the 1-minute load average after each
 run; ratios to the tokenizer alone both best over best and as the median of the per-round
 ratios (each round's two runs side by side).  tokens/s counts the ids written (the
-tokenizer's ids; ``la.tokenize``'s count is checked against them).
+tokenizer's ids; ``la.tokenize``'s count is checked against them).  Every row's output is
+read back after the warm-up (untimed) and checked to hold, document by document, the ids of
+``encode_batch_fast`` over the corpus (the same ids ``la.tokenize`` wrote, which is checked
+the same way): the Parquet token lists of ``la.tokenize`` and ``datasets`` (and their type),
+datatrove's ``.ds`` files with their ``.ds.index`` document ends, dolma's ``.npy`` files
+with their ``.csv.gz`` offsets and ids (its eos id after each document); the row's
+``verified`` field in the JSON says what was compared.  The previous run's output is
+removed before each run, outside the timing.
 
 Writes ``--json`` (the commit, versions, CPU, load, settings and every sample) and, with
 ``--docs``, the section between ``<!-- tokenize-bench:begin -->`` and
@@ -119,8 +134,13 @@ TITLES = {
     "lodarrow": ("**`la.tokenize`** (default: one process, the tokenizer's threads)",
                  "lodarrow"),
     "lodarrow_processes": ("`la.tokenize(processes={n})`", "lodarrow"),
-    "datasets_num_proc": ("`datasets` `map(num_proc={n})` + `to_parquet`", "peer"),
-    "datasets": ("`datasets` `map(num_proc=None)` + `to_parquet`", "peer"),
+    "datasets_num_proc": ("`datasets` `map(num_proc={n})` (cache file) + `to_parquet`",
+                          "peer"),
+    "datasets_num_proc_in_memory": (
+        "`datasets` `map(num_proc={n}, keep_in_memory=True)` + `to_parquet`", "peer"),
+    "datasets": ("`datasets` `map(num_proc=None)` (cache file) + `to_parquet`", "peer"),
+    "datasets_in_memory": (
+        "`datasets` `map(num_proc=None, keep_in_memory=True)` + `to_parquet`", "peer"),
     "datatrove": ("datatrove `DocumentTokenizer` ({n} tasks)", "peer"),
     "dolma": ("dolma `tokens`", "peer"),
     "megatron": ("Megatron-LM `tools/preprocess_data.py`", "peer"),
@@ -187,6 +207,35 @@ def source_hashes(module_path):
     return {name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in files.items()}
 
 
+class Reference:
+    """The tokenizer's ids of every document of the corpus (``encode_batch_fast``), flat
+    with offsets, which every row's output is compared with."""
+
+    def __init__(self, tok, texts, batch):
+        flat, lengths = [], []
+        for s in range(0, len(texts), batch):
+            for e in tok.encode_batch_fast(texts[s:s + batch]):
+                flat.append(np.asarray(e.ids, dtype=np.uint32))
+                lengths.append(len(e.ids))
+        self.flat = np.concatenate(flat) if flat else np.zeros(0, np.uint32)
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.offsets = np.r_[0, np.cumsum(self.lengths)]
+        self.total = int(self.offsets[-1])
+
+    def check(self, what, flat, lengths, order):
+        """``flat`` / ``lengths``: the ids a row wrote, documents in turn; ``order``: which
+        document of the corpus each is.  Every document once, each with the same ids."""
+        order = np.asarray(order, dtype=np.int64)
+        assert len(order) == len(self.lengths) and \
+            np.array_equal(np.sort(order), np.arange(len(self.lengths))), \
+            f"{what}: {len(order)} documents written, not the corpus's {len(self.lengths)}"
+        assert np.array_equal(np.asarray(lengths, dtype=np.int64), self.lengths[order]), \
+            f"{what}: documents' lengths differ from the tokenizer's"
+        want = np.concatenate([self.flat[self.offsets[i]:self.offsets[i + 1]] for i in order])
+        assert np.array_equal(np.asarray(flat).astype(np.uint32), want), \
+            f"{what}: ids differ from the tokenizer's"
+
+
 def measure(args):
     """Everything measured, as the JSON report."""
     import lodarrow as la
@@ -219,7 +268,13 @@ def measure(args):
         Tokenizer.from_file(tok_path)
         loads.append(time.perf_counter() - c0)
     batch = _tokenize._rows_for(len(texts), sum(len(t.encode()) for t in texts))
-    total = sum(len(e.ids) for e in tok.encode_batch_fast(texts))
+    ref = Reference(tok, texts, batch)
+    total = ref.total
+    # the corpus's files in order and their documents' ids (datatrove's tasks take files)
+    corpus_files = sorted(os.listdir(corpus))
+    file_docs = np.cumsum([0] + [pq.read_metadata(os.path.join(corpus, f)).num_rows
+                                 for f in corpus_files])
+    dtype = "uint16" if tok.get_vocab_size() <= 1 << 16 else "int32"  # as la.tokenize's
     report["corpus"] = {
         "documents": len(texts), "files": args.files, "text_mb": sum(map(len, texts)) / 1e6,
         "tokens": total, "vocab": tok.get_vocab_size(), "batch_rows": batch,
@@ -233,10 +288,12 @@ def measure(args):
     n = args.processes
     jobs, rows = [], []
 
-    def add(key, fn, note="", cpu=True):
+    def add(key, job, note="", cpu=True):
+        """``job``: (the timed run, its output to remove before each run, the untimed check
+        of that output's ids, returning what it compared)."""
         title = TITLES[key][0].format(n=n)
         if not only or key in only:
-            jobs.append((key, fn))
+            jobs.append((key, job))
             rows.append({"key": key, "name": title, "kind": TITLES[key][1], "note": note,
                          "cpu_counted": cpu, "samples": []})
 
@@ -253,31 +310,59 @@ def measure(args):
         for s in range(0, len(texts), batch):
             tok.encode_batch_fast(texts[s:s + batch])
 
+    def check_parquet(out, what):
+        """The Parquet file ``out`` or those under it, in name order: their ``id`` column the corpus's
+        order and their ``tokens`` ``list<dtype>`` lists the reference's."""
+        files = [out] if os.path.isfile(out) else sorted(
+            os.path.join(root, f) for root, _, names in os.walk(out)
+            for f in names if f.endswith(".parquet"))
+        assert files, f"{what}: no Parquet under {out}"
+        table = pa.concat_tables([pq.read_table(f, columns=["id", "tokens"]) for f in files])
+        kind = table.schema.field("tokens").type
+        assert pa.types.is_list(kind) and kind.value_type == pa.type_for_alias(dtype), \
+            (what, kind)
+        tokens = table.column("tokens").combine_chunks()
+        ref.check(what, tokens.values.to_numpy(), np.diff(tokens.offsets.to_numpy()),
+                  table.column("id").to_numpy())
+        return (f"{len(table):,} token lists ({tokens.type}) in {len(files)} Parquet "
+                f"file{'s' if len(files) > 1 else ''}")
+
     def lodarrow(processes=None):
+        out = os.path.join(work, "out-lodarrow")
+
         def go():
-            out = os.path.join(work, "out-lodarrow")
-            shutil.rmtree(out, ignore_errors=True)
             s = la.tokenize(corpus, out, tok_path, progress=False, processes=processes,
                             resume=False)
             assert s.tokens == total, (s.tokens, total)
-        return go
+        return go, out, lambda: check_parquet(out, "la.tokenize")
 
-    def hf(num_proc):
+    def hf(num_proc, in_memory):
+        cache = os.path.join(work, f"out-datasets-{num_proc}-{in_memory}")
+
         def go():
             import datasets
 
             datasets.disable_progress_bars()
-            cache = tempfile.mkdtemp(dir=work)
-            files = sorted(os.path.join(corpus, f) for f in os.listdir(corpus))
+            os.makedirs(cache)
+            files = [os.path.join(corpus, f) for f in corpus_files]
             ds = datasets.Dataset.from_parquet(files, cache_dir=cache)
             t = Tokenizer.from_file(tok_path)
 
             def encode(b):
                 return {"tokens": [e.ids for e in t.encode_batch_fast(b["text"])]}
 
+            # HF's docs' tokenization map: batched, the text removed, the output's features
+            # given (the token column uint16 as la.tokenize writes it, not inferred int64),
+            # the result in the cache file or kept in memory
+            features = datasets.Features({"id": ds.features["id"],
+                                          "tokens": datasets.Sequence(datasets.Value(dtype))})
+            where = ({"keep_in_memory": True} if in_memory else
+                     {"cache_file_name": os.path.join(cache, "m.arrow"),
+                      "load_from_cache_file": False})
             before = os.environ.get("TOKENIZERS_PARALLELISM")
-            ds = ds.map(encode, batched=True, batch_size=1000, num_proc=num_proc,
-                        remove_columns=["text"], cache_file_name=os.path.join(cache, "m.arrow"))
+            ds = ds.map(encode, batched=True, batch_size=batch, writer_batch_size=batch,
+                        num_proc=num_proc, remove_columns=["text"], features=features,
+                        **where)
             # map(num_proc=) sets TOKENIZERS_PARALLELISM=false in this process's environment
             # for its forked workers and rebinds os.environ to a copy taken before, which
             # leaves the variable set where the tokenizer reads it: every later row here
@@ -289,16 +374,17 @@ def measure(args):
                 os.environ["TOKENIZERS_PARALLELISM"] = before
                 os.putenv("TOKENIZERS_PARALLELISM", before)
             ds.to_parquet(os.path.join(cache, "out.parquet"))
-            shutil.rmtree(cache, ignore_errors=True)
-        return go
+        return go, cache, lambda: check_parquet(os.path.join(cache, "out.parquet"),
+                                                f"datasets num_proc={num_proc}")
 
     def datatrove_job(tasks):
+        out = os.path.join(work, "out-datatrove")
+
         def go():
             from datatrove.executor import LocalPipelineExecutor
             from datatrove.pipeline.readers import ParquetReader
             from datatrove.pipeline.tokens import DocumentTokenizer
 
-            out = tempfile.mkdtemp(dir=work)
             LocalPipelineExecutor(
                 [ParquetReader(corpus, text_key="text", id_key="id"),
                  DocumentTokenizer(os.path.join(out, "tokens"), tok_path,
@@ -309,16 +395,40 @@ def measure(args):
                           for root, _, files in os.walk(os.path.join(out, "tokens"))
                           for f in files if f.endswith(".ds"))
             assert written == 2 * total, (written, total)  # uint16 ids
-            shutil.rmtree(out, ignore_errors=True)
-        return go
 
-    add("tokenizer", alone, "texts in memory, no I/O")
-    add("tokenizer_no_ids", encode_only, "no ids read")
+        def check():
+            # task r reads the files r, r + tasks, ... (datatrove's shard of a folder) and
+            # writes {r:05d}_unshuffled.ds (uint16 ids) and .ds.index (uint64 doc ends)
+            flat, lengths, order = [], [], []
+            for r in range(tasks):
+                base = os.path.join(out, "tokens", f"{r:05d}_unshuffled.ds")
+                if not os.path.exists(base):
+                    continue
+                flat.append(np.fromfile(base, dtype=np.uint16))
+                ends = np.fromfile(base + ".index", dtype=np.uint64).astype(np.int64)
+                lengths.append(np.diff(ends, prepend=0))
+                order += [np.arange(file_docs[k], file_docs[k + 1])
+                          for k in range(r, len(corpus_files), tasks)]
+            ref.check("datatrove", np.concatenate(flat), np.concatenate(lengths),
+                      np.concatenate(order))
+            return (f"{sum(map(len, lengths)):,} documents' uint16 ids in {len(flat)} .ds "
+                    f"files (their .ds.index document ends)")
+        return go, out, check
+
+    def no_check(what):
+        return lambda: f"not checked: {what}"
+
+    add("tokenizer", (alone, None, no_check("nothing written")), "texts in memory, no I/O")
+    add("tokenizer_no_ids", (encode_only, None, no_check("nothing written")), "no ids read")
     add("lodarrow", lodarrow(None), "tokenizer loaded from its JSON in the run")
     add("lodarrow_processes", lodarrow(n), "one tokenizer thread a process")
     if _version("datasets"):
-        add("datasets_num_proc", hf(n), "its Arrow cache written, then Parquet")
-        add("datasets", hf(None), "its Arrow cache written, then Parquet")
+        fast = (f"features= {dtype} tokens, batch_size={batch:,}, text removed; ")
+        add("datasets_num_proc", hf(n, False), fast + "its Arrow cache file, then Parquet")
+        add("datasets_num_proc_in_memory", hf(n, True),
+            fast + "no cache file (shards' tables back by pickle), then Parquet")
+        add("datasets", hf(None, False), fast + "its Arrow cache file, then Parquet")
+        add("datasets_in_memory", hf(None, True), fast + "no cache file, then Parquet")
     else:
         not_run("datasets", "not run: datasets not installed")
     if _version("datatrove"):
@@ -327,7 +437,7 @@ def measure(args):
     else:
         not_run("datatrove", "not run: datatrove not installed")
     if args.dolma and (not only or "dolma" in only):
-        add("dolma", dolma_job(args.dolma, work, corpus, tok_path, n, total, report),
+        add("dolma", dolma_job(args.dolma, work, corpus, tok_path, n, ref, report),
             "its command (start included) on the corpus as gzipped JSON lines (its input "
             "format), one document at a time a process, an eos id appended a document (not "
             "counted); its own venv")
@@ -336,10 +446,19 @@ def measure(args):
     not_run("megatron", args.megatron_note)
 
     by_key = {r["key"]: r for r in rows}
-    for key, fn in jobs:  # warm-up
+
+    def clear(out):
+        if out:
+            shutil.rmtree(out, ignore_errors=True)
+
+    for key, (fn, out, check) in jobs:  # warm-up, then its output's ids checked (untimed)
+        clear(out)
         fn()
+        by_key[key]["verified"] = check()
+        print(f"  {key:<20} {by_key[key]['verified']}", flush=True)
     for _ in range(args.repeat):
-        for key, fn in jobs:
+        for key, (fn, out, check) in jobs:
+            clear(out)
             c0, t0 = _cpu(), time.perf_counter()
             fn()
             wall, cpu = time.perf_counter() - t0, _cpu() - c0
@@ -356,11 +475,14 @@ def measure(args):
     return report
 
 
-def dolma_job(dolma, work, corpus, tok_path, processes, total, report):
+def dolma_job(dolma, work, corpus, tok_path, processes, ref, report):
     """``dolma tokens`` (``dolma``: the command, in a venv of its own) over the corpus
     written as gzipped JSON lines, its input format; checks it wrote ``total`` ids plus an
-    eos a document."""
+    eos a document, and (untimed) that they are the reference's ids."""
+    import csv
     import gzip
+
+    total = ref.total
 
     python = os.path.join(os.path.dirname(dolma), "python")
     report["versions"]["dolma"] = dict(zip(("dolma", "tokenizers", "numpy"), subprocess.run(
@@ -387,9 +509,9 @@ def dolma_job(dolma, work, corpus, tok_path, processes, total, report):
     with open(legacy, "w") as f:
         json.dump(spec, f)
 
+    out = os.path.join(work, "out-dolma")
+
     def go():
-        out = os.path.join(work, "out-dolma")
-        shutil.rmtree(out, ignore_errors=True)
         run = subprocess.run(
             [dolma, "tokens", "--documents", os.path.join(src, "*.jsonl.gz"),
              "--destination", out, "--tokenizer.name_or_path", legacy,
@@ -400,7 +522,28 @@ def dolma_job(dolma, work, corpus, tok_path, processes, total, report):
         written = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out)
                       if f.endswith(".npy"))
         assert written == 2 * (total + documents), (written, total, documents)
-    return go
+
+    def check():
+        # each part-*.npy (uint16 ids) has a .csv.gz of rows start, end, id, src, loc (its
+        # documents in the order written, shuffled); each document's ids, then eos 0
+        flat, lengths, order, parts = [], [], [], 0
+        for name in sorted(os.listdir(out)):
+            if not name.endswith(".npy"):
+                continue
+            ids = np.fromfile(os.path.join(out, name), dtype=np.uint16)
+            meta = os.path.join(out, name[:-len(".npy")] + ".csv.gz")
+            with gzip.open(meta, "rt", newline="") as f:
+                for start, end, doc, _src, _loc in csv.reader(f):
+                    start, end = int(start), int(end)
+                    assert ids[end - 1] == 0, ("dolma: no eos", doc)
+                    flat.append(ids[start:end - 1])
+                    lengths.append(end - 1 - start)
+                    order.append(int(doc))
+            parts += 1
+        ref.check("dolma", np.concatenate(flat), np.array(lengths), np.array(order))
+        return (f"{len(order):,} documents' uint16 ids (each then eos 0) in {parts} .npy "
+                f"files, by the ids and offsets of their .csv.gz")
+    return go, out, check
 
 
 # ============================================================================ reporting
@@ -556,17 +699,25 @@ def markdown(report):
                         "not resolved": ": not resolved in this run."}[verdict(ratios, 1)])
     if cl.get("leads") is not None:
         parts = []
+        names = {r["key"]: r["name"] for r in report["rows"]}  # as the JSON names them
         for k, v in cl["leads"].items():
             said = {"above": "ahead", "below": "behind",
                     "not resolved": "not resolved in this run"}[verdict(v, 1)]
-            parts.append(f"{TITLES[k][0].format(n=report['settings']['processes'])} "
-                         f"{_range(v)} ({said})")
+            parts.append(f"{names[k]} {_range(v)} ({said})")
         lines.append(f"- Peers (each one's wall time over `la.tokenize`'s in the same round; "
                      f"ahead only when every round is above 1): `la.tokenize` ahead of "
                      f"{cl['ahead_of']} of the {cl['peers_run']} peer rows that ran, behind "
                      f"{cl['behind']}, the others not resolved ({'; '.join(parts)}); "
                      f"{len(cl['peers_not_run'])} of {cl['peers']} did not run (said in the "
                      f"table).")
+    checked = [r for r in report["rows"] if r.get("verified") and r["samples"]
+               and not r["verified"].startswith("not checked")]
+    if checked:  # JSON from before the outputs were checked holds no "verified"
+        lines.append("- Outputs checked after the warm-up (untimed) to hold, document by "
+                     "document, the tokenizer's `encode_batch_fast` ids (`la.tokenize`'s "
+                     f"too): {len(checked)} of the "
+                     f"{sum(1 for r in report['rows'] if r['samples'])} rows that ran ("
+                     + "; ".join(f"{r['name']}: {r['verified']}" for r in checked) + ").")
     sources = report.get("sources")
     lines.append("- Sources: " + ("; ".join(f"`{k}` SHA-256 {v[:12]}" for k, v in
                                             sources.items()) if sources else

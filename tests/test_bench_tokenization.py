@@ -6,7 +6,10 @@
   M``) is one the generated section states, and the generated claims are recomputed here
   from the JSON's samples (not from the script's own summary);
 - a tiny run writes a JSON of the documented shape, and ``--from-json`` regenerates the
-  docs' section in place (replaced, not appended).
+  docs' section in place (replaced, not appended);
+- a tiny run checks every row's output holds the tokenizer's ids document by document
+  (``datasets``' fast path writing the ``uint16`` lists ``la.tokenize`` writes), and the check
+  catches a changed id, a dropped document and a reordering.
 """
 
 import hashlib
@@ -142,3 +145,54 @@ def test_a_tiny_run_writes_its_json_and_regenerates_the_docs(tmp_path):
     assert text.count(bench.END) == 1 and bench.generated(doc) == bench.markdown(report)
     bench.main(["--from-json", str(out), "--docs", str(doc)])   # regenerated in place
     assert doc.read_text() == text
+
+
+def test_the_reference_check_catches_a_wrong_output():
+    tokenizers = pytest.importorskip("tokenizers")
+    np = pytest.importorskip("numpy")
+    bench = _load_script()
+    texts = ["ab ba", "abc", "", "a b c a b c"]
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE())
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.train_from_iterator(texts, tokenizers.trainers.BpeTrainer(
+        vocab_size=270, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
+    ref = bench.Reference(tok, texts, 2)
+    ids = [tok.encode(t).ids for t in texts]
+    flat, lengths = np.concatenate([np.array(i, np.uint32) for i in ids]), list(map(len, ids))
+    ref.check("same", flat, lengths, range(4))
+    order = [2, 0, 3, 1]                                     # another order, said so
+    ref.check("reordered", np.concatenate([np.array(ids[i], np.uint32) for i in order]),
+              [lengths[i] for i in order], order)
+    with pytest.raises(AssertionError, match="ids differ"):
+        bad = flat.copy()
+        bad[-1] += 1
+        ref.check("changed", bad, lengths, range(4))
+    with pytest.raises(AssertionError, match="documents written"):
+        ref.check("dropped", flat[:-len(ids[3])], lengths[:3], range(3))
+    with pytest.raises(AssertionError):
+        ref.check("unsaid order", np.concatenate([np.array(ids[i], np.uint32) for i in order]),
+                  [lengths[i] for i in order], range(4))
+
+
+def test_a_tiny_run_checks_every_output_s_ids(tmp_path):
+    pytest.importorskip("tokenizers")
+    pytest.importorskip("datasets")
+    bench = _load_script()
+    out = tmp_path / "t.json"
+    bench.main(["--documents", "120", "--files", "2", "--vocab", "300", "--repeat", "1",
+                "--processes", "2", "--only", "tokenizer,lodarrow,datasets,datasets_in_memory",
+                "--json", str(out)])
+    report = json.loads(out.read_text())
+    rows = {r["key"]: r for r in report["rows"]}
+    assert rows["tokenizer"]["verified"].startswith("not checked")
+    for key in ("lodarrow", "datasets", "datasets_in_memory"):
+        # the fast path's features=: uint16 lists as la.tokenize writes, not int64
+        assert rows[key]["verified"].startswith("120 token lists (list<element: uint16>)"), \
+            rows[key]
+    for key in ("datasets", "datasets_in_memory"):
+        assert "uint16" in rows[key]["note"] and "batch_size=" in rows[key]["note"]
+    assert "cache file" in rows["datasets"]["name"]
+    assert "keep_in_memory=True" in rows["datasets_in_memory"]["name"]
+    assert "Outputs checked after the warm-up (untimed)" in bench.markdown(report)
+    assert ": 3 of the 4 rows that ran (" in bench.markdown(report)
