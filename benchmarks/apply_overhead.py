@@ -162,5 +162,4 @@ def run(argv, number=20000, repeat=7):
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, ROOT)  # run from a checkout: its in-place build
     main(sys.argv[1:])

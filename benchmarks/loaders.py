@@ -71,8 +71,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import loop_baseline  # noqa: E402  (benchmarks/loop_baseline.py, beside this file)
+# benchmarks/loop_baseline.py, beside this file, by name: spawned DataLoader workers unpickle
+# its classes by that name.  Appended, not inserted: imported by a test, this file's folder
+# then shadows no other module for the rest of the session.
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.append(str(Path(__file__).resolve().parent))
+import loop_baseline  # noqa: E402
 
 # ----------------------------------------------------------------------------------------
 # the corpus

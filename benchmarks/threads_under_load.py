@@ -108,7 +108,12 @@ def measure(args, env_extra, busy, pythonpath, numpy_reference=False):
             p.terminate()
         for p in competitors:
             p.join()
-    return json.loads(out.strip().splitlines()[-1])
+    found = json.loads(out.strip().splitlines()[-1])
+    if pythonpath and not os.path.realpath(found["file"]).startswith(
+            os.path.realpath(pythonpath) + os.sep):
+        raise SystemExit(f"threads_under_load: the 'before' child imported {found['file']}, "
+                         f"not the checkout {pythonpath} (is it built in place?)")
+    return found
 
 
 def summarize(found):
@@ -266,5 +271,6 @@ def run(args, argv):
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, ROOT)  # run from a checkout: its in-place build
+    if "--child" not in sys.argv:  # a child imports the checkout its PYTHONPATH names
+        sys.path.insert(0, ROOT)  # run from a checkout: its in-place build
     main()

@@ -293,9 +293,44 @@ def _lengths_cache_in_tmp(tmp_path_factory):
         os.environ["LODARROW_CACHE_DIR"] = old
 
 
+def _holds_lodarrow(entry):
+    return os.path.isfile(os.path.join(os.path.realpath(entry or os.getcwd()), "lodarrow",
+                                       "__init__.py"))
+
+
+def _other_lodarrow_first():
+    """Where a process this one spawns would import a lodarrow other than the one under test.
+
+    A spawned process (multiprocessing, DataLoader workers, ``python -c`` children) starts
+    with this process's ``sys.path`` or its ``PYTHONPATH``: the first entry of either that
+    holds a ``lodarrow`` package must be the tested one's folder (or there is none).
+    """
+    import lodarrow
+
+    tested = os.path.dirname(os.path.dirname(os.path.realpath(lodarrow.__file__)))
+    found = []
+    for where, entries in (("sys.path", sys.path),
+                           ("PYTHONPATH", os.environ.get("PYTHONPATH", "").split(os.pathsep))):
+        for entry in entries:
+            if (entry or where == "sys.path") and _holds_lodarrow(entry):
+                if os.path.realpath(entry or os.getcwd()) != tested:
+                    found.append(f"{where} entry {entry!r}")
+                break
+    return found
+
+
+def pytest_collection_finish(session):
+    """A module that puts another lodarrow first while it is collected fails the session."""
+    found = _other_lodarrow_first()
+    if found:
+        raise pytest.UsageError(f"after collection, {found} holds a lodarrow that is not the "
+                                f"one under test: spawned processes would import it")
+
+
 @pytest.fixture(autouse=True)
 def _sys_path_left_as_found():
-    """Fail a test that leaves a directory holding a ``lodarrow`` package on ``sys.path``.
+    """Fail a test that leaves a directory holding a ``lodarrow`` package on ``sys.path``, or
+    a path or ``PYTHONPATH`` by which spawned processes would import another lodarrow.
 
     Spawned processes (multiprocessing, DataLoader workers) start with the parent's
     ``sys.path``: where a source checkout without its compiled kernels came first, every worker
@@ -305,14 +340,14 @@ def _sys_path_left_as_found():
     before = collections.Counter(sys.path)
     yield
     added = collections.Counter(sys.path) - before
-    shadowing = [p for p in added if os.path.isfile(os.path.join(p or ".", "lodarrow",
-                                                                 "__init__.py"))]
-    if shadowing:
-        for p in shadowing:  # the test's insertions come first: drop those, keep the rest
-            for _ in range(added[p]):
-                sys.path.remove(p)
-        pytest.fail(f"the test left {shadowing} on sys.path: processes it or later tests "
-                    f"spawn would import the lodarrow there, not the one under test")
+    shadowing = [p for p in added if _holds_lodarrow(p)]
+    for p in shadowing:  # the test's insertions come first: drop those, keep the rest
+        for _ in range(added[p]):
+            sys.path.remove(p)
+    found = [f"sys.path entry {p!r}" for p in shadowing] + _other_lodarrow_first()
+    if found:
+        pytest.fail(f"the test left {found}: processes it or later tests spawn would import "
+                    f"the lodarrow there, not the one under test")
 
 
 @pytest.fixture(scope="session")

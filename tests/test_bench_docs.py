@@ -13,11 +13,10 @@ import importlib.util
 import json
 import pathlib
 import re
-import subprocess
-import sys
 
 import pytest
 
+from conftest import run_python
 from lodarrow._bench import _datasets, _docs, _report
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -258,10 +257,10 @@ def test_a_block_is_replaced_in_place_and_the_rest_kept(tmp_path):
 def _report_of(tmp_path):
     """A small operator report, from a real run of one case (no peers)."""
     out = tmp_path / "b.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "lodarrow", "bench", "--quick", "--scale", "0.001",
+    proc = run_python(
+        ["-m", "lodarrow", "bench", "--quick", "--scale", "0.001",
          "--probe-mib", "4", "--repeat", "1", "--ops", "apply_overhead", "--peers", "numpy",
-         "--no-progress", "--json", str(out)], capture_output=True, text=True, cwd=ROOT, check=False)
+         "--no-progress", "--json", str(out)], timeout=600)
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -275,8 +274,8 @@ def test_bench_writes_only_its_blocks_and_from_json_writes_them_again(tmp_path):
     doc.write_text("# Performance\n\n" + _docs.block("bench", _report.REGENERATE, "old") +
                    "\n## Mine\n\nkept 1.0 us\n\n" +
                    _docs.block(_report.APPLY_BLOCK, _report.REGENERATE, "old row") + "\ntail\n")
-    proc = subprocess.run([sys.executable, "-m", "lodarrow", "bench", "--from-json", str(out),
-                           "--markdown", str(doc)], capture_output=True, text=True, cwd=ROOT, check=False)
+    proc = run_python(["-m", "lodarrow", "bench", "--from-json", str(out), "--markdown", str(doc)],
+                      timeout=600)
     assert proc.returncode == 0, proc.stderr
     text = doc.read_text()
     assert _docs.body_of(text, "bench") == _docs.body_of(_report.to_markdown(report), "bench")
@@ -284,9 +283,8 @@ def test_bench_writes_only_its_blocks_and_from_json_writes_them_again(tmp_path):
     assert "took " in _report.apply_markdown(report)
     assert "\n## Mine\n\nkept 1.0 us\n\n" in text and text.endswith("\ntail\n")
     assert text.startswith("# Performance\n\n<!-- generated: bench, by ")
-    proc = subprocess.run([sys.executable, "-m", "lodarrow", "bench", "--from-json",
-                           str(tmp_path / "absent.json"), "--markdown", str(doc)],
-                          capture_output=True, text=True, cwd=ROOT, check=False)
+    proc = run_python(["-m", "lodarrow", "bench", "--from-json", str(tmp_path / "absent.json"),
+                       "--markdown", str(doc)], timeout=600)
     assert proc.returncode == 2 and "cannot read" in proc.stderr
 
 

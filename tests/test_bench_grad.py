@@ -19,6 +19,18 @@ SCRIPT = ROOT / "benchmarks" / "grad.py"
 pytest.importorskip("torch")
 
 
+@pytest.fixture(autouse=True)
+def _threads_as_found(monkeypatch):
+    """The benchmark sets LODARROW_NUM_THREADS and torch's threads for its run: give both
+    back, or every later test of the session would run on one thread."""
+    import torch
+
+    monkeypatch.setenv("LODARROW_NUM_THREADS", "1")  # undone, whatever main() writes
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
 def _load_script():
     spec = importlib.util.spec_from_file_location("bench_grad", SCRIPT)
     module = importlib.util.module_from_spec(spec)

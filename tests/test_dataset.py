@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -301,10 +302,13 @@ def test_killed_process_leaves_no_dataset(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(Path(lodarrow.__file__).parent.parent))
     with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
                           env=env, cwd=tmp_path) as proc:
+        watchdog = threading.Timer(300, proc.kill)  # a stuck child: readline gets EOF, fails
+        watchdog.start()
         try:
             for _ in range(25):  # past the first file (20 batches): one file renamed in staging
                 assert proc.stdout.readline() == "batch\n"
         finally:
+            watchdog.cancel()
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=60)
     names = os.listdir(tmp_path)
