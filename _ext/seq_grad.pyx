@@ -170,7 +170,8 @@ def pool_index_backward(floating_t[:, ::1] dx, const floating_t[:, ::1] dout,
 
 
 cdef void _pool_pick_range(uint8_t* dx, const uint8_t* dout, const offset_t* off,
-                           Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t w, bint last) noexcept nogil:
+                           Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t w, bint last,
+                           bint zeroed) noexcept nogil:
     cdef Py_ssize_t s
     cdef offset_t a, b
     for s in range(lo, hi):
@@ -178,15 +179,17 @@ cdef void _pool_pick_range(uint8_t* dx, const uint8_t* dout, const offset_t* off
         b = off[s + 1]
         if a == b:
             continue
-        memset(dx + a * w, 0, <size_t>(b - a) * w)
+        if not zeroed:
+            memset(dx + a * w, 0, <size_t>(b - a) * w)
         memcpy(dx + ((b - 1) if last else a) * w, dout + s * w, w)
 
 
 def pool_pick_backward(uint8_t[:, ::1] dx, const uint8_t[:, ::1] dout,
                        const offset_t[::1] offsets, bint last,
-                       const offset_t[::1] bounds=None, int num_threads=1):
+                       const offset_t[::1] bounds=None, int num_threads=1, bint zeroed=False):
     """First / last pooling backward on rows of bytes: ``dout[s]`` to the first (last) row of
-    sequence ``s``, zero bytes (0.0 in every float format) elsewhere."""
+    sequence ``s``, zero bytes (0.0 in every float format) elsewhere; ``zeroed``: ``dx`` is
+    zero already (freshly mapped zero pages), only the picked rows are written."""
     cdef Py_ssize_t n = offsets.shape[0] - 1, w = dx.shape[1], c
     if n <= 0 or w == 0 or dx.shape[0] == 0:
         return
@@ -196,12 +199,12 @@ def pool_pick_backward(uint8_t[:, ::1] dx, const uint8_t[:, ::1] dout,
     cdef const offset_t* bp
     if bounds is None:
         with nogil:
-            _pool_pick_range(xp, gp, of, 0, n, w, last)
+            _pool_pick_range(xp, gp, of, 0, n, w, last, zeroed)
         return
     bp = &bounds[0]
     with nogil:
         for c in prange(bounds.shape[0] - 1, num_threads=num_threads, schedule="dynamic"):
-            _pool_pick_range(xp, gp, of, bp[c], bp[c + 1], w, last)
+            _pool_pick_range(xp, gp, of, bp[c], bp[c + 1], w, last, zeroed)
 
 
 # --------------------------------------------------------------------------- slice

@@ -75,8 +75,9 @@ def pool_index_backward(dx, dout, index, offsets):
     _land(target, dx)
 
 
-def pool_pick_backward(dx, dout, offsets, last):
-    """``dx`` (``(N, D)``): ``dout[s]`` at the first (``last``: last) row of sequence ``s``."""
+def pool_pick_backward(dx, dout, offsets, last, zeroed=False):
+    """``dx`` (``(N, D)``): ``dout[s]`` at the first (``last``: last) row of sequence ``s``;
+    ``zeroed``: ``dx`` is all zeros already, only those rows are written."""
     if dx.size == 0:
         return
     offsets = np.ascontiguousarray(offsets)
@@ -84,7 +85,8 @@ def pool_pick_backward(dx, dout, offsets, last):
     n = dx.shape[0]
     seq_grad.pool_pick_backward(dx.reshape(n, -1).view(np.uint8),
                                 np.ascontiguousarray(dout).reshape(dout.shape[0], -1)
-                                .view(np.uint8), offsets, last, row_bounds(offsets, nt), nt)
+                                .view(np.uint8), offsets, last, row_bounds(offsets, nt), nt,
+                                zeroed)
 
 
 def slice_backward(dx, dout, start, out_offsets):

@@ -30,7 +30,7 @@ def pool_index_backward(dx, dout, index, offsets):
     _missing("sequence_pool")
 
 
-def pool_pick_backward(dx, dout, offsets, last):
+def pool_pick_backward(dx, dout, offsets, last, zeroed=False):
     """Not on the GPU yet (``sequence_pool``)."""
     _missing("sequence_pool")
 

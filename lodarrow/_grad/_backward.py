@@ -115,10 +115,14 @@ def pool_backward_host(dout, offsets, pool_type, n_rows, index=None):
     the output's shape (copied once when not C-contiguous)."""
     if not dout.flags.c_contiguous:
         dout = np.ascontiguousarray(dout)
-    dx = CPU.empty((n_rows, *dout.shape[1:]), dout.dtype)
     if pool_type in ("first", "last"):
-        _kernel("pool_pick_backward")(dx, dout, offsets, pool_type == "last")
-    elif pool_type in ("max", "min"):
+        # zeros, not empty + a zeroing pass: a large array is then pages the kernel maps
+        # zeroed on first touch, and only the picked rows are written (one pass, not two)
+        dx = np.zeros((n_rows, *dout.shape[1:]), dout.dtype)
+        _kernel("pool_pick_backward")(dx, dout, offsets, pool_type == "last", True)
+        return dx
+    dx = CPU.empty((n_rows, *dout.shape[1:]), dout.dtype)
+    if pool_type in ("max", "min"):
         n_seq = dout.shape[0]
         _kernel("pool_index_backward")(_flat2(dx, n_rows), _flat2(dout, n_seq),
                                        _flat2(np.ascontiguousarray(index, dtype=_I64), n_seq),
