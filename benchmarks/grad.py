@@ -52,7 +52,7 @@ What one invocation does:
   the median of ``--repeat`` calls interleaved with a plain ``np.copyto`` of a buffer the size
   of the forward's input values (the machine's copy bandwidth: bytes read + written).  GB/s:
   the least bytes each kernel must move (``BYTES_MODEL``) over its median; share: that over the
-  copy's GB/s; the goal (GRAD.md §5): each backward at the forward's share.
+  copy's GB/s; the goal: each backward at the forward's share (``BW_GOAL`` of it or more).
 - **Small calls**: a 1,000-row ``lt.sequence_pool`` (sum, D=16) forward + backward against a
   bare ``torch.segment_reduce`` forward + backward, ``--small-calls`` calls a sample.
 
@@ -921,6 +921,7 @@ class Worker:
                           "the torch it was built for)")
             return
         env = dict(os.environ, LODARROW_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
+                   THP_MEM_ALLOC_ENABLE=os.environ.get("THP_MEM_ALLOC_ENABLE", "1"),
                    OPENBLAS_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
                    PYTHONWARNINGS="ignore")
         try:
@@ -1148,7 +1149,7 @@ BYTES_MODEL = {
     "conv": ("N*D*e + C*D*F*e + N*F*e + (B+1)*i",             # x, w read; out written
              "N*F*e + N*D*e + C*D*F*e + N*D*e + C*D*F*e + (B+1)*i"),  # dout, x, w; dx, dw
 }
-#: the goal (GRAD.md §5): each backward at the forward's share of the copy bandwidth; a row
+#: the goal: each backward at the forward's share of the copy bandwidth; a row
 #: counts as there at this fraction of it
 BW_GOAL = 0.9
 
@@ -1236,11 +1237,15 @@ def bandwidth_case(args, case, ref):
         why = why or compare(g, ref[1][name])[0]
     if why or len(grads) != len(ref[1]):
         return dict(row, ok=False, error=f"differs from torch's: {why or 'gradients missing'}")
-    nbytes = sum(v.nbytes for v in case.inputs.values())
+    # as many bytes as the forward moves (half read, half written; never fewer than its
+    # input's, so a small input does not measure a copy held in cache)
+    nbytes = max(sum(v.nbytes for v in case.inputs.values()), row["forward_bytes"] // 2)
     src = np.random.default_rng(0).standard_normal(nbytes // 4, dtype=np.float32)
     dst = np.empty_like(src)
+    # the copy into a buffer made once, and a copy that allocates its output on every call
+    # as the kernels do (first-touch page faults and the OS's zeroing of fresh pages)
     fns = {"forward": forward, "backward": lambda: pullback(dout),
-           "copy": lambda: np.copyto(dst, src)}
+           "copy": lambda: np.copyto(dst, src), "fresh_copy": lambda: src.copy()}
     samples = {name: [] for name in fns}
     for f in fns.values():   # warm-up
         f()
@@ -1251,10 +1256,12 @@ def bandwidth_case(args, case, ref):
     load1 = os.getloadavg()[0]
     med = {name: statistics.median(s) for name, s in samples.items()}
     copy_gbs = 2 * src.nbytes / med["copy"] / 1e9
+    fresh_gbs = 2 * src.nbytes / med["fresh_copy"] / 1e9
     fgbs = row["forward_bytes"] / med["forward"] / 1e9
     bgbs = row["backward_bytes"] / med["backward"] / 1e9
     return dict(row, ok=True, forward_s=med["forward"], backward_s=med["backward"],
                 copy_s=med["copy"], copy_bytes=2 * src.nbytes, copy_gbs=copy_gbs,
+                fresh_copy_s=med["fresh_copy"], fresh_copy_gbs=fresh_gbs,
                 forward_gbs=fgbs, backward_gbs=bgbs, forward_share=fgbs / copy_gbs,
                 backward_share=bgbs / copy_gbs, share_ratio=bgbs / fgbs,
                 samples_s=samples, load=[round(load0, 2), round(load1, 2)])
@@ -1263,6 +1270,10 @@ def bandwidth_case(args, case, ref):
 def driver(args):
     threads = args.threads
     os.environ["LODARROW_NUM_THREADS"] = str(threads)
+    # torch's CPU allocator asks for transparent huge pages only when told (NumPy, and so
+    # lodarrow, does for large arrays): told here, before torch allocates, and in the FBGEMM
+    # worker, so every contender's fresh gradients cost the same page faults
+    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     import torch
 
     torch.set_num_threads(threads)
@@ -1277,6 +1288,7 @@ def driver(args):
               "threads": {"torch.get_num_threads()": torch.get_num_threads(),
                           "LODARROW_NUM_THREADS": os.environ["LODARROW_NUM_THREADS"],
                           "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
+                          "THP_MEM_ALLOC_ENABLE": os.environ.get("THP_MEM_ALLOC_ENABLE"),
                           "lodarrow.openmp_enabled()": bool(la.openmp_enabled())},
               "started": _now(), "results": [], "workloads": {}, "bandwidth": []}
     worker = Worker(args.fbgemm_python, threads)
@@ -1443,7 +1455,11 @@ def markdown(report):
     blas = (f", OPENBLAS_NUM_THREADS={th['OPENBLAS_NUM_THREADS']} (NumPy's BLAS: "
             f"sequence_conv's matmuls)" if th.get("OPENBLAS_NUM_THREADS") else "")
     threads = (f"Threads: torch.set_num_threads({th['torch.get_num_threads()']}) and "
-               f"LODARROW_NUM_THREADS={th['LODARROW_NUM_THREADS']}{blas}.  Versions: Python "
+               f"LODARROW_NUM_THREADS={th['LODARROW_NUM_THREADS']}{blas}"
+               + (f"; THP_MEM_ALLOC_ENABLE={th['THP_MEM_ALLOC_ENABLE']} (torch's allocator asks "
+                  f"for huge pages for large tensors, as NumPy does)"
+                  if th.get("THP_MEM_ALLOC_ENABLE") else "")
+               + f".  Versions: Python "
                f"{report['versions']['python']}, torch {report['versions']['torch']}, NumPy "
                f"{report['versions']['numpy']}; {fbgemm}.")
     sizes = "; ".join(f"{k}: {v['rows']:,} rows of {v['d']} in {v['sequences']:,} sequences "
@@ -1503,6 +1519,19 @@ def _ms3(s):
     return f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"
 
 
+#: What the table's method means for its rows (no figures: those are the table's).
+BW_READING = (
+    "Reading it: the copy writes into a buffer made once, while each kernel allocates its "
+    "output on every call (the fresh copy shows what that costs here) and every line it "
+    "writes is first read for ownership, which the model does not count; so a backward that "
+    "writes much more than its forward (sequence_pool's sum, average and sqrt: the forward "
+    "reads every row and writes one per sequence, the backward the reverse) falls below the "
+    "forward's share by that cost.  sequence_conv's backward runs two matrix products to the "
+    "forward's one: arithmetic, not bandwidth, bounds both.  First / last pooling's forward "
+    "moves one row per sequence, which the model counts in bytes, not in the cache lines "
+    "they sit in: its share is low and its ratio high for that reason.")
+
+
 def bandwidth_statement(rows):
     """How many rows meet the goal (backward at BW_GOAL x the forward's share or more), and
     which do not: computed from the JSON's rows."""
@@ -1527,25 +1556,31 @@ def bandwidth_markdown(report):
     lines = [(f"**Memory bandwidth of lodarrow's kernels.**  lodarrow's own NumPy kernels, no "
               f"torch: the forward alone (`la.<op>(...)`) and the pullback alone "
               f"(`pullback(dout)` of one `la.vjp`), each the median of {s['repeat']} calls "
-              f"interleaved with a plain `np.copyto` of a buffer the size of the forward's "
-              f"input values (the machine's copy bandwidth: bytes read + written), "
-              f"LODARROW_NUM_THREADS={th['LODARROW_NUM_THREADS']}.  GB/s: the least bytes "
-              f"the kernel must move (the model below) over its median time; share: its GB/s "
-              f"over the copy's; the goal: each backward at the forward's share (the last "
-              f"column 1.00x or more).  " + bandwidth_statement(rows)), "",
-             ("| operator | workload | input MB | forward ms | backward ms | copy GB/s "
-              "| forward GB/s | backward GB/s | forward share | backward share "
-              "| backward / forward share |"),
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+              f"interleaved with a plain `np.copyto` of as many bytes as the forward moves "
+              f"(at least its input's) into a buffer made once (the machine's copy "
+              f"bandwidth: bytes read + written)"
+              + (" and with the same copy allocating its output on every call, as the "
+                 "kernels do (`src.copy()`: \"fresh copy\")" if all(
+                     "fresh_copy_gbs" in r for r in rows if r["ok"]) else "")
+              + f", LODARROW_NUM_THREADS={th['LODARROW_NUM_THREADS']}.  GB/s: the least "
+              f"bytes the kernel must move (the model below) over its median time; share: its "
+              f"GB/s over the copy's; the goal: each backward at the forward's share, the last "
+              f"column (which does not use the copy) at {BW_GOAL:.2f}x or more.  "
+              + bandwidth_statement(rows) + "  " + BW_READING), "",
+             ("| operator | workload | copy MB | forward ms | backward ms | copy GB/s "
+              "| fresh copy GB/s | forward GB/s | backward GB/s | forward share "
+              "| backward share | backward / forward share |"),
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         head = f"| {OP_TITLES[r['op']]} | {r['workload']} |"
         if not r["ok"]:
-            lines.append(head + " — |" * 8 + " not measured: " + r["error"].replace("|", "/")
+            lines.append(head + " — |" * 9 + " not measured: " + r["error"].replace("|", "/")
                          + " |")
             continue
         lines.append(f"{head} {r['copy_bytes'] / 2 / 1e6:.2f} | {_ms3(r['forward_s'])} | "
                      f"{_ms3(r['backward_s'])} | {r['copy_gbs']:.1f} | "
-                     f"{r['forward_gbs']:.1f} | {r['backward_gbs']:.1f} | "
+                     + (f"{r['fresh_copy_gbs']:.1f}" if "fresh_copy_gbs" in r else "—")
+                     + f" | {r['forward_gbs']:.1f} | {r['backward_gbs']:.1f} | "
                      f"{r['forward_share']:.2f} | {r['backward_share']:.2f} | "
                      f"{r['share_ratio']:.2f}x |")
     lines += ["", "<details><summary>The bytes each kernel must move (the model)</summary>", "",

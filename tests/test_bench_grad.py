@@ -26,6 +26,7 @@ def _threads_as_found(monkeypatch):
     import torch
 
     monkeypatch.setenv("LODARROW_NUM_THREADS", "1")  # undone, whatever main() writes
+    monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", "1")
     threads = torch.get_num_threads()
     yield
     torch.set_num_threads(threads)
