@@ -387,6 +387,7 @@ cdef void _extreme_range(numeric_t* out, const numeric_t* x, const offset_t* off
     cdef const numeric_t* row
     cdef numeric_t* o
     cdef numeric_t v
+    cdef numeric_t acc[64]
     if d == 1:
         if numeric_t is float:
             if is_min:
@@ -409,6 +410,25 @@ cdef void _extreme_range(numeric_t* out, const numeric_t* x, const offset_t* off
             continue
         if d == 1:
             o[0] = _extreme1(x, a, b, n_rows, is_min)
+            continue
+        if d <= 64:
+            # the running extremes in a local array: the compiler cannot tell ``out`` from
+            # ``x`` apart, and with them in ``out`` it loads and stores every one each row
+            # instead of keeping them in vector registers
+            memcpy(acc, x + a * d, d * sizeof(numeric_t))
+            if is_min:
+                for i in range(a + 1, b):
+                    row = x + i * d
+                    for j in range(d):
+                        v = row[j]
+                        acc[j] = v if _better(v, acc[j], True) else acc[j]
+            else:
+                for i in range(a + 1, b):
+                    row = x + i * d
+                    for j in range(d):
+                        v = row[j]
+                        acc[j] = v if _better(v, acc[j], False) else acc[j]
+            memcpy(o, acc, d * sizeof(numeric_t))
             continue
         memcpy(o, x + a * d, d * sizeof(numeric_t))
         if is_min:

@@ -440,6 +440,29 @@ def test_serial_entry_is_bit_identical_to_the_memoryview_kernels(dtype, d, pool)
                                       want.view(f"u{want.itemsize}"))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("d", [2, 63, 64, 65, 130])
+@pytest.mark.parametrize("pool", ["max", "min"])
+def test_extremes_of_wide_rows_match_numpy(dtype, d, pool):
+    """Up to 64 features the running extremes live in a local array, wider rows in the
+    output: both give np.max / np.min of each sequence (NaN propagating), the pad value for
+    an empty one."""
+    from lodarrow._ext import seq_pool
+    rng = np.random.default_rng(d)
+    data, offsets, pad = _serial_inputs(np.float64, 400, d, rng)
+    if dtype == np.int32:
+        data = np.nan_to_num(data * 100, posinf=2**30)
+    data = data.astype(dtype)
+    pad = pad.astype(dtype)
+    out = np.empty((offsets.shape[0] - 1, d), dtype=dtype)
+    seq_pool.pool_extreme(out, data, offsets, pad, pool == "min")
+    reduce = np.min if pool == "min" else np.max
+    for s in range(offsets.shape[0] - 1):
+        a, b = offsets[s], offsets[s + 1]
+        want = reduce(data[a:b], axis=0) if b > a else pad
+        np.testing.assert_array_equal(out[s], want, err_msg=f"sequence {s}")
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("pool", list(SERIAL_OPS))
 @pytest.mark.parametrize("side", [-1, 1])
