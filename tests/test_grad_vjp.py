@@ -14,7 +14,7 @@ import lodarrow as la
 from lodarrow._grad import _backward, _rules
 from lodarrow._grad._rules import NOT_DIFFERENTIABLE, RESIDUALS, RULES, Rule
 
-#: GRAD.md section 1's table.
+#: The operators docs/gradients.md lists as differentiable.
 DIFFERENTIABLE = {"sequence_pool", "sequence_first_step", "sequence_last_step",
                   "sequence_softmax", "sequence_expand", "sequence_expand_as", "sequence_pad",
                   "sequence_unpad", "sequence_concat", "sequence_slice", "sequence_reverse",
