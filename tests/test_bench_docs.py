@@ -217,6 +217,12 @@ def test_a_row_behind_is_listed_and_one_ahead_is_not(tmp_path):
     assert "Some CPU, 2 usable cores" in text and "0.5 at the start, 1.5 at the end" in text
     ahead = dict(report, rows=_case("ahead_op", 0.7e-3, {"numpy": 1e-3}))
     assert "ahead of every peer in every case" in _report.behind_markdown(ahead)
+    # a run that records the threads lodarrow's kernels could use shows them per row
+    threaded = _case("behind_op", 1.3e-3, {"numba": 1e-3})
+    threaded[0]["lodarrow_threads"] = [1, 2]
+    text = _report.behind_markdown(dict(report, rows=threaded))
+    assert "| 1.30 | 1-2 |" in text and "lodarrow's threads" in text
+    assert "lodarrow's threads" not in _report.behind_markdown(report)  # runs without them
     # write_markdown rewrites the README beside the document (docs/../benchmarks/README.md),
     # its block only; a README without the block is left alone.
     (tmp_path / "docs").mkdir()
@@ -269,6 +275,9 @@ def test_bench_writes_only_its_blocks_and_from_json_writes_them_again(tmp_path):
     out = _report_of(tmp_path)
     report = json.loads(out.read_text())
     assert set(report["revision"]) == {"commit", "changes"} and report["command"]
+    for row in report["rows"]:  # the threads lodarrow's kernels could use beside each row
+        if row["status"] == "ok":
+            assert len(row["lodarrow_threads"]) == 2 and min(row["lodarrow_threads"]) >= 1
     doc = tmp_path / "perf.md"
     doc.write_text("# Performance\n\n" + _docs.block("bench", _report.REGENERATE, "old") +
                    "\n## Mine\n\nkept 1.0 us\n\n" +

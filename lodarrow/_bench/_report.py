@@ -208,18 +208,23 @@ def behind_rows(report):
 def behind_markdown(report):
     """The ``bench-behind`` block of ``benchmarks/README.md``: the cases of
     :func:`behind_rows` as a table, with the run they come from."""
+    rows = behind_rows(report)
+    threads = any("lodarrow_threads" in mine for mine, _ in rows)
     out = [
         "The cases of the run in `docs/performance.md` where lodarrow's best time is not below "
         "the fastest peer's (\"x best peer\", best time / the fastest peer's best time, of 1.00 "
-        "or more; below 1 lodarrow is faster than every peer).  " + _run_line(report),
+        "or more; below 1 lodarrow is faster than every peer"
+        + ("; lodarrow's threads: what its kernels could use just before and after the "
+           "samples, `LODARROW_NUM_THREADS` or the usable CPUs less the busy ones"
+           if threads else "") + ").  " + _run_line(report),
         "",
     ]
-    rows = behind_rows(report)
     if not rows:
         out.append("In this run lodarrow is ahead of every peer in every case that has one.")
         return "\n".join(out) + "\n"
-    out += ["| operator | workload | lodarrow (best) | fastest peer | its best | x best peer |",
-            "| --- | --- | ---: | --- | ---: | ---: |"]
+    out += ["| operator | workload | lodarrow (best) | fastest peer | its best | x best peer |"
+            + (" lodarrow's threads |" if threads else ""),
+            "| --- | --- | ---: | --- | ---: | ---: |" + (" ---: |" if threads else "")]
     for mine, peer in rows:
         ok = mine["status"] == "ok"
         ratio = mine.get("ratio_to_best_peer")
@@ -228,6 +233,9 @@ def behind_markdown(report):
                  peer["impl"] if peer else "-",
                  format_time(peer["best_s"]) if peer else "-",
                  f"{ratio:.2f}" if ok and ratio is not None else "-"]
+        if threads:  # what num_threads() gave just before and after its samples
+            t = mine.get("lodarrow_threads")
+            cells.append("-" if not t else str(t[0]) if t[0] == t[1] else f"{t[0]}-{t[1]}")
         out.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
     return "\n".join(out) + "\n"
 

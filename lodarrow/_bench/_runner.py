@@ -43,6 +43,7 @@ from lodarrow._bench._cases import wanted as _wanted
 from lodarrow._bench import (_peers_awkward, _peers_numba, _peers_numpy,  # noqa: F401
                              _peers_polars, _peers_pyarrow)
 from lodarrow._progress import task_progress
+from lodarrow._threads import num_threads
 
 __all__ = ["BenchOptions", "run_bench", "probe_bandwidth", "peak_memory", "time_call",
            "machine_info"]
@@ -309,11 +310,17 @@ def _measure(run, norm, expected, case, options):
     # A slow warm-up is a fine estimate (one call per sample either way); a fast one may
     # be dominated by first-call costs, so time_call calibrates again.
     estimate = warm if warm > 0.05 else None
+    # the threads lodarrow's kernels may use (LODARROW_NUM_THREADS, or the usable CPUs less
+    # the busy ones) just before and after the samples: what a lodarrow row ran on, and for a
+    # peer's row how busy the machine looked to lodarrow beside it
+    before = num_threads()
     samples = time_call(run, repeat=options.repeat, budget=options.time_budget,
                         estimate=estimate)
+    threads = [before, num_threads()]
     peak = peak_memory(run)
     return {"status": "ok", "median_s": statistics.median(samples), "best_s": min(samples),
-            "repeats": len(samples), "peak_bytes": int(peak)}, got
+            "repeats": len(samples), "peak_bytes": int(peak),
+            "lodarrow_threads": threads}, got
 
 
 def run_bench(options, console=None):
