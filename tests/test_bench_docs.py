@@ -220,8 +220,8 @@ def test_a_row_behind_is_listed_and_one_ahead_is_not(tmp_path):
     # a run that records the threads lodarrow's kernels could use shows them per row
     threaded = _case("behind_op", 1.3e-3, {"numba": 1e-3})
     threaded[0]["lodarrow_threads"] = [1, 2]
-    text = _report.behind_markdown(dict(report, rows=threaded))
-    assert "| 1.30 | 1-2 |" in text and "lodarrow's threads" in text
+    with_threads = _report.behind_markdown(dict(report, rows=threaded))
+    assert "| 1.30 | 1-2 |" in with_threads and "lodarrow's threads" in with_threads
     assert "lodarrow's threads" not in _report.behind_markdown(report)  # runs without them
     # write_markdown rewrites the README beside the document (docs/../benchmarks/README.md),
     # its block only; a README without the block is left alone.
