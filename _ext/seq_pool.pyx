@@ -382,7 +382,7 @@ cdef inline numeric_t _extreme1(const numeric_t* x, offset_t a, offset_t b, offs
 cdef void _extreme_range(numeric_t* out, const numeric_t* x, const offset_t* off,
                          const numeric_t* pad, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t d,
                          offset_t n_rows, bint is_min) noexcept nogil:
-    cdef Py_ssize_t s, j
+    cdef Py_ssize_t s, j, j0, w
     cdef offset_t a, b, i
     cdef const numeric_t* row
     cdef numeric_t* o
@@ -411,38 +411,25 @@ cdef void _extreme_range(numeric_t* out, const numeric_t* x, const offset_t* off
         if d == 1:
             o[0] = _extreme1(x, a, b, n_rows, is_min)
             continue
-        if d <= 64:
-            # the running extremes in a local array: the compiler cannot tell ``out`` from
-            # ``x`` apart, and with them in ``out`` it loads and stores every one each row
-            # instead of keeping them in vector registers
-            memcpy(acc, x + a * d, d * sizeof(numeric_t))
+        # the running extremes in a local array, 64 columns at a time: the compiler cannot
+        # tell ``out`` from ``x`` apart, and with them in ``out`` it loads and stores every one
+        # each row instead of keeping them in vector registers
+        for j0 in range(0, d, 64):
+            w = min(64, d - j0)
+            memcpy(acc, x + a * d + j0, w * sizeof(numeric_t))
             if is_min:
                 for i in range(a + 1, b):
-                    row = x + i * d
-                    for j in range(d):
+                    row = x + i * d + j0
+                    for j in range(w):
                         v = row[j]
                         acc[j] = v if _better(v, acc[j], True) else acc[j]
             else:
                 for i in range(a + 1, b):
-                    row = x + i * d
-                    for j in range(d):
+                    row = x + i * d + j0
+                    for j in range(w):
                         v = row[j]
                         acc[j] = v if _better(v, acc[j], False) else acc[j]
-            memcpy(o, acc, d * sizeof(numeric_t))
-            continue
-        memcpy(o, x + a * d, d * sizeof(numeric_t))
-        if is_min:
-            for i in range(a + 1, b):
-                row = x + i * d
-                for j in range(d):
-                    v = row[j]
-                    o[j] = v if _better(v, o[j], True) else o[j]
-        else:
-            for i in range(a + 1, b):
-                row = x + i * d
-                for j in range(d):
-                    v = row[j]
-                    o[j] = v if _better(v, o[j], False) else o[j]
+            memcpy(o + j0, acc, w * sizeof(numeric_t))
 
 
 def pool_extreme(numeric_t[:, ::1] out, const numeric_t[:, ::1] data,

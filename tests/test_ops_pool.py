@@ -444,9 +444,9 @@ def test_serial_entry_is_bit_identical_to_the_memoryview_kernels(dtype, d, pool)
 @pytest.mark.parametrize("d", [2, 63, 64, 65, 130])
 @pytest.mark.parametrize("pool", ["max", "min"])
 def test_extremes_of_wide_rows_match_numpy(dtype, d, pool):
-    """Up to 64 features the running extremes live in a local array, wider rows in the
-    output: both give np.max / np.min of each sequence (NaN propagating), the pad value for
-    an empty one."""
+    """The running extremes live in a local array, 64 columns at a time (wider rows take
+    several blocks): np.max / np.min of each sequence (NaN propagating), the pad value for an
+    empty one."""
     from lodarrow._ext import seq_pool
     rng = np.random.default_rng(d)
     data, offsets, pad = _serial_inputs(np.float64, 400, d, rng)
