@@ -154,10 +154,9 @@ def conv_input_backward(dx, dpad, dout, filter, offsets, context_start, context_
     ft = np.ascontiguousarray(filter.T)
     n_seq = offsets.shape[0] - 1
     step = max(1, chunk_elements // width)
-    # block ends: the first sequence end at or past every ``step`` rows
-    ends = np.unique(np.searchsorted(offsets, np.arange(step, n + step, step), side="left"))
-    ends = np.minimum(ends, n_seq)
-    ends = np.unique(np.concatenate([ends, [n_seq]]))
+    # block ends: the first sequence end at or past every ``step`` rows, and the last one
+    ends = np.searchsorted(offsets, np.arange(step, n + step, step), side="left")
+    ends = np.unique(np.append(np.minimum(ends, n_seq), n_seq))
     starts = np.concatenate([[0], ends[:-1]])
     longest = int(np.max(offsets[ends] - offsets[starts]))
     buf = np.empty((min(n, max(step, longest)), width), dtype=dx.dtype)
