@@ -412,15 +412,15 @@ def lodarrow_contenders(case):
     dd, op = case.data, case.op
     off_t = torch.from_numpy(dd.off)
     lens_t = torch.from_numpy(dd.lens)
-    lodt = {k: la.LoDTensor(v, lod=[dd.off]) for k, v in case.inputs.items()
-            if k == "x" and op not in ("expand", "unpad")}
     cs = []
     lv = leaves_of(case)
     x = lv.get("x")
 
-    def vjp(how, fn, result):
+    la_fn, la_args, la_kwargs = la_call(case)
+
+    def vjp(how, result):
         def run():
-            out, pullback = fn()
+            out, pullback = la.vjp(la_fn, *la_args, **la_kwargs)
             first = out[0] if isinstance(out, tuple) else out
             shape = first.shape if isinstance(first, np.ndarray) else first.data.shape
             return out, pullback(case.dout.reshape(shape))
@@ -430,48 +430,41 @@ def lodarrow_contenders(case):
         cs.append(torch_contender("lodarrow.torch", "lodarrow", how, case, lv,
                                   (lambda: forward()[0]) if first else forward))
 
-    data = lambda t: t.data if hasattr(t, "data") and not isinstance(t, np.ndarray) else t
+    data = _values
     if op.startswith("pool_"):
         kind = op[5:]
         lt_add(f"lt.sequence_pool(x, offsets, {kind!r})",
                lambda: lt.sequence_pool(x, off_t, kind), first=False)
         vjp(f"la.vjp(la.sequence_pool, x, {kind!r}); pullback(dout)",
-            lambda: la.vjp(la.sequence_pool, lodt["x"], kind),
             lambda r: (data(r[0]), {"x": data(r[1][0])}))
     elif op == "softmax":
         lt_add("lt.sequence_softmax(x, offsets)", lambda: lt.sequence_softmax(x, off_t))
-        vjp("la.vjp(la.sequence_softmax, x)", lambda: la.vjp(la.sequence_softmax, lodt["x"]),
+        vjp("la.vjp(la.sequence_softmax, x)",
             lambda r: (data(r[0]), {"x": data(r[1][0])}))
     elif op == "expand":
-        y = la.LoDTensor(np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), (dd.rows,), (0,)),
-                         lod=[dd.off])
         lt_add("lt.sequence_expand(x, offsets)  (x: one row per sequence)",
                lambda: lt.sequence_expand(x, off_t))
-        vjp("la.vjp(la.sequence_expand, x, y)", lambda: la.vjp(la.sequence_expand,
-                                                                case.inputs["x"], y),
+        vjp("la.vjp(la.sequence_expand, x, y)",
             lambda r: (data(r[0]), {"x": r[1][0]}))
     elif op == "pad":
         lt_add("lt.sequence_pad(x, offsets)  (width: the longest)",
                lambda: lt.sequence_pad(x, off_t))
-        vjp("la.vjp(la.sequence_pad, x, 0.0)", lambda: la.vjp(la.sequence_pad, lodt["x"], 0.0),
+        vjp("la.vjp(la.sequence_pad, x, 0.0)",
             lambda r: (data(r[0][0]), {"x": data(r[1][0])}))
     elif op == "unpad":
         lt_add("lt.sequence_unpad(x, lengths)", lambda: lt.sequence_unpad(x, lens_t))
         vjp("la.vjp(la.sequence_unpad, x, lengths)",
-            lambda: la.vjp(la.sequence_unpad, case.inputs["x"], dd.lens),
             lambda r: (data(r[0]), {"x": r[1][0]}))
     elif op == "concat":
         a, b = lv["a"], lv["b"]
         oa, ob = torch.from_numpy(case.extra["oa"]), torch.from_numpy(case.extra["ob"])
         lt_add("lt.sequence_concat([a, b], [offsets_a, offsets_b])",
                lambda: lt.sequence_concat([a, b], [oa, ob]))
-        ta = la.LoDTensor(case.inputs["a"], lod=[case.extra["oa"]])
-        tb = la.LoDTensor(case.inputs["b"], lod=[case.extra["ob"]])
-        vjp("la.vjp(la.sequence_concat, [a, b])", lambda: la.vjp(la.sequence_concat, [ta, tb]),
+        vjp("la.vjp(la.sequence_concat, [a, b])",
             lambda r: (data(r[0]), {"a": data(r[1][0][0]), "b": data(r[1][0][1])}))
     elif op == "reverse":
         lt_add("lt.sequence_reverse(x, offsets)", lambda: lt.sequence_reverse(x, off_t))
-        vjp("la.vjp(la.sequence_reverse, x)", lambda: la.vjp(la.sequence_reverse, lodt["x"]),
+        vjp("la.vjp(la.sequence_reverse, x)",
             lambda r: (data(r[0]), {"x": data(r[1][0])}))
     elif op == "slice":
         st, ln = case.extra["start"], case.extra["length"]
@@ -479,15 +472,12 @@ def lodarrow_contenders(case):
         lt_add("lt.sequence_slice(x, offsets, offset, length)",
                lambda: lt.sequence_slice(x, off_t, st_t, ln_t))
         vjp("la.vjp(la.sequence_slice, x, offset, length)",
-            lambda: la.vjp(la.sequence_slice, lodt["x"], st, ln),
             lambda r: (data(r[0]), {"x": data(r[1][0])}))
     elif op == "conv":
         w = lv["w"]
         lt_add("lt.sequence_conv(x, offsets, w, context_start=-1, context_length=3)",
                lambda: lt.sequence_conv(x, off_t, w, context_start=-1, context_length=3))
         vjp("la.vjp(la.sequence_conv, x, w, context_start=-1, context_length=3)",
-            lambda: la.vjp(la.sequence_conv, lodt["x"], case.inputs["w"], context_start=-1,
-                           context_length=3),
             lambda r: (data(r[0]), {"x": data(r[1][0]), "w": r[1][1]}))
     return cs
 
