@@ -4,7 +4,10 @@ written, however they wrap), and DataLoader workers' batches equal to the loader
 process, through the ring, pickled where the ring cannot take a batch, with two iterators
 alive at once and with workers started by ``spawn`` and ``forkserver``."""
 
+import multiprocessing
+import os
 import pickle
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -108,7 +111,7 @@ def _loader(table, **kw):
 
 def _holders(dataset):
     """Each ring's (holder pid, batches written, batches read)."""
-    words = list(dataset._ring._header.get_obj())
+    words = list(dataset._ring._header)
     return [(words[i], words[i + 2], words[i + 3]) for i in range(0, len(words), 4)]
 
 
@@ -260,3 +263,50 @@ def test_rings_of_workers_gone_are_taken_again(table, monkeypatch):
     monkeypatch.setattr(_ring.BatchRing, "take", counted)  # the main process's side
     _equal_batches(list(data), own)
     assert len(from_ring) == len(own)
+
+
+def _hold_and_die(locks, ready):
+    """Take every lock, say so, and die holding them (as a worker the OOM killer takes)."""
+    import signal
+
+    for lock in locks:
+        lock.__enter__()
+    ready.set()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _killed_holding(*locks):
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    proc = ctx.Process(target=_hold_and_die, args=(locks, ready))
+    proc.start()
+    assert ready.wait(60)
+    proc.join(60)
+    assert proc.exitcode == -9
+
+
+def test_a_lock_whose_holder_was_killed_is_taken_over():
+    lock = _ring.SharedLock()
+    _killed_holding(lock)
+    start = time.monotonic()
+    with lock:
+        assert lock._holder.value == os.getpid()
+    assert time.monotonic() - start < 10 * _ring.SharedLock.POLL + 5
+    with lock:  # released as usual afterwards
+        pass
+
+
+def test_a_worker_killed_holding_the_locks_hangs_nothing(table):
+    """A worker killed while it holds the rings' lock or the shared position's (a few
+    microseconds a batch) leaves neither held: the main process publishes a new epoch and
+    reads its workers' batches through the rings as before."""
+    kw = MODES[1]
+    loader = _loader(table, **kw)
+    loader.set_epoch(1)
+    own = list(loader)
+    dataset = _loader(table, **kw).torch()
+    _killed_holding(dataset._ring._lock, dataset._lock)
+    dataset.set_epoch(1)   # publishes under the position's lock
+    data = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
+    _equal_batches(list(data), own)
+    assert any(written for _, written, _ in _holders(dataset))  # through the rings

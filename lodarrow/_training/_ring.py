@@ -21,6 +21,13 @@ keep a batch as long as it likes) and frees their room.
   is behind by more batches than the ring holds), one larger than half a ring, a worker with no
   ring left, or a dataset pickled other than to start a worker (the mapping cannot cross
   then) go pickled through the pipe as before.
+- **A worker killed holding the lock.**  The rings' header and the workers' shared position are
+  guarded by a :class:`SharedLock`, which records its holder: a process that waits for it finds
+  a holder that has exited (a worker killed by the OOM killer or a ``SIGKILL`` in its few
+  microseconds under the lock) and takes the lock over, so the main process never hangs
+  unpickling a batch or publishing a position; ``DataLoader`` then reports the dead worker as
+  usual.  What the dead holder was changing is its own ring (freed with it) or a whole value
+  written again.
 - **Memory.**  The mapping is reserved, not used: a worker touches at most the room its
   batches in flight need (the ring grows to 8 of the largest batch it made, at least 4 MiB),
   so the resident memory is a few batches a worker, counted in the worker's and the main
@@ -35,7 +42,7 @@ import weakref
 
 import numpy as np
 
-__all__ = ["BatchRing", "RingBatch", "alive", "shared_array"]
+__all__ = ["BatchRing", "RingBatch", "SharedLock", "alive", "shared_array"]
 
 #: Rings in one dataset's mapping (at most this many workers write through shared memory).
 RING_COUNT = 16
@@ -62,7 +69,7 @@ class BatchRing:
 
     def __init__(self):
         self.id = (os.getpid(), next(_IDS))
-        self._header = shared_array("q", RING_COUNT * _WORDS)
+        self._header, self._lock = shared_array("q", RING_COUNT * _WORDS), SharedLock()
         self._fd = -1
         try:
             self._fd = os.memfd_create("lodarrow-batches", os.MFD_CLOEXEC)
@@ -88,7 +95,7 @@ class BatchRing:
 
         if self._map is None or context.get_spawning_popen() is None:
             return _disabled, ()
-        return _attached, (self.id, self._header, reduction.DupFd(self._fd))
+        return _attached, (self.id, self._header, self._lock, reduction.DupFd(self._fd))
 
     def __del__(self, _close=os.close):   # (os may be gone at interpreter exit)
         if getattr(self, "_fd", -1) >= 0:
@@ -105,13 +112,12 @@ class BatchRing:
             size += -(-value.nbytes // _ALIGN) * _ALIGN
         if size > RING_BYTES // 2:
             return None
-        lock = self._header.get_lock()
-        with lock:
+        with self._lock:
             if self._ring is None and not self._claim():
                 self._map = None    # every ring held: this worker goes pickled
                 return None
             ring, generation = self._ring
-            words = self._header.get_obj()
+            words = self._header
             read = words[ring * _WORDS + _READ]
             start = self._place(size, read)
             if start is None:
@@ -128,7 +134,7 @@ class BatchRing:
 
     def _claim(self):
         """Take a free ring (under the lock): no holder, or a holder gone with all read."""
-        words = self._header.get_obj()
+        words = self._header
         me = os.getpid()
         for ring in range(RING_COUNT):
             pid = words[ring * _WORDS + _PID]
@@ -165,8 +171,8 @@ class BatchRing:
         """The batch's arrays, copied out of its ring; its room freed."""
         base = batch.ring * RING_BYTES + batch.start
         out = {}
-        words = self._header.get_obj()
-        with self._header.get_lock():
+        words = self._header
+        with self._lock:
             if words[batch.ring * _WORDS + _GEN] != batch.generation:
                 raise RuntimeError("BatchLoader.torch: a DataLoader worker's batch was "
                                    "overwritten in shared memory before it was read (its ring "
@@ -182,10 +188,49 @@ class BatchRing:
 
 
 def shared_array(typecode, size):
-    """A locked shared array that reaches workers of any start method: made in the ``spawn``
-    context (a lock made in the ``fork`` context is refused by ``spawn`` and ``forkserver``
-    workers; forked ones inherit either)."""
-    return multiprocessing.get_context("spawn").Array(typecode, size, lock=True)
+    """A shared array (no lock of its own: :class:`SharedLock` guards it) that reaches
+    workers of any start method: made in the ``spawn`` context (shared memory made in the
+    ``fork`` context is refused by ``spawn`` and ``forkserver`` workers; forked ones inherit
+    either)."""
+    return multiprocessing.get_context("spawn").RawArray(typecode, size)
+
+
+class SharedLock:
+    """A lock of the main process and its ``DataLoader`` workers that a holder killed while
+    holding it does not leave held forever (see the module's docstring).
+
+    A context manager, as ``multiprocessing.Lock``.  It records its holder's pid; a process
+    waiting for it looks every :attr:`POLL` seconds whether the holder still exists, and if
+    not takes the lock over.  Reaches workers of any start method (made in the ``spawn``
+    context, as :func:`shared_array`).
+    """
+
+    #: Seconds between looks at the holder while waiting.
+    POLL = 0.2
+    #: Seconds after which a lock taken with no holder recorded (a holder killed between
+    #: taking it and recording itself) is taken over; every holder keeps it microseconds
+    #: to milliseconds.
+    STALE = 30.0
+
+    def __init__(self):
+        ctx = multiprocessing.get_context("spawn")
+        self._lock = ctx.Lock()               # a semaphore: any process may release it
+        self._holder = ctx.RawValue("q", 0)   # the holder's pid (0: none)
+
+    def __enter__(self):
+        me, waited = os.getpid(), 0.0
+        while not self._lock.acquire(timeout=self.POLL):
+            waited += self.POLL
+            holder = self._holder.value
+            if (holder and holder != me and not alive(holder)) or (not holder
+                                                                   and waited >= self.STALE):
+                break   # killed holding it: the lock (still taken) is ours now
+        self._holder.value = me
+        return self
+
+    def __exit__(self, *exc):
+        self._holder.value = 0
+        self._lock.release()
 
 
 def _disabled():
@@ -196,10 +241,11 @@ def _disabled():
     return ring
 
 
-def _attached(ring_id, header, dup_fd):
+def _attached(ring_id, header, lock, dup_fd):
     """The ring in a worker started by ``spawn`` or ``forkserver``."""
     ring = BatchRing.__new__(BatchRing)
-    ring.id, ring._header, ring._fd = tuple(ring_id), header, dup_fd.detach()
+    ring.id, ring._header, ring._lock = tuple(ring_id), header, lock
+    ring._fd = dup_fd.detach()
     ring._attach(ring._fd)
     ring._init_writer()
     _RINGS[ring.id] = ring   # a trainer process given the dataset reads its workers' batches

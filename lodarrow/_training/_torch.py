@@ -30,7 +30,7 @@ import warnings
 
 __all__ = ["stateful_loader_state", "torch_dataset"]
 
-from ._ring import BatchRing, alive, shared_array
+from ._ring import BatchRing, SharedLock, alive, shared_array
 
 _STATE_BYTES = 1 << 16
 #: How long a worker waits for the others' saved steps on a resume on another world.
@@ -151,14 +151,15 @@ def _rebuild(arrays, rest):
     return out
 
 
-def _dataset_in_worker(loader, link, shared, ring):
+def _dataset_in_worker(loader, link, shared, lock, ring):
     import torch
 
     global _CLASS
     if _CLASS is None:
         _CLASS = _make_class(torch)
     dataset = _CLASS.__new__(_CLASS)
-    dataset.loader, dataset._link, dataset._shared, dataset._ring = loader, link, shared, ring
+    dataset.loader, dataset._link, dataset._ring = loader, link, ring
+    dataset._shared, dataset._lock = shared, lock
     dataset._version, dataset._made, dataset._first = 0, 0, None
     dataset._restored, dataset._passes = False, (None, 0)
     link.watch(dataset)  # a trainer process given the dataset: set_epoch publishes
@@ -173,7 +174,8 @@ def _make_class(torch):
             super().__init__()
             self.loader = loader
             self._link = link  # the loader's internals this dataset uses (DatasetLink)
-            self._shared = shared_array("c", _STATE_BYTES)
+            # the published position (JSON), guarded by a lock a killed worker cannot keep
+            self._shared, self._lock = shared_array("c", _STATE_BYTES), SharedLock()
             # the position a worker applied last (0: none; a forked worker applies the
             # published one, whatever the main process's loader did since)
             self._version = 0
@@ -182,12 +184,14 @@ def _make_class(torch):
             self._restored = False  # a StatefulDataLoader restored this worker's position
             self._passes = (None, 0)  # (pid, passes begun by that process's worker)
             self._ring = BatchRing()  # workers' batches to the main process (_ring.py)
+            self._published = 0   # the version of the position published last
             self._publish()
             link.watch(self)  # loader.set_epoch / load_state_dict publish too
 
         def __reduce__(self):
             # a worker started by spawn / forkserver: the same loader, shared block and ring
-            return _dataset_in_worker, (self.loader, self._link, self._shared, self._ring)
+            return _dataset_in_worker, (self.loader, self._link, self._shared, self._lock,
+                                        self._ring)
 
         # --- the position, shared with the workers ----------------------------------------
         def _publish(self):
@@ -199,9 +203,13 @@ def _make_class(torch):
                 # a whole pass made in this process: the workers' pass is the same epoch again
                 # from where it was set to start, with the warning, as a second pass here is
                 state["cursor"], passes = loader.position.start, 1
-            with self._shared.get_lock():
-                raw = self._shared.value
-                version = json.loads(raw.decode())["version"] + 1 if raw else 1
+            with self._lock:
+                try:
+                    raw = self._shared.value
+                    version = json.loads(raw.decode())["version"] + 1 if raw else 1
+                except ValueError:  # a worker killed writing it: the block is written whole
+                    version = self._published + 1
+                self._published = version
                 text = json.dumps({"version": version, "passes": passes,
                                    "state": state}).encode()
                 if len(text) >= _STATE_BYTES:
@@ -261,7 +269,7 @@ def _make_class(torch):
             deadline = time.monotonic() + _AGREE_SECONDS
             posted = False
             while True:
-                with self._shared.get_lock():
+                with self._lock:
                     shared = json.loads(self._shared.value.decode())
                     votes = shared.setdefault("agree", {})
                     if votes.get("key") != key:
@@ -310,7 +318,7 @@ def _make_class(torch):
         def _sync(self):
             """A worker takes the position the main process published last (set_epoch,
             load_state_dict), once."""
-            with self._shared.get_lock():
+            with self._lock:
                 shared = json.loads(self._shared.value.decode())
             if shared["version"] != self._version:
                 self.loader.load_state_dict(shared["state"])
@@ -337,7 +345,7 @@ def _make_class(torch):
                 self._first = None
             if not resumed:
                 self._sync()
-            with self._shared.get_lock():
+            with self._lock:
                 shared = json.loads(self._shared.value.decode())
                 if info.id == 0 and not resumed:
                     if shared["passes"] and not getattr(self, "_warned", False):
