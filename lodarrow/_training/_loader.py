@@ -8,39 +8,31 @@ that can be known from the footers, the lengths and the arguments is checked her
 loader is made.
 """
 
-import os
 import warnings
 import weakref
 
 import numpy as np
-import pyarrow as pa
 
-from lodarrow._training._collate import (as_sequences, collate_rows, convert, rows_batch,
-                                         with_separator)
-from lodarrow._training._columns import (ExtraColumn, check_jax_x64, fill_value_nulls,
-                                         null_rows, value_null_rows)
+from lodarrow._training._collate import collate_rows, convert, rows_batch
+from lodarrow._training._columns import check_jax_x64
 from lodarrow._training._deliver import Delivery, prefetched
 from lodarrow._training._epoch import PLAN_VERSION
-from lodarrow._training._lengths import parquet_part_lengths
-from lodarrow._training._mix import (MixedParts, Mixture, epoch_mix, members_of_parts,
-                                     mixed_table)
+from lodarrow._training._mix import MixedParts, Mixture, epoch_mix, members_of_parts, mixed_table
+from lodarrow._training._parquet_source import ParquetSource
 from lodarrow._training._ray import RaySource, is_ray_source, ray_epoch_plan
-from lodarrow._training._readahead import ReadAhead, Stopped
+from lodarrow._training._readahead import ReadAhead
 from lodarrow._training._resume import (FORMAT, Position, check_state, fingerprint,
                                         segment_plan)
 from lodarrow._training._select import Selection
 from lodarrow._training._shape import BatchShape
-from lodarrow._training._source import (ParquetParts, check_level, column_of, hf_table,
-                                        is_parquet_source, list_depth, pick_column)
+from lodarrow._training._source import is_parquet_source
+from lodarrow._training._table_source import TableSource
 from lodarrow._validation import (as_flag, as_int, as_nonnegative_int, as_positive_int,
                                   coerce_pad_value)
 
 __all__ = ["BatchLoader", "batch_loader"]
 
 _FN = "batch_loader"
-#: Map a block's source positions to its read table's through a lookup table up to this many
-#: rows (8 bytes each); a wider span searches the row groups instead.
-_LOOKUP_ROWS = 1 << 22
 #: The next epoch's first block is read ahead (held beside the last block of the epoch) up to
 #: this many bytes of sequence values.
 _AHEAD_BYTES = 1 << 30
@@ -263,7 +255,6 @@ class BatchLoader:
         # epoch, cursor, segments: read and written through it alone (_resume.Position)
         self.position = Position(self.select.num_replicas)
         self._plans = {}
-        self._parts = self._ray = None
         self._dropped_nulls = self._oversize_dropped = 0
         self._datasets = weakref.WeakSet()     # torch datasets to tell of a new position
         self._one_storage = None               # DataLoader workers: a batch for the wire
@@ -271,170 +262,79 @@ class BatchLoader:
         self._mix = None                       # a Mixture: its counts, each source's members
         self._column_print = None              # a mixture's columns per source, where given
         self._mixes = {}                       # EpochMix of the epochs planned
-        self._ahead = ReadAhead(self._read)    # Parquet blocks read in a thread
         if isinstance(source, Mixture):
-            self._init_mixture(source, column)
+            src = self._mixture_source(source, column)
         elif is_parquet_source(source):
-            self._init_parquet(source, column)
+            src = ParquetSource(source, column, self.select, _FN, filesystem=filesystem,
+                                cache=data_cache, cache_dir=cache_dir)
         elif is_ray_source(source):
             if self.select.num_replicas != 1:
                 raise ValueError(f"{_FN}: num_replicas must be 1 for a Ray source (Ray Data "
                                  f"shards it: streaming_split / get_dataset_shard)")
-            self._init_ray(source, column)
+            src = RaySource(source, column, self.select.level, self.select.window,
+                            self.select.extra_columns, _FN, nulls=self.select.read_nulls)
         else:
-            self._init_memory(source, column)
+            src = TableSource(source, column, self.select, _FN)
+        self._use(src)
+        self._ahead = ReadAhead(self._read) if src.kind == "blocks" else None
         self._check_lengths()
-        self._source_print = fingerprint(self.lengths, self._file_list())
+        self._source_print = fingerprint(self.lengths, src.file_list())
         self.plan()  # epoch 0's plan: what the arguments cannot do fails here
 
-    # --- sources --------------------------------------------------------------------------
-    def _init_memory(self, source, column):
-        table = hf_table(source)
-        self._label = ("the datasets.Dataset" if table is not None
-                       else f"the {type(source).__name__}")
-        if table is None and isinstance(source, pa.RecordBatch):
-            table = pa.Table.from_batches([source])
-        if table is None and isinstance(source, pa.Table):
-            table = source
-        if table is not None:
-            column = pick_column(table.schema, column, _FN)
-            for name in self.select.extra_columns:
-                pick_column(table.schema, name, _FN)
-            _check_sequence_type(table.schema.field(column).type, column)
-            col = table.column(column)
-            self._row_nulls = null_rows(col)
-            self._value_nulls = value_null_rows(col, self.select.level)
-            self._extra_specs = [ExtraColumn(n, table.schema.field(n).type,
-                                             table.column(n).null_count)
-                                 for n in self.select.extra_columns]
-            self._memory_extras = {e.name: e.prepare(table.column(e.name))
-                                   for e in self._extra_specs}
-        else:
-            source = column_of(source, column, _FN)  # a column, or a TypeError
-            column = None
-            if self.select.extra_columns:
-                raise ValueError(f"{_FN}: extra_columns need a table source, got "
-                                 f"{type(source).__name__}")
-            if not hasattr(source, "offsets"):
-                _check_sequence_type(source.type, "the source")
-            arrow = isinstance(source, (pa.Array, pa.ChunkedArray))
-            # a LoDTensor has no null rows, nor null values
-            self._row_nulls = null_rows(source) if arrow else np.zeros(0, np.int64)
-            self._value_nulls = (value_null_rows(source, self.select.level) if arrow
-                                 else (np.zeros(0, np.int64),) * 2)
-            self._extra_specs, self._memory_extras = [], {}
-            col = source
-        self.column = column
-        if len(self._value_nulls[0]):  # refused or dropped by _check_lengths, never read
-            col = fill_value_nulls(col)
-            table = None if table is None else table.set_column(
-                table.schema.get_field_index(column), column, col)
-        self._seqs = as_sequences(table if table is not None else col, column,
-                                  self.select.level, _FN, nulls=self.select.read_nulls)
-        self._sep = self._separator_for(self._seqs)
+    # --- the source -------------------------------------------------------------------------
+    def _use(self, src):
+        """Take what the plan and the checks need from the source ``src`` (one of
+        :mod:`lodarrow._training._source`'s kinds); a separator joins its sequences."""
+        self._src = src
+        self.column, self._label = src.column, src.label
+        self._row_nulls, self._value_nulls = src.row_nulls, src.value_nulls
+        self._extra_specs = src.extra_specs
+        self._pad = self._pad_for(src.empty)
+        self._sep = self._separator_for(src.empty)
+        self.lengths = src.lengths
         if self._sep is not None:  # blocks: each sequence ends with the separator
-            self._seqs = with_separator(self._seqs, self._sep)
-        self.lengths = self._seqs.lengths
-        self._pad = self._pad_for(self._seqs)
-        self._check_to(self._seqs.values.dtype)
-        self._nbytes = int(self._seqs.values.nbytes)
-        self._part_starts = None
-
-    def _init_parquet(self, source, column, parts=None):
-        """Parquet files (``parts``: a mixture's :class:`MixedParts` instead of ``source``)."""
-        if parts is None:
-            parts = ParquetParts(source, _FN, filesystem=self._filesystem,
-                                 cache=self._data_cache)
-            if parts.schema is None:
-                raise ValueError(f"{_FN}: the source holds no Parquet file")
-            self._label = (repr(parts.name(parts.files[0])) if len(parts.files) == 1 else
-                           f"the {len(parts.files)} Parquet files of {source!r}")
-            self.column = pick_column(parts.schema, column, _FN)
-            for name in self.select.extra_columns:
-                pick_column(parts.schema, name, _FN)
-        else:  # each source's columns picked by MixedParts
-            self.column = parts.column
-        types = parts.unify([self.column] + self.select.extra_columns)
-        _check_sequence_type(types[self.column], self.column)
-        check_level(self.select.level, list_depth(types[self.column]), _FN)
-        if isinstance(parts, MixedParts):
-            lengths, nulls, values = parts.lengths(self.select.level, self._cache_dir)
-        else:
-            lengths, nulls, values = parquet_part_lengths(parts, self.column, self.select.level,
-                                                          with_nulls=True,
-                                                          cache_dir=self._cache_dir)
-        self._parts = parts
-        part_seqs = np.array([len(x) for x in lengths], dtype=np.int64)
-        self._part_starts = np.concatenate([[0], np.cumsum(part_seqs)]).astype(np.int64)
-        self.lengths = (np.concatenate(lengths) if lengths else np.zeros(0, np.int64))
-        self._nbytes = int(sum(parts.nbytes))
-        self._extra_specs = [ExtraColumn(n, types[n], parts.null_count(n) != 0)
-                             for n in self.select.extra_columns]
-        # pa.nulls, not pa.array([]): pyarrow's array() imports pandas (tenths of a second)
-        empty = as_sequences(pa.nulls(0, type=types[self.column]), None, self.select.level, _FN,
-                             nulls=self.select.read_nulls)
-        self._pad = self._pad_for(empty)
-        self._sep = self._separator_for(empty)
-        if self._sep is not None:  # blocks: each sequence ends with the separator
+            src.add_separator(self._sep)
             self.lengths = self.lengths + 1
-        self._check_to(empty.values.dtype)
-        self._value_bytes = empty.values.dtype.itemsize * int(np.prod(empty.values.shape[1:]))
-        rows = np.concatenate([[0], np.cumsum(parts.rows)])
-        self._row_nulls = (np.concatenate([n + rows[k] for k, n in enumerate(nulls)])
-                           if nulls else np.zeros(0, np.int64))
-        value_rows = (np.concatenate([v + rows[k] for k, v in enumerate(values)])
-                      if values else np.zeros(0, np.int64)).astype(np.int64)
-        # at level 0 a row is a sequence; deeper, a row's sequences are not known here
-        self._value_nulls = (value_rows, value_rows if self.select.level == 0 else
-                             np.zeros(0, np.int64))
+        self._check_to(src.empty.values.dtype)
+        self._nbytes = src.nbytes
+        if self._mix is not None:
+            self._mix_counts = self._mix.plan_counts(self.lengths, self._members, _FN)
+            n = len(self.lengths)
+            self._src_of = np.zeros(n, np.int64)
+            self._pos_in_src = np.zeros(n, np.int64)
+            for k, m in enumerate(self._members):
+                self._src_of[m] = k
+                self._pos_in_src[m] = np.arange(len(m), dtype=np.int64)
 
-    def _init_ray(self, source, column):
-        """A Ray source: its lengths pass (:class:`~lodarrow._training._ray.RaySource`) gives
-        what a Parquet source's footers and lengths give."""
-        ray = RaySource(source, column, self.select.level, self.select.window,
-                        self.select.extra_columns, _FN, nulls=self.select.read_nulls)
-        self._ray, self.column = ray, ray.column
-        self._label = "the Ray source"
-        self.lengths = ray.lengths
-        self._row_nulls, self._value_nulls = ray.row_nulls, ray.value_nulls
-        self._extra_specs = ray.extra_specs
-        self._pad = self._pad_for(ray.empty)
-        self._sep = self._separator_for(ray.empty)
-        if self._sep is not None:  # blocks: each sequence ends with the separator
-            self.lengths = self.lengths + 1
-        self._check_to(ray.empty.values.dtype)
-        self._nbytes = ray.nbytes
-        self._part_starts = None
-
-    def _init_mixture(self, mixture, column):
+    def _mixture_source(self, mixture, column):
         """A mixture's sources side by side (Parquet files listed together, or tables
-        concatenated), each source's sequences among them, and its counts an epoch."""
+        concatenated), each source's sequences among them (its members)."""
         columns = mixture.columns(column, _FN)
         if mixture.on_parquet(_FN):
             parts = MixedParts(mixture, columns, self.select.extra_columns, _FN,
                                filesystem=self._filesystem, cache=self._data_cache)
-            self._init_parquet(None, None, parts)
-            members = members_of_parts(self._parts.parts, self._part_starts, parts.owner,
+            src = ParquetSource(None, None, self.select, _FN, parts=parts,
+                                cache_dir=self._cache_dir)
+            members = members_of_parts(parts.parts, src.part_starts, parts.owner,
                                        len(mixture.names))
             columns = parts.own
         else:
-            table, self.column, sizes, self._mix_row_starts, columns = mixed_table(
+            table, name, sizes, row_starts, columns = mixed_table(
                 mixture, columns, self.select.extra_columns, self.select.level, _FN)
-            self._init_memory(table, self.column)
             edges = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+            src = TableSource(table, name, self.select, _FN,
+                              mixture=(mixture.names, row_starts, edges))
             members = [np.arange(a, b, dtype=np.int64) for a, b in zip(edges[:-1], edges[1:])]
-        self._mix = mixture
+        src.label = f"the mixture of {', '.join(map(repr, mixture.names))}"
+        self._mix, self._members = mixture, members
         if isinstance(column, dict):  # each source's own column: a saved state names them
             self._column_print = dict(zip(mixture.names, columns))
-        self._label = f"the mixture of {', '.join(map(repr, mixture.names))}"
-        self._members = members
-        self._mix_counts = mixture.plan_counts(self.lengths, members, _FN)
-        n = len(self.lengths)
-        self._src_of = np.zeros(n, np.int64)
-        self._pos_in_src = np.zeros(n, np.int64)
-        for k, m in enumerate(members):
-            self._src_of[m] = k
-            self._pos_in_src[m] = np.arange(len(m), dtype=np.int64)
+        return src
+
+    # the source's parts as earlier versions kept them (read by tests and benchmarks)
+    _parts = property(lambda self: getattr(self._src, "parts", None))
+    _part_starts = property(lambda self: self._src.part_starts)
+    _seqs = property(lambda self: getattr(self._src, "seqs", None))
 
     def _epoch_mix(self, epoch=None):
         """The mixture's epoch ``epoch`` (default: the current one) as a virtual source
@@ -444,7 +344,7 @@ class BatchLoader:
         if em is None:
             if len(self._mixes) > 2:
                 self._mixes.clear()
-            em = epoch_mix(self._mix_counts, self._members, self.lengths, self._part_starts,
+            em = epoch_mix(self._mix_counts, self._members, self.lengths, self._src.part_starts,
                            self.select.seed, epoch)
             self._mixes[epoch] = em
         return em
@@ -541,13 +441,13 @@ class BatchLoader:
                       f"pass nulls='drop' to leave them out (the column also holds null "
                       f"values inside {len(value_rows)} row(s), which nulls='empty' cannot "
                       f"read)")
-            return (f"{_FN}: {self._where(row)} of column {self.column!r} is null "
+            return (f"{_FN}: {self._src.where(row)} of column {self.column!r} is null "
                     f"({count} null row(s)); {advice}")
         advice = ("or pass nulls='drop' to leave those rows out" if sel.nulls != "drop"
                   else f"(at level={sel.level} which sequences of the row hold it is not "
                        f"known without reading the values, so nulls='drop' cannot leave "
                        f"them out)")
-        return (f"{_FN}: {self._where(row)} of column {self.column!r} holds a "
+        return (f"{_FN}: {self._src.where(row)} of column {self.column!r} holds a "
                 f"null value inside its list ({count} such row(s)); a "
                 f"batch has no number to put there: fill the nulls first (e.g. "
                 f"pyarrow.compute.fill_null on the list's values) {advice}")
@@ -556,9 +456,7 @@ class BatchLoader:
         """Why sequence ``k`` cannot be delivered within the limits (``count`` such)."""
         shape, sel = self.shape, self.select
         length = int(self.lengths[k])
-        where = (self._where_seq(k) if self._mix is not None or self._ray is not None
-                 else f"sequence {k} ({self._where_seq(k)})")
-        head = f"{_FN}: {where} has {length} tokens"
+        head = f"{_FN}: {self._src.name_sequence(k)} has {length} tokens"
         if unplaceable and shape.mode == "packed_rows":
             return (f"{head}, more than row_length={shape.row_length} ({count} such "
                     f"sequence(s)); oversize='drop' leaves them out, 'split' cuts them into rows")
@@ -572,76 +470,27 @@ class BatchLoader:
                 f"sequence(s)); oversize='drop' leaves them out, oversize='alone' gives each "
                 f"a batch of its own")
 
-    def _where(self, row):
-        if self._ray is not None:
-            return self._ray.where(row)
-        if self._parts is None and self._mix is not None:  # tables side by side
-            s = int(np.searchsorted(self._mix_row_starts, row, side="right")) - 1
-            return f"row {row - int(self._mix_row_starts[s])} of source {self._mix.names[s]!r}"
-        if self._parts is None:
-            return f"row {row}"
-        k = int(np.searchsorted(np.cumsum(self._parts.rows), row, side="right"))
-        path, g, _ = self._parts.parts[k]
-        first = int(np.sum(self._parts.rows[:k]))
-        return f"row {row - first} of row group {g} of {path!r}"
-
-    def _where_seq(self, k):
-        if self._ray is not None:
-            return self._ray.where_sequence(k)
-        if self._parts is None and self._mix is not None:
-            name = self._mix.names[int(self._src_of[k])]
-            if self.select.level == 0:
-                return f"row {int(self._pos_in_src[k])} of source {name!r}"
-            return f"sequence {int(self._pos_in_src[k])} of source {name!r}"
-        if self._parts is None:
-            return f"row {k}" if self.select.level == 0 else f"level {self.select.level}"
-        p = int(np.searchsorted(self._part_starts, k, side="right")) - 1
-        path, g, _ = self._parts.parts[p]
-        at = f"row {k - self._part_starts[p]} of " if self.select.level == 0 else ""
-        return f"{at}row group {g} of {path!r}"
-
-    def _file_list(self):
-        if self._parts is None:
-            return None
-        parts = self._parts
-        size_of = dict(zip(parts.files, parts.sizes))  # from the footers' listing
-        sizes = {}
-        for path, _, rows in parts.parts:
-            local = parts.local(path) if isinstance(parts, MixedParts) else \
-                parts.filesystem is None
-            name = os.path.basename(path) if local \
-                else path.rpartition("/")[2]
-            sizes.setdefault(name, [int(size_of[path]), 0])
-            sizes[name][1] += int(rows)
-        return sorted([name, size, rows] for name, (size, rows) in sizes.items())
-
     # --- the plan ---------------------------------------------------------------------------
-    def _cell_rows(self):
-        if self._parts is None:
-            return self.select.window
-        mean = float(np.mean(np.diff(self._part_starts))) if len(self._part_starts) > 1 else 1
-        return max(1, int(round(self.select.row_groups * mean)))
-
     def _epoch_plan(self, epoch=None):
         """The plan of the current segment of the epoch, and the epoch step it starts at;
         ``epoch``: that epoch's plan from its start instead (what ``set_epoch`` makes)."""
-        args = self.select.plan_args(self._cell_rows())
+        args = self.select.plan_args(self._src.cell_rows(self.select))
         segments = self.position.segments
         if epoch is None:
             epoch = self.position.epoch
         else:
             segments = [[self.select.num_replicas, 0]]
-        if self._ray is not None:  # one rank (Ray shards): one segment, its blocks in order
+        if self._src.kind == "stream":  # one rank (Ray shards): one segment, blocks in order
             key = ("ray", epoch)
             if key not in self._plans:
                 if len(self._plans) > 4:
                     self._plans.clear()
-                self._plans[key] = ray_epoch_plan(self.lengths, self._ray.block_starts, args,
+                self._plans[key] = ray_epoch_plan(self.lengths, self._src.block_starts, args,
                                                   self.select.seed, epoch, self._keep)
             return self._plans[key], 0
         if self._mix is None:
             return segment_plan(self.lengths, args, segments, self.select.seed, epoch,
-                                self._part_starts, self._plans, base_rows=self._base_rows,
+                                self._src.part_starts, self._plans, base_rows=self._base_rows,
                                 pieces=self.position.pieces)
         em = self._epoch_mix(epoch)  # the plan is of the epoch's virtual source
         base = None if self._keep is None else np.flatnonzero(self._keep[em.vmap])
@@ -790,7 +639,7 @@ class BatchLoader:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._datasets = weakref.WeakSet()
-        self._ahead = ReadAhead(self._read)
+        self._ahead = ReadAhead(self._read) if self._src.kind == "blocks" else None
 
     def statistics(self):
         """What the current epoch's plan does, as data (docs/training.md#statistics).
@@ -809,8 +658,8 @@ class BatchLoader:
 
         plan, base = self._epoch_plan()
         row_groups = mixture = None
-        if self._parts is not None:
-            row_groups = (self._part_starts, self._source_rows)
+        if self._src.part_starts is not None:
+            row_groups = (self._src.part_starts, self._source_rows)
         if self._mix is not None:
             mixture = (self._mix.names, self._mix_counts, self._epoch_mix())
         return plan_statistics(plan, base, self.shape, epoch=self.epoch,
@@ -874,13 +723,13 @@ class BatchLoader:
         ``next_first``, every ``steps.step``-th step (a ``DataLoader`` worker's share; None:
         not read).  The pass, ended or broken off, waits for the reads it started.
         """
-        rank = self.select.rank
-        if self._ray is not None:
-            yield from self._produce_ray(plan, steps)
+        rank, src = self.select.rank, self._src
+        if src.kind == "stream":
+            yield from self._produce_stream(plan, steps)
             return
-        if self._parts is None:
+        if src.kind == "whole":
             for s in steps:
-                yield s, self._batch(self._seqs, None, plan, s, self._memory_extras), \
+                yield s, self._batch(src.seqs, None, plan, s, src.extras), \
                     int(plan.tokens[rank, s])
             return
         groups = _blocks_of(plan, rank, steps)
@@ -940,71 +789,16 @@ class BatchLoader:
             self._ahead.drop()
             return
         rows = self._block_rows(plan, groups[0], epoch)
-        if int(self.lengths[rows].sum()) * self._value_bytes > _AHEAD_BYTES:
+        if int(self.lengths[rows].sum()) * self._src.value_bytes > _AHEAD_BYTES:
             self._ahead.drop()
             return
         self._ahead.keep(rows)
 
     def _read(self, rows, stop=None):
-        """Read the sequences ``rows`` (positions in the source) from the row groups holding
-        them: the Sequences, a map from positions to the read table's, the extra columns.
-        ``stop`` (a ``threading.Event``), once set, ends the read before its next row group
-        (:class:`~lodarrow._training._readahead.Stopped`)."""
-        parts = self._parts
-        level0 = self.select.level == 0
-        p = np.searchsorted(self._part_starts, rows, side="right") - 1
-        # each row group's first and last row wanted, in one pass over the rows (a block
-        # can be the whole corpus: no sort, no pass per row group)
-        low = np.full(len(self._part_starts) - 1, np.iinfo(np.int64).max, np.int64)
-        high = np.full(len(low), -1, np.int64)
-        np.minimum.at(low, p, rows)
-        np.maximum.at(high, p, rows)
-        needed = np.flatnonzero(high >= 0)
-        starts = self._part_starts[needed]
-        if level0:
-            ranges = list(zip(needed.tolist(), (low[needed] - starts).tolist(),
-                              (high[needed] - starts + 1).tolist()))
-        else:
-            ranges = [(k, 0, None) for k in needed.tolist()]
-        columns = [self.column] + self.select.extra_columns
-        tables = _read_all(parts, ranges, columns, stop)
-        firsts, offsets, done = [], [], 0
-        for (k, lo, _), table in zip(ranges, tables):
-            firsts.append(self._part_starts[k] + lo)
-            offsets.append(done)
-            done += len(table) if level0 else int(self._part_starts[k + 1]
-                                                   - self._part_starts[k])
-        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        if len(self._value_nulls[0]):  # rows nulls="drop" leaves out, read beside others
-            i = table.schema.get_field_index(self.column)
-            table = table.set_column(i, self.column, fill_value_nulls(table.column(i)))
-        seqs = as_sequences(table, self.column, self.select.level, _FN,
-                            nulls=self.select.read_nulls)
-        if self._sep is not None:
-            seqs = with_separator(seqs, self._sep)
-        firsts = np.asarray(firsts, np.int64)
-        offsets = np.asarray(offsets, np.int64)
-
-        lo = int(self._part_starts[needed[0]])
-        hi = int(self._part_starts[needed[-1] + 1])
-        if level0 and hi - lo <= _LOOKUP_ROWS:  # one table lookup a batch
-            shift = np.zeros(hi - lo, np.int64)
-            for k, first, at in zip(needed.tolist(), firsts.tolist(), offsets.tolist()):
-                a, b = int(self._part_starts[k]) - lo, int(self._part_starts[k + 1]) - lo
-                shift[a:b] = at - first
-
-            def local_of(batch_rows):
-                return batch_rows + shift[batch_rows - lo]
-        else:
-            part_starts = self._part_starts  # not self: a block read ahead holds this
-
-            def local_of(batch_rows):
-                i = np.searchsorted(needed, np.searchsorted(part_starts, batch_rows,
-                                                            side="right") - 1)
-                return batch_rows - firsts[i] + offsets[i]
-
-        extras = {e.name: e.prepare(table.column(e.name)) for e in self._extra_specs}
-        return seqs, local_of, extras
+        """A block's sequences ``rows`` read from the source (``kind`` "blocks":
+        :meth:`~lodarrow._training._parquet_source.ParquetSource.read`), in this thread or
+        read ahead in another."""
+        return self._src.read(rows, stop)
 
     def _batch(self, seqs, local_of, plan, step, extras):
         """Step ``step``'s batch of this rank: ``local_of`` maps source positions to those of
@@ -1058,20 +852,11 @@ class BatchLoader:
         out, rows, first = made
         return out, rows, local[first]
 
-    def _produce_ray(self, plan, steps):
-        """:meth:`_produce` for a Ray source: its blocks read in Ray's order (the blocks
-        before the first one needed are read and passed over: Ray cannot skip them)."""
+    def _produce_stream(self, plan, steps):
+        """:meth:`_produce` for a streamed source (Ray): its blocks read in its order (the
+        blocks before the first one needed are read and passed over: Ray cannot skip them)."""
         groups = {int(plan.block[0, g[0]]): g for g in _blocks_of(plan, 0, steps)}
-        value_nulls = len(self._value_nulls[0]) > 0
-        starts = self._ray.block_starts
-        for b, table in self._ray.blocks(set(groups), value_nulls):
-            seqs = as_sequences(table, self.column, self.select.level, _FN,
-                                nulls=self.select.read_nulls)
-            if self._sep is not None:
-                seqs = with_separator(seqs, self._sep)
-            extras = {e.name: e.prepare(table.column(e.name)) for e in self._extra_specs}
-            first = int(starts[b])
-
+        for b, seqs, extras, first in self._src.decoded_blocks(set(groups)):
             def local_of(rows, first=first):
                 return rows - first
             for s in groups[b]:
@@ -1144,30 +929,3 @@ def _blocks_of(plan, rank, steps, limit=None):
         groups.append(steps[k:j])
         k = j
     return groups
-
-
-def _read_all(parts, ranges, columns, stop=None):
-    """The row ranges ``(row group, lo, hi)`` of ``parts``, decoded on a few threads at once
-    (Parquet decoding releases the GIL; ``DataLoader`` workers run with one thread each);
-    none is begun once ``stop`` is set."""
-    from lodarrow._threads import num_threads
-
-    def read(r):
-        if stop is not None and stop.is_set():
-            raise Stopped("a read made ahead, stopped: its pass ended")
-        return parts.read(r[0], columns, r[1], r[2])
-
-    threads = min(num_threads(), len(ranges))
-    if threads <= 1:
-        return [read(r) for r in ranges]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(read, ranges))
-
-
-def _check_sequence_type(t, name):
-    """The sequence column must be a list column (the message says what it is instead)."""
-    if list_depth(t) == 0:
-        raise TypeError(f"{_FN}: column {name!r} is {t}, not a list column of sequences; "
-                        f"name the list column with column=")

@@ -52,8 +52,13 @@ class RaySource:
         The bytes of the sequence column's values (for the progress bar).
     """
 
+    kind = "stream"
+    label = "the Ray source"
+    part_starts = None
+
     def __init__(self, source, column, level, window, extra_columns, fn, *, nulls):
         self.source, self.window, self.level, self.fn = source, window, level, fn
+        self.separator = None
         self.nulls = nulls  # how a null row reads (Selection.read_nulls)
         self.extra_columns = list(extra_columns)
         self.column = column
@@ -131,12 +136,36 @@ class RaySource:
         return (f"row {row} of the Ray source (row {row - int(self.row_starts[b])} of its "
                 f"block {b} of window={self.window} rows)")
 
-    def where_sequence(self, k):
+    def name_sequence(self, k):
         """Sequence ``k`` as messages name it."""
         if self.level == 0:
             return self.where(k)
         b = int(np.searchsorted(self.block_starts, k, side="right")) - 1
         return f"sequence {k} of the Ray source (in its block {b})"
+
+    def add_separator(self, separator):
+        """Append ``separator`` (one value row) to every sequence read (mode "blocks")."""
+        self.separator = separator
+
+    def file_list(self):
+        """The files read (None: not files)."""
+        return None
+
+    def cell_rows(self, select):
+        """The rows of a planning cell: ``window`` (a block is Ray's batch of it)."""
+        return select.window
+
+    def decoded_blocks(self, wanted):
+        """``(block, sequences, extra columns, first sequence)`` of each block whose number
+        is in ``wanted``, in Ray's order (:meth:`blocks`)."""
+        from lodarrow._training._collate import as_sequences, with_separator
+
+        for b, table in self.blocks(wanted, len(self.value_nulls[0]) > 0):
+            seqs = as_sequences(table, self.column, self.level, self.fn, nulls=self.nulls)
+            if self.separator is not None:
+                seqs = with_separator(seqs, self.separator)
+            extras = {e.name: e.prepare(table.column(e.name)) for e in self.extra_specs}
+            yield b, seqs, extras, int(self.block_starts[b])
 
     def blocks(self, wanted, value_nulls):
         """``(block, table)`` for each block whose number is in ``wanted`` (a set), in

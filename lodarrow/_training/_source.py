@@ -2,6 +2,22 @@
 ``datasets.Dataset`` or a Parquet file / dataset, cut into *parts* (row groups).
 
 See docs/training.md#what-is-read for what each source costs.
+
+The loader's sources, one class a kind (:class:`~lodarrow._training._table_source.TableSource`,
+:class:`~lodarrow._training._parquet_source.ParquetSource`,
+:class:`~lodarrow._training._ray.RaySource`; a mixture is one of the first two over its sources
+side by side), each made when the loader is made and offering the same interface:
+
+- ``kind``: how its sequences are read: ``"whole"`` (in memory: ``seqs`` and ``extras``),
+  ``"blocks"`` (any rows, any order: ``read(rows, stop)``) or ``"stream"`` (blocks in one
+  order: ``decoded_blocks(wanted, separator)``);
+- what the plan and the checks before the first batch need, from the lengths pass:
+  ``column``, ``label``, ``lengths``, ``row_nulls``, ``value_nulls``, ``extra_specs``,
+  ``empty`` (its sequences' dtype and feature shape), ``nbytes``, ``part_starts`` (the first
+  sequence of each row group, or None);
+- where a row lives, as messages name it: ``where(row)``, ``name_sequence(k)``;
+- ``file_list()`` (what a saved state's fingerprint names), ``cell_rows(select)`` (the rows
+  of a planning cell) and ``add_separator(separator)`` (mode "blocks").
 """
 
 import os
@@ -63,6 +79,13 @@ def pick_column(schema, column, fn):
         raise ValueError(f"{fn}: column {column!r} is not in the source (columns: "
                          f"{', '.join(schema.names)})")
     return column
+
+
+def check_sequence_type(t, name, fn):
+    """The sequence column must be a list column (the message says what it is instead)."""
+    if list_depth(t) == 0:
+        raise TypeError(f"{fn}: column {name!r} is {t}, not a list column of sequences; "
+                        f"name the list column with column=")
 
 
 def list_depth(t):
