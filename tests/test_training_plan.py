@@ -321,3 +321,23 @@ def test_token_balance_within_five_percent_per_step_two_percent_per_epoch(kw):
     assert totals.max() / totals.mean() <= 1.02
     assert np.array_equal(np.sort(np.concatenate([p.indices for p in plans])),
                           np.arange(len(lengths)))
+
+
+@pytest.mark.parametrize("mode,cls,kw", [
+    ("padded", "PaddedShape", {}), ("packed", "FlatShape", {}), ("segments", "FlatShape", {}),
+    ("packed_rows", "PackedRowsShape", {"row_length": 8}),
+    ("blocks", "BlocksShape", {"row_length": 8})])
+def test_each_mode_is_a_shape_of_its_own_that_pickles(mode, cls, kw):
+    """``BatchShape(mode)`` is the class of the mode (one place for each layout's slots), and
+    crosses to DataLoader workers pickled as it is."""
+    import pickle
+
+    from lodarrow._training import _shape
+
+    shape = _shape.BatchShape(mode, **kw)
+    assert type(shape) is getattr(_shape, cls) and shape.mode == mode
+    back = pickle.loads(pickle.dumps(shape))
+    assert type(back) is type(shape) and back.__dict__.keys() == shape.__dict__.keys()
+    assert back.fingerprint() == shape.fingerprint()
+    with pytest.raises(ValueError, match="mode"):
+        _shape.BatchShape("rows")

@@ -79,8 +79,7 @@ def batch_slots(plan, shape):
     """The slots of every batch of ``plan`` (``(ranks, steps)``) as collation lays them out
     (:class:`lodarrow._training._shape.BatchShape`): padding, widths, fixed rows and
     segments counted."""
-    if plan.items is not None or shape.mode not in ("packed_rows", "blocks") \
-            or shape.rows_per_batch:
+    if plan.items is not None or not shape.rows_at_collation:
         return shape.slots(plan.sizes, plan.longest, plan.tokens)
     # packed rows packed at collation: each batch packed as collate packs it
     lo, hi = plan.lo.ravel(), plan.hi.ravel()
