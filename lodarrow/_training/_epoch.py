@@ -227,12 +227,12 @@ class EpochPlan:
     def __init__(self, order, lo, hi, block, seq, alpha, dropped, items=None):
         self.order, self.lo, self.hi, self.block = order, lo, hi, block
         # packed rows: ``order`` lists items (a sequence, or a chunk of one), and ``items``
-        # their (start, row, offset) arrays; ``seq`` their lengths
+        # their (start, row, offset) arrays; ``seq``: the length of each entry of ``order``
         self.items = items
         self._split = None
         self.num_replicas, self.steps = lo.shape
         self.dropped = dropped
-        self._seq, self._alpha, self._compute = seq, alpha, None
+        self.seq, self._alpha, self._compute = seq, alpha, None
         flat_lo, flat_hi = lo.ravel(), hi.ravel()
         tokens = np.empty(len(flat_lo), np.int64)
         longest = np.empty(len(flat_lo), np.int64)
@@ -246,8 +246,8 @@ class EpochPlan:
     def compute(self):
         """Each batch's cost ``sum(len) + alpha * sum(len**2)`` (float64)."""
         if self._compute is None:
-            squares = np.zeros(len(self._seq) + 1, np.float64)
-            np.cumsum(self._seq.astype(np.float64) ** 2, out=squares[1:])
+            squares = np.zeros(len(self.seq) + 1, np.float64)
+            np.cumsum(self.seq.astype(np.float64) ** 2, out=squares[1:])
             self._compute = self.tokens + self._alpha * (squares[self.hi] - squares[self.lo])
         return self._compute
 
@@ -282,7 +282,7 @@ class EpochPlan:
         start, row, offset = (x[a:b] for x in self.items[:3])
         first = int(row[0]) if b > a else 0
         n_rows = int(row[-1]) - first + 1 if b > a else 0
-        return rows, Placement(index.astype(np.int64).reshape(-1), start, self._seq[a:b],
+        return rows, Placement(index.astype(np.int64).reshape(-1), start, self.seq[a:b],
                                row - first, offset, n_rows, self.items[3],
                                np.zeros(0, np.int64))
 
@@ -302,7 +302,7 @@ class EpochPlan:
         lo, hi = self.lo[:, start:stop].ravel(), self.hi[:, start:stop].ravel()
         sizes = hi - lo
         pos = np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
-        seq, first, tokens = self.order[pos], self.items[0][pos], self._seq[pos]
+        seq, first, tokens = self.order[pos], self.items[0][pos], self.seq[pos]
         by = np.lexsort((first, seq))
         seq, first, tokens = seq[by], first[by], tokens[by]
         if not len(seq):

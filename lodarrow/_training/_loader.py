@@ -845,7 +845,7 @@ class BatchLoader:
         local = src if local_of is None else local_of(src)
         start, row, offset = (x[a:b] for x in plan.items[:3])
         made = rows_batch(seqs, seq, np.ascontiguousarray(local, np.int64), start,
-                          plan._seq[a:b], row, offset, self.shape.collate.num_rows,
+                          plan.seq[a:b], row, offset, self.shape.collate.num_rows,
                           self.shape.row_length, self._pad, self._one_storage is None, _FN)
         if made is None:
             return None

@@ -227,7 +227,7 @@ def ray_epoch_plan(lengths, block_starts, args, seed, epoch, keep=None):
         if not plan.steps:
             continue
         orders.append(plan.order + lo)
-        seqs.append(plan._seq)
+        seqs.append(plan.seq)
         los.append(plan.lo + done)
         his.append(plan.hi + done)
         blocks.append(np.full(plan.lo.shape, b, np.int64))

@@ -87,7 +87,7 @@ def batch_slots(plan, shape):
     bounds = np.zeros(len(sizes) + 1, np.int64)
     np.cumsum(sizes, out=bounds[1:])
     pos = np.repeat(lo - bounds[:-1], sizes) + np.arange(bounds[-1], dtype=np.int64)
-    return shape.packed_rows_slots(plan._seq[pos], bounds).reshape(plan.lo.shape)
+    return shape.packed_rows_slots(plan.seq[pos], bounds).reshape(plan.lo.shape)
 
 
 def _packing(plan, cfg):
