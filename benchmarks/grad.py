@@ -1370,18 +1370,10 @@ def machine():
 
 
 def lodarrow_revision(la):
-    """The commit measured, with "+changes" where the work tree differs from it."""
-    out = {"version": la.__version__, "commit": None, "changes": None}
-    try:
-        out["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                       capture_output=True, text=True,
-                                       check=True).stdout.strip()
-        st = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True,
-                            text=True, check=True).stdout
-        out["changes"] = bool(st.strip())
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return out
+    """The lodarrow measured: its version, the commit and the tracked files changed from it."""
+    from lodarrow._bench._docs import revision
+
+    return {"version": la.__version__, **revision(ROOT)}
 
 
 # ============================================================================ reporting
@@ -1420,11 +1412,13 @@ def summary(report):
 
 
 def markdown(report):
+    from lodarrow._bench._docs import changes_words
+
     m, s = report["machine"], report["settings"]
     rev, fb, th = report["lodarrow"], report["fbgemm"], report["threads"]
     fbi = fb.get("info") or {}
-    changes = " with uncommitted changes" if rev["changes"] else ""
-    head = (f"Commit: {rev['commit'] or '?'}{changes} (lodarrow {rev['version']}).  Machine: "
+    head = (f"Commit: {rev['commit'] or '?'}{changes_words(rev)} (lodarrow {rev['version']}).  "
+            f"Machine: "
             f"{m['cpu_model']}, {m['cpus']} CPUs usable ({m['cpus_online']} online), "
             f"{m['platform']}; " + (
                 f"{report['started']} to {report['finished']} ({report['wall_s'] / 60:.1f} "

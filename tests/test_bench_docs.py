@@ -274,7 +274,8 @@ def test_bench_writes_only_its_blocks_and_from_json_writes_them_again(tmp_path):
     pytest.importorskip("rich")
     out = _report_of(tmp_path)
     report = json.loads(out.read_text())
-    assert set(report["revision"]) == {"commit", "changes"} and report["command"]
+    assert set(report["revision"]) == {"commit", "changes", "changed"} and report["command"]
+    assert report["revision"]["changes"] == bool(report["revision"]["changed"])
     for row in report["rows"]:  # the threads lodarrow's kernels could use beside each row
         if row["status"] == "ok":
             assert len(row["lodarrow_threads"]) == 2 and min(row["lodarrow_threads"]) >= 1
@@ -358,3 +359,30 @@ def test_parquet_writers_runs_small_and_regenerates_its_block(tmp_path, monkeypa
     assert _docs.body_of(text, bench.KEY) == bench.markdown(report)
     bench.main(["--from-json", str(out), "--docs", str(doc)])
     assert doc.read_text() == text
+
+
+def test_revision_names_the_changed_files(tmp_path):
+    """A benchmark's JSON records which tracked files differed from the commit measured, and
+    the docs' line names them (a run on an uncommitted change says what it measured)."""
+    import shutil
+    import subprocess
+
+    from lodarrow._bench import _docs
+
+    if shutil.which("git") is None:
+        pytest.skip("no git")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text("x = 1\n")
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "c"], check=True)
+    clean = _docs.revision(str(tmp_path))
+    assert clean["changes"] is False and clean["changed"] == []
+    assert _docs.revision_line(clean) == f"Commit: {clean['commit']}"
+    (tmp_path / "b.py").write_text("x = 2\n")
+    (tmp_path / "new.py").write_text("untracked\n")
+    dirty = _docs.revision(str(tmp_path))
+    assert dirty["changes"] is True and dirty["changed"] == ["b.py"]
+    assert _docs.revision_line(dirty).endswith("with uncommitted changes to b.py")
+    assert _docs.changes_words({"changes": True}) == " with uncommitted changes"  # older JSON

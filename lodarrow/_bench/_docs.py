@@ -17,7 +17,7 @@ import os
 import subprocess
 
 __all__ = ["begin_marker", "block", "body_of", "cpu_model", "end_marker", "find_block", "machine",
-           "machine_line", "revision", "revision_line", "write_block"]
+           "changes_words", "machine_line", "revision", "revision_line", "write_block"]
 
 
 def begin_marker(key, command):
@@ -74,10 +74,11 @@ def write_block(path, key, command, body):
 
 
 def revision(root=None):
-    """The commit measured: ``{"commit": short hash or None, "changes": bool or None}``
-    (``changes``: the work tree differed from the commit)."""
+    """The commit measured: ``{"commit": short hash or None, "changes": bool or None,
+    "changed": [paths]}`` (``changes``: the work tree's tracked files differed from the
+    commit; ``changed``: which, relative to the checkout)."""
     root = root or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    out = {"commit": None, "changes": None}
+    out = {"commit": None, "changes": None, "changed": []}
     try:
         out["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
                                        capture_output=True, text=True, check=True,
@@ -85,7 +86,10 @@ def revision(root=None):
         status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
                                 cwd=root, capture_output=True, text=True, check=True,
                                 timeout=30).stdout
-        out["changes"] = bool(status.strip())
+        # porcelain v1: two status letters, a space, the path ("old -> new" for a rename)
+        out["changed"] = sorted(line[3:].split(" -> ")[-1] for line in status.splitlines()
+                                if line.strip())
+        out["changes"] = bool(out["changed"])
     except (OSError, subprocess.SubprocessError):  # not a checkout (an installed wheel)
         pass
     return out
@@ -95,8 +99,18 @@ def revision_line(rev):
     """``Commit: abc1234 with uncommitted changes`` (or that it is not known)."""
     if not rev or not rev.get("commit"):
         return "Commit: not known (not run from a git checkout)"
-    changes = " with uncommitted changes" if rev.get("changes") else ""
-    return f"Commit: {rev['commit']}{changes}"
+    return f"Commit: {rev['commit']}{changes_words(rev)}"
+
+
+def changes_words(rev):
+    """`` with uncommitted changes to a.py, b.py`` (the first 6 paths), or ``""``."""
+    if not rev.get("changes"):
+        return ""
+    paths = rev.get("changed") or []
+    if not paths:  # a JSON of an earlier version: which paths was not recorded
+        return " with uncommitted changes"
+    more = f" and {len(paths) - 6} more" if len(paths) > 6 else ""
+    return f" with uncommitted changes to {', '.join(paths[:6])}{more}"
 
 
 def cpu_model():
