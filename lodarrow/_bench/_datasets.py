@@ -430,8 +430,23 @@ def run_one(name, src_dir, dest, batch_rows):
         pass
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {"name": name, "wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
-            "peak_rss": usage.ru_maxrss * 1024, "bytes_out": out_bytes, "rows_out": rows,
-            **extra}
+            **_peak_rss(), "bytes_out": out_bytes, "rows_out": rows, **extra}
+
+
+def _peak_rss():
+    """This process's own peak resident set: ``VmHWM`` (Linux: the high-water mark of this
+    program's memory, begun at its ``exec``), as ``{"peak_rss": bytes, "peak_rss_kind":
+    "VmHWM"}``; ``{}`` where there is none.  Not ``ru_maxrss``: on Linux a child's starts
+    from its parent's peak (kept across ``fork`` and ``exec``), so it measured the benchmark's
+    own process, which generated the dataset."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return {"peak_rss": int(line.split()[1]) * 1024, "peak_rss_kind": "VmHWM"}
+    except OSError:
+        pass
+    return {}
 
 
 def measure(name, src_dir, dest_root, batch_rows, timeout=1800):
@@ -515,7 +530,7 @@ def run_datasets(data_dir, size_gb, engines=("ray", "dask"), log=print, only=Non
             if "error" in result:
                 log(f"    failed: {result['error']}")
             else:
-                log(f"    {result['wall_s']:.1f} s, peak RSS {result['peak_rss'] / 2**20:.0f} MiB")
+                log(f"    {result['wall_s']:.1f} s, peak RSS {result.get('peak_rss', 0) / 2**20:.0f} MiB")
     machine["load_average_end"] = os.getloadavg()
     _add_ratios(rows)
     return {"machine": machine, "rows": rows, "batch_rows": batch,
@@ -599,13 +614,19 @@ def table_rows(report):
             f"{wall:.1f}", "-" if engine else f"{r['cpu_s']:.1f}",
             f"{r['bytes_in'] / wall / 1e6:.0f}",
             f"{r['vs_pyarrow_copy']:.2f}" if "vs_pyarrow_copy" in r else "-",
-            "-" if engine else f"{r['peak_rss'] / 2**20:.0f}",
+            f"{r['peak_rss'] / 2**20:.0f}" if not engine and _own_peak(r) else "-",
             "; ".join(n for n in notes if n)))
     return out
 
 
 TABLE_COLUMNS = ("size", "run", "files / in", "wall s", "CPU s", "MB/s in", "x pyarrow copy",
                  "peak RSS MiB", "what / note")
+
+
+def _own_peak(row):
+    """Whether ``row``'s peak RSS is its run's own (:func:`_peak_rss`; a JSON of an earlier
+    version recorded the inherited ``ru_maxrss``, shown as "-")."""
+    return row.get("peak_rss_kind") == "VmHWM"
 
 
 def to_markdown(report, command):
@@ -634,9 +655,13 @@ def to_markdown(report, command):
         f"(1 min) {m['load_average'][0]:.1f} at the start, {m['load_average_end'][0]:.1f} at "
         f"the end: other processes share these {m['cores']} cores, so wall times are noisy "
         f"(CPU s is the process's own).",
-        f"- Each run is a fresh subprocess reading every file and writing a new dataset; peak "
-        f"RSS is that process's `ru_maxrss` (for Ray and Dask only the driver's: not shown).  "
-        f"The whole benchmark took {report['wall_s'] / 60:.1f} min.",
+        f"- Each run is a fresh subprocess reading every file and writing a new dataset; "
+        + ("peak RSS is that process's own high-water mark (`VmHWM`; for Ray and Dask only "
+           "the driver's: not shown).  "
+           if any(_own_peak(r) for r in report["rows"]) else
+           "peak RSS not shown: this run recorded `ru_maxrss`, which on Linux a child starts "
+           "from its parent's peak (the dataset's generation), not its own.  ")
+        + f"The whole benchmark took {report['wall_s'] / 60:.1f} min.",
         "",
         "| " + " | ".join(TABLE_COLUMNS) + " |",
         "| " + " | ".join("---" if i in (0, 1, 8) else "---:" for i in range(len(TABLE_COLUMNS)))
@@ -678,7 +703,8 @@ def summary_lines(report):
              f"{sizes['small']:.2f} GB, {by[('large', name)]['peak_rss'] / 2**20:.0f} MiB at "
              f"{sizes['large']:.2f} GB"
              for name in ("map_parquet + udf", "map_parquet identity", "pyarrow copy")
-             if ("small", name) in by and ("large", name) in by]
+             if ("small", name) in by and ("large", name) in by
+             and _own_peak(by[("small", name)]) and _own_peak(by[("large", name)])]
     if peaks:
         out.append(f"- Peak RSS (flat as the dataset grows {sizes['large'] / sizes['small']:.0f}"
                    f"x): {'; '.join(peaks)}.")
