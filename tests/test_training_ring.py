@@ -310,3 +310,33 @@ def test_a_worker_killed_holding_the_locks_hangs_nothing(table):
     data = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
     _equal_batches(list(data), own)
     assert any(written for _, written, _ in _holders(dataset))  # through the rings
+
+
+def test_a_holder_killed_and_not_yet_reaped_is_taken_over():
+    """A killed worker stays a zombie until its parent reaps it, which a main process waiting
+    for the lock the worker held does not do: a zombie holder counts as gone."""
+    import signal
+
+    lock = _ring.SharedLock()
+    pid = os.fork()
+    if pid == 0:  # the worker: dies holding the lock
+        try:
+            lock.__enter__()
+            os.kill(os.getpid(), signal.SIGKILL)
+        finally:
+            os._exit(1)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until it is a zombie holding the lock
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                stat = fh.read()
+            if stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] == b"Z":
+                break
+            time.sleep(0.01)
+        assert lock._holder.value == pid and not _ring.alive(pid)
+        start = time.monotonic()
+        with lock:
+            assert lock._holder.value == os.getpid()
+        assert time.monotonic() - start < 10 * _ring.SharedLock.POLL + 5
+    finally:
+        os.waitpid(pid, 0)

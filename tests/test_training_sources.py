@@ -179,3 +179,14 @@ def test_a_real_ray_dataset_is_checked_before_the_first_batch():
     finally:
         if started:
             ray.shutdown()
+
+
+@pytest.mark.parametrize("level", [1, -1, 2])
+def test_a_level_the_column_does_not_have_is_named_for_every_in_memory_source(level):
+    """A table, an Arrow column (as the Parquet source does): ``level`` named, not an
+    IndexError from inside."""
+    table = pa.table({"ids": [[1, 2], [3], [4, 5, 6]] * 10})
+    for source, column in ((table, "ids"), (table.column("ids").combine_chunks(), None),
+                           (table.column("ids"), None)):
+        with pytest.raises(ValueError, match=r"level must be in \[0, 1\)"):
+            la.batch_loader(source, column, max_tokens=100, level=level)

@@ -253,14 +253,22 @@ def _attached(ring_id, header, lock, dup_fd):
 
 
 def alive(pid):
-    """Whether process ``pid`` exists (another user's counts)."""
+    """Whether process ``pid`` is running (another user's counts): not gone, and not a zombie
+    (a killed ``DataLoader`` worker stays one until its parent reaps it, which may be never
+    while the parent waits for a lock the worker held)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:  # not Linux, or gone meanwhile: kill's answer stands
+        return True
+    # "pid (comm) S ...": the state follows the last ")" (comm may hold any byte)
+    return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] not in (b"Z", b"X")
 
 
 class RingBatch:

@@ -34,6 +34,8 @@ _PATH_TYPES = (str, os.PathLike, list, tuple)
 
 def hf_table(obj):
     """The Arrow table behind a Hugging Face ``datasets.Dataset`` (no copy), or None."""
+    if isinstance(obj, (pa.Array, pa.ChunkedArray, pa.Table, pa.RecordBatch, LoDTensor)):
+        return None  # (ChunkedArray.data is a deprecated alias: a FutureWarning)
     data = getattr(obj, "data", None)
     table = getattr(data, "table", None)
     if not isinstance(table, pa.Table) or not hasattr(obj, "_indices"):

@@ -13,7 +13,8 @@ import pyarrow as pa
 from lodarrow._training._collate import as_sequences, with_separator
 from lodarrow._training._columns import (ExtraColumn, fill_value_nulls, null_rows,
                                          value_null_rows)
-from lodarrow._training._source import check_sequence_type, column_of, hf_table, pick_column
+from lodarrow._training._source import (check_level, check_sequence_type, column_of, hf_table,
+                                        list_depth, pick_column)
 
 __all__ = ["TableSource"]
 
@@ -59,6 +60,7 @@ class TableSource:
             for name in select.extra_columns:
                 pick_column(table.schema, name, fn)
             check_sequence_type(table.schema.field(column).type, column, fn)
+            check_level(select.level, list_depth(table.schema.field(column).type), fn)
             col = table.column(column)
             self.row_nulls = null_rows(col)
             self.value_nulls = value_null_rows(col, select.level)
@@ -75,6 +77,8 @@ class TableSource:
             if not hasattr(source, "offsets"):
                 check_sequence_type(source.type, "the source", fn)
             arrow = isinstance(source, (pa.Array, pa.ChunkedArray))
+            if arrow:  # (a LoDTensor's levels are checked with its sequences below)
+                check_level(select.level, list_depth(source.type), fn)
             # a LoDTensor has no null rows, nor null values
             self.row_nulls = null_rows(source) if arrow else np.zeros(0, np.int64)
             self.value_nulls = (value_null_rows(source, select.level) if arrow
