@@ -291,6 +291,7 @@ def batch_loader(source: Any, column: str | Mapping[str, str] | None = None, *,
                  pad_to_multiple_of: int | None = None,
                  pad_widths: Sequence[int] | None = None, num_segments: int | None = None,
                  separator: Any = None, remainder: str | None = None,
+                 token_arrays: bool = True,
                  prefetch: int = 2, progress: bool | None = None, filesystem: Any = None,
                  cache_dir: Any = None, cache_bytes: int | None = None) -> BatchLoader: ...
 

@@ -268,3 +268,48 @@ def test_a_batch_of_rows_sent_without_per_token_arrays_is_made_whole_again():
     assert rows.tolist() == list(range(len(lengths)))
     assert whole["values"].shape == (p.n_rows + 2, 6)
     assert not whole["attention_mask"][-2:].any() and (whole["seq_idx"][-2:] == -1).all()
+
+
+TOKEN_MODES = [
+    {"mode": "packed", "max_tokens": 64},
+    {"mode": "packed_rows", "row_length": 320, "max_tokens": 1280},     # rows the plan places
+    {"mode": "packed_rows", "row_length": 32, "batch_size": 6,           # rows packed at collation
+     "oversize": "split"},
+    {"mode": "blocks", "row_length": 32, "max_tokens": 128, "separator": 0}]
+
+
+@pytest.mark.parametrize("kw", TOKEN_MODES, ids=lambda kw: f"{kw['mode']}-{len(kw)}")
+@pytest.mark.parametrize("where", ["numpy", "torch", "workers"])
+def test_token_arrays_false_leaves_out_only_the_per_token_arrays(corpus, kw, where):
+    """``token_arrays=False``: the same batches without ``position_ids``, ``attention_mask``
+    and ``seq_idx`` (which ``cu_seqlens`` determines), in process, as torch tensors and from
+    DataLoader workers (whose batches cross without them, and are not rebuilt)."""
+    from lodarrow._training._collate import TOKEN_ARRAYS
+
+    to = "numpy" if where == "numpy" else "torch"
+    if to == "torch":
+        torch = pytest.importorskip("torch")
+
+    def batches(token_arrays):
+        loader = la.batch_loader(corpus[0], "ids", seed=2, to=to, progress=False,
+                                 token_arrays=token_arrays, **kw)
+        if where != "workers":
+            return list(loader)
+        data = torch.utils.data.DataLoader(loader.torch(), batch_size=None, num_workers=2)
+        return list(data)
+
+    full, lean = batches(True), batches(False)
+    assert len(full) == len(lean) > 1
+    for a, b in zip(full, lean):
+        assert set(a) - set(b) == set(TOKEN_ARRAYS) & set(a) != set()
+        assert not set(b) - set(a)
+        for key in b:
+            assert np.array_equal(np.asarray(a[key]), np.asarray(b[key])), key
+
+
+def test_token_arrays_false_is_refused_where_there_is_no_cu_seqlens(corpus):
+    for mode in ("padded", "segments"):
+        with pytest.raises(ValueError, match=r"token_arrays=False .* mode='"):
+            la.batch_loader(corpus[1], "ids", max_tokens=64, mode=mode, token_arrays=False)
+    with pytest.raises(TypeError, match="token_arrays"):
+        la.batch_loader(corpus[1], "ids", max_tokens=64, mode="packed", token_arrays="no")

@@ -814,6 +814,9 @@ def _gather_gpu(values, starts, lengths, dest, total, pad, positions, mask, ids,
 #: The key under which a batch of rows crosses from a ``DataLoader`` worker without its
 #: per-token arrays (:func:`rows_batch`); the main process replaces it (:func:`rows_tokens`).
 PIECE_IDS = "_lodarrow_piece_ids"
+#: The per-token arrays of a flat or rows batch that ``cu_seqlens`` determines (left out by
+#: ``batch_loader(token_arrays=False)``).
+TOKEN_ARRAYS = ("position_ids", "attention_mask", "seq_idx")
 
 
 def rows_batch(seqs, seq, local, start, length, row, offset, num_rows, row_length, pad,

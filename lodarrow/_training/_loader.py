@@ -13,7 +13,8 @@ import weakref
 
 import numpy as np
 
-from lodarrow._training._collate import collate_rows, convert, rows_batch
+from lodarrow._training._collate import (PIECE_IDS, TOKEN_ARRAYS, collate_rows, convert,
+                                         rows_batch)
 from lodarrow._training._columns import check_jax_x64
 from lodarrow._training._deliver import Delivery, prefetched
 from lodarrow._training._epoch import PLAN_VERSION
@@ -44,8 +45,8 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
                  row_length=None, level=0, pad_value=0, to="numpy", extra_columns=(),
                  bucket=True, window=65536, row_groups=4, num_rows=None,
                  pad_to_multiple_of=None, pad_widths=None, num_segments=None, separator=None,
-                 remainder=None, prefetch=2, progress=None, filesystem=None, cache_dir=None,
-                 cache_bytes=None):
+                 remainder=None, token_arrays=True, prefetch=2, progress=None,
+                 filesystem=None, cache_dir=None, cache_bytes=None):
     """Stream model-ready batches from a Parquet dataset or a table, following one global plan.
 
     The lengths are read first (:func:`lodarrow.sequence_lengths`, no values) and everything
@@ -156,6 +157,12 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
         ``mode="blocks"``: each rank's share of a block ends with a part-full block, padded
         (the default: every token once) or left out (its tokens counted in
         ``statistics()["packing"]["remainder_tokens"]``).
+    token_arrays : bool, default True
+        ``mode="packed"``, ``"packed_rows"`` and ``"blocks"``: False leaves out the per-token
+        arrays ``cu_seqlens`` determines (``position_ids``, ``attention_mask``, ``seq_idx``):
+        for attention that takes ``cu_seqlens`` alone (FlashAttention's varlen functions)
+        and for token-ids-only training: a batch of int32 token blocks then writes 4 bytes a
+        token instead of 17 (``cu_seqlens`` gives the others back where needed).
     prefetch : int, default 2
         Batches made ahead in a background thread when iterated in this process (the kernels
         and Parquet decoding release the GIL), and a Parquet source's next block read while
@@ -221,7 +228,8 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
     shape = BatchShape(mode, cost, row_length, split=select.oversize == "split",
                        num_rows=num_rows, pad_to_multiple_of=pad_to_multiple_of,
                        pad_widths=pad_widths, num_segments=num_segments, pad_value=pad_value,
-                       separator=separator, remainder=remainder, fn=_FN)
+                       separator=separator, remainder=remainder, token_arrays=token_arrays,
+                       fn=_FN)
     deliver = Delivery(to=to, prefetch=prefetch, progress=progress, fn=_FN)
     select.bind(shape)
     from lodarrow._tables._data_cache import data_cache
@@ -820,6 +828,9 @@ class BatchLoader:
             out = collate_rows(seqs, local, self.shape.mode, self._pad, self.shape.row_length,
                                placement=placement, shape=self.shape.collate, fn=_FN,
                                trusted=True)
+            if not self.shape.token_arrays:
+                for key in TOKEN_ARRAYS:
+                    out.pop(key, None)
         if self._mix is None:
             out["rows"] = rows
         else:  # which sequence of which source
@@ -838,7 +849,8 @@ class BatchLoader:
     def _rows_batch(self, seqs, local_of, plan, step):
         """:meth:`_batch`'s packed rows and blocks in one kernel call (:func:`rows_batch`):
         ``(out, rows, local)``, or None for the general path.  In a ``DataLoader`` worker
-        handing torch batches over, the per-token arrays are left to the main process."""
+        handing torch batches over, the per-token arrays are left to the main process;
+        without ``token_arrays``, to no one."""
         a, b = plan.lo[self.select.rank, step], plan.hi[self.select.rank, step]
         seq = plan.order[a:b]
         src = self._source_rows(seq)
@@ -846,10 +858,13 @@ class BatchLoader:
         start, row, offset = (x[a:b] for x in plan.items[:3])
         made = rows_batch(seqs, seq, np.ascontiguousarray(local, np.int64), start,
                           plan.seq[a:b], row, offset, self.shape.collate.num_rows,
-                          self.shape.row_length, self._pad, self._one_storage is None, _FN)
+                          self.shape.row_length, self._pad,
+                          self.shape.token_arrays and self._one_storage is None, _FN)
         if made is None:
             return None
         out, rows, first = made
+        if not self.shape.token_arrays:
+            out.pop(PIECE_IDS, None)
         return out, rows, local[first]
 
     def _produce_stream(self, plan, steps):

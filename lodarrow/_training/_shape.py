@@ -25,13 +25,15 @@ the one of ``mode``.
 import numpy as np
 
 from lodarrow._training._collate import MODES, ROW_MODES, check_separator, check_shape
-from lodarrow._validation import as_positive_int, check_choice
+from lodarrow._validation import as_flag, as_positive_int, check_choice
 
 __all__ = ["BatchShape", "BlocksShape", "COSTS", "FlatShape", "PackedRowsShape", "PaddedShape"]
 
 COSTS = ("padded", "packed")
 #: measure codes of ``cut_batches`` (``_ext/batch_plan.pyx``)
 _PADDED, _FLAT, _FLAT_COUNTED_PADDED = 0, 1, 2
+#: The modes whose batches carry ``cu_seqlens`` (``token_arrays=False`` applies to them).
+_CU_SEQLENS_MODES = ("packed", "packed_rows", "blocks")
 
 
 class BatchShape:
@@ -57,6 +59,9 @@ class BatchShape:
         The value of padding positions (checked against the values' dtype later).
     separator : scalar or None
         ``"blocks"``: a value row appended to every sequence.
+    token_arrays : bool
+        False: batches without the per-token arrays ``cu_seqlens`` determines (the modes
+        that have it).
     fn : str
         The function named in error messages.
     """
@@ -68,7 +73,7 @@ class BatchShape:
 
     def __init__(self, mode, cost=None, row_length=None, *, split=False, num_rows=None,
                  pad_to_multiple_of=None, pad_widths=None, num_segments=None, pad_value=0,
-                 remainder=None, separator=None, fn="batch_loader"):
+                 remainder=None, separator=None, token_arrays=True, fn="batch_loader"):
         self.fn = fn
         if pad_value is None or isinstance(pad_value, (str, bytes)) or not (
                 isinstance(pad_value, (int, float, np.generic)) or hasattr(pad_value,
@@ -98,6 +103,12 @@ class BatchShape:
         self.separator = separator
         #: packed rows planned by the plan itself: batches of this many rows (set by bind)
         self.rows_per_batch = None
+        #: whether a batch holds the per-token arrays ``cu_seqlens`` determines
+        self.token_arrays = as_flag(token_arrays, f"{fn}: token_arrays")
+        if not self.token_arrays and self.mode not in _CU_SEQLENS_MODES:
+            raise ValueError(f"{fn}: token_arrays=False is for the modes whose batches have "
+                             f"cu_seqlens ({', '.join(map(repr, _CU_SEQLENS_MODES))}); "
+                             f"mode={self.mode!r}")
 
     # --- what the shape promises the plan ----------------------------------------------------
     #: The most sequences a batch can hold (None: no limit of the shape's own).
