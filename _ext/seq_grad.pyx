@@ -15,11 +15,29 @@ reaches these kernels as float32 (converted by the launcher).
 cimport numpy as cnp
 from cython.parallel cimport prange
 from libc.math cimport sqrt
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 from _types cimport floating_t, offset_t, int64_t, uint8_t
 
 cnp.import_array()
+
+
+cdef extern from "lodarrow_stream.h" nogil:
+    # Streaming (non-temporal) stores for outputs larger than the cache (see the header).
+    ctypedef struct la_stream_t:
+        pass
+    bint la_stream_worth(size_t out_bytes)
+    void la_stream_begin(la_stream_t* s, void* dst)
+    void la_stream_put(la_stream_t* s, const void* src, size_t n, const void* src_limit)
+    void la_stream_repeat(la_stream_t* s, const void* row, size_t w, size_t count)
+    void la_stream_end(la_stream_t* s)
+
+
+cdef enum:
+    # The widest row (elements) the pool-sum backward streams: its scaled row is kept on
+    # the stack (wider rows are stored plainly).
+    STREAM_ROW_ITEMS = 128
 
 
 cdef enum:
@@ -31,12 +49,34 @@ cdef enum:
 
 # --------------------------------------------------------------------------- pooling
 cdef void _pool_sum_range(floating_t* dx, const floating_t* dout, const offset_t* off,
-                          Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t d, int mode) noexcept nogil:
+                          Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t d, int mode,
+                          bint stream) noexcept nogil:
+    """Sequences ``[lo, hi)``, whose rows are one contiguous range of ``dx``.  ``stream``:
+    that range goes out through streaming stores (``lodarrow_stream.h``), each row once;
+    else plain stores."""
     cdef Py_ssize_t s, j
     cdef offset_t a, b, i
     cdef double div
     cdef const floating_t* g
     cdef floating_t* row
+    cdef la_stream_t st
+    cdef floating_t scaled[STREAM_ROW_ITEMS]
+    if stream:
+        la_stream_begin(&st, dx + off[lo] * d)
+        for s in range(lo, hi):
+            a = off[s]
+            b = off[s + 1]
+            if a == b:
+                continue
+            g = dout + s * d
+            if mode != MODE_SUM:
+                div = <double>(b - a) if mode == MODE_MEAN else sqrt(<double>(b - a))
+                for j in range(d):
+                    scaled[j] = <floating_t>(<double>g[j] / div)
+                g = scaled
+            la_stream_repeat(&st, g, <size_t>d * sizeof(floating_t), <size_t>(b - a))
+        la_stream_end(&st)
+        return
     for s in range(lo, hi):
         a = off[s]
         b = off[s + 1]
@@ -59,6 +99,15 @@ cdef void _pool_sum_range(floating_t* dx, const floating_t* dout, const offset_t
                 memcpy(dx + i * d, row, d * sizeof(floating_t))
 
 
+cdef inline bint _pool_stream(Py_ssize_t n_rows, Py_ssize_t d, size_t item) noexcept nogil:
+    """Whether the pool-sum backward streams its output: large (``la_stream_worth``) and
+    rows of 16 bytes or more (narrower rows change sequence every few bytes, where the
+    stream's bookkeeping costs more than the reads for ownership it saves) that fit
+    ``scaled``."""
+    cdef size_t w = <size_t>d * item
+    return w >= 16 and d <= STREAM_ROW_ITEMS and la_stream_worth(<size_t>n_rows * w)
+
+
 def pool_sum_backward(floating_t[:, ::1] dx, const floating_t[:, ::1] dout,
                       const offset_t[::1] offsets, int mode, const offset_t[::1] bounds=None,
                       int num_threads=1):
@@ -74,14 +123,15 @@ def pool_sum_backward(floating_t[:, ::1] dx, const floating_t[:, ::1] dout,
     cdef const floating_t* gp = &dout[0, 0]
     cdef const offset_t* of = &offsets[0]
     cdef const offset_t* bp
+    cdef bint stream = _pool_stream(dx.shape[0], d, sizeof(floating_t))
     if bounds is None:
         with nogil:
-            _pool_sum_range(xp, gp, of, 0, n, d, mode)
+            _pool_sum_range(xp, gp, of, 0, n, d, mode, stream)
         return
     bp = &bounds[0]
     with nogil:
         for c in prange(bounds.shape[0] - 1, num_threads=num_threads, schedule="dynamic"):
-            _pool_sum_range(xp, gp, of, bp[c], bp[c + 1], d, mode)
+            _pool_sum_range(xp, gp, of, bp[c], bp[c + 1], d, mode, stream)
 
 
 cdef inline bint _plain(cnp.ndarray a, int type_num) noexcept:
@@ -119,11 +169,13 @@ def pool_sum_backward_serial(cnp.ndarray dx not None, cnp.ndarray dout not None,
         return False
     cdef void* xp = cnp.PyArray_DATA(dx)
     cdef const void* gp = cnp.PyArray_DATA(dout)
+    cdef size_t item = 4 if t == cnp.NPY_FLOAT else 8
+    cdef bint stream = _pool_stream(of[n], d, item)
     with nogil:
         if t == cnp.NPY_FLOAT:
-            _pool_sum_range(<float*>xp, <const float*>gp, of, 0, n, d, mode)
+            _pool_sum_range(<float*>xp, <const float*>gp, of, 0, n, d, mode, stream)
         else:
-            _pool_sum_range(<double*>xp, <const double*>gp, of, 0, n, d, mode)
+            _pool_sum_range(<double*>xp, <const double*>gp, of, 0, n, d, mode, stream)
     return True
 
 
@@ -397,30 +449,64 @@ def expand_blocks_backward(floating_t[:, ::1] dx, const floating_t[:, ::1] dout,
 
 
 # --------------------------------------------------------------------------- conv
+cdef extern from *:
+    """
+    /* Row p of conv_input_backward: the sum, in order, of `terms` context blocks, each
+       `step` elements after the previous (restrict: the context gradient is scratch of its
+       own, so the loops vectorise without overlap checks). */
+    #define LA_CONV_ROW(NAME, T)                                                          \
+    static inline void NAME(T* __restrict row, const T* __restrict src, ptrdiff_t step,  \
+                            Py_ssize_t terms, Py_ssize_t d) {                            \
+        Py_ssize_t j, k;                                                                  \
+        if (terms == 3) {                                                                 \
+            const T* __restrict s1 = src + step;                                          \
+            const T* __restrict s2 = src + 2 * step;                                      \
+            for (j = 0; j < d; j++) row[j] = (src[j] + s1[j]) + s2[j];                    \
+        } else if (terms == 2) {                                                          \
+            const T* __restrict s1 = src + step;                                          \
+            for (j = 0; j < d; j++) row[j] = src[j] + s1[j];                              \
+        } else {                                                                          \
+            for (j = 0; j < d; j++) row[j] = src[j];                                      \
+            for (k = 1; k < terms; k++)                                                   \
+                for (j = 0; j < d; j++) row[j] += src[k * step + j];                      \
+        }                                                                                 \
+    }
+    LA_CONV_ROW(la_conv_row_f, float)
+    LA_CONV_ROW(la_conv_row_d, double)
+    """
+    void la_conv_row_f(float* row, const float* src, Py_ssize_t step, Py_ssize_t terms,
+                       Py_ssize_t d) noexcept nogil
+    void la_conv_row_d(double* row, const double* src, Py_ssize_t step, Py_ssize_t terms,
+                       Py_ssize_t d) noexcept nogil
+
+
 cdef void _conv_input_range(floating_t* dx, const floating_t* dctx, const offset_t* off,
                             Py_ssize_t lo, Py_ssize_t hi, offset_t cs, Py_ssize_t cl,
                             Py_ssize_t d) noexcept nogil:
     """Row ``p`` of sequence ``[a, b)`` = sum over ``k`` of block ``k`` of context row
-    ``t = p - cs - k`` where ``a <= t < b`` (the transposed gather)."""
-    cdef Py_ssize_t s, j, k
-    cdef offset_t a, b, p, t
+    ``t = p - cs - k`` where ``a <= t < b`` (the transposed gather): the ``k`` that qualify
+    are one run ``[k0, k1]``, summed in increasing ``k``, each row written once."""
+    cdef Py_ssize_t s
+    cdef offset_t a, b, p, k0, k1
     cdef Py_ssize_t width = cl * d
     cdef floating_t* row
-    cdef const floating_t* src
     for s in range(lo, hi):
         a = off[s]
         b = off[s + 1]
         for p in range(a, b):
             row = dx + p * d
-            for j in range(d):
-                row[j] = 0
-            for k in range(cl):
-                t = p - cs - k
-                if t < a or t >= b:
-                    continue
-                src = dctx + t * width + k * d
-                for j in range(d):
-                    row[j] += src[j]
+            # a <= p - cs - k < b  <=>  p - cs - b < k <= p - cs - a
+            k0 = max(<offset_t>0, p - cs - b + 1)
+            k1 = min(<offset_t>(cl - 1), p - cs - a)
+            if k0 > k1:
+                memset(row, 0, <size_t>d * sizeof(floating_t))
+                continue
+            if floating_t is float:
+                la_conv_row_f(row, dctx + (p - cs - k0) * width + k0 * d, d - width,
+                              k1 - k0 + 1, d)
+            else:
+                la_conv_row_d(row, dctx + (p - cs - k0) * width + k0 * d, d - width,
+                              k1 - k0 + 1, d)
 
 
 def conv_input_backward(floating_t[:, ::1] dx, const floating_t[:, ::1] dctx,
@@ -641,3 +727,121 @@ def topk_avg_pool_backward(floating_t[::1] dx, const floating_t[:, ::1] dout,
     with nogil:
         for c in prange(bounds.shape[0] - 1, num_threads=num_threads, schedule="dynamic"):
             _topk_back_range(xp, gp, pp, io, ro, co, kp, n_k, channels, m, bp[c], bp[c + 1])
+
+
+# --------------------------------------------------------------------------- concat
+cdef enum:
+    # Outputs the concat backward streams at once (a stream each, on the stack).
+    SPLIT_STREAMS = 8
+    # ... when its pieces average this many bytes or more (shorter ones cost more in the
+    # stream's bookkeeping than the reads for ownership they save).
+    SPLIT_STREAM_PIECE = 256
+
+
+cdef inline void _copy_piece(uint8_t* dst, const uint8_t* src, size_t nbytes,
+                             const uint8_t* dst_limit, const uint8_t* src_limit) noexcept nogil:
+    """Copy a short block in 32-byte pieces where running past its end is harmless (as
+    ``seq_gather``'s ``_copy_block``): reads before ``src_limit``, writes before ``dst_limit``
+    (rows of the same output written later by this thread)."""
+    cdef size_t b
+    cdef size_t padded = (nbytes + 31) & ~(<size_t>31)
+    if nbytes == 0:
+        return
+    if nbytes <= 256 and dst + padded <= dst_limit and src + padded <= src_limit:
+        b = 0
+        while b < padded:
+            memcpy(dst + b, src + b, 32)
+            b = b + 32
+    else:
+        memcpy(dst, src, nbytes)
+
+
+cdef void _split_range(uint8_t** outs, const offset_t** offs, Py_ssize_t n_out,
+                       const uint8_t* src, const offset_t* src_off, Py_ssize_t lo,
+                       Py_ssize_t hi, Py_ssize_t w, const uint8_t* src_limit,
+                       bint stream) noexcept nogil:
+    """Sequences ``[lo, hi)``: ``src`` read once, front to back; output ``k``'s rows of
+    these sequences are one contiguous range, written in order (streamed when ``stream``)."""
+    cdef Py_ssize_t i, k
+    cdef size_t nbytes
+    cdef const uint8_t* p
+    cdef const offset_t* off
+    cdef la_stream_t st[SPLIT_STREAMS]
+    cdef const uint8_t* limits[SPLIT_STREAMS]
+    if stream:
+        for k in range(n_out):
+            la_stream_begin(&st[k], outs[k] + offs[k][lo] * w)
+    else:
+        for k in range(min(n_out, <Py_ssize_t>SPLIT_STREAMS)):
+            limits[k] = outs[k] + offs[k][hi] * w
+    for i in range(lo, hi):
+        p = src + src_off[i] * w
+        for k in range(n_out):
+            off = offs[k]
+            nbytes = <size_t>((off[i + 1] - off[i]) * w)
+            if nbytes == 0:
+                continue
+            if stream:
+                la_stream_put(&st[k], p, nbytes, src_limit)
+            elif k < SPLIT_STREAMS:
+                _copy_piece(outs[k] + off[i] * w, p, nbytes, limits[k], src_limit)
+            else:
+                memcpy(outs[k] + off[i] * w, p, nbytes)
+            p = p + nbytes
+    if stream:
+        for k in range(n_out):
+            la_stream_end(&st[k])
+
+
+def split_blocks(list outs, const uint8_t[:, ::1] src, list offsets,
+                 const offset_t[::1] src_off, const offset_t[::1] bounds=None,
+                 int num_threads=1):
+    """``sequence_concat`` backward on rows as bytes: sequence ``i`` of ``src`` (rows from
+    ``src_off[i]``) back into sequence ``i`` of every output in turn, ``outs[k]`` rows
+    ``[offsets[k][i], offsets[k][i + 1])`` (``concat_blocks``' inverse).
+
+    ``outs`` are uint8 row views as wide as ``src``, ``offsets`` their last levels (each with
+    ``len(src_off)`` entries; ``src_off[i + 1] - src_off[i]`` their lengths' sum).  One pass
+    over ``src``; every output byte written once.  ``bounds`` chunks the sequences.
+    """
+    cdef Py_ssize_t w = src.shape[1]
+    cdef Py_ssize_t n = src_off.shape[0] - 1
+    cdef Py_ssize_t n_out = len(outs)
+    cdef Py_ssize_t k, c, n_chunks
+    cdef const offset_t[::1] off
+    cdef uint8_t[:, ::1] out
+    if n <= 0 or w == 0 or src.shape[0] == 0 or n_out == 0:
+        return
+    cdef uint8_t** op = <uint8_t**>malloc(n_out * sizeof(uint8_t*))
+    cdef const offset_t** oo = <const offset_t**>malloc(n_out * sizeof(offset_t*))
+    if op == NULL or oo == NULL:
+        free(op)
+        free(oo)
+        raise MemoryError()
+    cdef const uint8_t* sp = &src[0, 0]
+    cdef const uint8_t* src_limit = sp + src.shape[0] * w
+    cdef const offset_t* so = &src_off[0]
+    cdef const offset_t* bp
+    cdef bint stream
+    cdef size_t total = <size_t>src.shape[0] * w
+    try:
+        for k in range(n_out):
+            out = outs[k]
+            off = offsets[k]
+            op[k] = &out[0, 0] if out.shape[0] else NULL
+            oo[k] = &off[0]
+        stream = (n_out <= SPLIT_STREAMS and la_stream_worth(total)
+                  and total >= <size_t>(n * n_out) * SPLIT_STREAM_PIECE)
+        if bounds is None:
+            with nogil:
+                _split_range(op, oo, n_out, sp, so, 0, n, w, src_limit, stream)
+        else:
+            bp = &bounds[0]
+            n_chunks = bounds.shape[0] - 1
+            with nogil:
+                for c in prange(n_chunks, num_threads=num_threads, schedule="dynamic"):
+                    _split_range(op, oo, n_out, sp, so, bp[c], bp[c + 1], w, src_limit,
+                                 stream)
+    finally:
+        free(op)
+        free(oo)

@@ -237,3 +237,40 @@ def test_linear_operators_pull_back_their_adjoint(x, which):
     (dx, *_) = pullback(g)
     np.testing.assert_allclose(np.sum(dx.numpy() * v.numpy()), np.sum(g * f(v).numpy()),
                                rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("n_inputs, fshape, n_rows", [
+    (2, (), 30_000),            # short pieces: 32-byte steps
+    (3, (2, 3), 30_000),        # rows of any width and dtype
+    (11, (5,), 30_000),         # more inputs than the kernel streams at once
+    (2, (64,), 150_000),        # 37 MiB of long pieces: streaming stores
+    (3, (16,), 400_000),        # ... for three outputs
+])
+def test_concat_gradients_for_many_inputs_and_threads(n_inputs, fshape, n_rows, monkeypatch):
+    """``dout`` split back in one pass (the ``split_blocks`` kernel): each input's sequence
+    ``i`` from its place in output sequence ``i``, empty sequences anywhere, the same bits for
+    every thread count."""
+    rng = np.random.default_rng(5)
+    per = [threaded_lengths(rng, n_rows // n_inputs, "many") for _ in range(n_inputs)]
+    n = min(p.size for p in per)
+    per = [p[:n] for p in per]
+    per[0][::7] = 0
+    dtype = np.float64 if fshape == (2, 3) else np.float32
+    xs = [la.LoDTensor(np.zeros((int(p.sum()),) + fshape, dtype), lengths=[p.tolist()])
+          for p in per]
+    result, pullback = la.vjp(la.sequence_concat, xs)
+    dout = rng.standard_normal(result.data.shape).astype(dtype)
+    # the oracle: input k's sequence i sits after inputs 0..k-1's sequence i
+    lens = np.stack(per)                                    # (inputs, sequences)
+    out_start = np.concatenate([[0], np.cumsum(lens.sum(axis=0))])[:-1]
+    before = np.cumsum(lens, axis=0) - lens
+    want = [np.concatenate([dout[s:s + m] for s, m in zip(out_start + before[k], lens[k])]
+                           + [np.zeros((0,) + fshape, dtype)])
+            for k in range(n_inputs)]
+    for threads in THREAD_COUNTS:
+        monkeypatch.setenv("LODARROW_NUM_THREADS", str(threads))
+        (grads,) = pullback(dout)
+        assert len(grads) == n_inputs
+        for g, w, x in zip(grads, want, xs):
+            assert g.lod() == x.lod() and g.data.dtype == dtype
+            np.testing.assert_array_equal(g.numpy(), w)

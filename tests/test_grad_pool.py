@@ -125,3 +125,33 @@ def test_the_same_bits_for_any_thread_count(pool, layout, monkeypatch):
         np.testing.assert_array_equal(r, results[0])
     np.testing.assert_allclose(results[0], pool_grad(data, x.offsets[-1], pool, dout),
                                rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("pool", ["sum", "average", "sqrt"])
+@pytest.mark.parametrize("dtype, width", [(np.float32, 4), (np.float32, 16), (np.float64, 8),
+                                          (np.float32, 40)])
+def test_large_outputs_stream_the_same_bits(pool, dtype, width, monkeypatch):
+    """An input gradient of 16 MiB or more with rows of 16 bytes or more is written with
+    streaming stores (``_ext/include/lodarrow_stream.h``): the same values, for any thread
+    count, as the loop oracle, rows of every width and an output not 64-byte aligned."""
+    rng = np.random.default_rng(11)
+    rows = (17 << 20) // (width * np.dtype(dtype).itemsize) + 1
+    lengths = threaded_lengths(rng, rows, "many")
+    n = int(lengths.sum())
+    dout = rng.standard_normal((lengths.size, width)).astype(dtype)
+    off = np.concatenate([[0], np.cumsum(lengths)])
+    scale = np.maximum(lengths, 1).astype(np.float64)[:, None]
+    scale = {"sum": 1.0, "average": scale, "sqrt": np.sqrt(scale)}[pool]
+    want = np.repeat((dout.astype(np.float64) / scale).astype(dtype), lengths, axis=0)
+    x = la.LoDTensor(np.zeros((n, width), dtype), lengths=[lengths.tolist()])
+    for threads in (1, 3):
+        monkeypatch.setenv("LODARROW_NUM_THREADS", str(threads))
+        dx = la.vjp(la.sequence_pool, x, pool)[1](dout)[0].numpy()
+        np.testing.assert_array_equal(dx, want)
+    # the kernel itself into a view one row in (a start off the 64-byte lines)
+    from lodarrow._grad import _backward
+    big = np.empty((n + 1, width), dtype)
+    target = big[1:]
+    monkeypatch.setenv("LODARROW_NUM_THREADS", "1")
+    _backward._kernel("pool_sum_backward")(target, dout, off, pool)
+    np.testing.assert_array_equal(target, want)

@@ -21,6 +21,7 @@ __all__ = [
     "pool_sum_backward",
     "slice_backward",
     "softmax_backward",
+    "split_blocks",
     "topk_avg_pool_backward",
     "topk_positions",
 ]
@@ -101,6 +102,24 @@ def slice_backward(dx, dout, start, out_offsets):
                             np.ascontiguousarray(dout).reshape(dout.shape[0], width)
                             .view(np.uint8), np.ascontiguousarray(start), out_offsets,
                             row_bounds(out_offsets, nt), nt)
+
+
+def split_blocks(outs, src, offsets, src_off):
+    """``sequence_concat``'s backward: sequence ``i`` of ``src`` (rows from ``src_off[i]``)
+    back into sequence ``i`` of each of ``outs`` in turn (their last levels ``offsets``); one
+    pass over ``src``."""
+    if src.size == 0:
+        return
+    src_off = np.ascontiguousarray(src_off)
+    nt = threads_for(src.size)
+    seq_grad.split_blocks([_rows(o) for o in outs], _rows(np.ascontiguousarray(src)),
+                          [np.ascontiguousarray(o) for o in offsets], src_off,
+                          row_bounds(src_off, nt), nt)
+
+
+def _rows(a):
+    """A C-contiguous array as ``(rows, bytes per row)`` uint8."""
+    return a.reshape(a.shape[0], -1).view(np.uint8)
 
 
 def softmax_backward(dx, y, dout, offsets):
@@ -238,6 +257,7 @@ ENTRIES = {
     "pool_pick_backward": pool_pick_backward,
     "slice_backward": slice_backward,
     "softmax_backward": softmax_backward,
+    "split_blocks": split_blocks,
     "expand_blocks_backward": expand_blocks_backward,
     "conv_input_backward": conv_input_backward,
     "conv_filter_backward": conv_filter_backward,

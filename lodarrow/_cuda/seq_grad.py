@@ -41,6 +41,12 @@ def slice_backward(dx, dout, start, out_offsets):
     _missing("sequence_slice")
 
 
+def split_blocks(outs, src, offsets, src_off):
+    """Not on the GPU yet (``sequence_concat``; ``lodarrow._grad`` gathers each CuPy
+    gradient with ``gather_blocks`` instead of calling this)."""
+    _missing("sequence_concat")
+
+
 def softmax_backward(dx, y, dout, offsets):
     """Not on the GPU yet (``sequence_softmax``)."""
     _missing("sequence_softmax")
@@ -79,6 +85,7 @@ ENTRIES = {
     "pool_pick_backward": pool_pick_backward,
     "slice_backward": slice_backward,
     "softmax_backward": softmax_backward,
+    "split_blocks": split_blocks,
     "expand_blocks_backward": expand_blocks_backward,
     "conv_input_backward": conv_input_backward,
     "conv_filter_backward": conv_filter_backward,

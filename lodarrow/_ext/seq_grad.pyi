@@ -44,3 +44,7 @@ def topk_positions(pos: _I64, work: _F64, data: _Floating, in_off: _I64, row_off
 def topk_avg_pool_backward(dx: _Floating, dout: _Floating, pos: _I64, in_off: _I64,
                            row_off: _I64, col_off: _I64, topks: _I64, channels: int,
                            bounds: _I64 | None = None, num_threads: int = 1) -> None: ...
+# sequence_concat backward: src sequence i (rows from src_off[i]) -> outs[k] rows
+# [offsets[k][i], offsets[k][i + 1]) for k in order (concat_blocks' inverse); one pass.
+def split_blocks(outs: list[_U8], src: _U8, offsets: list[_I64], src_off: _I64,
+                 bounds: _I64 | None = None, num_threads: int = 1) -> None: ...

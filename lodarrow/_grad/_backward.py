@@ -302,13 +302,19 @@ def concat_backward(dout, input_offsets):
     Returns
     -------
     tuple of ndarray
-        One gradient per input, of shape ``(its rows, *feature_shape)``.  Runs on the GPU
-        too (the row-gather kernel of ``sequence_slice``).
+        One gradient per input, of shape ``(its rows, *feature_shape)``.  On the CPU one
+        pass over ``dout`` (``split_blocks``: each gradient written once, front to back); on
+        the GPU the row-gather kernel of ``sequence_slice``.
     """
     be = backend_of_array(dout)
     offs = [_host(o) for o in input_offsets]
-    lens = [np.diff(o) for o in offs]
     start = sum(o[:-1] for o in offs)  # output sequence i starts at the sum of the starts
+    if be.name == "cpu":  # one pass over dout, each gradient written once, front to back
+        grads = tuple(be.empty((int(o[-1]),) + dout.shape[1:], dout.dtype) for o in offs)
+        src_off = np.append(start, sum(int(o[-1]) for o in offs))
+        be.kernel("split_blocks")(grads, dout, offs, src_off)
+        return grads
+    lens = [np.diff(o) for o in offs]
     grads = []
     src = row_bytes(dout)
     with be.device(dout):
