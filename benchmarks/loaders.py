@@ -219,6 +219,9 @@ def counts_of(kind, batch):
     if kind == "blocks" and "attention_mask" in batch:  # lodarrow's blocks: a padded tail
         return (int(batch["attention_mask"].sum()), int(v.numel()),
                 int(len(batch["lengths"])))
+    if kind == "blocks" and "cu_seqlens" in batch:  # token_arrays=False: each row's tokens
+        return (int(batch["cu_seqlens"][:, -1].sum()), int(v.numel()),  # end its cu_seqlens
+                int(len(batch["lengths"])))
     if kind in ("packed", "blocks"):
         n = int(v.numel())
         return n, n, int(len(batch["lengths"])) if "lengths" in batch else int(v.shape[0])
@@ -352,16 +355,22 @@ class Lodarrow(Peer):
     requires = ("lodarrow", "torch")
     library = "lodarrow"
 
-    def __init__(self, mode, source, prefetch=None):
+    def __init__(self, mode, source, prefetch=None, token_arrays=True):
         self.mode, self.source, self.prefetch = mode, source, prefetch
+        self.token_arrays = token_arrays
         self.kind = KIND_OF[mode]
-        tail = "" if prefetch is None else f"-prefetch{prefetch}"
+        tail = ("" if prefetch is None else f"-prefetch{prefetch}") + (
+            "" if token_arrays else "-ids")
         self.name = f"lodarrow-{mode.replace('_', '-')}-{source}{tail}"
         pf = "" if prefetch is None else f", prefetch={prefetch}"
         self.label = f"lodarrow {mode}, {SOURCE_NAMES[source]}{pf}"
-        if mode == "blocks":
+        if mode == "blocks" and token_arrays:
             self.label += (" (documents shuffled, then joined: position_ids, seq_idx, "
                            "cu_seqlens per piece)")
+            self.workers_modes = None
+        elif mode == "blocks":  # the token ids of litdata's TokensLoader (+ cu_seqlens)
+            self.label += (" (documents shuffled, then joined; token_arrays=False: values "
+                           "and cu_seqlens, no per-token arrays)")
             self.workers_modes = None
         if prefetch is not None or source == "parquet-global":
             self.workers_modes = (0,)
@@ -391,6 +400,8 @@ class Lodarrow(Peer):
             kw["row_groups"] = ctx.row_groups_total
         if self.prefetch is not None:
             kw["prefetch"] = self.prefetch
+        if not self.token_arrays:
+            kw["token_arrays"] = False
         return kw
 
     def open(self, ctx, workers, state=None):
@@ -1040,7 +1051,8 @@ def _all_peers():
     peers += [DecodeOnly()]
     # blocks: documents shuffled and joined, with each piece's positions (a richer job than
     # cutting the stored stream: labelled so in the table)
-    peers += [Lodarrow("blocks", source) for source in ("table", "parquet")]
+    peers += [Lodarrow("blocks", source, token_arrays=t) for t in (True, False)
+              for source in ("table", "parquet")]
     peers += [LoopBlocks(), HFPadded(), HFPacked(), Mosaic(), MosaicConcat(), LitData(),
               LitDataTokens(), GrainPacking()]
     return {p.name: p for p in peers}
