@@ -48,6 +48,20 @@ cdef enum:
 
 
 # --------------------------------------------------------------------------- pooling
+cdef inline const floating_t* _grad_row(const floating_t* g, offset_t n, Py_ssize_t d,
+                                       int mode, floating_t* scaled) noexcept nogil:
+    """The gradient of each row of a sequence of ``n`` rows: ``g`` itself (sum), else
+    ``g / n`` (average) or ``g / sqrt(n)`` (sqrt), written into ``scaled``."""
+    cdef Py_ssize_t j
+    cdef double div
+    if mode == MODE_SUM:
+        return g
+    div = <double>n if mode == MODE_MEAN else sqrt(<double>n)
+    for j in range(d):
+        scaled[j] = <floating_t>(<double>g[j] / div)
+    return scaled
+
+
 cdef void _pool_sum_range(floating_t* dx, const floating_t* dout, const offset_t* off,
                           Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t d, int mode,
                           bint stream) noexcept nogil:
@@ -56,47 +70,34 @@ cdef void _pool_sum_range(floating_t* dx, const floating_t* dout, const offset_t
     else plain stores."""
     cdef Py_ssize_t s, j
     cdef offset_t a, b, i
-    cdef double div
     cdef const floating_t* g
     cdef floating_t* row
     cdef la_stream_t st
     cdef floating_t scaled[STREAM_ROW_ITEMS]
     if stream:
         la_stream_begin(&st, dx + off[lo] * d)
-        for s in range(lo, hi):
-            a = off[s]
-            b = off[s + 1]
-            if a == b:
-                continue
-            g = dout + s * d
-            if mode != MODE_SUM:
-                div = <double>(b - a) if mode == MODE_MEAN else sqrt(<double>(b - a))
-                for j in range(d):
-                    scaled[j] = <floating_t>(<double>g[j] / div)
-                g = scaled
-            la_stream_repeat(&st, g, <size_t>d * sizeof(floating_t), <size_t>(b - a))
-        la_stream_end(&st)
-        return
     for s in range(lo, hi):
         a = off[s]
         b = off[s + 1]
         if a == b:
             continue
-        g = dout + s * d
+        if stream:
+            g = _grad_row(dout + s * d, b - a, d, mode, scaled)
+            la_stream_repeat(&st, g, <size_t>d * sizeof(floating_t), <size_t>(b - a))
+            continue
         row = dx + a * d
-        if mode == MODE_SUM:
+        g = _grad_row(dout + s * d, b - a, d, mode, row)
+        if g != row:
             for j in range(d):
                 row[j] = g[j]
-        else:
-            div = <double>(b - a) if mode == MODE_MEAN else sqrt(<double>(b - a))
-            for j in range(d):
-                row[j] = <floating_t>(<double>g[j] / div)
         if d == 1:  # a store a row: a memcpy call of one element costs several times that
             for i in range(a + 1, b):
                 dx[i] = row[0]
         else:
             for i in range(a + 1, b):
                 memcpy(dx + i * d, row, d * sizeof(floating_t))
+    if stream:
+        la_stream_end(&st)
 
 
 cdef inline bint _pool_stream(Py_ssize_t n_rows, Py_ssize_t d, size_t item) noexcept nogil:
@@ -738,24 +739,6 @@ cdef enum:
     SPLIT_STREAM_PIECE = 256
 
 
-cdef inline void _copy_piece(uint8_t* dst, const uint8_t* src, size_t nbytes,
-                             const uint8_t* dst_limit, const uint8_t* src_limit) noexcept nogil:
-    """Copy a short block in 32-byte pieces where running past its end is harmless (as
-    ``seq_gather``'s ``_copy_block``): reads before ``src_limit``, writes before ``dst_limit``
-    (rows of the same output written later by this thread)."""
-    cdef size_t b
-    cdef size_t padded = (nbytes + 31) & ~(<size_t>31)
-    if nbytes == 0:
-        return
-    if nbytes <= 256 and dst + padded <= dst_limit and src + padded <= src_limit:
-        b = 0
-        while b < padded:
-            memcpy(dst + b, src + b, 32)
-            b = b + 32
-    else:
-        memcpy(dst, src, nbytes)
-
-
 cdef void _split_range(uint8_t** outs, const offset_t** offs, Py_ssize_t n_out,
                        const uint8_t* src, const offset_t* src_off, Py_ssize_t lo,
                        Py_ssize_t hi, Py_ssize_t w, const uint8_t* src_limit,
@@ -784,7 +767,7 @@ cdef void _split_range(uint8_t** outs, const offset_t** offs, Py_ssize_t n_out,
             if stream:
                 la_stream_put(&st[k], p, nbytes, src_limit)
             elif k < SPLIT_STREAMS:
-                _copy_piece(outs[k] + off[i] * w, p, nbytes, limits[k], src_limit)
+                _copy_block(outs[k] + off[i] * w, p, nbytes, limits[k], src_limit)
             else:
                 memcpy(outs[k] + off[i] * w, p, nbytes)
             p = p + nbytes
