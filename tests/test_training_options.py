@@ -547,3 +547,19 @@ def test_statistics_count_a_split_sequence_once_a_batch(files):
                              cache_dir=False)
     delivered = sum(len(b["rows"]) for b in loader)
     assert sum(loader.statistics()["sequences"]) == delivered
+
+
+def test_the_stage_table_names_every_parameter_once():
+    """docs/training.md's stage table gives every parameter of ``batch_loader`` one owner
+    (the source, the plan, the shape, the delivery), and its count is the signature's."""
+    import inspect
+    import re
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "training.md").read_text()
+    stages = [line for line in text.splitlines() if line.startswith("| **")]
+    named = [name for line in stages for name in re.findall(r"`(\w+)`", line.split("|")[2])]
+    params = [p for p in inspect.signature(la.batch_loader).parameters if p != "source"]
+    assert sorted(set(named) & set(params)) == sorted(params)
+    assert all(named.count(p) == 1 for p in params)
+    count = re.search(r"`batch_loader`'s (\d+) parameters has one owner", text)
+    assert count and int(count.group(1)) == len(params) + 1  # the source is one too
