@@ -213,7 +213,7 @@ def test_the_one_call_batch_equals_the_general_path(corpus, tmp_path, monkeypatc
     """The loader's rows and blocks, made in one kernel call (``rows_batch``), are the
     arrays the general path (a placement, then ``collate_rows``) makes: keys, order, dtypes
     and values; on several ranks, with an extra column, and for "blocks" a separator."""
-    from lodarrow._training._loader import BatchLoader
+    from lodarrow._training._produce import Producer
 
     _, table, _ = corpus
     kw = {"mode": mode, "row_length": 128, "max_tokens": 512, "seed": 2, "num_replicas": 2,
@@ -237,7 +237,7 @@ def test_the_one_call_batch_equals_the_general_path(corpus, tmp_path, monkeypatc
         return out
 
     fast = batches()
-    monkeypatch.setattr(BatchLoader, "_rows_batch", lambda *args: None)
+    monkeypatch.setattr(Producer, "_rows_batch", lambda *args: None)
     general = batches()
     assert len(fast) == len(general) > 0
     for a, b in zip(fast, general):

@@ -539,18 +539,18 @@ def test_only_workers_that_outlive_their_pass_read_the_next_epoch_ahead(dataset,
     torch = pytest.importorskip("torch")
     import multiprocessing
 
-    from lodarrow._training._loader import BatchLoader
+    from lodarrow._training._produce import Producer
 
     log = tmp_path / "next-pass"
     log.touch()
-    read_next = BatchLoader._read_next_pass
+    read_next = Producer._read_next_pass
 
-    def logged(self, first, stride):
+    def logged(self, first, stride, next_plan):
         with open(log, "a") as f:
             f.write(f"{os.getpid()}\n")
-        return read_next(self, first, stride)
+        return read_next(self, first, stride, next_plan)
 
-    monkeypatch.setattr(BatchLoader, "_read_next_pass", logged)
+    monkeypatch.setattr(Producer, "_read_next_pass", logged)
     kw = dict(batch_size=16, row_groups=2, seed=4, progress=False)
     inline = la.batch_loader(dataset, "ids", prefetch=0, **kw)
     ds = la.batch_loader(dataset, "ids", prefetch=2, **kw).torch()
@@ -567,9 +567,9 @@ def test_only_workers_that_outlive_their_pass_read_the_next_epoch_ahead(dataset,
 
 
 def test_nothing_is_read_ahead_past_the_bound(dataset, monkeypatch):
-    from lodarrow._training import _loader
+    from lodarrow._training import _produce
 
-    monkeypatch.setattr(_loader, "_AHEAD_BYTES", 0)
+    monkeypatch.setattr(_produce, "_AHEAD_BYTES", 0)
     kw = dict(batch_size=16, row_groups=2, seed=4, progress=False)
     loader = la.batch_loader(dataset, "ids", prefetch=2, **kw)
     list(loader)

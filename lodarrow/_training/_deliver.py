@@ -1,9 +1,11 @@
-"""The loader's third stage, *how batches are delivered*: the arrays' library, batches made
+"""The loader's last stage, *how batches are delivered*: the arrays' library, batches made
 ahead in a thread, the progress bar (docs/training.md#where-options-meet).
 
-What reaches the training loop is decided by the two stages before (which sequences, what
-shape); this stage only hands the batches over, in plan order.  ``DataLoader`` workers are
-the torch side of the same stage (:mod:`lodarrow._training._torch`).
+What reaches the training loop is decided by the stages before (the source, which sequences,
+what shape); this stage only makes the batches (:mod:`lodarrow._training._produce`: blocks
+read, collated, converted) and hands them over, in plan order.  ``DataLoader`` workers are
+the torch side of the same stage (:mod:`lodarrow._training._torch`), their batches handed to
+their ring (:mod:`lodarrow._training._ring`).
 """
 
 import collections

@@ -1,11 +1,16 @@
 """A streaming loader: the batches of the global plan, read a few row groups at a time
 (docs/training.md#loader).
 
-Every rank computes the epoch's whole plan (:mod:`lodarrow._training._epoch`) and delivers
-its share in plan order; workers (``DataLoader`` processes) take every ``num_workers``-th
-step, so what the training loop received is a step count whatever the worker count.  All
-that can be known from the footers, the lengths and the arguments is checked here, when the
-loader is made.
+The loader joins the stages (docs/training.md#where-options-meet): the source
+(:mod:`lodarrow._training._source`), which sequences (:mod:`lodarrow._training._select`, the
+plan of :mod:`lodarrow._training._epoch`), what shape (:mod:`lodarrow._training._shape`) and
+how delivered (:mod:`lodarrow._training._deliver`; the batches made by
+:mod:`lodarrow._training._produce`).  It keeps the plans, the position (epoch, cursor,
+segments: :mod:`lodarrow._training._resume`) and the public API.  Every rank computes the
+epoch's whole plan and delivers its share in plan order; workers (``DataLoader`` processes)
+take every ``num_workers``-th step, so what the training loop received is a step count
+whatever the worker count.  All that can be known from the footers, the lengths and the
+arguments is checked here, when the loader is made.
 """
 
 import warnings
@@ -13,30 +18,30 @@ import weakref
 
 import numpy as np
 
-from lodarrow._training._collate import (PIECE_IDS, TOKEN_ARRAYS, collate_rows, convert,
-                                         rows_batch)
 from lodarrow._training._columns import check_jax_x64
 from lodarrow._training._deliver import Delivery, prefetched
 from lodarrow._training._epoch import PLAN_VERSION
 from lodarrow._training._mix import MixedParts, Mixture, epoch_mix, members_of_parts, mixed_table
 from lodarrow._training._parquet_source import ParquetSource
+from lodarrow._training._produce import Producer
 from lodarrow._training._ray import RaySource, is_ray_source, ray_epoch_plan
 from lodarrow._training._readahead import ReadAhead
-from lodarrow._training._resume import (FORMAT, Position, check_state, fingerprint,
-                                        segment_plan)
+from lodarrow._training._resume import FORMAT, Position, check_state, fingerprint, segment_plan
 from lodarrow._training._select import Selection
 from lodarrow._training._shape import BatchShape
 from lodarrow._training._source import is_parquet_source
 from lodarrow._training._table_source import TableSource
-from lodarrow._validation import (as_flag, as_int, as_nonnegative_int, as_positive_int,
-                                  coerce_pad_value)
+from lodarrow._validation import (
+    as_flag,
+    as_int,
+    as_nonnegative_int,
+    as_positive_int,
+    coerce_pad_value,
+)
 
 __all__ = ["BatchLoader", "batch_loader"]
 
 _FN = "batch_loader"
-#: The next epoch's first block is read ahead (held beside the last block of the epoch) up to
-#: this many bytes of sequence values.
-_AHEAD_BYTES = 1 << 30
 
 
 def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=None,
@@ -265,7 +270,6 @@ class BatchLoader:
         self._plans = {}
         self._dropped_nulls = self._oversize_dropped = 0
         self._datasets = weakref.WeakSet()     # torch datasets to tell of a new position
-        self._one_storage = None               # DataLoader workers: a batch for the wire
         self._sep = None                       # blocks: the separator's value row
         self._mix = None                       # a Mixture: its counts, each source's members
         self._column_print = None              # a mixture's columns per source, where given
@@ -285,6 +289,7 @@ class BatchLoader:
             src = TableSource(source, column, self.select, _FN)
         self._use(src)
         self._ahead = ReadAhead(self._read) if src.kind == "blocks" else None
+        self._producer = self._new_producer()  # the delivery stage (_produce)
         self._check_lengths()
         self._source_print = fingerprint(self.lengths, src.file_list())
         self.plan()  # epoch 0's plan: what the arguments cannot do fails here
@@ -517,6 +522,14 @@ class BatchLoader:
         return out
 
     def __len__(self):
+        """The steps of the whole current epoch on this rank, as ``len`` of a PyTorch
+        ``DataLoader`` (and of torchdata's ``StatefulDataLoader`` after a resume).
+
+        The cursor does not change it: after :meth:`load_state_dict` or
+        ``set_epoch(epoch, start_step)`` mid-epoch, iterating gives the ``len(loader) -
+        cursor`` steps left (``state_dict()["cursor"]``).  After an elastic resume it counts
+        the steps received before the world changed plus this world's steps of the rest.
+        """
         plan, base = self._epoch_plan()
         return base + plan.steps
 
@@ -641,13 +654,14 @@ class BatchLoader:
         state["_datasets"] = None
         state["_plans"] = {}
         state["_mixes"] = {}
-        state["_ahead"] = None
+        state["_ahead"] = state["_producer"] = None
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._datasets = weakref.WeakSet()
         self._ahead = ReadAhead(self._read) if self._src.kind == "blocks" else None
+        self._producer = self._new_producer()
 
     def statistics(self):
         """What the current epoch's plan does, as data (docs/training.md#statistics).
@@ -722,161 +736,38 @@ class BatchLoader:
             made.close()
             bar.close(ok)
 
-    def _produce(self, plan, steps, next_first=0):
-        """``(step, batch, tokens)`` for each step of ``steps`` (a range of this rank's
-        steps), reading each block once for the steps that need it.
+    def _produce(self, plan, steps, next_first=0, hand_over=None):
+        """The delivery stage's ``(step, batch, tokens)`` for each step of ``steps`` (a range
+        of this rank's steps of ``plan``, the current epoch's): :meth:`Producer.produce`,
+        given the epoch's mixture choice and, to read the next pass's first block ahead from
+        its step ``next_first`` (None: not), the next epoch's plan; ``hand_over``: a
+        ``DataLoader`` worker's ring (:meth:`Producer.handing_over`)."""
+        producer = self._producer
+        if hand_over is not None:
+            producer = producer.handing_over(hand_over)
+        vmap = None if self._mix is None else self._epoch_mix().vmap
+        return producer.produce(plan, steps, next_first, vmap=vmap, next_plan=self._next_plan)
 
-        With ``prefetch``, the next block is read while this one's batches are made, and at
-        the last block the first block of the likely next pass: the next epoch from its step
-        ``next_first``, every ``steps.step``-th step (a ``DataLoader`` worker's share; None:
-        not read).  The pass, ended or broken off, waits for the reads it started.
-        """
-        rank, src = self.select.rank, self._src
-        if src.kind == "stream":
-            yield from self._produce_stream(plan, steps)
-            return
-        if src.kind == "whole":
-            for s in steps:
-                yield s, self._batch(src.seqs, None, plan, s, src.extras), \
-                    int(plan.tokens[rank, s])
-            return
-        groups = _blocks_of(plan, rank, steps)
-        if not self.deliver.prefetch:
-            for group in groups:
-                seqs, local_of, extras = self._read(self._block_rows(plan, group))
-                for s in group:
-                    yield (s, self._batch(seqs, local_of, plan, s, extras),
-                           int(plan.tokens[rank, s]))
-                del seqs, extras
-            return
-        if not groups:
-            return
-        ahead = self._ahead
-        rows = self._block_rows(plan, groups[0])
-        pending = ahead.take(rows)
-        ended = False
-        try:
-            for i, group in enumerate(groups):
-                future, pending = pending, None
-                seqs, local_of, extras = ahead.result(future, rows)
-                last = i + 1 == len(groups)
-                if not last:
-                    rows = self._block_rows(plan, groups[i + 1])
-                    pending = ahead.submit(rows)
-                for j, s in enumerate(group):
-                    yield (s, self._batch(seqs, local_of, plan, s, extras),
-                           int(plan.tokens[rank, s]))
-                    if last and j == 0 and next_first is not None:  # not delaying it
-                        self._read_next_pass(next_first, steps.step)
-                del seqs, extras
-            ended = True
-        finally:
-            if not ended:  # broken off: reads not yet made are not made (a later pass
-                ahead.stop()  # that needs a block makes it)
-            if pending is not None:  # a pass broken off: its next block may start the next
-                ahead.keep(rows, pending)
-            ahead.settle()
-
-    def _block_rows(self, plan, group, epoch=None):
-        """The source positions of the steps ``group`` of one block (of epoch ``epoch``)."""
-        rank = self.select.rank
-        if plan.items is not None:  # items (rows, blocks): their sequences, once each
-            lo, hi = plan.lo[rank], plan.hi[rank]
-            rows = np.unique(np.concatenate([plan.order[lo[s]:hi[s]] for s in group]))
-        else:
-            rows = np.concatenate([plan.batch(rank, s) for s in group])
-        return self._source_rows(rows, epoch)
-
-    def _read_next_pass(self, first, stride):
-        """Read the first block of the next epoch's pass from step ``first`` every
-        ``stride``-th (what follows ``set_epoch(epoch + 1)``), up to :data:`_AHEAD_BYTES`."""
+    def _next_plan(self):
+        """``(plan, vmap)`` of the pass likely next: epoch ``epoch + 1`` from its start (what
+        ``set_epoch(epoch + 1)`` makes), its mixture's choice (None: no mixture)."""
         epoch = self.epoch + 1
         plan, _ = self._epoch_plan(epoch)
-        groups = _blocks_of(plan, self.select.rank, range(first, plan.steps, stride), 1)
-        if not groups:
-            self._ahead.drop()
-            return
-        rows = self._block_rows(plan, groups[0], epoch)
-        if int(self.lengths[rows].sum()) * self._src.value_bytes > _AHEAD_BYTES:
-            self._ahead.drop()
-            return
-        self._ahead.keep(rows)
+        return plan, None if self._mix is None else self._epoch_mix(epoch).vmap
 
     def _read(self, rows, stop=None):
         """A block's sequences ``rows`` read from the source (``kind`` "blocks":
         :meth:`~lodarrow._training._parquet_source.ParquetSource.read`), in this thread or
-        read ahead in another."""
+        read ahead in another (through :attr:`_ahead`, which holds it weakly)."""
         return self._src.read(rows, stop)
 
-    def _batch(self, seqs, local_of, plan, step, extras):
-        """Step ``step``'s batch of this rank: ``local_of`` maps source positions to those of
-        ``seqs`` (None: the same)."""
-        made = None
-        if plan.items is not None and not seqs.on_gpu:
-            made = self._rows_batch(seqs, local_of, plan, step)
-        if made is not None:
-            out, rows, local = made
-            src = self._source_rows(rows)
-        else:
-            placement = None
-            if plan.items is not None:
-                rows, placement = plan.placement(self.select.rank, step)
-            else:
-                rows = plan.batch(self.select.rank, step)
-            src = self._source_rows(rows)
-            local = src if local_of is None else local_of(src)
-            out = collate_rows(seqs, local, self.shape.mode, self._pad, self.shape.row_length,
-                               placement=placement, shape=self.shape.collate, fn=_FN,
-                               trusted=True)
-            if not self.shape.token_arrays:
-                for key in TOKEN_ARRAYS:
-                    out.pop(key, None)
-        if self._mix is None:
-            out["rows"] = rows
-        else:  # which sequence of which source
-            out["rows"], out["source"] = self._pos_in_src[src], self._src_of[src]
-        arrow = {}
-        for spec in self._extra_specs:
-            spec.take(extras[spec.name], local, out if spec.numeric else arrow)
-        if self._one_storage is not None and not seqs.on_gpu:
-            out = convert(out, False, "numpy", _FN)
-            out.update(arrow)
-            return self._one_storage(out)
-        out = convert(out, seqs.on_gpu, self.deliver.to, _FN)
-        out.update(arrow)
-        return out
-
-    def _rows_batch(self, seqs, local_of, plan, step):
-        """:meth:`_batch`'s packed rows and blocks in one kernel call (:func:`rows_batch`):
-        ``(out, rows, local)``, or None for the general path.  In a ``DataLoader`` worker
-        handing torch batches over, the per-token arrays are left to the main process;
-        without ``token_arrays``, to no one."""
-        a, b = plan.lo[self.select.rank, step], plan.hi[self.select.rank, step]
-        seq = plan.order[a:b]
-        src = self._source_rows(seq)
-        local = src if local_of is None else local_of(src)
-        start, row, offset = (x[a:b] for x in plan.items[:3])
-        made = rows_batch(seqs, seq, np.ascontiguousarray(local, np.int64), start,
-                          plan.seq[a:b], row, offset, self.shape.collate.num_rows,
-                          self.shape.row_length, self._pad,
-                          self.shape.token_arrays and self._one_storage is None, _FN)
-        if made is None:
-            return None
-        out, rows, first = made
-        if not self.shape.token_arrays:
-            out.pop(PIECE_IDS, None)
-        return out, rows, local[first]
-
-    def _produce_stream(self, plan, steps):
-        """:meth:`_produce` for a streamed source (Ray): its blocks read in its order (the
-        blocks before the first one needed are read and passed over: Ray cannot skip them)."""
-        groups = {int(plan.block[0, g[0]]): g for g in _blocks_of(plan, 0, steps)}
-        for b, seqs, extras, first in self._src.decoded_blocks(set(groups)):
-            def local_of(rows, first=first):
-                return rows - first
-            for s in groups[b]:
-                yield s, self._batch(seqs, local_of, plan, s, extras), int(plan.tokens[0, s])
-            del seqs, extras
+    def _new_producer(self):
+        """The delivery stage's maker of this loader's batches (:mod:`_produce`)."""
+        mix = None if self._mix is None else (self._pos_in_src, self._src_of)
+        return Producer(self._src, self.shape, self.select.rank, self._pad,
+                        extra_specs=self._extra_specs, lengths=self.lengths,
+                        to=self.deliver.to, prefetch=self.deliver.prefetch, ahead=self._ahead,
+                        mix=mix)
 
     # --- PyTorch ------------------------------------------------------------------------------
     def torch(self):
@@ -920,27 +811,10 @@ class DatasetLink:
         and the epoch step it starts at."""
         return self.loader._epoch_plan()
 
-    def send_over(self, one_storage):
-        """Hand each host batch, as NumPy arrays, to ``one_storage(batch)`` (a worker's
-        ring to the main process), which returns what is delivered instead."""
-        self.loader._one_storage = one_storage
-
-    def produce(self, plan, steps, next_first=0):
+    def produce(self, plan, steps, next_first=0, hand_over=None):
         """``(step, batch, tokens)`` for each step of ``steps`` of ``plan``, each block read
-        once; ``next_first``: the next pass's first step to read ahead (None: none)."""
-        return self.loader._produce(plan, steps, next_first)
+        once; ``next_first``: the next pass's first step to read ahead (None: none);
+        ``hand_over``: each host batch, as NumPy arrays, given to ``hand_over(batch)`` (a
+        worker's ring to the main process), which returns what is delivered instead."""
+        return self.loader._produce(plan, steps, next_first, hand_over)
 
-
-def _blocks_of(plan, rank, steps, limit=None):
-    """``steps`` (of ``rank`` in ``plan``) cut where their block changes, in order (the
-    first ``limit`` groups)."""
-    steps = list(steps)
-    blocks = plan.block[rank, steps] if steps else np.zeros(0, np.int64)
-    groups, k = [], 0
-    while k < len(steps) and (limit is None or len(groups) < limit):
-        j = k
-        while j < len(steps) and blocks[j] == blocks[k]:
-            j += 1
-        groups.append(steps[k:j])
-        k = j
-    return groups

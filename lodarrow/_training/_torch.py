@@ -332,11 +332,12 @@ def _make_class(torch):
                 return iter(self.loader)
             os.environ["LODARROW_NUM_THREADS"] = "1"  # the workers share the cores
             _exit_with_parent()
+            hand_over = None  # torch batches cross through the worker's ring
             if self.loader.deliver.to == "torch":
-                self._link.send_over(functools.partial(_for_the_wire, self._ring))
-            return self._worker_pass(info)
+                hand_over = functools.partial(_for_the_wire, self._ring)
+            return self._worker_pass(info, hand_over)
 
-        def _worker_pass(self, info):
+        def _worker_pass(self, info, hand_over):
             loader = self.loader
             # a pass starts where the main process's position says, unless a StatefulDataLoader
             # restored this worker; a pass abandoned halfway (a break) leaves nothing behind
@@ -367,7 +368,8 @@ def _make_class(torch):
             # worker (the default) exits with its pass, and would read it for nothing
             passes = self._passes[1] if self._passes[0] == os.getpid() else 0
             self._passes = (os.getpid(), passes + 1)
-            for _, batch, _ in self._link.produce(plan, steps, info.id if passes else None):
+            made = self._link.produce(plan, steps, info.id if passes else None, hand_over)
+            for _, batch, _ in made:
                 self._made += 1
                 yield batch
             # this pass is over: the next one starts from the published position again
