@@ -9,8 +9,9 @@ sequence lengths recorded in its footer as lodarrow's writers record them, so
 
 The ids of a batch go from the tokenizer to Arrow without a Python object per token being
 kept: ``Tokenizer.encode_batch_fast`` (the tokenizer's own threads, without the GIL) gives
-one ``Encoding`` per document; each one's ids list is read into one preallocated NumPy
-array (``numpy.fromiter`` over the chained lists) and the offsets come from the lengths;
+one ``Encoding`` per document; the offsets come from their lengths (``len``) and their ids
+lists are made and read one after the other into one preallocated NumPy array
+(``numpy.fromiter`` over the chained lists, each let go once read);
 bos / eos / separators, truncation and splitting are then NumPy index arithmetic on the
 offsets.
 
@@ -27,6 +28,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import operator
 import os
 import queue
 import re
@@ -284,6 +286,8 @@ class _Encoder:
             offsets = offsets - offsets[0]
             return offsets, self._checked_values(np.asarray(values), offsets)
         encodings = self._fast is not None or hasattr(self._tok, "encode_batch")
+        if encodings and _all_encodings(raw):
+            return self._encoding_arrays(raw, n)
         if encodings:
             ids = [e.ids for e in raw]  # the one Python list per document
         else:
@@ -308,6 +312,23 @@ class _Encoder:
                 values = np.fromiter(itertools.chain.from_iterable(ids), np.int64, count=total)
         else:  # a callable's lists may hold NumPy scalars: int64, checked, then cast
             values = np.fromiter(chain, np.int64, count=total)
+        return offsets, self._checked_values(values, offsets)
+
+    def _encoding_arrays(self, encodings, n):
+        """:meth:`_arrays` of a list of ``tokenizers.Encoding``: the lengths from
+        ``len(e)`` (no list made for them), the ids streamed into one preallocated array,
+        each document's ids list made, read and let go in turn (never a batch's lists at
+        once: the garbage collector does not walk them, each is read while in cache)."""
+        if len(encodings) != n:
+            raise ValueError(f"the tokenizer returned {len(encodings)} lists of ids for {n} "
+                             f"texts")
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, encodings), np.int64, count=n), out=offsets[1:])
+        total = int(offsets[-1])
+        try:  # an id too large for self.dtype raises: read again as int64, then checked
+            values = np.fromiter(_chain(map(_IDS, encodings)), self.dtype, count=total)
+        except (OverflowError, ValueError, TypeError):
+            values = np.fromiter(_chain(map(_IDS, encodings)), np.int64, count=total)
         return offsets, self._checked_values(values, offsets)
 
     def _checked_values(self, values, offsets):
@@ -336,6 +357,11 @@ class _Encoder:
         """The first half of :meth:`encode_table`: rows dropped, the tokenizer run (in its
         own threads, without the GIL: ``tokenize`` runs it for the next batch while the ids
         of this one are converted and written)."""
+        return self.encode(self.texts(table, start))
+
+    def texts(self, table, start=0):
+        """:meth:`prepare` up to the tokenizer: rows dropped, the texts as Python strings
+        (``tokenize`` does this for the next batch while the tokenizer runs on this one)."""
         counts = dict(documents=table.num_rows, dropped_nulls=0, dropped_empty=0,
                       truncated_tokens=0)
         keep = None
@@ -374,11 +400,17 @@ class _Encoder:
         if keep is not None and not keep.all():
             table = table.filter(pa.array(keep))
         n = table.num_rows
-        raws = []
+        texts = []
         for name in self.text:
             col = _text_column(table, name)
-            raws.append(self._raw([""] * n if pa.types.is_null(col.type) else col.to_pylist()))
-        return table, start, keep, counts, raws
+            texts.append([""] * n if pa.types.is_null(col.type) else col.to_pylist())
+        return table, start, keep, counts, texts
+
+    def encode(self, item):
+        """:meth:`prepare` from :meth:`texts`' result: the tokenizer run on each text
+        column."""
+        table, start, keep, counts, texts = item
+        return table, start, keep, counts, [self._raw(t) for t in texts]
 
     def finish(self, prepared):
         """The second half of :meth:`encode_table`: ids to Arrow, checked, assembled."""
@@ -474,6 +506,16 @@ class _Encoder:
         within = np.arange(len(rows)) - np.repeat(first, pieces)
         starts = offsets[rows] + within * m
         return np.concatenate([starts, offsets[-1:]]), values, 0, rows
+
+
+_chain = itertools.chain.from_iterable
+_IDS = operator.attrgetter("ids")
+
+
+def _all_encodings(raw):
+    """Whether ``raw`` is a list of ``tokenizers.Encoding`` (whose ``len`` is its ids')."""
+    cls = getattr(sys.modules.get("tokenizers"), "Encoding", None)
+    return cls is not None and isinstance(raw, list) and all(type(e) is cls for e in raw)
 
 
 def _text_column(table, name):
@@ -964,22 +1006,163 @@ def _json_batches(reader, enc, path, where):
 
 
 # ------------------------------------------------------------------------- one file
+class _Moment:
+    """Something that happens once, in another thread, and what to do then: :meth:`then`
+    registers a call (made at once when it has happened), :meth:`happen` makes the calls,
+    :meth:`cancel` (the consumer stopped) drops them and waits for one being made."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._fns = []
+        self._done = self._cancelled = False
+
+    def then(self, fn):
+        with self._lock:
+            if not self._done:
+                self._fns.append(fn)
+                return
+            if self._cancelled:
+                return
+        fn()
+
+    def happen(self):
+        with self._lock:
+            self._done = True
+            fns, self._fns = self._fns, []
+            for fn in fns if not self._cancelled else ():
+                try:
+                    fn()
+                except Exception:  # noqa: BLE001, S110 - the next file raises in its turn
+                    pass
+
+    def cancel(self):
+        with self._lock:
+            self._done = self._cancelled = True
+            self._fns = []
+
+
+class _ReadAhead:
+    """An iterator's items made in a thread ahead of the one consuming them: item ``j`` once
+    the consumer has taken item ``j - 1`` and the consumer's own consumer (:meth:`passed`)
+    item ``j - 2`` (and ``owed`` items before: another file's); one item being made at a
+    time.  ``read`` (a :class:`_Moment`) happens once the iterator is exhausted;
+    :meth:`close` waits for an item being made and gives it to ``on_drop``."""
+
+    _END = object()
+
+    def __init__(self, it, on_drop, owed=0):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._it, self._on_drop = it, on_drop
+        self.read = _Moment()
+        self._cond = threading.Condition()
+        self._asked = self._took = 0
+        self._passed = -owed  # items downstream to be taken first (another file's)
+        self._next = None  # the item being made (a future)
+        self._over = False  # exhausted, failed or stopped: nothing more is made
+        self.stopped = False
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="lodarrow-tokenize-read")
+        with self._cond:
+            self._ask()
+
+    def _ask(self):
+        """The next item made if it may be (under the condition)."""
+        j = self._asked
+        if self._next is None and not self._over and j <= self._took and \
+                j <= self._passed + 1:
+            self._asked += 1
+            self._next = self._pool.submit(self._make)
+            self._cond.notify_all()
+
+    def _make(self):
+        item = next(self._it, self._END)
+        if item is self._END:
+            self.read.happen()
+        return item
+
+    def passed(self):
+        """One more item taken downstream of the consumer."""
+        with self._cond:
+            self._passed += 1
+            self._ask()
+
+    def at_end(self):
+        """Whether the iterator is known to be exhausted after the item last taken."""
+        with self._cond:
+            f = self._next
+        return f is not None and f.done() and f.exception() is None and \
+            f.result() is self._END
+
+    def stop(self):
+        """Make nothing more, and end a wait in :meth:`__iter__` (the consumer stopped)."""
+        self.read.cancel()
+        with self._cond:
+            self._over = self.stopped = True
+            self._cond.notify_all()
+
+    def __iter__(self):
+        while True:
+            with self._cond:
+                while self._next is None and not self._over:
+                    self._cond.wait(0.1)
+                pending = self._next
+            if pending is None:
+                return
+            try:
+                item = pending.result()  # raises what reading raised
+            except BaseException:
+                with self._cond:
+                    self._next, self._over = None, True
+                raise
+            with self._cond:
+                self._next = None
+                if item is self._END:
+                    self._over = True
+                    return
+                self._took += 1
+                self._ask()
+            yield item
+
+    def close(self):
+        self.read.cancel()
+        with self._cond:
+            self._over = True
+            pending, self._next = self._next, None
+        if pending is not None:
+            try:
+                item = pending.result()
+            except BaseException:  # noqa: BLE001 - the consumer has stopped already
+                item = self._END
+            if item is not self._END:
+                self._on_drop(item)
+        self._pool.shutdown(wait=True)
+        self._it.close()
+
+
 class _Prefetch:
-    """An iterator read ``depth`` items ahead in a thread (bounded: memory).
+    """An iterator run in a thread, its items handed over through a queue of one (bounded:
+    memory).
 
     ``on_drop(item)`` is called for every item produced but never handed over (the
-    consumer stopped early): the in-flight count stays exact.
+    consumer stopped early): the in-flight count stays exact.  ``on_take()`` is called as
+    the consumer takes each item, ``on_close()`` in :meth:`close`.  ``encoded`` and
+    ``taken`` (:class:`_Moment`) happen once ``it`` is exhausted (or earlier: ``it`` may
+    make ``encoded`` happen itself), and once the consumer holds the last item.
     """
 
     _END = object()
 
-    def __init__(self, it, depth=1, on_drop=None):
-        self.exhausted = False  # True once ``it`` has produced its last item
-        self._q = queue.Queue(maxsize=depth)
+    def __init__(self, it, on_drop=None, on_take=None, on_close=None, encoded=None):
+        self.encoded, self.taken = encoded or _Moment(), _Moment()
+        self._q = queue.Queue(maxsize=1)
         self._stop = threading.Event()
         self._on_drop = on_drop or (lambda item: None)
+        self._on_take = on_take or (lambda: None)
+        self._on_close = on_close or (lambda: None)
+        self._cond = threading.Condition()  # items put and taken
+        self._put_n = self._taken_n = 0
         self._t = threading.Thread(target=self._run, args=(it,), daemon=True,
-                                   name="lodarrow-tokenize-read")
+                                   name="lodarrow-tokenize-encode")
         self._t.start()
 
     def _put(self, entry):
@@ -995,13 +1178,26 @@ class _Prefetch:
     def _run(self, it):
         try:
             for item in it:
+                with self._cond:
+                    self._put_n += 1
                 if not self._put((True, item)):
                     self._on_drop(item)
                     return
-            self.exhausted = True
+                del item
+            if not self._stop.is_set():
+                self.encoded.happen()
+            with self._cond:  # until the consumer holds the last item
+                while self._taken_n < self._put_n and not self._stop.is_set():
+                    self._cond.wait(0.1)
+            if not self._stop.is_set():
+                self.taken.happen()
             self._put((True, self._END))
         except BaseException as exc:  # handed to the consumer
             self._put((False, exc))
+        finally:
+            close = getattr(it, "close", None)
+            if close is not None:  # a generator stopped early: its clean-up now
+                close()
 
     def __iter__(self):
         while True:
@@ -1010,10 +1206,19 @@ class _Prefetch:
                 raise item
             if item is self._END:
                 return
+            with self._cond:
+                self._taken_n += 1
+                self._cond.notify_all()
+            self._on_take()
             yield item
 
     def close(self):
-        self._stop.set()
+        with self._cond:
+            self._stop.set()
+            self._cond.notify_all()
+        self._on_close()
+        self.encoded.cancel()
+        self.taken.cancel()
         self._t.join(timeout=5)
         while True:
             try:
@@ -1024,8 +1229,10 @@ class _Prefetch:
                 self._on_drop(item)
 
 
-#: Batches in flight at once in one file's pipeline (read ahead, encoding, being written):
-#: what the memory bound counts.  Tests read the high-water mark.
+#: Batches in flight at once, five at most (one read ahead, one being encoded, one being
+#: converted, one waiting to be written, one being written), across the file being
+#: converted and the next one: what the memory bound counts.  Tests read the high-water
+#: mark.
 IN_FLIGHT = {"now": 0, "max": 0}
 _IN_FLIGHT_LOCK = threading.Lock()
 
@@ -1036,15 +1243,15 @@ def _flight(delta):
         IN_FLIGHT["max"] = max(IN_FLIGHT["max"], IN_FLIGHT["now"])
 
 
-def _tokenize_file(inp, enc, out_path, write_options, bar, fn, started=None,
-                   start_next=None):
+def _tokenize_file(inp, enc, out_path, write_options, bar, fn, started=None, nxt=None):
     """One input to one output file (written to a temporary name, then renamed); returns
     the counts.
 
     ``started``: ``(schema, reader)`` of this input from :func:`_start_reading` (the
-    previous file started it), or None.  ``start_next()`` starts the next input's reading
-    once this file's last batch is handed to the writer, so that the next file's first
-    batch is read and encoded while this one's last is written and its file closed.
+    previous file started it), or None.  ``nxt``: the next input's :class:`_NextFile`, or
+    None: its first batch is read once this input's last is, and encoded once this one's
+    last is encoded (in this input's threads), so that the tokenizer goes on to the next
+    file while this one's last batch is converted and written and its file closed.
     """
     import pyarrow.parquet as pq
 
@@ -1052,7 +1259,7 @@ def _tokenize_file(inp, enc, out_path, write_options, bar, fn, started=None,
     while True:
         try:
             return _tokenize_file_once(pq, inp, enc, out_path, write_options, bar, fn, block,
-                                       started, start_next)
+                                       started, nxt)
         except _BlockTooSmall:
             started = None
             block = (block or DEFAULT_BATCH_BYTES) * 4
@@ -1064,31 +1271,71 @@ class _BlockTooSmall(Exception):
     pass
 
 
-def _start_reading(inp, enc, fn, block=None):
-    """``(schema, reader)``: ``inp`` opened and its batches read and encoded in a thread
-    (:class:`_Prefetch`), a batch ahead of the caller (the tokenizer's threads run without
-    the GIL); ``reader.exhausted`` is True once every batch has been encoded."""
+def _read_ahead(inp, enc, fn, block=None, owed=0):
+    """``(schema, ahead)``: ``inp`` opened and its batches read (rows dropped, the texts
+    made Python strings) ahead in a thread (:class:`_ReadAhead`)."""
     schema, batches = _open(inp, enc, fn, block)
 
-    def prepared():
+    def texts():
         start = 0
         for table in batches:
             _flight(+1)
             try:
-                item = enc.prepare(table, start)
+                item = enc.texts(table, start)
             except BaseException:
                 _flight(-1)
                 raise
             start += table.num_rows
             yield item
 
-    return schema, _Prefetch(prepared(), depth=1, on_drop=lambda item: _flight(-1))
+    return schema, _ReadAhead(texts(), on_drop=lambda item: _flight(-1), owed=owed)
+
+
+def _start_reading(inp, enc, fn, block=None, owed=0, gate=None):
+    """``(schema, reader)``: ``inp``'s batches read ahead (:func:`_read_ahead`) and, once
+    ``gate`` (an Event, or None) is set, encoded in a thread (:class:`_Prefetch`): the
+    tokenizer (its own threads, without the GIL) starts on a batch, read already, as soon
+    as it is done with the previous one, and batch ``j`` is read once batch ``j - 2`` is
+    taken by the caller (in flight, this file's: one read ahead, one being encoded or
+    waiting, and the caller's).  ``reader.read``, ``reader.encoded`` and ``reader.taken``
+    (:class:`_Moment`) happen once the last batch is read, encoded, and taken by the
+    caller; ``reader.passed()`` stands for one batch taken (``owed``: another file's, taken
+    after this reading started)."""
+    schema, ahead = _read_ahead(inp, enc, fn, block, owed)
+    encoded = _Moment()
+
+    def prepared():
+        try:
+            while gate is not None and not gate.wait(0.1):  # the first batch read meanwhile
+                if ahead.stopped:
+                    return
+            for item in ahead:
+                try:
+                    item = enc.encode(item)
+                except BaseException:
+                    _flight(-1)
+                    raise
+                if ahead.at_end():  # the last batch: the next file's encoding starts now,
+                    encoded.happen()  # before this thread hands this one over
+                yield item
+                del item
+        finally:
+            ahead.close()
+
+    reader = _Prefetch(prepared(), on_drop=lambda item: _flight(-1), on_take=ahead.passed,
+                       on_close=ahead.stop, encoded=encoded)
+    reader.read, reader.passed = ahead.read, ahead.passed
+    return schema, reader
 
 
 def _tokenize_file_once(pq, inp, enc, out_path, write_options, bar, fn, block,
-                        started=None, start_next=None):
+                        started=None, nxt=None):
     where = f"{fn}: {inp.path!r}" if inp.kind != "memory" else f"{fn}: the source"
     schema, reader = started or _start_reading(inp, enc, fn, block)
+    if nxt is not None:  # no pause of the tokenizer between files
+        reader.read.then(nxt.open)
+        reader.encoded.then(nxt.start)
+        reader.taken.then(nxt.passed)
     try:
         out_schema = enc.output_schema(schema)
         folder, leaf = os.path.split(out_path)
@@ -1167,21 +1414,12 @@ def _tokenize_file_once(pq, inp, enc, out_path, write_options, bar, fn, block,
                 _flight(-1)
                 raise write_error[0]
             writer_q.put(out)
-            if start_next is not None and reader.exhausted:
-                # this was the last batch: the next file's first is read and encoded while
-                # this one's are written (in flight: this file's two being written, the
-                # next file's two read ahead)
-                start_next()
-                start_next = None
             if bytes_per_row is None:  # known for Parquet; else counted at the end
                 rows_all = _rows_hint(inp)
                 bytes_per_row = inp.size / rows_all if rows_all else 0.0
             share = min(bytes_per_row * n, inp.size - sent)
             sent += share
             bar.advance(n, share, tokens=counts["tokens"])
-        if start_next is not None:
-            start_next()
-            start_next = None
         writer_q.put(None)
         thread.join()
         thread = None
@@ -1495,7 +1733,7 @@ def tokenize(source, dest, tokenizer, *, text="text", out="tokens", columns=None
     against the vocabulary in every batch before it is written; ``dest`` itself appears
     only when every file is complete (a staging directory renamed to it), so a run that
     fails leaves no dataset.  Memory: at most five batches in flight per process (one read
-    and tokenized ahead, one waiting, one being converted to Arrow, one waiting to be
+    ahead, one being tokenized or waiting, one being converted to Arrow, one waiting to be
     written, one being written; a batch is about 4 MiB of text, its ``Encoding`` objects
     and its ids), whatever the corpus's size.
 
@@ -1627,28 +1865,76 @@ def _run_locked(inputs, enc, staging, dest, resume, overwrite, write_options, pr
         seconds=time.perf_counter() - t0)
 
 
+class _NextFile:
+    """The next input's reading, started by the file before it (in that file's threads):
+    opened, its first batch read and its encoding thread started once that file's last
+    batch is read (:meth:`open`), its first batch encoded once that one's last is encoded
+    (:meth:`start`), its second read once that one's last is taken for conversion
+    (:meth:`passed`).  In flight at most five batches all told: that file's last being
+    converted and two being written, this one's first being encoded and second read ahead.
+    An input that cannot be opened here is opened again in its turn, which raises, naming
+    it."""
+
+    _ERRORS = (OSError, ValueError, TypeError, KeyError, pa.ArrowException)
+
+    def __init__(self, inp, enc, fn):
+        self._args = (inp, enc, fn)
+        self._lock = threading.Lock()
+        self._gate = threading.Event()
+        self.started = None
+        self._opened = self._passed = self._closed = False
+
+    def open(self):
+        with self._lock:
+            if not self._opened and not self._closed:
+                self._opened = True
+                try:
+                    self.started = _start_reading(*self._args, owed=0 if self._passed else 1,
+                                                  gate=self._gate)
+                except self._ERRORS:
+                    pass
+
+    def start(self):
+        self.open()  # opened already, unless the file before it had no batch to read
+        self._gate.set()
+
+    def passed(self):
+        with self._lock:
+            if not self._passed:
+                self._passed = True
+                if self.started is not None:
+                    self.started[1].passed()
+
+    def take(self):
+        """``(schema, reader)`` or None: the reading, handed over to its file."""
+        self.start()
+        with self._lock:
+            started, self.started = self.started, None
+            return started
+
+    def close(self):
+        with self._lock:
+            self._closed = True
+            started, self.started = self.started, None
+        if started is not None:
+            started[1].close()
+        self._gate.set()
+
+
 def _in_turn(inputs, enc, paths, todo, write_options, bar, fn):
-    """The files one after the other in this process, each file's reading started while the
-    previous one's last batches are written (no pause of the tokenizer between files)."""
-    started = {}
-
-    def starter(k):
-        def start():
-            try:
-                started[k] = _start_reading(inputs[k], enc, fn)
-            except (OSError, ValueError, TypeError, KeyError, pa.ArrowException):
-                started.pop(k, None)  # opened again in its turn: raises there, naming it
-        return start
-
+    """The files one after the other in this process, each next file's reading started by
+    the one before it (:class:`_NextFile`: no pause of the tokenizer between files)."""
     results = []
+    nxt = None
     try:
         for i, k in enumerate(todo):
-            nxt = starter(todo[i + 1]) if i + 1 < len(todo) else None
+            started = nxt.take() if nxt is not None else None
+            nxt = _NextFile(inputs[todo[i + 1]], enc, fn) if i + 1 < len(todo) else None
             results.append(_tokenize_file(inputs[k], enc, paths[k], write_options, bar, fn,
-                                          started.pop(k, None), nxt))
-    finally:
-        for _, reader in started.values():  # a failure left the next file's reader running
-            reader.close()
+                                          started, nxt))
+    finally:  # a failure left the next file's reading going
+        if nxt is not None:
+            nxt.close()
     return results
 
 
