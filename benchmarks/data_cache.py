@@ -1,20 +1,32 @@
 """Epoch times and bytes fetched of a batch_loader over a corpus on a local S3 server (moto),
-with and without the data cache (cache_bytes=), and from local files for reference.
+with and without the data cache (cache_bytes=), and from local files for reference
+(docs/training.md, "The data cache").
 
-    python benchmarks/data_cache.py [--sequences 100000] [--files 4] [--repeat 3]
+    python benchmarks/data_cache.py [--sequences 100000] [--files 4] [--repeat 7] \\
+        [--json benchmarks/results/data_cache.json] [--docs docs/training.md]
+    python benchmarks/data_cache.py --from-json benchmarks/results/data_cache.json \\
+        --docs docs/training.md
 
 Needs moto[server] (the test extra); the bytes are counted by the tests' CountingHandler
-(tests/test_remote_sources.py), for both loaders alike.
+(tests/test_remote_sources.py), for both loaders alike.  The loaders run in turn, ``--repeat``
+rounds (each loader's two epochs once a round), the median seconds published; the JSON holds
+the commit measured, the machine, every setting and every epoch's seconds with the 1-minute
+load average around it.  ``--docs`` rewrites the ``data-cache`` block of the Markdown file
+between its markers (lodarrow/_bench/_docs.py); ``--from-json`` writes it again without
+measuring.
 """
 
 import argparse
+import json
 import logging
 import os
+import shlex
 import socket
 import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -22,10 +34,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 import lodarrow as la
+from lodarrow._bench._docs import machine, machine_line, revision, revision_line, write_block
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, os.pardir, "tests"))
-from test_remote_sources import CountingHandler  # noqa: E402
 
 ROW_GROUP = 8192
 
@@ -44,14 +55,36 @@ def corpus(n, seed):
     return pa.table({"ids": ids, "label": pa.array(rng.integers(0, 2, n)), "emb": emb})
 
 
-def main():
-    parser = argparse.ArgumentParser()
+LOADERS = ("S3, no cache", "S3, cache_bytes=2**30 (empty at epoch 0)", "local files")
+FROM_JSON = ("python benchmarks/data_cache.py --from-json benchmarks/results/data_cache.json "
+             "--docs docs/training.md")
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sequences", type=int, default=100_000)
     parser.add_argument("--files", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--json", help="write everything measured here")
+    parser.add_argument("--docs", help="rewrite the data-cache block of this Markdown file")
+    parser.add_argument("--from-json", help="measure nothing: the Markdown from this JSON")
+    args = parser.parse_args(argv)
+    args.argv = list(argv)
+    return args
+
+
+def measure(args):
+    """Every loader's two epochs, ``--repeat`` rounds: the report (JSON)."""
     from moto.server import ThreadedMotoServer
 
+    sys.path.insert(0, os.path.join(HERE, os.pardir, "tests"))
+    from test_remote_sources import CountingHandler
+
+    env = "".join(f"{n}={shlex.quote(os.environ[n])} " for n in ("LODARROW_NUM_THREADS",)
+                  if n in os.environ)
+    report = {"command": env + "python benchmarks/data_cache.py " + shlex.join(args.argv),
+              "revision": revision(), "machine": machine(),
+              "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -86,17 +119,18 @@ def main():
         la.sequence_lengths("bench/c", "ids", filesystem=counting, cache_dir=lengths)
         la.sequence_lengths(os.path.join(work, "local"), "ids", cache_dir=lengths)
         loader_args = dict(max_tokens=32768, seed=1, extra_columns=["label"], progress=False)
-        print(f"{args.sequences:,} sequences ({tokens / 1e6:.1f}M int32 tokens), "
-              f"{args.files} files of {ROW_GROUP}-row row groups, {total / 1e6:.1f} MB on S3 "
-              f"(moto, 127.0.0.1); the loader reads 'ids' and 'label': {read / 1e6:.1f} MB "
-              f"compressed; lengths from the lengths cache; median of {args.repeat}")
-        results = {}
+        report["settings"] = {"sequences": args.sequences, "files": args.files,
+                              "repeat": args.repeat, "row_group": ROW_GROUP,
+                              "loader": loader_args, "cache_bytes": 1 << 30,
+                              "LODARROW_NUM_THREADS": os.environ.get("LODARROW_NUM_THREADS")}
+        report["corpus"] = {"sequences": per * args.files, "tokens": tokens,
+                            "s3_bytes": total, "read_bytes": read}
+        runs = {}
         for rep in range(args.repeat):
             for name, source, kw in (
-                    ("S3, no cache", "bench/c", {"filesystem": counting}),
-                    ("S3, cache_bytes=2**30 (empty at epoch 0)", "bench/c",
-                     {"filesystem": counting, "cache_bytes": 1 << 30}),
-                    ("local files", os.path.join(work, "local"), {})):
+                    (LOADERS[0], "bench/c", {"filesystem": counting}),
+                    (LOADERS[1], "bench/c", {"filesystem": counting, "cache_bytes": 1 << 30}),
+                    (LOADERS[2], os.path.join(work, "local"), {})):
                 cache = os.path.join(work, f"cache-{rep}")
                 os.makedirs(cache, exist_ok=True)
                 loader = la.batch_loader(source, "ids", cache_dir=lengths, **loader_args,
@@ -108,20 +142,87 @@ def main():
                 for epoch in range(2):
                     loader.set_epoch(epoch)
                     handler.reset()
+                    before = os.getloadavg()[0]
                     t0 = time.perf_counter()
                     batches = sum(1 for _ in loader)
                     dt = time.perf_counter() - t0
-                    results.setdefault((name, epoch), []).append(
-                        (dt, handler.counter["bytes"] if "S3" in name else 0,
-                         handler.counter["reads"] if "S3" in name else 0, batches))
-        print("| loader | epoch | seconds | MB fetched | GET requests | batches |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: |")
-        for (name, epoch), runs in results.items():
-            dt = statistics.median(r[0] for r in runs)
-            print(f"| {name} | {epoch} | {dt:.3f} | {runs[0][1] / 1e6:.2f} | {runs[0][2]} | "
-                  f"{runs[0][3]} |")
+                    remote = "S3" in name
+                    runs.setdefault((name, epoch), []).append(
+                        {"round": rep, "seconds": dt, "batches": batches,
+                         "bytes": handler.counter["bytes"] if remote else 0,
+                         "requests": handler.counter["reads"] if remote else 0,
+                         "load": [before, os.getloadavg()[0]]})
     finally:
         server.stop()
+    report["rows"] = [{"loader": name, "epoch": epoch,
+                       "seconds": statistics.median(r["seconds"] for r in samples),
+                       "bytes": samples[0]["bytes"], "requests": samples[0]["requests"],
+                       "batches": samples[0]["batches"], "samples": samples}
+                      for (name, epoch), samples in runs.items()]
+    report["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    report["load_at_end"] = os.getloadavg()[0]
+    return report
+
+
+def claims(report):
+    """The ratios the sentences state: the cached epoch against local files' and against the
+    uncached one's, the first cached epoch against the uncached first."""
+    row = {(r["loader"], r["epoch"]): r for r in report["rows"]}
+    nocache, cached, local = LOADERS
+    return {"cached_over_local": row[(cached, 1)]["seconds"] / row[(local, 1)]["seconds"],
+            "cached_over_nocache": row[(cached, 1)]["seconds"] / row[(nocache, 1)]["seconds"],
+            "first_over_nocache": row[(cached, 0)]["seconds"] / row[(nocache, 0)]["seconds"],
+            "cached_bytes": row[(cached, 1)]["bytes"],
+            "cached_requests": row[(cached, 1)]["requests"],
+            "requests_first": row[(cached, 0)]["requests"],
+            "requests_nocache": row[(nocache, 0)]["requests"]}
+
+
+def markdown(report):
+    """The ``data-cache`` block: the run, the table, the sentences from the JSON."""
+    s, c = report["settings"], report["corpus"]
+    loads = [x for r in report["rows"] for smp in r["samples"] for x in smp["load"]]
+    lines = [f"Command: `{report['command']}`", "",
+             f"{revision_line(report['revision'])}; "
+             f"{machine_line(report['machine'], [report['load_at_end']])}; "
+             f"{report['started']} to {report['finished']}.", "",
+             f"{c['sequences']:,} sequences of lognormal lengths ({c['tokens'] / 1e6:.1f}M "
+             f"int32 tokens), {s['files']} files of {s['row_group']:,}-row row groups with a "
+             f"wide column the loader does not read, {c['s3_bytes'] / 1e6:.1f} MB on a moto S3 "
+             f"server on 127.0.0.1; the loader (`max_tokens={s['loader']['max_tokens']}`, one "
+             f"extra column) reads {c['read_bytes'] / 1e6:.1f} MB of column chunks an epoch; "
+             f"lengths from the lengths cache; bytes and requests counted by a filesystem "
+             f"wrapper.  Seconds: the median of {s['repeat']} rounds, the loaders in turn "
+             f"(1-minute load average {min(loads):.1f}-{max(loads):.1f} around the epochs).",
+             "", "| loader | epoch | seconds | MB fetched | GET requests | batches |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in report["rows"]:
+        lines.append(f"| {r['loader']} | {r['epoch']} | {r['seconds']:.3f} | "
+                     f"{r['bytes'] / 1e6:.2f} | {r['requests']} | {r['batches']} |")
+    k = claims(report)
+    lines += ["", f"- The cached epoch (epoch 1 with `cache_bytes`) fetched "
+                  f"{k['cached_bytes'] / 1e6:.2f} MB in {k['cached_requests']} requests and took "
+                  f"{k['cached_over_local']:.2f}x the local files' epoch 1 and "
+                  f"{k['cached_over_nocache']:.2f}x the uncached epoch 1.",
+              f"- The first epoch with the cache, empty, took {k['first_over_nocache']:.2f}x "
+              f"the first without it, in {k['requests_first']} requests against "
+              f"{k['requests_nocache']}."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    args = parse(sys.argv[1:] if argv is None else argv)
+    if args.from_json:
+        report = json.loads(Path(args.from_json).read_text())
+    else:
+        report = measure(args)
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    text = markdown(report)
+    print(text)
+    if args.docs:
+        write_block(args.docs, "data-cache", FROM_JSON, text)
+    return report
 
 
 if __name__ == "__main__":

@@ -23,15 +23,27 @@ docs/scale-out.md#remote-corpora):
   its footer and without.
 
     python benchmarks/lengths_cache.py [--sequences 1000000] [--files 4] [--repeat 5]
-        [--footer-sequences 100000] [--s3]
+        [--footer-sequences 100000] [--s3] [--json benchmarks/results/lengths_cache.json]
+        [--docs docs/training.md]
+    python benchmarks/lengths_cache.py --from-json benchmarks/results/lengths_cache.json \\
+        --docs docs/training.md
+
+The JSON holds the commit measured, the machine (CPU model, cores, load), every setting and
+every median with the load average around its part of the run; ``--docs`` rewrites the
+``lengths-cache`` block of the Markdown file (the local table and the sentences computed from
+the JSON) between its markers (lodarrow/_bench/_docs.py); ``--from-json`` writes it again
+without measuring.
 """
 
 import argparse
+import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +52,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 import lodarrow as la
+from lodarrow._bench._docs import machine, machine_line, revision, revision_line, write_block
 
 ROW_GROUP = 65536
 
@@ -103,9 +116,6 @@ def local(args, work):
     footers = sum(pq.read_metadata(os.path.join(recorded, x)).serialized_size
                   - pq.read_metadata(os.path.join(plain, x)).serialized_size
                   for x in os.listdir(plain))
-    print(f"corpus: {len(want):,} sequences, {tokens:,} tokens, {k} files, "
-          f"{size / 1e6:.1f} MB; the lengths in the footers {footers / 1e6:.2f} MB in all "
-          f"({footers / len(want):.2f} bytes per sequence)")
     cache = os.path.join(work, "cache")
 
     def fresh():
@@ -148,22 +158,18 @@ def local(args, work):
         "warm": lambda: la.batch_loader(plain, "ids", cache_dir=cache, **loader),
         "footer": lambda: la.batch_loader(recorded, "ids", cache_dir=False, **loader)}, fast)
     warm_loader, footer_loader = quick["warm"], quick["footer"]
-    print("median seconds; 'x' = decoding (sequence_lengths without a cache) / this\n"
-          "| what | seconds | x |\n| --- | ---: | ---: |")
-    for name, t in (("sequence_lengths, no cache (decode)", nocache),
-                    ("pyarrow read_table(columns=['ids']) + list_value_length", arrow),
-                    ("sequence_lengths, cold (decode + fill the cache)", cold),
-                    ("sequence_lengths, cached", warm),
-                    ("sequence_lengths, from write_parquet's footers (no cache)", footer),
-                    ("sequence_lengths, from an earlier release's sidecars (no cache)",
-                     sidecar),
-                    ("batch_loader start, cold", cold_loader),
-                    ("batch_loader start, cached", warm_loader),
-                    ("batch_loader start, from the footers (no cache)", footer_loader)):
-        print(f"| {name} | {t:.4f} | {nocache / t:.1f} |")
-    print(f"cached: {nocache / warm:.0f}x faster than decoding ({cold / warm:.0f}x than the cold "
-          f"start); footers: {nocache / footer:.0f}x ({cold / footer:.0f}x); batch_loader "
-          f"start: {cold_loader / warm_loader:.0f}x (the rest of a cached start is planning)")
+    return {"sequences": len(want), "tokens": tokens, "files": k, "bytes": size,
+            "footer_bytes": footers, "repeat": args.repeat, "fast_repeat": fast,
+            "rows": [{"what": name, "seconds": t} for name, t in (
+                ("`sequence_lengths`, no cache (decodes the column)", nocache),
+                ("pyarrow `read_table(columns=[\"ids\"])` + `pc.list_value_length`", arrow),
+                ("`sequence_lengths`, cold (decodes, fills the cache)", cold),
+                ("`sequence_lengths`, cached", warm),
+                ("`sequence_lengths`, from `write_parquet`'s footers, no cache", footer),
+                ("`sequence_lengths`, from an earlier release's sidecars, no cache", sidecar),
+                ("`batch_loader` start, cold", cold_loader),
+                ("`batch_loader` start, cached", warm_loader),
+                ("`batch_loader` start, from the footers, no cache", footer_loader))]}
 
 
 def footer(args, work):
@@ -182,12 +188,6 @@ def footer(args, work):
     assert np.array_equal(la.sequence_lengths(paths[True], "ids", cache_dir=False), lengths)
     meta = {rec: pq.read_metadata(p) for rec, p in paths.items()}
     entry = len(meta[True].metadata[b"lodarrow.lengths"])
-    print(f"\none file: {n:,} sequences, {int(lengths.sum()):,} tokens, "
-          f"{meta[True].num_row_groups} row groups, {os.path.getsize(paths[False]) / 1e6:.1f} MB"
-          f"\nfooter: {meta[False].serialized_size:,} bytes without the lengths, "
-          f"{meta[True].serialized_size:,} with (the entry: {entry:,} bytes, "
-          f"{entry / n:.2f} per sequence)")
-
     def opening(rec):
         path = paths[rec]
         return {
@@ -199,9 +199,6 @@ def footer(args, work):
         }
 
     many = max(fast, 101)  # sub-millisecond: more runs
-    print(f"median seconds (write and decode: {args.repeat} runs, opening: {many}, the footer: "
-          f"{fast}; with and without in turn)\n| what | without | with | with / without |\n"
-          f"| --- | ---: | ---: | ---: |")
     rows = [("write_parquet (records the lengths)", write[False], write[True])]
     for what in opening(True):
         quick = interleaved({False: opening(False)[what], True: opening(True)[what]}, many)
@@ -211,8 +208,11 @@ def footer(args, work):
     recorded = median_time(lambda: la.sequence_lengths(paths[True], "ids", cache_dir=False),
                            fast)
     rows.append(("first sequence_lengths (decoding / from the footer)", decode, recorded))
-    for what, a, b in rows:
-        print(f"| {what} | {a:.5f} | {b:.5f} | {b / a:.2f} |")
+    return {"sequences": n, "tokens": int(lengths.sum()), "row_groups": meta[True].num_row_groups,
+            "bytes": os.path.getsize(paths[False]), "footer_without": meta[False].serialized_size,
+            "footer_with": meta[True].serialized_size, "entry_bytes": entry,
+            "repeat": args.repeat, "fast_repeat": fast, "opening_repeat": many,
+            "rows": [{"what": w, "without": a, "with": b} for w, a, b in rows]}
 
 
 def s3(args, work):
@@ -270,19 +270,19 @@ def s3(args, work):
         rows.append(("sequence_lengths, from the footer (no cache)", handler.counter["bytes"],
                      handler.counter["reads"]))
         recorded = pq.read_metadata("bench/r/part-0.parquet", filesystem=fs)
-        print(f"S3 (moto on 127.0.0.1): {n:,} sequences, file {size / 1e6:.2f} MB, column "
-              f"'ids' {ids / 1e6:.2f} MB compressed ({meta.num_row_groups} row groups), footer "
-              f"{meta.serialized_size / 1e3:.1f} kB; with the lengths "
-              f"{recorded.serialized_size / 1e3:.1f} kB")
-        print("| what | bytes fetched | reads | / 'ids' compressed | / file |\n"
-              "| --- | ---: | ---: | ---: | ---: |")
-        for name, b, r in rows:
-            print(f"| {name} | {b:,} | {r} | {b / ids:.3f} | {b / size:.3f} |")
+        return {"sequences": n, "file_bytes": size, "ids_bytes": ids,
+                "row_groups": meta.num_row_groups, "footer_without": meta.serialized_size,
+                "footer_with": recorded.serialized_size,
+                "rows": [{"what": w, "bytes": b, "reads": r} for w, b, r in rows]}
     finally:
         server.stop()
 
 
-def main():
+FROM_JSON = ("python benchmarks/lengths_cache.py --from-json "
+             "benchmarks/results/lengths_cache.json --docs docs/training.md")
+
+
+def parse(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sequences", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=4)
@@ -290,15 +290,130 @@ def main():
     parser.add_argument("--s3", action="store_true", help="also the S3 bytes (moto[server])")
     parser.add_argument("--s3-sequences", type=int, default=100_000)
     parser.add_argument("--footer-sequences", type=int, default=100_000)
-    args = parser.parse_args()
+    parser.add_argument("--json", help="write everything measured here")
+    parser.add_argument("--docs", help="rewrite the lengths-cache block of this Markdown file")
+    parser.add_argument("--from-json", help="measure nothing: the Markdown from this JSON")
+    args = parser.parse_args(argv)
+    args.argv = list(argv)
+    return args
+
+
+def measure(args):
+    """The three parts, each with the 1-minute load average before and after it."""
+    env = "".join(f"{n}={shlex.quote(os.environ[n])} " for n in ("LODARROW_NUM_THREADS",)
+                  if n in os.environ)
+    report = {"command": env + "python benchmarks/lengths_cache.py " + shlex.join(args.argv),
+              "revision": revision(), "machine": machine(("numpy", "pyarrow", "lodarrow",
+                                                          "duckdb", "polars")),
+              "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "settings": {k: v for k, v in vars(args).items()
+                           if k not in ("argv", "json", "docs", "from_json")}}
+    report["settings"].update(row_group=ROW_GROUP,
+                              LODARROW_NUM_THREADS=os.environ.get("LODARROW_NUM_THREADS"))
     work = tempfile.mkdtemp(prefix="lodarrow-lengths-bench-")
     try:
-        local(args, work)
-        footer(args, work)
-        if args.s3:
-            s3(args, work)
+        for part, run in (("local", local), ("footer", footer), ("s3", s3)):
+            if part == "s3" and not args.s3:
+                continue
+            before = os.getloadavg()[0]
+            report[part] = run(args, work)
+            report[part]["load"] = [before, os.getloadavg()[0]]
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    report["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    report["load_at_end"] = os.getloadavg()[0]
+    return report
+
+
+def claims(report):
+    """What the sentences state: the cached and footer starts over decoding, the entries'
+    bytes, the bytes and reads of a cached start and of a footer's lengths on S3."""
+    t = {r["what"]: r["seconds"] for r in report["local"]["rows"]}
+    rows = list(t.values())
+    nocache, cold, warm, footer = rows[0], rows[2], rows[3], rows[4]
+    out = {"cached_x": nocache / warm, "cached_over_cold": cold / warm,
+           "footer_x": nocache / footer, "loader_cached_x": rows[6] / rows[7]}
+    s3 = report.get("s3")
+    if s3:
+        b = {r["what"]: r for r in s3["rows"]}
+        out["s3_cached"] = b["sequence_lengths, cached"]
+        out["s3_footer"] = b["sequence_lengths, from the footer (no cache)"]
+    return out
+
+
+def markdown(report):
+    """The ``lengths-cache`` block: the run, the local table and the sentences."""
+    s, lo = report["settings"], report["local"]
+    lines = [f"Command: `{report['command']}`", "",
+             f"{revision_line(report['revision'])}; "
+             f"{machine_line(report['machine'], [report['load_at_end']])}; "
+             f"{report['started']} to {report['finished']}.", "",
+             f"{lo['sequences']:,} sequences of lognormal lengths ({lo['tokens'] / 1e6:.1f}M "
+             f"int32 tokens, {lo['files']} files of {s['row_group']:,}-row row groups, "
+             f"{lo['bytes'] / 1e6:.1f} MB, written by pyarrow, and the same rows written by "
+             f"`la.write_parquet` for the footer rows); median of {lo['repeat']} runs, "
+             f"{lo['fast_repeat']} for the fast rows (cached, footers, sidecars), which run in "
+             f"turn; 1-minute load average {lo['load'][0]:.1f} before, {lo['load'][1]:.1f} "
+             f"after; \"x\" is the time of decoding (`sequence_lengths` without a cache) over "
+             f"the row's.", "", "| start | seconds | x |", "| --- | ---: | ---: |"]
+    base = lo["rows"][0]["seconds"]
+    for r in lo["rows"]:
+        lines.append(f"| {r['what']} | {r['seconds']:.4f} | {base / r['seconds']:.1f} |")
+    c = claims(report)
+    lines += ["", f"- A cached `sequence_lengths` is {c['cached_x']:.0f}x faster than decoding "
+                  f"({c['cached_over_cold']:.0f}x than the cold start), one from the footers "
+                  f"{c['footer_x']:.0f}x; a cached `batch_loader` start {c['loader_cached_x']:.1f}x "
+                  f"a cold one (the rest of a cached start is the epoch's plan).",
+              f"- The lengths in the footers take {lo['footer_bytes'] / 1e6:.2f} MB for the "
+              f"{lo['files']} files ({lo['footer_bytes'] / lo['sequences']:.2f} bytes a "
+              f"sequence)."]
+    if "s3_cached" in c:
+        s3, a, b = report["s3"], c["s3_cached"], c["s3_footer"]
+        lines.append(f"- On S3 (moto on 127.0.0.1, one file of {s3['sequences']:,} sequences, "
+                     f"{s3['file_bytes'] / 1e6:.1f} MB): a cached `sequence_lengths` fetched "
+                     f"{a['bytes'] / 1024:,.0f} KiB in {a['reads']} read(s); the lengths from "
+                     f"a footer that holds them {b['bytes'] / 1e3:,.0f} KB in {b['reads']} "
+                     f"read(s).")
+    return "\n".join(lines) + "\n"
+
+
+def full_markdown(report):
+    """The block, then the footer's and S3's tables (printed, not published)."""
+    lines = [markdown(report)]
+    f = report["footer"]
+    lines.append(f"One file: {f['sequences']:,} sequences, {f['tokens']:,} tokens, "
+                 f"{f['row_groups']} row groups, {f['bytes'] / 1e6:.1f} MB; footer "
+                 f"{f['footer_without']:,} bytes without the lengths, {f['footer_with']:,} with "
+                 f"(the entry: {f['entry_bytes']:,} bytes).\n\n| what | without | with | with / "
+                 f"without |\n| --- | ---: | ---: | ---: |")
+    lines += [f"| {r['what']} | {r['without']:.5f} | {r['with']:.5f} | "
+              f"{r['with'] / r['without']:.2f} |" for r in f["rows"]]
+    s3 = report.get("s3")
+    if s3:
+        lines.append(f"\nS3: {s3['sequences']:,} sequences, file {s3['file_bytes'] / 1e6:.2f} "
+                     f"MB, column 'ids' {s3['ids_bytes'] / 1e6:.2f} MB compressed "
+                     f"({s3['row_groups']} row groups), footer {s3['footer_without'] / 1e3:.1f} "
+                     f"kB; with the lengths {s3['footer_with'] / 1e3:.1f} kB\n\n| what | bytes "
+                     f"fetched | reads | / 'ids' compressed | / file |\n| --- | ---: | ---: | "
+                     f"---: | ---: |")
+        lines += [f"| {r['what']} | {r['bytes']:,} | {r['reads']} | "
+                  f"{r['bytes'] / s3['ids_bytes']:.3f} | {r['bytes'] / s3['file_bytes']:.3f} |"
+                  for r in s3["rows"]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    args = parse(sys.argv[1:] if argv is None else argv)
+    if args.from_json:
+        report = json.loads(Path(args.from_json).read_text())
+    else:
+        report = measure(args)
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    print(full_markdown(report))
+    if args.docs:
+        write_block(args.docs, "lengths-cache", FROM_JSON, markdown(report))
+    return report
 
 
 if __name__ == "__main__":

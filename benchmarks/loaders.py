@@ -2,12 +2,18 @@
 """lodarrow's batch loader against a hand-written NumPy/Arrow loop and the loaders users pick,
 one corpus, one invocation per table.
 
-    python benchmarks/loaders.py --sequences 100000 --workers 2 \\
+    python benchmarks/loaders.py --sequences 100000 --workers 2 --repeat 3 \\
         --peer-python hf=/work/venv-peers/bin/python \\
         --peer-python grain=/work/venv-peers/bin/python \\
         --peer-python litdata=/work/venv-peers/bin/python \\
         --peer-python streaming=/work/venv-mds/bin/python \\
-        --markdown loaders.md --json loaders.json
+        --json benchmarks/results/loaders.json --docs docs/training.md \\
+        --readme benchmarks/README.md
+    python benchmarks/loaders.py --from-json benchmarks/results/loaders.json \\
+        --docs docs/training.md --readme benchmarks/README.md
+
+(benchmarks/loader_figures.sh runs it at the published sizes with the other loader
+benchmarks.)
 
 The corpus (``--sequences`` token-id sequences, lognormal lengths, one ``list<int32>`` column
 in a Parquet file) is written once, untimed, under ``--workdir`` and reused while its
@@ -43,11 +49,20 @@ with ``torch.set_num_threads(1)`` in that process (DataLoader workers set it the
   a restarted job makes it, with the state saved ``--resume-at`` into the epoch after the
   window (each loader's own mechanism), to its first batch;
 - **RSS MiB**: the peak resident set of the process, and of each worker;
-- the 1-minute load average before and after each row, and of the whole invocation.
+- every cell (a loader and its worker count) is run ``--repeat`` times, the cells in turn
+  (round robin: every cell once, then every cell again), so the cells compared saw the same
+  spells of load; the tables give each cell's median, the JSON every run with the 1-minute
+  load average before and after it.
 
 A peer whose library does not import (in its interpreter) is listed with the import error.
-The Markdown (command, machine, load, tables) goes to ``--markdown``, everything measured to
-``--json``.  See benchmarks/README.md ("Loaders").
+The JSON (``--json``) holds the commit measured (uncommitted changes named), the machine
+(CPU model, cores, load), the versions of every interpreter's libraries, every setting (the
+window and Grain's bins as used, ``LODARROW_NUM_THREADS``) and every run.  ``--markdown``
+gets the whole output; ``--docs`` rewrites the ``loaders`` block of docs/training.md
+("Measured against other loaders": the summary tables and the sentences computed from the
+JSON) and ``--readme`` the ``loaders-run`` block of benchmarks/README.md (the whole output),
+each between its markers (lodarrow/_bench/_docs.py), the text around them kept;
+``--from-json`` writes them again from a saved JSON without measuring.
 """
 
 import argparse
@@ -61,6 +76,7 @@ import math
 import os
 import platform
 import shlex
+import statistics
 import subprocess
 import sys
 import threading
@@ -1403,61 +1419,306 @@ def workers_text(r):
     return str(r["workers"])
 
 
-def markdown(report):
-    meta, a = report["corpus"], report["args"]
-    m = report["machine"]
-    lines = [f"Command: `{report['command']}`", "",
-             f"Machine: {m['cpu_model']}, {m['cpus']} CPUs usable ({m['cpus_online']} online), "
-             f"{m['platform']}, Python {m['python']}, lodarrow {m.get('lodarrow', '?')}; "
-             f"1-minute load average "
-             f"{m['load_at_start']:.2f} at the start, {report['load_at_end']:.2f} at the end "
-             f"({report['started']} to {report['finished']}, {report['wall_s'] / 60:.0f} min).",
-             "",
-             f"Corpus: {meta['sequences']:,} sequences, {meta['tokens']:,} int32 token ids "
-             f"(lognormal lengths, mean {meta['mean_length']:.0f}, median "
-             f"{meta['median_length']:.0f}, max {meta['max_length']:,}), one Parquet file of "
-             f"{meta['parquet_mib']:,} MiB in {meta.get('row_groups', '?')} row groups.  "
-             f"Batches: {a['batch_size']} sequences (padded, packed); {a['rows_per_batch']} rows "
-             f"of {a['row_length']:,} (packed_rows, concatenated blocks); at most "
-             f"{a['rows_per_batch'] * a['row_length']:,} tokens in that fixed width (segments).  "
-             f"Window: {a['warmup']} warm-up epoch(s), then whole epochs until "
-             f"{a['seconds']:g} s (at most {a['max_epochs']}).  Every process: "
-             f"torch.set_num_threads(1); DataLoader workers: persistent, torch 1 thread each.  "
-             f"Resume at {a['resume_at']:.0%} of the epoch after the window.", ""]
+MODES = ("padded", "packed", "packed_rows", "segments")
+SOURCES = ("table", "parquet", "parquet-global")
+MODE_OF = {"padded": "padded", "packed": "packed", "rows": "packed_rows",
+           "segments": "segments"}
+
+
+def mega(value):
+    """Tokens/s in millions, as the summary tables give them."""
+    return "—" if value is None else f"{value / 1e6:,.1f} M"
+
+
+def _span(values, digits=2, unit="x"):
+    """``lo-hi`` (or the one value) of ``values``, or "none"."""
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return "none"
+    lo, hi = f"{values[0]:,.{digits}f}", f"{values[-1]:,.{digits}f}"
+    return (lo if lo == hi else f"{lo}-{hi}") + unit
+
+
+def _cells(report, variant):
+    """lodarrow over the loop, each (job, source) of the four jobs that keep sequence
+    boundaries: ``[(mode, source, lodarrow tokens/s, loop tokens/s)]`` where both ran;
+    ``variant``: "default" (one process), "prefetch0" or "workers" (DataLoader workers)."""
     results = report["results"]
     loops = loop_rates(results)
-    # the summary: lodarrow against the loop, per job and source
-    lines += ["| job | source | loop tokens/s | lodarrow prefetch=2 | ÷ loop | prefetch=0 "
-              "| ÷ loop | loop, DataLoader workers | lodarrow, DataLoader workers "
-              "| ÷ loop with workers | Parquet decode alone | lodarrow prefetch=2 ÷ decode |",
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-              "| ---: |"]
+    out = []
+    for mode in MODES:
+        for source in SOURCES:
+            stem = f"lodarrow-{mode.replace('_', '-')}-{source}"
+            name = stem + "-prefetch0" if variant == "prefetch0" else stem
+            workers = variant == "workers"
+            rows = [r for r in results if r["peer"] == name and bool(r["workers"]) == workers
+                    and "error" not in r]
+            base = loops.get((KIND_OF[mode], source, workers))
+            if rows and base:
+                out.append((mode, source, rows[0]["tokens_per_s"], base))
+    return out
+
+
+def claims(report):
+    """What the summary sentences state, computed from the report (tests check them)."""
+    results = [r for r in report["results"] if "error" not in r]
+    out = {}
+    for variant in ("default", "prefetch0", "workers"):
+        cells = _cells(report, variant)
+        out[variant] = {
+            "ahead": sum(own > base for _, _, own, base in cells), "cells": len(cells),
+            "ratios": [own / base for _, _, own, base in cells],
+            "by_source": {src: [own / base for _, s, own, base in cells if s == src]
+                          for src in SOURCES}}
+    by = {(r["peer"], r["workers"]): r for r in results}
+    decode = by.get(("decode-parquet", 0))
+    own = {(m, s): r for m, s, r, _ in _cells(report, "default")}
+    out["decode"] = None if decode is None else {
+        "tokens_per_s": decode["tokens_per_s"],
+        "shares": [v / decode["tokens_per_s"] for (m, s), v in own.items() if s != "table"]}
+    p0 = {(m, s): v for m, s, v, _ in _cells(report, "prefetch0")}
+    out["prefetch_gain"] = {src: [own[k] / p0[k] for k in own if k in p0 and k[1] == src]
+                            for src in ("table", "parquet")}
+    peers = [r for r in results if r["peer"] not in PEERS or PEERS[r["peer"]].library
+             not in ("lodarrow", "loop", "pyarrow")]
+    loops = loop_rates(report["results"])
+    out["peers"] = []
+    for r in peers:
+        base = loop_base(loops, r["kind"], r.get("source"), r["workers"])
+        mode = MODE_OF.get(r["kind"])
+        mine = by.get((f"lodarrow-{mode.replace('_', '-')}-table", r["workers"])) if mode \
+            else None
+        out["peers"].append({"label": r["label"], "kind": r["kind"], "workers": r["workers"],
+                             "over_loop": r["tokens_per_s"] / base if base else None,
+                             "lodarrow_over": mine["tokens_per_s"] / r["tokens_per_s"]
+                             if mine else None})
+    out["blocks"] = [
+        {"source": src, "workers": w,
+         "over_litdata": by[(f"lodarrow-blocks-{src}", w)]["tokens_per_s"]
+         / by[("litdata-tokens", w)]["tokens_per_s"]}
+        for src in ("table", "parquet") for w in sorted({r["workers"] for r in results})
+        if (f"lodarrow-blocks-{src}", w) in by and ("litdata-tokens", w) in by]
+    spreads = [(max(x) / min(x), r["label"], r["workers"]) for r in results
+               for x in [[s["tokens_per_s"] for s in r.get("samples", [])
+                          if s.get("tokens_per_s")]] if len(x) > 1]
+    out["spread"] = {"median": statistics.median(v for v, _, _ in spreads) if spreads
+                     else None, "max": max(spreads) if spreads else None}
+    loads = [(s["load_before"], s["load_after"]) for r in report["results"]
+             for s in r.get("samples", []) if "load_before" in s]
+    out["load"] = [min(a for a, _ in loads), max(b for _, b in loads)] if loads else None
+
+    def group(pred, key):
+        return [r[key] for r in results if pred(r) and r.get(key) is not None]
+
+    mine_p = lambda r: r["peer"].startswith("lodarrow-")
+    loop_p = lambda r: r["peer"].startswith("loop-")
+    peer_p = lambda r: r in peers
+    for key in ("start_s", "resume_s"):
+        out[key] = {"lodarrow": group(mine_p, key), "loop": group(loop_p, key),
+                    "peers": group(peer_p, key)}
+    one = lambda pred: (lambda r: pred(r) and not r["workers"])
+    out["rss"] = {"lodarrow": group(one(mine_p), "rss_main_mib"),
+                  "loop": group(one(loop_p), "rss_main_mib"),
+                  "peers": group(one(peer_p), "rss_main_mib")}
+    out["padding"] = {(who, src): [r["padding_pct"] for r in results
+                                   if r["peer"] == f"{who}-padded-{src}" and not r["workers"]]
+                      for who in ("lodarrow", "loop") for src in SOURCES}
+    return out
+
+
+def summary_lines(report):
+    """The sentences under the tables: each a count or range computed from the JSON."""
+    c, s = claims(report), report["settings"]
+    lines = []
+    names = {"default": "In one process, on its defaults (`prefetch=2`)",
+             "prefetch0": "In one process with `prefetch=0` (no thread of its own besides "
+                          "the kernels')",
+             "workers": f"With {s['workers']} `DataLoader` workers"}
+    where = {"table": "the in-memory table", "parquet": "Parquet",
+             "parquet-global": "Parquet with the global shuffle"}
+    for variant, name in names.items():
+        v = c[variant]
+        if not v["cells"]:
+            continue
+        parts = "; ".join(f"from {where[src]} {_span(r)}" for src, r in v["by_source"].items()
+                          if r)
+        lines.append(f"- {name} lodarrow is ahead of the NumPy/Arrow loop in {v['ahead']} of "
+                     f"{v['cells']} cells of the four jobs that keep sequence boundaries "
+                     f"({_span(v['ratios'])}; {parts}).")
+    if c["decode"] and c["decode"]["shares"]:
+        lines.append(f"- Parquet decoding alone (no batches, one thread) delivers "
+                     f"{mega(c['decode']['tokens_per_s'])} tokens/s; from Parquet, lodarrow's "
+                     f"default delivers {_span(c['decode']['shares'])} of it.")
+    gain = c["prefetch_gain"]
+    if gain["table"] or gain["parquet"]:
+        lines.append(f"- `prefetch=2` over `prefetch=0`, drained as fast as it goes: "
+                     f"{_span(gain['table'])} from the in-memory table, "
+                     f"{_span(gain['parquet'])} from Parquet.")
+    for w in sorted({p["workers"] for p in c["peers"]}):
+        ps = [p for p in c["peers"] if p["workers"] == w]
+        mine = [p["lodarrow_over"] for p in ps if p["lodarrow_over"] is not None]
+        where_w = "in one process" if not w else f"with {w} workers"
+        lines.append(f"- The peers {where_w} deliver {_span(p['over_loop'] for p in ps)} the "
+                     f"loop's tokens/s; lodarrow (same job, in-memory table, same workers) is "
+                     f"ahead of {sum(x > 1 for x in mine)} of the {len(mine)} peer rows of the "
+                     f"jobs it shares ({_span(mine)} their tokens/s).")
+    if c["blocks"]:
+        b = c["blocks"]
+        lines.append(f"- Concatenated blocks (another job): lodarrow's `mode=\"blocks\"`, which "
+                     f"also gives each piece's positions and boundaries, is ahead of litdata's "
+                     f"`TokensLoader` in {sum(x['over_litdata'] > 1 for x in b)} of {len(b)} "
+                     f"cells ({_span(x['over_litdata'] for x in b)} its tokens/s).")
+    pad = c["padding"]
+    if pad[("lodarrow", "table")]:
+        lines.append(f"- Padding of the padded job: lodarrow "
+                     f"{_span(pad[('lodarrow', 'table')], 1, '%')} from the in-memory table "
+                     f"({s['window']:,}-row windows), "
+                     f"{_span(pad[('lodarrow', 'parquet')], 1, '%')} from Parquet blocks of "
+                     f"{s['row_groups']} row groups; the loop "
+                     f"{_span(pad[('loop', 'table')], 1, '%')} and "
+                     f"{_span(pad[('loop', 'parquet')], 1, '%')}.")
+    st, rs, rss = c["start_s"], c["resume_s"], c["rss"]
+    lines.append(f"- Start (making the loader to its first batch): lodarrow "
+                 f"{_span(st['lodarrow'], 2, ' s')}, the loop {_span(st['loop'], 2, ' s')}, "
+                 f"the peers {_span(st['peers'], 2, ' s')}; resume at "
+                 f"{s['resume_at']:.0%} of an epoch: lodarrow {_span(rs['lodarrow'], 2, ' s')}, "
+                 f"the loop {_span(rs['loop'], 2, ' s')}, the peers "
+                 f"{_span(rs['peers'], 2, ' s')}.")
+    lines.append(f"- Peak resident set in one process: lodarrow "
+                 f"{_span(rss['lodarrow'], 0, ' MiB')}, the loop {_span(rss['loop'], 0, ' MiB')}, "
+                 f"the peers {_span(rss['peers'], 0, ' MiB')}.")
+    sp = c["spread"]
+    runs = (f"Each cell is the median of its {s['repeat']} runs, the cells run in turn "
+            f"(round robin)")
+    if sp["median"] is not None:
+        runs += (f"; fastest over slowest run of a cell: {sp['median']:.2f}x in the median "
+                 f"cell, {sp['max'][0]:.2f}x at most ({sp['max'][1]}, {sp['max'][2]} "
+                 f"workers)")
+    if c["load"]:
+        runs += (f"; 1-minute load average {c['load'][0]:.1f}-{c['load'][1]:.1f} around the "
+                 f"runs")
+    lines.append(f"- {runs}: compare the cells of one invocation, not figures across runs.")
+    return lines
+
+
+def header_lines(report):
+    """Command, commit, machine, dates and corpus of the run."""
+    from lodarrow._bench._docs import machine_line, revision_line
+
+    meta, s = report["corpus"], report["settings"]
+    threads = s.get("LODARROW_NUM_THREADS")
+    return [
+        f"Command: `{report['command']}`", "",
+        f"{revision_line(report['revision'])}; "
+        f"{machine_line(report['machine'], [report['load_at_end']])}; "
+        f"{report['started']} to {report['finished']} ({report['wall_s'] / 60:.0f} min).", "",
+        f"Corpus: {meta['sequences']:,} sequences, {meta['tokens']:,} int32 token ids "
+        f"(lognormal lengths, mean {meta['mean_length']:.0f}, median "
+        f"{meta['median_length']:.0f}, max {meta['max_length']:,}), one Parquet file of "
+        f"{meta['parquet_mib']:,} MiB in {meta.get('row_groups', '?')} row groups.  "
+        f"Batches: {s['batch_size']} sequences (padded, packed); {s['rows_per_batch']} rows "
+        f"of {s['row_length']:,} (packed_rows, concatenated blocks); at most "
+        f"{s['max_tokens']:,} tokens in that fixed width (segments).  In-memory rows sorted "
+        f"in {s['window']:,}-row windows; Parquet blocks of {s['row_groups']} row groups "
+        f"({s['row_groups_total']} for the global shuffle).  Window: {s['warmup']} warm-up "
+        f"epoch(s), then whole epochs until {s['seconds']:g} s (at most {s['max_epochs']}); "
+        f"each cell run {s['repeat']} time(s), round robin, its median published.  "
+        f"`LODARROW_NUM_THREADS` {threads if threads else 'not set (load-aware)'}; every "
+        f"process torch.set_num_threads(1); DataLoader workers: {s['workers']}, persistent, "
+        f"torch 1 thread each.  Resume at {s['resume_at']:.0%} of the epoch after the window.",
+        ""]
+
+
+def summary_table(report, cell=mega):
+    """lodarrow's three ways of running against the loop, per job and source."""
+    results = report["results"]
+    loops = loop_rates(results)
+    w = report["settings"]["workers"]
+    lines = ["| job | source | loop tokens/s | lodarrow prefetch=2 | ÷ loop | prefetch=0 "
+             f"| ÷ loop | loop, {w} DataLoader workers | lodarrow, {w} DataLoader workers "
+             "| ÷ loop with workers | Parquet decode alone | lodarrow prefetch=2 ÷ decode |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+             "| ---: |"]
     by = {(r["peer"], r["workers"]): r for r in results if "error" not in r}
     decode = by.get(("decode-parquet", 0))
-    for mode in ("padded", "packed", "packed_rows", "segments"):
-        for source in ("table", "parquet", "parquet-global"):
+    for mode in MODES:
+        for source in SOURCES:
             base = loops.get((KIND_OF[mode], source, False))
             wbase = loops.get((KIND_OF[mode], source, True))
             stem = f"lodarrow-{mode.replace('_', '-')}-{source}"
-            workers = [r for (p, w), r in by.items() if p == stem and w]
+            workers = [r for (p, wk), r in by.items() if p == stem and wk]
+
             def rate(r, b):
                 if r is None:
                     return ["—", "—"]
-                return [fmt(r["tokens_per_s"], thousands=True),
-                        f"{r['tokens_per_s'] / b:.2f}" if b else "—"]
+                return [cell(r["tokens_per_s"]), f"{r['tokens_per_s'] / b:.2f}" if b else "—"]
             cells = (rate(by.get((stem, 0)), base) + rate(by.get((stem + "-prefetch0", 0)), base)
-                     + [fmt(wbase, thousands=True) if wbase else "—"]
+                     + [cell(wbase) if wbase else "—"]
                      + rate(workers[0] if workers else None, wbase))
             if decode is None or source == "table":
                 cells += ["—", "—"]
             else:
                 own = by.get((stem, 0))
-                cells += [fmt(decode["tokens_per_s"], thousands=True),
+                cells += [cell(decode["tokens_per_s"]),
                           f"{own['tokens_per_s'] / decode['tokens_per_s']:.2f}" if own else "—"]
-            if base is None and all(c == "—" for c in cells):
+            if base is None and all(c == "—" for c in cells[:7]):  # decoding alone: no row
                 continue
             lines.append(f"| {JOB_NAMES[mode]} | {SOURCE_NAMES[source]} | "
-                         f"{fmt(base, thousands=True)} | " + " | ".join(cells) + " |")
+                         f"{cell(base) if base else '—'} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def peers_table(report):
+    """The peers (and lodarrow's blocks), one line a loader: tokens/s by worker count."""
+    results = report["results"]
+    loops = loop_rates(results)
+    modes = sorted({r["workers"] for r in results})
+    rows = {}
+    for r in results:
+        peer = PEERS.get(r["peer"])
+        if peer is not None and peer.library in ("loop", "pyarrow"):
+            continue
+        if peer is not None and peer.library == "lodarrow" and r["kind"] != "blocks":
+            continue
+        rows.setdefault(r["label"], {})[r["workers"]] = r
+    if not rows:
+        return []
+    heads = " | ".join("one process" if not w else f"{w} workers" for w in modes)
+    lines = [f"| loader | job | {heads} | ÷ loop (same job and workers) | padding % |",
+             "| --- | --- | " + "---: | " * len(modes) + "--- | ---: |"]
+    for label, by_w in rows.items():
+        first = next(iter(by_w.values()))
+        cells = []
+        for w in modes:
+            r = by_w.get(w)
+            cells.append("—" if r is None else "failed" if "error" in r
+                         else mega(r["tokens_per_s"]))
+        ratios = ", ".join(ratio(by_w[w], loops) for w in modes if w in by_w)
+        pad = fmt(first.get("padding_pct")) if "error" not in first else "—"
+        lines.append(f"| {label} | {JOB_NAMES.get(MODE_OF.get(first['kind'], ''), first['kind'])}"
+                     f" | " + " | ".join(cells) + f" | {ratios} | {pad} |")
+    return lines
+
+
+def docs_markdown(report):
+    """The ``loaders`` block of docs/training.md: the run, the tables, the sentences."""
+    lines = header_lines(report)
+    lines += summary_table(report) + [""]
+    peers = peers_table(report)
+    if peers:
+        lines += peers + [""]
+    lines += summary_lines(report)
+    if report["missing"]:
+        lines += ["", "Not run: " + "; ".join(f"{name} ({why})" for name, why in
+                                              report["missing"].items()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def markdown(report):
+    """The whole output: the summary, a table per job, what each row runs, the versions."""
+    lines = header_lines(report) + summary_table(report, lambda v: fmt(v, thousands=True))
+    results = report["results"]
+    loops = loop_rates(results)
     for kind, title in JOBS:
         rows = [r for r in results if r.get("kind") == kind]
         if not rows:
@@ -1465,23 +1726,24 @@ def markdown(report):
         lines += ["", f"### {title}", "",
                   "| loader | workers | tokens/s | ÷ loop | padding % | packing % | epochs (s) "
                   "| start s | resume s (at % of epoch) | resume by | RSS MiB (main / worker) "
-                  "| load | shuffle scope | threads |",
+                  "| load | runs | shuffle scope | threads |",
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: "
-                  "| ---: | --- | --- |"]
+                  "| ---: | ---: | --- | --- |"]
         for r in rows:
             if "error" in r:
                 lines.append(f"| {r['label']} | {workers_text(r)} | failed: "
-                             f"{r['error'][:200]} | | | | | | | | | | | |")
+                             f"{r['error'][:200]} | | | | | | | | | | | | |")
                 continue
-            rss = f"{r['rss_main_mib']:,}"
+            rss = f"{r['rss_main_mib']:,.0f}"
             if r["workers"]:
-                rss += f" / {r['rss_worker_mib']:,}" if r.get("rss_worker_mib") else " / —"
+                rss += f" / {r['rss_worker_mib']:,.0f}" if r.get("rss_worker_mib") else " / —"
             lines.append(
                 f"| {r['label']} | {workers_text(r)} | {fmt(r['tokens_per_s'], thousands=True)} "
                 f"| {ratio(r, loops)} | {fmt(r['padding_pct'])} | {fmt(r['packing_pct'])} "
                 f"| {r['timed_epochs']} ({r['timed_s']:.1f}) | {fmt(r['start_s'], 2)} "
                 f"| {resumed(r)} | {r['resume'] or 'not supported'} | {rss} "
-                f"| {r['load_before']:.1f}-{r['load_after']:.1f} | {r['shuffle']} "
+                f"| {r['load_before']:.1f}-{r['load_after']:.1f} "
+                f"| {r.get('runs_ok', 1)} of {r.get('runs', 1)} | {r['shuffle']} "
                 f"| {r['threads']} |")
     lines += ["", "What each row runs:", ""]
     seen = set()
@@ -1502,8 +1764,9 @@ def markdown(report):
         for k, v in (r.get("versions") or {}).items():
             vers.setdefault(k, set()).add(str(v))
     if vers:
-        lines += ["", "Versions: " + ", ".join(f"{k} {'/'.join(sorted(v))}"
-                                               for k, v in sorted(vers.items())) + "."]
+        lines += ["", "Versions (of every interpreter that ran a row): " + ", ".join(
+            f"{k} {'/'.join(sorted(v))}" for k, v in sorted(vers.items())) + "."]
+    lines += [""] + summary_lines(report)
     return "\n".join(lines) + "\n"
 
 
@@ -1519,6 +1782,48 @@ def select_peers(spec):
     return names
 
 
+#: Fields of a run that a cell publishes as the median of its runs.
+MEDIANS = ("tokens_per_s", "batches_per_s", "seqs_per_s", "start_open_s", "start_s",
+           "warmup_s", "timed_s", "resume_open_s", "resume_s", "rss_main_mib",
+           "rss_worker_mib")
+#: Fields of each run kept in the cell's ``samples``.
+SAMPLE_KEYS = ("round", "position", "tokens_per_s", "timed_epochs", "timed_s", "start_s",
+               "resume_s", "rss_main_mib", "rss_worker_mib", "load_before", "load_after",
+               "error")
+
+
+def aggregate(samples):
+    """One cell from its runs: the first good run's fields, each of :data:`MEDIANS` the
+    median over the good runs, the load the lowest before and the highest after, and every
+    run in ``samples`` (a cell whose runs all failed keeps the first error)."""
+    ok = [s for s in samples if "error" not in s]
+    out = dict(ok[0] if ok else samples[0])
+    for key in MEDIANS:
+        values = [s[key] for s in ok if s.get(key) is not None]
+        if values:
+            out[key] = statistics.median(values)
+    loads = [s for s in samples if "load_before" in s]
+    if loads:
+        out["load_before"] = min(s["load_before"] for s in loads)
+        out["load_after"] = max(s["load_after"] for s in loads)
+    out["runs"], out["runs_ok"] = len(samples), len(ok)
+    out["samples"] = [{k: s[k] for k in SAMPLE_KEYS if k in s} for s in samples]
+    return out
+
+
+def settings(args, meta):
+    """Every setting of the run, the derived ones as used (window, Grain's bins)."""
+    ctx = Context(args, meta)
+    out = {k: v for k, v in vars(args).items()
+           if k not in ("argv", "job", "peer", "json", "markdown", "docs", "readme",
+                        "from_json")}
+    out.update(window=ctx.window, grain_bins=ctx.grain_bins,
+               row_groups_total=ctx.row_groups_total, max_tokens=ctx.max_tokens,
+               LODARROW_NUM_THREADS=os.environ.get("LODARROW_NUM_THREADS"),
+               OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS"))
+    return out
+
+
 def driver(args):
     pythons = dict(p.split("=", 1) for p in args.peer_python)
     libraries = {p.library for p in PEERS.values()}
@@ -1531,12 +1836,16 @@ def driver(args):
     meta = ensure_corpus(args)
     print(f"corpus: {meta['sequences']:,} sequences, {meta['tokens']:,} tokens, "
           f"{meta['parquet_mib']} MiB", file=sys.stderr)
+    from lodarrow._bench._docs import machine, revision
+
     started = time.time()
-    report = {"args": vars(args), "corpus": meta, "machine": machine(), "results": [],
-              "missing": {}, "prepare": {},
-              "started": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
-              "command": _environment() + "python benchmarks/loaders.py "
-                         + shlex.join(sys.argv[1:] if args.argv is None else args.argv)}
+    report = {"command": _environment() + "python benchmarks/loaders.py "
+                         + shlex.join(sys.argv[1:] if args.argv is None else args.argv),
+              "revision": revision(), "machine": machine(("numpy", "pyarrow", "torch",
+                                                          "lodarrow")),
+              "settings": settings(args, meta), "corpus": meta, "results": [],
+              "missing": {}, "prepare": {}, "started": _now()}
+    cells = []      # (peer name, interpreter, workers), in the order of the table
     for name in names:
         peer = PEERS[name]
         python = pythons.get(name) or pythons.get(peer.library) or sys.executable
@@ -1551,68 +1860,42 @@ def driver(args):
             print(f"{name}: conversion failed: {prep['error']}", file=sys.stderr)
             continue
         report["prepare"][name] = prep["prepare_s"]
-        if args.prepare_only:
+        cells += [(name, python, w) for w in modes if peer.runs_with(w)]
+    samples = {cell: [] for cell in cells}
+    if not args.prepare_only:
+        position = 0
+        for rnd in range(args.repeat):  # round robin: A B C A B C, never A A B B
+            for cell in cells:
+                name, python, workers = cell
+                r = child(args, python, "run", name, workers, timeout=args.timeout)
+                r.update(round=rnd, position=position)
+                position += 1
+                samples[cell].append(r)
+                print(f"[{rnd + 1}/{args.repeat}] {name} workers={workers}: " + (
+                    r["error"] if "error" in r else
+                    f"{r['tokens_per_s']:,.0f} tokens/s over {r['timed_epochs']} epochs, "
+                    f"start {r['start_s']:.2f} s, resume {fmt(r.get('resume_s'), 2)} s, "
+                    f"load {r['load_before']}-{r['load_after']}"), file=sys.stderr)
+    for (name, python, workers), runs in samples.items():
+        if not runs:
             continue
-        for workers in modes:
-            if not peer.runs_with(workers):
-                continue
-            r = child(args, python, "run", name, workers, timeout=args.timeout)
-            r.setdefault("label", peer.label)
-            r.setdefault("peer", name)
-            r.setdefault("kind", peer.kind)
-            r.setdefault("source", peer.source)
-            r.setdefault("workers", workers)
-            r["python"] = python
-            report["results"].append(r)
-            print(f"{name} workers={workers}: " + (r["error"] if "error" in r else
-                  f"{r['tokens_per_s']:,.0f} tokens/s over {r['timed_epochs']} epochs, start "
-                  f"{r['start_s']:.2f} s, resume {fmt(r.get('resume_s'), 2)} s, load "
-                  f"{r['load_before']}-{r['load_after']}"), file=sys.stderr)
+        peer = PEERS[name]
+        r = aggregate(runs)
+        r.setdefault("label", peer.label)
+        r.setdefault("peer", name)
+        r.setdefault("kind", peer.kind)
+        r.setdefault("source", peer.source)
+        r.setdefault("workers", workers)
+        r["python"] = python
+        report["results"].append(r)
     report["load_at_end"] = os.getloadavg()[0]
-    report["finished"] = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    report["finished"] = _now()
     report["wall_s"] = time.time() - started
-    table = markdown(report)
-    print(table)
-    if args.markdown:
-        Path(args.markdown).write_text(table)
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1, default=str))
     return report
 
 
-def machine():
-    model = platform.processor() or "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"cpu_model": model, "cpus": usable, "cpus_online": os.cpu_count(),
-            "platform": platform.platform(), "python": platform.python_version(),
-            "load_at_start": os.getloadavg()[0], "lodarrow": lodarrow_revision()}
-
-
-def lodarrow_revision():
-    """The lodarrow measured: its version and, from a git checkout, the commit (with
-    "+changes" where the work tree differs from it)."""
-    import subprocess
-
-    import lodarrow
-
-    out = lodarrow.__version__
-    root = Path(lodarrow.__file__).resolve().parent.parent
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
-                                capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=root, capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return out
-    return f"{out} (commit {commit}{' +changes' if dirty.strip() else ''})"
+def _now():
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def parse(argv):
@@ -1677,12 +1960,21 @@ def parse(argv):
     p.add_argument("--in-process", action="store_true",
                    help="run every job in this process (a quick check of the script; the "
                         "figures are not comparable)")
-    p.add_argument("--markdown", help="write the tables here")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="runs of every cell, round robin; the median is published (default 3)")
+    p.add_argument("--markdown", help="write the whole output here")
     p.add_argument("--json", help="write everything measured here")
+    p.add_argument("--docs", help="rewrite the loaders block of this Markdown file "
+                                  "(docs/training.md)")
+    p.add_argument("--readme", help="rewrite the loaders-run block of this Markdown file "
+                                    "(benchmarks/README.md)")
+    p.add_argument("--from-json", help="measure nothing: the Markdown from this JSON")
     p.add_argument("--job", choices=["run", "prepare"], help=argparse.SUPPRESS)
     p.add_argument("--peer", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.argv = list(argv)
+    if args.repeat < 1:
+        p.error("--repeat must be >= 1")
     if not 0 < args.resume_at < 1:
         p.error(f"--resume-at must be in (0, 1), got {args.resume_at}")
     return args
@@ -1694,12 +1986,39 @@ def _environment():
     return "".join(f"{n}={shlex.quote(os.environ[n])} " for n in names if n in os.environ)
 
 
+DOCS_KEY, README_KEY = "loaders", "loaders-run"
+FROM_JSON = "python benchmarks/loaders.py --from-json benchmarks/results/loaders.json"
+
+
+def write_outputs(report, args):
+    """The Markdown of ``report`` into ``--markdown``, ``--docs`` and ``--readme``."""
+    from lodarrow._bench._docs import write_block
+
+    text = markdown(report)
+    print(text)
+    if args.markdown:
+        Path(args.markdown).write_text(text)
+    if args.docs:
+        write_block(args.docs, DOCS_KEY, FROM_JSON + " --docs docs/training.md",
+                    docs_markdown(report))
+    if args.readme:
+        write_block(args.readme, README_KEY, FROM_JSON + " --readme benchmarks/README.md",
+                    text)
+
+
 def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
     if args.job:
         child_main(args)
+        return None
+    if args.from_json:
+        report = json.loads(Path(args.from_json).read_text())
     else:
-        driver(args)
+        report = driver(args)
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=1, default=str) + "\n")
+    write_outputs(report, args)
+    return report
 
 
 if __name__ == "__main__":

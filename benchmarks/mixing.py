@@ -25,14 +25,23 @@ epoch_size=...)``.  Each runs in its own interpreter (``--peer-python hf=... str
 
 Usage::
 
-    python benchmarks/mixing.py --workdir /tmp/bench-mix --markdown mixing.md \\
+    python benchmarks/mixing.py --workdir /tmp/bench-mix --json benchmarks/results/mixing.json \\
+        --docs docs/training.md --readme benchmarks/README.md \\
         --peer-python hf=/path/venv/bin/python --peer-python streaming=/path/venv2/bin/python
+    python benchmarks/mixing.py --from-json benchmarks/results/mixing.json \\
+        --docs docs/training.md --readme benchmarks/README.md
+
+The JSON holds the commit measured, the machine (CPU model, cores, load), the versions, every
+setting and each loader's epochs; ``--docs`` rewrites the ``mixing`` block of
+docs/training.md ("Mixing corpora": the table and the sentences computed from the JSON) and
+``--readme`` the ``mixing-run`` block of benchmarks/README.md (the whole table), each between
+its markers (lodarrow/_bench/_docs.py); ``--from-json`` writes them again without measuring.
 """
 
 import argparse
 import json
+import math
 import os
-import platform
 import shlex
 import subprocess
 import sys
@@ -58,8 +67,13 @@ def parse(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--peers", default=",".join(PEERS))
     p.add_argument("--peer-python", action="append", default=[], metavar="NAME=PYTHON")
-    p.add_argument("--markdown")
-    p.add_argument("--json")
+    p.add_argument("--markdown", help="write the whole table here")
+    p.add_argument("--json", help="write everything measured here")
+    p.add_argument("--docs", help="rewrite the mixing block of this Markdown file "
+                                  "(docs/training.md)")
+    p.add_argument("--readme", help="rewrite the mixing-run block of this Markdown file "
+                                    "(benchmarks/README.md)")
+    p.add_argument("--from-json", help="measure nothing: the Markdown from this JSON")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--resume-save", help=argparse.SUPPRESS)
     p.add_argument("--resume-load", help=argparse.SUPPRESS)
@@ -348,19 +362,35 @@ def resumed(cmd, result, args):
             "resume_extra": int(np.maximum(have - need, 0).sum())}
 
 
-def main(argv=None):
-    args = parse(sys.argv[1:] if argv is None else argv)
-    if args.child:
-        return child(args)
+#: Options that decide where the outputs go, not what is measured (not given to the children).
+OUTPUTS = ("--json", "--markdown", "--docs", "--readme", "--from-json")
+
+
+def measured_argv(argv):
+    """``argv`` without the output options and their values."""
+    out, skip = [], False
+    for x in argv:
+        if skip:
+            skip = False
+        elif x in OUTPUTS:
+            skip = True
+        elif not x.startswith(tuple(o + "=" for o in OUTPUTS)):
+            out.append(x)
+    return out
+
+
+def measure(args, argv):
+    from lodarrow._bench._docs import machine, revision
+
     corpora(args)
     pythons = dict(x.split("=", 1) for x in args.peer_python)
-    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    load0 = os.getloadavg()[0]
+    report = {"revision": revision(),
+              "machine": machine(("numpy", "pyarrow", "torch", "lodarrow")),
+              "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     results = []
     for peer in args.peers.split(","):
         python = pythons.get(peer, sys.executable)
-        cmd = [python, os.path.abspath(__file__), "--child", peer] + [
-            x for x in (sys.argv[1:] if argv is None else argv)]
+        cmd = [python, os.path.abspath(__file__), "--child", peer] + measured_argv(argv)
         before = os.getloadavg()[0]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode:
@@ -378,35 +408,71 @@ def main(argv=None):
               f"repeats {r['repeats']}, coverage {r['coverage']:.2f}", file=sys.stderr)
     env = "".join(f"{n}={shlex.quote(os.environ[n])} " for n in ("LODARROW_NUM_THREADS",)
                   if n in os.environ)
-    report = {"command": env + "python benchmarks/mixing.py " + shlex.join(
-        sys.argv[1:] if argv is None else argv), "started": started,
-        "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "load": [load0, os.getloadavg()[0]], "machine": platform.platform(),
-        "cpus": os.cpu_count(), "args": vars(args), "results": results}
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1))
-    text = markdown(report, args)
+    settings = {k: v for k, v in vars(args).items() if k not in (
+        "child", "resume_save", "resume_load", "json", "markdown", "docs", "readme",
+        "from_json")}
+    settings["LODARROW_NUM_THREADS"] = os.environ.get("LODARROW_NUM_THREADS")
+    report.update(command=env + "python benchmarks/mixing.py " + shlex.join(argv),
+                  finished=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                  load_at_end=os.getloadavg()[0], settings=settings, results=results)
+    return report
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    if args.child:
+        return child(args)
+    from lodarrow._bench._docs import write_block
+
+    if args.from_json:
+        report = json.loads(Path(args.from_json).read_text())
+    else:
+        report = measure(args, argv)
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    text = markdown(report)
     if args.markdown:
         Path(args.markdown).write_text(text)
+    if args.docs:
+        write_block(args.docs, "mixing", FROM_JSON + " --docs docs/training.md",
+                    docs_markdown(report))
+    if args.readme:
+        write_block(args.readme, "mixing-run", FROM_JSON + " --readme benchmarks/README.md",
+                    text)
     print(text)
+    return report
 
 
-def markdown(report, args):
-    sizes = args.sizes.split(",")
-    lines = [f"Command: `{report['command']}`", "",
-             f"Machine: {report['machine']}, {report['cpus']} CPUs; {report['started']} to "
-             f"{report['finished']}, 1-minute load average {report['load'][0]:.2f} at the "
-             f"start, {report['load'][1]:.2f} at the end.", "",
-             f"Corpora: web, code, books of {', '.join(f'{int(s):,}' for s in sizes)} "
-             f"sequences (lognormal lengths, mean ~490 tokens); weights {args.weights} by "
-             f"sequences, epochs of {args.epoch_size:,}; packed batches of {args.batch_size} "
-             f"(torch); {args.epochs} epochs, the first untimed; torch 1 thread.", "",
-             "| loader | how it mixes | tokens/s | sequences an epoch | largest gap to the "
-             "weights in an epoch (sequences) | down-sampled sequences twice in an epoch | "
-             "upsampled beyond their copies | web covered in the fewest epochs that can | "
-             "largest gap per 10 steps | resumed at half an epoch in a new process: s to "
-             "the first batch, the epoch exact | load |",
-             "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+FROM_JSON = "python benchmarks/mixing.py --from-json benchmarks/results/mixing.json"
+
+
+def header(report):
+    """Command, commit, machine and corpora of the run."""
+    from lodarrow._bench._docs import machine_line, revision_line
+
+    s = report["settings"]
+    sizes = s["sizes"].split(",")
+    threads = s.get("LODARROW_NUM_THREADS")
+    return [f"Command: `{report['command']}`", "",
+            f"{revision_line(report['revision'])}; "
+            f"{machine_line(report['machine'], [report['load_at_end']])}; "
+            f"{report['started']} to {report['finished']}.", "",
+            f"Corpora: web, code, books of {', '.join(f'{int(x):,}' for x in sizes)} "
+            f"sequences (lognormal lengths, mean ~490 tokens); weights {s['weights']} by "
+            f"sequences, epochs of {s['epoch_size']:,}; packed batches of {s['batch_size']} "
+            f"(torch); {s['epochs']} epochs, the first untimed; torch 1 thread; "
+            f"`LODARROW_NUM_THREADS` {threads if threads else 'not set'}.", ""]
+
+
+def markdown(report):
+    lines = header(report) + [
+        "| loader | how it mixes | tokens/s | sequences an epoch | largest gap to the "
+        "weights in an epoch (sequences) | down-sampled sequences twice in an epoch | "
+        "upsampled beyond their copies | web covered in the fewest epochs that can | "
+        "largest gap per 10 steps | resumed at half an epoch in a new process: s to "
+        "the first batch, the epoch exact | load |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     for r in report["results"]:
         if "error" in r:
             lines.append(f"| {r['peer']} | failed: {r['error'].splitlines()[-1][:120]} "
@@ -421,7 +487,63 @@ def markdown(report, args):
             f"{r['coverage']:.1%} ({r['coverage_epochs']}) | "
             f"{r['window_gap']:.3f} | {_resume_text(r)} | "
             f"{r['load'][0]:.1f}-{r['load'][1]:.1f} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + [""] + summary_lines(report)) + "\n"
+
+
+def noise(report):
+    """A source's share of 10 consecutive batches under binomial noise alone: one standard
+    deviation (the widest weight's) and, over the run's windows, the largest expected
+    (a normal approximation, ``sd * sqrt(2 ln windows)``)."""
+    s = report["settings"]
+    w = [float(x) for x in s["weights"].split(",")]
+    w = [x / sum(w) for x in w]
+    n = 10 * s["batch_size"]
+    sd = max(math.sqrt(x * (1 - x) / n) for x in w)
+    windows = s["epochs"] * (s["epoch_size"] // s["batch_size"] // 10)
+    return {"sequences": n, "sd": sd, "windows": windows,
+            "worst": sd * math.sqrt(2 * math.log(windows)) if windows > 1 else sd}
+
+
+def summary_lines(report):
+    """The sentences under the table, each computed from the JSON."""
+    ok = [r for r in report["results"] if "error" not in r]
+    if not ok:
+        return []
+    exact = [r["peer"] for r in ok if r["max_gap"] < 1]
+    twice = [r["peer"] for r in ok if r["repeats"]]
+    beyond = [r["peer"] for r in ok if r["beyond_copies"]]
+    resumed_exact = [r["peer"] for r in ok if r.get("resume_exact") is True]
+    nz = noise(report)
+    return [
+        f"- {len(exact)} of the {len(ok)} loaders deliver each source's planned count exactly "
+        f"every epoch ({', '.join(exact) or 'none'}); {len(twice)} delivered a down-sampled "
+        f"sequence twice in one epoch, {len(beyond)} the upsampled source beyond its copies.",
+        f"- Over 10 steps ({nz['sequences']:,} sequences) binomial noise alone is about "
+        f"{nz['sd']:.3f} a window (one standard deviation), about {nz['worst']:.2f} at worst "
+        f"over the run's {nz['windows']:,} windows; the largest gaps: "
+        + ", ".join(f"{r['peer']} {r['window_gap']:.3f}" for r in ok) + ".",
+        f"- {len(resumed_exact)} of the {len(ok)} resume exactly in a new process from a state "
+        f"saved at half an epoch.",
+        "- Tokens/s: " + ", ".join(f"{r['peer']} {r['tokens_per_s'] / 1e6:.1f} M" for r in ok)
+        + "; one run a loader, on a shared machine: compare the rows, not the absolute "
+          "figures."]
+
+
+def docs_markdown(report):
+    """The ``mixing`` block of docs/training.md: the run, a compact table, the sentences."""
+    lines = header(report) + [
+        "| loader | tokens/s | largest gap to the weights in an epoch | web (down-sampled) "
+        "covered in the fewest epochs that can | largest gap per 10 steps | killed at half an "
+        "epoch, resumed in a new process |",
+        "| --- | ---: | ---: | ---: | ---: | --- |"]
+    for r in report["results"]:
+        if "error" in r:
+            lines.append(f"| {r['peer']} | failed | | | | |")
+            continue
+        lines.append(f"| {r['peer']} | {r['tokens_per_s'] / 1e6:.1f} M | {r['max_gap']:.0f} "
+                     f"sequences | {r['coverage']:.1%} ({r['coverage_epochs']}) | "
+                     f"{r['window_gap']:.2f} | {_resume_text(r)} |")
+    return "\n".join(lines + [""] + summary_lines(report)) + "\n"
 
 
 def _resume_text(r):

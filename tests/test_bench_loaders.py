@@ -4,12 +4,15 @@ tiny corpus, each peer whose libraries import here, run in this process; the tab
 The figures are not checked (speed is compared in the benchmark's own runs, not asserted);
 what is checked is that every peer delivers batches, that the accounting is sane (padding in
 [0, 100), no padding for flattened batches, packing = 100 - padding for row packers) and that
-a resume point is reached where the peer has a resume mechanism.
+a resume point is reached where the peer has a resume mechanism.  Then the JSON (commit,
+machine, settings, every run of every cell, run round robin) and the documents' blocks, which
+``--from-json`` must write again byte for byte.
 """
 
 import importlib.util
 import json
 import pathlib
+import statistics
 import warnings
 
 import pyarrow as pa
@@ -34,7 +37,7 @@ bench = _load_script()
 TINY = ["--sequences", "1000", "--mean-length", "30", "--max-length", "128",
         "--row-group-size", "250", "--batch-size", "8", "--row-length", "128",
         "--rows-per-batch", "2", "--seconds", "0.1", "--warmup", "1", "--modes", "0",
-        "--in-process"]
+        "--repeat", "1", "--in-process"]
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +118,51 @@ def test_decode_floor_beside_parquet_rows(workdir, tmp_path):
     ratio = own["tokens_per_s"] / decode["tokens_per_s"]
     assert cells["Parquet"][-1].rstrip(" |") == f"{ratio:.2f}"
     assert cells["in-memory table"][-2:] == ["—", "— |"]   # no floor under a table
+
+
+def test_the_json_and_the_blocks(workdir, tmp_path, monkeypatch):
+    """Cells run round robin, every run in the JSON with its load; the blocks of the
+    documents generated from the JSON, and written again from it byte for byte."""
+    from lodarrow._bench import _docs
+
+    monkeypatch.setenv("LODARROW_NUM_THREADS", "1")
+    doc, readme, js = tmp_path / "training.md", tmp_path / "README.md", tmp_path / "t.json"
+    doc.write_text("# Training\n\nProse kept.\n")
+    readme.write_text("# Benchmarks\n")
+    peers = "lodarrow-padded-table,loop-padded-table,decode-parquet"
+    argv = TINY[:TINY.index("--repeat")] + ["--repeat", "2", "--in-process", "--workdir",
+                                            str(workdir), "--peers", peers, "--json", str(js),
+                                            "--docs", str(doc), "--readme", str(readme)]
+    bench.main(argv)
+    report = json.loads(js.read_text())
+    for key in ("command", "revision", "machine", "settings", "corpus", "results", "started",
+                "finished", "load_at_end", "wall_s"):
+        assert key in report, key
+    assert report["revision"]["commit"] is None or "changes" in report["revision"]
+    m = report["machine"]
+    assert m["cpu"] and m["cores"] >= 1 and m["versions"]["pyarrow"] and m["load_average"]
+    s = report["settings"]
+    assert s["LODARROW_NUM_THREADS"] == "1" and s["repeat"] == 2
+    assert s["window"] == 50 * s["batch_size"] and s["max_tokens"] == 256
+    assert report["command"].startswith("LODARROW_NUM_THREADS=1 python benchmarks/loaders.py")
+    positions = []
+    for r in report["results"]:
+        assert r["runs"] == r["runs_ok"] == 2 and len(r["samples"]) == 2
+        for smp in r["samples"]:
+            assert smp["tokens_per_s"] > 0 and smp["load_before"] >= 0 <= smp["load_after"]
+        assert r["tokens_per_s"] == statistics.median(x["tokens_per_s"] for x in r["samples"])
+        positions.append([(x["round"], x["position"]) for x in r["samples"]])
+    cells = len(report["results"])
+    # round robin: run k of every cell before run k + 1 of any
+    assert sorted(p for ps in positions for p in ps) == [
+        (k // cells, k) for k in range(2 * cells)]
+    text, readme_text = doc.read_text(), readme.read_text()
+    assert text.startswith("# Training\n\nProse kept.\n")
+    assert _docs.body_of(text, "loaders") == bench.docs_markdown(report)
+    assert _docs.body_of(readme_text, "loaders-run") == bench.markdown(report)
+    claims = bench.claims(report)
+    assert claims["default"]["cells"] == 1
+    assert (f"ahead of the NumPy/Arrow loop in {claims['default']['ahead']} of 1 cells"
+            in text)
+    bench.main(["--from-json", str(js), "--docs", str(doc), "--readme", str(readme)])
+    assert doc.read_text() == text and readme.read_text() == readme_text

@@ -6,7 +6,8 @@ benchmark's accounting of the batches delivered: lodarrow's mixture exact every 
 gap to the weights under one sequence, no down-sampled sequence twice in an epoch, the
 upsampled source's sequences delivered their copies' times), covering the down-sampled
 source across the epochs, and a resume in a new process delivering the rest of the epoch
-exactly.
+exactly.  Then the JSON (commit, machine, settings) and the documents' blocks, which
+``--from-json`` must write again byte for byte.
 """
 
 import importlib.util
@@ -14,6 +15,8 @@ import json
 import pathlib
 
 import pytest
+
+from lodarrow._bench import _docs
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "mixing.py"
@@ -32,12 +35,25 @@ def test_the_mixing_benchmark_accounts_for_what_was_delivered(tmp_path):
     bench = _load_script()
     peers = ["lodarrow"] + [p for p, mod in (("hf", "datasets"), ("streaming", "streaming"))
                             if importlib.util.find_spec(mod) is not None]
-    out = tmp_path / "mix.json"
+    out, doc, readme = tmp_path / "mix.json", tmp_path / "training.md", tmp_path / "README.md"
+    doc.write_text("# Training\n\nProse kept.\n")
     bench.main(["--workdir", str(tmp_path / "work"), "--sizes", "600,200,40",
                 "--epoch-size", "400", "--epochs", "3", "--batch-size", "8",
                 "--peers", ",".join(peers), "--json", str(out),
-                "--markdown", str(tmp_path / "mix.md")])
+                "--markdown", str(tmp_path / "mix.md"), "--docs", str(doc),
+                "--readme", str(readme)])
     report = json.loads(out.read_text())
+    for key in ("command", "revision", "machine", "settings", "started", "finished",
+                "load_at_end", "results"):
+        assert key in report, key
+    assert report["machine"]["cpu"] and report["settings"]["epoch_size"] == 400
+    assert "LODARROW_NUM_THREADS" in report["settings"]
+    text, readme_text = doc.read_text(), readme.read_text()
+    assert text.startswith("# Training\n\nProse kept.\n")
+    assert _docs.body_of(text, "mixing") == bench.docs_markdown(report)
+    assert _docs.body_of(readme_text, "mixing-run") == bench.markdown(report)
+    bench.main(["--from-json", str(out), "--docs", str(doc), "--readme", str(readme)])
+    assert doc.read_text() == text and readme.read_text() == readme_text
     rows = {r["peer"]: r for r in report["results"]}
     la = rows["lodarrow"]
     assert la["epoch_sequences"] == [400, 400, 400]

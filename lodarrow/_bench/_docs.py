@@ -17,7 +17,8 @@ import os
 import subprocess
 
 __all__ = ["begin_marker", "block", "body_of", "cpu_model", "end_marker", "find_block", "machine",
-           "changes_words", "machine_line", "revision", "revision_line", "write_block"]
+           "changes_words", "machine_line", "pending", "revision", "revision_line",
+           "write_block"]
 
 
 def begin_marker(key, command):
@@ -71,6 +72,12 @@ def write_block(path, key, command, body):
         text = (text.rstrip("\n") + "\n\n" if text else "") + new
     with open(path, "w") as fh:
         fh.write(text)
+
+
+def pending(command):
+    """The body of a block whose figures were never measured (no JSON committed yet):
+    which command measures them."""
+    return f"Not measured yet: `{command}` writes the figures of this block, and their JSON."
 
 
 def revision(root=None):

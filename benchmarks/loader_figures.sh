@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Every published loader figure of docs/training.md and benchmarks/README.md, measured again:
+# benchmarks/loaders.py, mixing.py, data_cache.py and lengths_cache.py at the published sizes,
+# one after the other, each writing its JSON under benchmarks/results/ and its blocks of the
+# documents (the text between their markers; the prose around them is kept).
+#
+#     flock /tmp/bench.lock benchmarks/loader_figures.sh
+#
+# Run it on a quiet machine (``flock`` on a shared one) with the Python of the project's venv
+# first on PATH (or PYTHON=...); the lodarrow measured is this checkout's (built in place).
+# The peers run in their own interpreters: PEERS_PYTHON (Hugging Face datasets, transformers,
+# Grain, litdata; default /work/venv-peers/bin/python) and MDS_PYTHON (MosaicML streaming;
+# default /work/venv-mds/bin/python); one that does not exist is left out and its rows say
+# "not run".  WORKDIR keeps the corpora and the peers' conversions between runs.  About 25
+# minutes on 2 cores (benchmarks/README.md, "Every published loader figure: one command").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python}
+PEERS_PYTHON=${PEERS_PYTHON:-/work/venv-peers/bin/python}
+MDS_PYTHON=${MDS_PYTHON:-/work/venv-mds/bin/python}
+WORKDIR=${WORKDIR:-/tmp/lodarrow-loader-figures}
+export LODARROW_NUM_THREADS=1   # every row held to one decoding thread, as the loop is
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"   # the checkout's lodarrow is measured
+mkdir -p benchmarks/results "$WORKDIR"
+
+peers=()
+if [ -x "$PEERS_PYTHON" ]; then
+    peers+=(--peer-python "hf=$PEERS_PYTHON" --peer-python "grain=$PEERS_PYTHON"
+            --peer-python "litdata=$PEERS_PYTHON")
+else
+    echo "loader_figures.sh: no $PEERS_PYTHON: HF runs in $PYTHON, Grain and litdata not run" >&2
+fi
+if [ -x "$MDS_PYTHON" ]; then
+    peers+=(--peer-python "streaming=$MDS_PYTHON")
+else
+    echo "loader_figures.sh: no $MDS_PYTHON: MosaicML streaming not run" >&2
+fi
+mix_list=lodarrow,hf                  # mixing.py's peers: HF, and MosaicML where installed
+mix_python=()
+for p in "${peers[@]}"; do
+    case $p in
+        hf=*) mix_python+=(--peer-python "$p") ;;
+        streaming=*) mix_list+=,streaming; mix_python+=(--peer-python "$p") ;;
+    esac
+done
+
+"$PYTHON" benchmarks/loaders.py --sequences 100000 --workers 2 --seconds 1 --repeat 3 \
+    --workdir "$WORKDIR/loaders" "${peers[@]}" \
+    --json benchmarks/results/loaders.json --docs docs/training.md \
+    --readme benchmarks/README.md >/dev/null
+"$PYTHON" benchmarks/mixing.py --workdir "$WORKDIR/mixing" --epochs 12 --peers "$mix_list" "${mix_python[@]}" \
+    --json benchmarks/results/mixing.json --docs docs/training.md \
+    --readme benchmarks/README.md >/dev/null
+"$PYTHON" benchmarks/data_cache.py --sequences 100000 --files 4 --repeat 7 \
+    --json benchmarks/results/data_cache.json --docs docs/training.md >/dev/null
+"$PYTHON" benchmarks/lengths_cache.py --sequences 1000000 --files 4 --repeat 5 --s3 \
+    --json benchmarks/results/lengths_cache.json --docs docs/training.md >/dev/null
