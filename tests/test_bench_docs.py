@@ -280,7 +280,8 @@ def test_bench_writes_only_its_blocks_and_from_json_writes_them_again(tmp_path):
     pytest.importorskip("rich")
     out = _report_of(tmp_path)
     report = json.loads(out.read_text())
-    assert set(report["revision"]) == {"commit", "changes", "changed"} and report["command"]
+    assert set(report["revision"]) == {"commit", "changes", "changed", "documents"}
+    assert report["command"]
     assert report["revision"]["changes"] == bool(report["revision"]["changed"])
     for row in report["rows"]:  # the threads lodarrow's kernels could use beside each row
         if row["status"] == "ok":
@@ -379,7 +380,8 @@ def test_revision_names_the_changed_files(tmp_path):
         pytest.skip("no git")
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    for name in ("a.py", "b.py"):
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    for name in ("a.py", "b.py", "guide.md", "benchmarks/results/run.json"):
         (tmp_path / name).write_text("x = 1\n")
     subprocess.run(git + ["add", "."], check=True)
     subprocess.run(git + ["commit", "-qm", "c"], check=True)
@@ -392,3 +394,12 @@ def test_revision_names_the_changed_files(tmp_path):
     assert dirty["changes"] is True and dirty["changed"] == ["b.py"]
     assert _docs.revision_line(dirty).endswith("with uncommitted changes to b.py")
     assert _docs.changes_words({"changes": True}) == " with uncommitted changes"  # older JSON
+    # what benchmarks write (Markdown, their JSON) changes no measurement: a run of several
+    # benchmarks, each writing its blocks, measures a clean commit throughout
+    (tmp_path / "b.py").write_text("x = 1\n")
+    (tmp_path / "guide.md").write_text("figures\n")
+    (tmp_path / "benchmarks" / "results" / "run.json").write_text("{}\n")
+    docs_only = _docs.revision(str(tmp_path))
+    assert docs_only["changes"] is False and docs_only["changed"] == []
+    assert docs_only["documents"] == ["benchmarks/results/run.json", "guide.md"]
+    assert _docs.revision_line(docs_only) == f"Commit: {clean['commit']}"

@@ -80,12 +80,20 @@ def pending(command):
     return f"Not measured yet: `{command}` writes the figures of this block, and their JSON."
 
 
+def _written_by_benchmarks(path):
+    """Whether ``path`` is what benchmarks write (Markdown, their JSON under
+    ``benchmarks/results/``): a change there changes no measurement."""
+    return path.endswith(".md") or path.startswith("benchmarks/results/")
+
+
 def revision(root=None):
     """The commit measured: ``{"commit": short hash or None, "changes": bool or None,
-    "changed": [paths]}`` (``changes``: the work tree's tracked files differed from the
-    commit; ``changed``: which, relative to the checkout)."""
+    "changed": [paths], "documents": [paths]}`` (``changes``: the work tree's tracked code
+    differed from the commit; ``changed``: which files, relative to the checkout;
+    ``documents``: changed Markdown and results JSON, which no measurement reads: a run of
+    several benchmarks writes them one after the other)."""
     root = root or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    out = {"commit": None, "changes": None, "changed": []}
+    out = {"commit": None, "changes": None, "changed": [], "documents": []}
     try:
         out["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
                                        capture_output=True, text=True, check=True,
@@ -94,8 +102,10 @@ def revision(root=None):
                                 cwd=root, capture_output=True, text=True, check=True,
                                 timeout=30).stdout
         # porcelain v1: two status letters, a space, the path ("old -> new" for a rename)
-        out["changed"] = sorted(line[3:].split(" -> ")[-1] for line in status.splitlines()
-                                if line.strip())
+        paths = sorted(line[3:].split(" -> ")[-1] for line in status.splitlines()
+                       if line.strip())
+        out["documents"] = [p for p in paths if _written_by_benchmarks(p)]
+        out["changed"] = [p for p in paths if not _written_by_benchmarks(p)]
         out["changes"] = bool(out["changed"])
     except (OSError, subprocess.SubprocessError):  # not a checkout (an installed wheel)
         pass
