@@ -263,15 +263,15 @@ def test_bad_input_names_the_file_and_row_and_writes_nothing(tok, corpus, tmp_pa
     # dest does not exist (resume=False: nothing hidden left either)
     lines = [json.dumps({"text": "fine"})] * 5 + ['{"text": 12}']
     (src / "b.jsonl").write_text("\n".join(lines) + "\n")
-    with pytest.raises(ValueError, match=r"'.*b\.jsonl', row 5: cannot read"):
+    with pytest.raises(ValueError, match=r"'.*b\.jsonl', line 6: cannot read"):
         la.tokenize(src, dest, tok, resume=False)
     (src / "b.jsonl").write_text(json.dumps({"text": "fine"}) + "\n{oops\n")
-    with pytest.raises(ValueError, match=r"'.*b\.jsonl', row 1: cannot read"):
+    with pytest.raises(ValueError, match=r"'.*b\.jsonl', line 2: cannot read"):
         la.tokenize(src, dest, tok, resume=False)
     os.remove(src / "b.jsonl")
     write_jsonl(src / "c.jsonl.gz", [{"text": "a"}] * 3 + [{"text": ["not", "text"]}],
                 gzip.open)
-    with pytest.raises(ValueError, match=r"'.*c\.jsonl\.gz', row 3: cannot read"):
+    with pytest.raises(ValueError, match=r"'.*c\.jsonl\.gz', line 4: cannot read"):
         la.tokenize(src, dest, tok, resume=False)
     os.remove(src / "c.jsonl.gz")
 

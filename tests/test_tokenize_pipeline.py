@@ -182,3 +182,30 @@ def test_the_next_file_is_encoded_before_this_one_is_converted(tok, tmp_path):
     encodes = [i for i, k in enumerate(kinds) if k == "encode"]
     converts = [i for i, k in enumerate(kinds) if k == "convert"]
     assert encodes[2] < converts[1] and encodes[4] < converts[3], kinds
+
+
+def test_numpy_ids_of_an_empty_document_are_any_dtype(tok, tmp_path):
+    """A callable returning NumPy arrays: an empty document's ``np.array([])`` (float64)
+    holds no id and is accepted; a non-empty float array is a ``TypeError`` naming the file
+    and the row."""
+    src = tmp_path / "src"
+    src.mkdir()
+    texts = ["a b", "", "lodarrow token", ""]
+    pq.write_table(pa.table({"text": texts}), src / "a.parquet")
+
+    def as_arrays(batch):
+        return [np.array(tok.encode(t).ids) for t in batch]
+
+    la.tokenize(src, tmp_path / "o", as_arrays, vocab_size=tok.get_vocab_size(),
+                progress=False)
+    got = pq.read_table(tmp_path / "o" / "a.parquet").column("tokens").to_pylist()
+    assert got == [tok.encode(t).ids for t in texts]
+
+    def floats(batch):
+        return [np.array(tok.encode(t).ids, np.float64) for t in batch]
+
+    with pytest.raises(TypeError, match=r"'.*a\.parquet', row 0: the tokenizer returned ids "
+                                        r"of dtype float64, not integers"):
+        la.tokenize(src, tmp_path / "o2", floats, vocab_size=tok.get_vocab_size(),
+                    progress=False)
+    assert not (tmp_path / "o2").exists()

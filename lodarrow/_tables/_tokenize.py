@@ -301,8 +301,16 @@ class _Encoder:
         total = int(offsets[-1])
         chain = itertools.chain.from_iterable(ids)
         if not encodings and ids and all(isinstance(x, np.ndarray) for x in ids):
-            # NumPy arrays keep their dtype (a cast to self.dtype would wrap an id around)
-            values = np.concatenate(ids)
+            # NumPy arrays keep their dtype (a cast to self.dtype would wrap an id around);
+            # an empty one holds no id whatever its dtype (np.array([]) is float64)
+            filled = [x for x in ids if x.size]
+            for row, x in enumerate(ids):
+                if x.size and x.dtype.kind not in "iu":
+                    err = TypeError(f"row {row}: the tokenizer returned ids of dtype "
+                                    f"{x.dtype}, not integers")
+                    err.row = row
+                    raise err
+            values = np.concatenate(filled) if filled else np.zeros(0, self.dtype)
         elif encodings:
             # Python ints: one preallocated array filled from the lists (an id too large
             # for self.dtype raises, then it is read again as int64 and checked)
@@ -422,13 +430,13 @@ class _Encoder:
                 raw, raws[k] = raws[k], None  # freed inside _arrays once its ids are taken
                 parts.append(self._arrays(raw, n))
                 del raw
-        except ValueError as exc:
+        except (ValueError, TypeError) as exc:
             row = getattr(exc, "row", None)
             if row is None:
                 raise
             if keep is not None:
                 row = int(np.flatnonzero(keep)[row])
-            err = ValueError(str(exc).replace(f"row {exc.row}:", f"row {start + row}:", 1))
+            err = type(exc)(str(exc).replace(f"row {exc.row}:", f"row {start + row}:", 1))
             err.row = start + row
             raise err from None
         offsets, values, counts["truncated_tokens"], index = self._assemble(parts, n)
@@ -861,8 +869,8 @@ def _open(inp, enc, fn, block=None):
 
 
 def _raise_read(exc, inp, where, enc):
-    row = _first_bad_json_row(inp.path, enc.text) if inp.kind == "json" else None
-    extra = f", row {row}" if row is not None else ""
+    line = _first_bad_json_line(inp.path, enc.text) if inp.kind == "json" else None
+    extra = f", line {line}" if line is not None else ""
     kind = type(exc) if type(exc).__module__ == "builtins" else ValueError
     if kind is OSError:  # a damaged file (a truncated .gz) is not an OS error
         kind = ValueError
@@ -879,9 +887,9 @@ def _check_json_head(inp, enc, fn):
     try:
         with pa.input_stream(inp.path, compression="detect") as raw, \
                 io.TextIOWrapper(raw, encoding="utf-8") as f:
-            line, row = "", -1
+            line, number = "", 0
             while not line.strip():
-                line, row = f.readline(), row + 1
+                line, number = f.readline(), number + 1
                 if not line:
                     return  # no rows
     except (OSError, UnicodeDecodeError, EOFError, pa.ArrowException) as exc:
@@ -893,9 +901,9 @@ def _check_json_head(inp, enc, fn):
     try:
         obj = json.loads(line)
     except ValueError as exc:
-        raise ValueError(f"{where}, row {row}: cannot read: not JSON ({exc})") from None
+        raise ValueError(f"{where}, line {number}: cannot read: not JSON ({exc})") from None
     if not isinstance(obj, dict):
-        raise ValueError(f"{where}, row {row}: cannot read: not a JSON object")
+        raise ValueError(f"{where}, line {number}: cannot read: not a JSON object")
     for name in enc.text:
         if name not in obj:
             raise KeyError(f"{where}: no text column {name!r}; the columns are "
@@ -905,26 +913,26 @@ def _check_json_head(inp, enc, fn):
                             f"{type(obj[name]).__name__}, not strings")
 
 
-def _first_bad_json_row(path, texts):
-    """The first line of a JSON lines file that is not an object or whose text is not a
-    string or null (None when every line reads): where pyarrow's error happened."""
+def _first_bad_json_line(path, texts):
+    """The first line (1-based) of a JSON lines file that is not an object or whose text
+    is not a string or null (None when every line reads): where pyarrow's error happened."""
     import io
 
     try:
         with pa.input_stream(path, compression="detect") as raw, \
                 io.TextIOWrapper(raw, encoding="utf-8") as f:
-            for row, line in enumerate(f):
+            for number, line in enumerate(f, 1):
                 if not line.strip():
                     continue
                 try:
                     obj = json.loads(line)
                 except ValueError:
-                    return row
+                    return number
                 if not isinstance(obj, dict):
-                    return row
+                    return number
                 for t in texts or ():
                     if not isinstance(obj.get(t), (str, type(None))):
-                        return row
+                        return number
     except (OSError, UnicodeDecodeError, EOFError, pa.ArrowException):
         return None
     return None
@@ -1382,8 +1390,9 @@ def _tokenize_file_once(pq, inp, enc, out_path, write_options, bar, fn, block,
             except (pa.ArrowInvalid, OSError) as exc:
                 if "straddling" in str(exc) and inp.kind == "json":
                     raise _BlockTooSmall() from None
-                row = _first_bad_json_row(inp.path, enc.text) if inp.kind == "json" else None
-                extra = f", row {row}" if row is not None else \
+                line = _first_bad_json_line(inp.path, enc.text) if inp.kind == "json" \
+                    else None
+                extra = f", line {line}" if line is not None else \
                     f" (after {totals['documents']} rows)"
                 # a damaged file (a truncated .gz, .zst, .bz2) is a ValueError
                 kind = type(exc) if isinstance(exc, (FileNotFoundError, PermissionError)) \
@@ -1396,10 +1405,10 @@ def _tokenize_file_once(pq, inp, enc, out_path, write_options, bar, fn, block,
             start, n = item[1], item[3]["documents"]
             try:
                 out, counts = enc.finish(item)
-            except ValueError as exc:
+            except (ValueError, TypeError) as exc:
                 _flight(-1)
-                raise ValueError(f"{where}, {exc}" if getattr(exc, "row", None) is not None
-                                 else f"{where}, rows {start}-{start + n - 1}: {exc}") from exc
+                raise type(exc)(f"{where}, {exc}" if getattr(exc, "row", None) is not None
+                                else f"{where}, rows {start}-{start + n - 1}: {exc}") from exc
             except BaseException:
                 _flight(-1)
                 raise
@@ -1692,9 +1701,11 @@ def tokenize(source, dest, tokenizer, *, text="text", out="tokens", columns=None
     processes : int, optional
         Worker processes, each tokenizing whole files with one tokenizer thread.  By
         default one process whose tokenizer uses every core (``encode_batch``'s own
-        threads, without the GIL) while reading and writing overlap in two threads: the
-        faster of the two on a 2-core machine, and the only one that parallelises a
-        single file (docs/tokenize.md, "Measured").
+        threads, without the GIL) while reading, converting and writing overlap in other
+        threads: the faster of the two on a 2-core machine, and the only one that
+        parallelises a single file (docs/tokenize.md, "Measured").  Workers are started
+        by "spawn": a script passing ``processes`` runs under
+        ``if __name__ == "__main__":``.
     progress : bool, optional
         A progress bar on stderr (files, documents, tokens, tokens/s, bytes); by default
         only when stderr is a terminal.
