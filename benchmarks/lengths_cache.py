@@ -24,15 +24,17 @@ docs/scale-out.md#remote-corpora):
 
     python benchmarks/lengths_cache.py [--sequences 1000000] [--files 4] [--repeat 5]
         [--footer-sequences 100000] [--s3] [--json benchmarks/results/lengths_cache.json]
-        [--docs docs/training.md]
+        [--docs docs/training.md] [--s3-docs docs/scale-out.md] [--footer-docs docs/tables.md]
     python benchmarks/lengths_cache.py --from-json benchmarks/results/lengths_cache.json \\
-        --docs docs/training.md
+        --docs docs/training.md --s3-docs docs/scale-out.md --footer-docs docs/tables.md
 
 The JSON holds the commit measured, the machine (CPU model, cores, load), every setting and
 every median with the load average around its part of the run; ``--docs`` rewrites the
 ``lengths-cache`` block of the Markdown file (the local table and the sentences computed from
-the JSON) between its markers (lodarrow/_bench/_docs.py); ``--from-json`` writes it again
-without measuring.
+the JSON) between its markers (lodarrow/_bench/_docs.py), ``--s3-docs`` the ``lengths-s3``
+block (the S3 bytes table, docs/scale-out.md) and ``--footer-docs`` the ``lengths-footer``
+block (what the footer's entry costs a reader, docs/tables.md); ``--from-json`` writes them
+again without measuring.
 """
 
 import argparse
@@ -280,6 +282,13 @@ def s3(args, work):
 
 FROM_JSON = ("python benchmarks/lengths_cache.py --from-json "
              "benchmarks/results/lengths_cache.json --docs docs/training.md")
+#: The blocks of docs/scale-out.md (the S3 bytes) and docs/tables.md (what the footer's entry
+#: costs a reader): their keys and the commands writing them again from the JSON.
+S3_BLOCK, FOOTER_BLOCK = "lengths-s3", "lengths-footer"
+S3_FROM_JSON = ("python benchmarks/lengths_cache.py --from-json "
+                "benchmarks/results/lengths_cache.json --s3-docs docs/scale-out.md")
+FOOTER_FROM_JSON = ("python benchmarks/lengths_cache.py --from-json "
+                    "benchmarks/results/lengths_cache.json --footer-docs docs/tables.md")
 
 
 def parse(argv):
@@ -292,6 +301,10 @@ def parse(argv):
     parser.add_argument("--footer-sequences", type=int, default=100_000)
     parser.add_argument("--json", help="write everything measured here")
     parser.add_argument("--docs", help="rewrite the lengths-cache block of this Markdown file")
+    parser.add_argument("--s3-docs", help="rewrite the lengths-s3 block (the S3 bytes) of this "
+                        "Markdown file (docs/scale-out.md)")
+    parser.add_argument("--footer-docs", help="rewrite the lengths-footer block (what the "
+                        "footer's entry costs) of this Markdown file (docs/tables.md)")
     parser.add_argument("--from-json", help="measure nothing: the Markdown from this JSON")
     args = parser.parse_args(argv)
     args.argv = list(argv)
@@ -307,7 +320,8 @@ def measure(args):
                                                           "duckdb", "polars")),
               "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "settings": {k: v for k, v in vars(args).items()
-                           if k not in ("argv", "json", "docs", "from_json")}}
+                           if k not in ("argv", "json", "docs", "s3_docs", "footer_docs",
+                                        "from_json")}}
     report["settings"].update(row_group=ROW_GROUP,
                               LODARROW_NUM_THREADS=os.environ.get("LODARROW_NUM_THREADS"))
     work = tempfile.mkdtemp(prefix="lodarrow-lengths-bench-")
@@ -377,6 +391,109 @@ def markdown(report):
     return "\n".join(lines) + "\n"
 
 
+def run_line(report):
+    """Which run: its command, commit, machine and when."""
+    return (f"Run: `{report['command']}`; {revision_line(report['revision'])}; "
+            f"{machine_line(report['machine'], [report['load_at_end']])}; "
+            f"{report['started']} to {report['finished']}.")
+
+
+S3_CALLS = (("sequence_lengths, cold", "`sequence_lengths`, cold"),
+            ("sequence_lengths, cached", "`sequence_lengths`, cached"),
+            ("sequence_lengths, from the footer (no cache)",
+             "`sequence_lengths` of the same rows written by `la.write_parquet` (lengths in "
+             "the footer), `cache_dir=False`"),
+            ("read_parquet(columns='ids')", "`read_parquet(..., \"ids\")`"))
+
+
+def s3_markdown(report):
+    """The ``lengths-s3`` block of docs/scale-out.md: the bytes a start fetches from S3."""
+    s3 = report.get("s3")
+    if not s3:
+        return (f"{run_line(report)}\n\nThis run had no S3 part: "
+                f"`python benchmarks/lengths_cache.py --s3` measures it.\n")
+    b = {r["what"]: r for r in s3["rows"]}
+    lines = [run_line(report), "",
+             f"One file of {s3['sequences']:,} sequences with a 64-float embedding column beside "
+             f"the tokens ({s3['file_bytes'] / 1e6:.2f} MB; column `ids` "
+             f"{s3['ids_bytes'] / 1e6:.2f} MB compressed, {s3['row_groups']} row groups), on a "
+             f"moto S3 server on 127.0.0.1; bytes counted by a `pyarrow.fs.PyFileSystem` "
+             f"wrapper around `S3FileSystem`:", "",
+             "| call | bytes fetched | reads | / `ids` compressed | / file |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for key, label in S3_CALLS:
+        r = b[key]
+        lines.append(f"| {label} | {r['bytes']:,} | {r['reads']} | "
+                     f"{r['bytes'] / s3['ids_bytes']:.3f} | {r['bytes'] / s3['file_bytes']:.3f} |")
+    cold, read = b["sequence_lengths, cold"], b["read_parquet(columns='ids')"]
+    lines += ["", f"A cold `sequence_lengths` fetched {cold['bytes'] - s3['ids_bytes']:,} bytes "
+                  f"({(cold['bytes'] / s3['ids_bytes'] - 1) * 100:.1f}%) over the column's "
+                  f"compressed size; `read_parquet` {read['bytes'] - cold['bytes']:,} bytes and "
+                  f"{read['reads'] - cold['reads']} read(s) more than the cold "
+                  f"`sequence_lengths`."]
+    return "\n".join(lines) + "\n"
+
+
+def footer_markdown(report):
+    """The ``lengths-footer`` block of docs/tables.md: what the ``lodarrow.lengths`` entry of
+    a footer costs a reader that ignores it, and saves a first start."""
+    f, lo, s3 = report["footer"], report["local"], report.get("s3")
+    per = f["entry_bytes"] / f["sequences"]
+    rows = {r["what"]: r for r in f["rows"]}
+    ms = lambda x: f"{x * 1e3:.2f} ms"  # noqa: E731
+    lines = [run_line(report), "",
+             f"One file of {f['sequences']:,} sequences of lognormal lengths "
+             f"({f['tokens'] / 1e6:.1f}M int32 tokens, {f['bytes'] / 1e6:.1f} MB, "
+             f"{f['row_groups']} row groups) written by `la.write_parquet` with and without the "
+             f"entry; medians of {f['repeat']} runs for writing and decoding, "
+             f"{f['opening_repeat']} for opening, {f['fast_repeat']} for the footer, the file "
+             f"with and without the entry in turn; 1-minute load average {f['load'][0]:.1f} "
+             f"before, {f['load'][1]:.1f} after.", "",
+             "| | without the entry | with it | with / without |",
+             "| --- | ---: | ---: | ---: |",
+             f"| footer | {f['footer_without']:,} bytes | {f['footer_with']:,} bytes (the entry "
+             f"{f['entry_bytes']:,}: {per:.2f} per sequence) | |"]
+    labels = {"write_parquet (records the lengths)":
+              "`la.write_parquet` of the file (the lengths counted, the footer rewritten)",
+              "pyarrow ParquetFile(f).metadata": "pyarrow `ParquetFile(f).metadata`",
+              "DuckDB select count(*)": "DuckDB `select count(*) from read_parquet(f)`",
+              "polars scan_parquet(f) row count": "polars `scan_parquet(f)` row count"}
+    for what, label in labels.items():
+        r = rows[what]
+        lines.append(f"| {label} | {ms(r['without'])} | {ms(r['with'])} | "
+                     f"{r['with'] / r['without']:.2f} |")
+    if s3:
+        b = {r["what"]: r for r in s3["rows"]}
+        a = b["pq.ParquetFile(f).metadata, no lengths in the footer"]
+        c = b["pq.ParquetFile(f).metadata, lengths in the footer"]
+        lines.append(f"| on S3 (moto; the S3 part's file of {s3['sequences']:,} sequences): "
+                     f"`ParquetFile(f).metadata` fetches | {a['bytes']:,} bytes, {a['reads']} "
+                     f"read(s) | {c['bytes']:,} bytes, {c['reads']} read(s) | |")
+    r = rows["first sequence_lengths (decoding / from the footer)"]
+    lines.append(f"| a first `sequence_lengths`: decoding the column / from the footer | "
+                 f"{ms(r['without'])} | {ms(r['with'])} | {r['with'] / r['without']:.3f} "
+                 f"({r['without'] / r['with']:.0f}x faster) |")
+    t = [x["seconds"] for x in lo["rows"]]
+    fits = (65536 - f["footer_without"]) / per
+    lines += ["",
+              f"- The entry takes {per:.2f} bytes a sequence, against the "
+              f"{f['bytes'] / f['sequences']:.0f} bytes a sequence of the whole file: a footer "
+              f"outgrows the 64 KiB most readers fetch first past about {fits:,.0f} sequences "
+              f"a file.",
+              f"- On the local corpus of {lo['sequences']:,} sequences ({lo['files']} files, the "
+              f"same run; docs/training.md#lengths-cache) a `sequence_lengths` start took "
+              f"{ms(t[4])} from the footers, {ms(t[5])} from an earlier release's sidecars, "
+              f"{ms(t[3])} from the lengths cache and {ms(t[0])} decoding."]
+    if s3:
+        n = b["sequence_lengths, from the footer (no cache)"]
+        lines.append(f"- On S3 a `sequence_lengths` from the footer with `cache_dir=False` "
+                     f"fetched {n['bytes']:,} bytes in {n['reads']} reads, "
+                     f"{n['bytes'] - c['bytes']:,} bytes and {n['reads'] - c['reads']} read(s) "
+                     f"more than opening the file (the data check; with a cache, the first "
+                     f"start only).")
+    return "\n".join(lines) + "\n"
+
+
 def full_markdown(report):
     """The block, then the footer's and S3's tables (printed, not published)."""
     lines = [markdown(report)]
@@ -413,6 +530,10 @@ def main(argv=None):
     print(full_markdown(report))
     if args.docs:
         write_block(args.docs, "lengths-cache", FROM_JSON, markdown(report))
+    if args.s3_docs:
+        write_block(args.s3_docs, S3_BLOCK, S3_FROM_JSON, s3_markdown(report))
+    if args.footer_docs:
+        write_block(args.footer_docs, FOOTER_BLOCK, FOOTER_FROM_JSON, footer_markdown(report))
     return report
 
 

@@ -2,7 +2,8 @@
 # Every published loader figure of docs/training.md and benchmarks/README.md, measured again:
 # benchmarks/loaders.py, mixing.py, data_cache.py and lengths_cache.py at the published sizes,
 # one after the other, each writing its JSON under benchmarks/results/ and its blocks of the
-# documents (the text between their markers; the prose around them is kept).
+# documents (the text between their markers; the prose around them is kept); lengths_cache.py
+# also writes its blocks of docs/scale-out.md and docs/tables.md.
 #
 #     flock /tmp/bench.lock benchmarks/loader_figures.sh
 #
@@ -54,4 +55,5 @@ done
 "$PYTHON" benchmarks/data_cache.py --sequences 100000 --files 4 --repeat 7 \
     --json benchmarks/results/data_cache.json --docs docs/training.md >/dev/null
 "$PYTHON" benchmarks/lengths_cache.py --sequences 1000000 --files 4 --repeat 5 --s3 \
-    --json benchmarks/results/lengths_cache.json --docs docs/training.md >/dev/null
+    --json benchmarks/results/lengths_cache.json --docs docs/training.md \
+    --s3-docs docs/scale-out.md --footer-docs docs/tables.md >/dev/null

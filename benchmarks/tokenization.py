@@ -51,6 +51,16 @@ with their ``.csv.gz`` offsets and ids (its eos id after each document); the row
 ``verified`` field in the JSON says what was compared.  The previous run's output is
 removed before each run, outside the timing.
 
+``--memory 10,20`` measures only the peak memory of ``la.tokenize`` on JSON lines files of
+about 10 and 20 MB of the same generated documents (each in a fresh process: the peak RSS,
+``VmHWM``, before and after ``la.tokenize``), into a JSON of its own
+(benchmarks/results/tokenize_memory.json) and, with ``--docs``, the ``tokenize-memory`` block
+of docs/tokenize.md (lodarrow/_bench/_docs.py's markers); ``--from-json`` of that JSON writes
+that block again.
+
+    flock /tmp/bench.lock python benchmarks/tokenization.py --memory 10,20 \\
+        --json benchmarks/results/tokenize_memory.json --docs docs/tokenize.md
+
 Writes ``--json`` (the commit, versions, CPU, load, settings and every sample) and, with
 ``--docs``, the section between ``<!-- tokenize-bench:begin -->`` and
 ``<!-- tokenize-bench:end -->`` of that Markdown file, generated from the JSON
@@ -752,6 +762,142 @@ def generated(path):
     return text[a:text.index(END)].strip("\n") + "\n"
 
 
+
+# -- peak memory (``--memory``) ------------------------------------------------------------
+
+#: The key of the peak-memory block of docs/tokenize.md, and how it is written again.
+MEMORY_BLOCK = "tokenize-memory"
+MEMORY_FROM_JSON = ("python benchmarks/tokenization.py --from-json "
+                    "benchmarks/results/tokenize_memory.json --docs docs/tokenize.md")
+MEMORY_MEASURE = ("python benchmarks/tokenization.py --memory 10,20 --json "
+                  "benchmarks/results/tokenize_memory.json --docs docs/tokenize.md")
+
+#: Run in a fresh interpreter per file: load the tokenizer, note the peak RSS so far (Python,
+#: pyarrow, lodarrow and the tokenizer loaded), ``la.tokenize`` the file, note the peak again.
+_CHILD = """
+import json, resource, sys, time
+
+def hwm():
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+import pyarrow, tokenizers
+import lodarrow as la
+tok = tokenizers.Tokenizer.from_file(sys.argv[3])
+base = hwm()
+t0 = time.perf_counter()
+la.tokenize(sys.argv[1], sys.argv[2], tok, progress=False)
+seconds = time.perf_counter() - t0
+print(json.dumps({"baseline": base, "peak": hwm(), "seconds": seconds}))
+"""
+
+
+def jsonl_files(root, sizes, seed=0):
+    """JSON lines files of about ``sizes`` bytes each (``{"text": ...}`` a line), prefixes of
+    one stream of make_corpus's documents: ``[(path, bytes, documents), ...]``."""
+    texts, out = [], []
+    while True:
+        lines = [json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts]
+        total = sum(len(x.encode()) for x in lines)
+        if total >= max(sizes):
+            break
+        more = max(1000, int((max(sizes) - total) / (total / len(texts) if texts else 1500)) + 100)
+        texts += make_corpus(os.path.join(root, f"gen-{len(texts)}"), more, 1,
+                             seed=seed + len(texts))
+    for size in sizes:
+        path, n, done = os.path.join(root, f"corpus-{size}.jsonl"), 0, 0
+        with open(path, "w", encoding="utf-8") as fh:
+            for line in lines:
+                if done >= size:
+                    break
+                fh.write(line)
+                done += len(line.encode())
+                n += 1
+        out.append((path, os.path.getsize(path), n))
+    return out, texts
+
+
+def measure_memory(args):
+    """``la.tokenize``'s peak RSS on JSON lines files of the ``--memory`` sizes (MB), each in
+    a fresh process, with the peak before it ran (the interpreter with its imports)."""
+    import lodarrow as la
+    from lodarrow._bench._docs import machine as docs_machine, revision
+
+    sizes = [int(float(x) * 1e6) for x in args.memory.split(",") if x.strip()]
+    env = "".join(f"{n}={shlex.quote(os.environ[n])} " for n in ("LODARROW_NUM_THREADS",)
+                  if n in os.environ)
+    report = {"kind": "tokenize-memory",
+              "command": env + "python benchmarks/tokenization.py " + shlex.join(args.argv),
+              "revision": revision(),
+              "machine": docs_machine(("numpy", "pyarrow", "lodarrow", "tokenizers")),
+              "started": _now(),
+              "settings": {"sizes": sizes, "vocab": args.vocab, "tokenizer": "byte-level BPE",
+                           "LODARROW_NUM_THREADS": os.environ.get("LODARROW_NUM_THREADS")},
+              "rows": []}
+    work = tempfile.mkdtemp(prefix="lodarrow-tok-mem-", dir=args.work_dir)
+    try:
+        files, texts = jsonl_files(work, sizes)
+        tok_path = os.path.join(work, "tokenizer.json")
+        train_tokenizer(texts, args.vocab, tok_path)
+        pypath = os.pathsep.join([str(ROOT)] + [p for p in os.environ.get(
+            "PYTHONPATH", "").split(os.pathsep) if p])
+        for path, nbytes, docs in files:
+            out = os.path.join(work, "out-" + os.path.basename(path))
+            load = os.getloadavg()[0]
+            proc = subprocess.run([sys.executable, "-c", _CHILD, path, out, tok_path],
+                                  capture_output=True, text=True, cwd=work,
+                                  env=dict(os.environ, PYTHONPATH=pypath))
+            if proc.returncode:
+                raise RuntimeError(f"the memory run of {path} failed:\n{proc.stderr[-3000:]}")
+            got = json.loads(proc.stdout.strip().splitlines()[-1])
+            tokens = int(la.sequence_lengths(out, "tokens", cache_dir=False).sum())
+            report["rows"].append(dict(got, bytes=nbytes, documents=docs, tokens=tokens,
+                                       load=[load, os.getloadavg()[0]]))
+            shutil.rmtree(out, ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report["finished"] = _now()
+    report["load_at_end"] = os.getloadavg()[0]
+    return report
+
+
+def memory_markdown(report):
+    """The ``tokenize-memory`` block: the run, one row a file, the growth between them."""
+    from lodarrow._bench._docs import machine_line, revision_line
+
+    mb = lambda b: f"{b / 1e6:,.0f} MB" if b >= 1e8 else f"{b / 1e6:,.1f} MB"  # noqa: E731
+    rows = report["rows"]
+    lines = [f"Command: `{report['command']}`", "",
+             f"{revision_line(report['revision'])}; "
+             f"{machine_line(report['machine'], [report['load_at_end']])}; "
+             f"{report['started']} to {report['finished']}.", "",
+             f"Each file tokenized by `la.tokenize` (its defaults) in a fresh process, with a "
+             f"{report['settings']['tokenizer']} of {report['settings']['vocab']:,} ids trained "
+             f"here; peak RSS from the process's `VmHWM`, before `la.tokenize` (Python with "
+             f"pyarrow, lodarrow and the tokenizer loaded) and at its end:", "",
+             "| JSON lines file | documents | tokens | tokens a byte | peak RSS before | "
+             "peak RSS at the end | seconds |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        lines.append(f"| {mb(r['bytes'])} | {r['documents']:,} | {r['tokens']:,} | "
+                     f"{r['tokens'] / r['bytes']:.2f} | {mb(r['baseline'])} | {mb(r['peak'])} | "
+                     f"{r['seconds']:.1f} |")
+    if len(rows) >= 2:
+        a, b = rows[0], rows[-1]
+        lines += ["", f"From the {mb(a['bytes'])} file to the {mb(b['bytes'])} one "
+                      f"({b['bytes'] / a['bytes']:.1f}x the bytes) the peak grew by "
+                      f"{mb(b['peak'] - a['peak'])} ({(b['peak'] / a['peak'] - 1) * 100:.0f}%); "
+                      f"`la.tokenize` added {mb(a['peak'] - a['baseline'])} and "
+                      f"{mb(b['peak'] - b['baseline'])} to the peak of the process before it."]
+    return "\n".join(lines) + "\n"
+
+
 def parse(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -774,6 +920,10 @@ def parse(argv):
     p.add_argument("--markdown", help="write the generated tables here")
     p.add_argument("--docs", help="replace the generated section of this Markdown file")
     p.add_argument("--from-json", help="measure nothing: the tables from this JSON")
+    p.add_argument("--memory", default=None, metavar="MB,MB",
+                   help="measure only la.tokenize's peak RSS, on JSON lines files of these "
+                        "sizes (MB), each in a fresh process: its own JSON, and the "
+                        "tokenize-memory block of --docs")
     args = p.parse_args(argv)
     args.argv = list(argv)
     if args.repeat < 1:
@@ -786,9 +936,19 @@ def main(argv=None):
     if args.from_json:
         report = json.loads(Path(args.from_json).read_text())
     else:
-        report = measure(args)
+        report = measure_memory(args) if args.memory else measure(args)
         if args.json:
             Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    if report.get("kind") == "tokenize-memory":  # --memory's JSON: its own block
+        from lodarrow._bench._docs import write_block
+
+        table = memory_markdown(report)
+        print(table)
+        if args.markdown:
+            Path(args.markdown).write_text(table)
+        if args.docs:
+            write_block(args.docs, MEMORY_BLOCK, MEMORY_FROM_JSON, table)
+        return report
     table = markdown(report)
     print(table)
     if args.markdown:

@@ -131,8 +131,9 @@ def test_the_datasets_block_shows_only_each_runs_own_peak_rss():
     assert _datasets._peak_rss().get("peak_rss_kind") in (None, "VmHWM")
 
 
-#: benchmarks/README.md's blocks written by the loader benchmarks (loaders.py, mixing.py).
-LOADER_README_BLOCKS = {"loaders-run", "mixing-run"}
+#: Blocks of benchmarks/README.md that other benchmarks write (their own tests check them):
+#: the loaders' (tests/test_bench_loader_figures.py) and resume.py's (test_bench_resume.py).
+LOADER_README_BLOCKS = {"loaders-run", "mixing-run", "resume"}
 
 
 def test_the_readme_blocks_are_the_operator_json_rendered():

@@ -24,6 +24,8 @@ from lodarrow._bench import _docs
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "training.md"
 README = ROOT / "benchmarks" / "README.md"
+SCALE_OUT = ROOT / "docs" / "scale-out.md"
+TABLES = ROOT / "docs" / "tables.md"
 RESULTS = ROOT / "benchmarks" / "results"
 RUN_ALL = "benchmarks/loader_figures.sh"
 
@@ -36,7 +38,9 @@ BLOCKS = {"loaders": (DOC, "loaders", "loaders.json", "docs_markdown"),
           "mixing": (DOC, "mixing", "mixing.json", "docs_markdown"),
           "mixing-run": (README, "mixing", "mixing.json", "markdown"),
           "data-cache": (DOC, "data_cache", "data_cache.json", "markdown"),
-          "lengths-cache": (DOC, "lengths_cache", "lengths_cache.json", "markdown")}
+          "lengths-cache": (DOC, "lengths_cache", "lengths_cache.json", "markdown"),
+          "lengths-s3": (SCALE_OUT, "lengths_cache", "lengths_cache.json", "s3_markdown"),
+          "lengths-footer": (TABLES, "lengths_cache", "lengths_cache.json", "footer_markdown")}
 
 
 def _script(name):
@@ -168,7 +172,8 @@ def test_the_lengths_cache_benchmark_at_a_tiny_size(tmp_path):
     js, doc = tmp_path / "lc.json", _tiny_doc(tmp_path)
     _run("lengths_cache", ["--sequences", "4000", "--files", "2", "--repeat", "1",
                            "--footer-sequences", "2000", "--s3", "--s3-sequences", "2000",
-                           "--json", js, "--docs", doc])
+                           "--json", js, "--docs", doc, "--s3-docs", tmp_path / "s3.md",
+                           "--footer-docs", tmp_path / "tables.md"])
     report = json.loads(js.read_text())
     _check_report(report)
     assert len(report["local"]["rows"]) == 9 and report["local"]["sequences"] == 4000
@@ -176,3 +181,27 @@ def test_the_lengths_cache_benchmark_at_a_tiny_size(tmp_path):
     assert report["footer"]["entry_bytes"] > 0 and report["s3"]["rows"]
     assert all(len(report[part]["load"]) == 2 for part in ("local", "footer", "s3"))
     _regenerates(bench, js, doc, "lengths-cache")
+    # the S3 table (docs/scale-out.md) and the footer's costs (docs/tables.md), same JSON
+    for name, key, render, flag in (("s3.md", "lengths-s3", bench.s3_markdown, "--s3-docs"),
+                                    ("tables.md", "lengths-footer", bench.footer_markdown,
+                                     "--footer-docs")):
+        path = tmp_path / name
+        text = path.read_text()
+        assert _docs.body_of(text, key) == render(report)
+        assert "| `sequence_lengths`, cached |" in text or key != "lengths-s3"
+        path.write_text("# Kept\n\n" + text)
+        bench.main(["--from-json", str(js), flag, str(path)])
+        assert path.read_text() == "# Kept\n\n" + text
+
+
+def test_the_lengths_passages_elsewhere_type_no_figure():
+    """docs/scale-out.md's S3 bytes and docs/tables.md's costs of the footer's entry are
+    lengths_cache.py's blocks: the paragraph introducing each carries no figure, and the
+    tables typed from a run are gone."""
+    for doc, key, typed in ((SCALE_OUT, "lengths-s3", "| `sequence_lengths`, cold | 17,"),
+                            (TABLES, "lengths-footer", "| footer | 869 bytes |")):
+        text = doc.read_text()
+        start, _ = _docs.find_block(text, key)
+        intro = text[text.rindex("\n\n", 0, start - 2) + 2:start]
+        assert intro.strip() and not re.search(FIGURE, _prose(intro)), intro
+        assert typed not in text

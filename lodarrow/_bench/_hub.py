@@ -224,11 +224,13 @@ def run(cases, options, bandwidth, measure, add_ratios, progress=None):
                          "status": "skipped",
                          "note": f"{case.library} is not installed ({type(exc).__name__})"})
             continue
+        version = getattr(importlib.import_module(case.library), "__version__", None)
         if case.workload not in workloads:
             workloads[case.workload] = _Workload(case.workload, n_seq, options.seed + SEED)
         w = workloads[case.workload]
         base = {"op": case.op, "variant": None, "title": case.title, "workload": w.label,
-                "workload_name": case.workload, "rows": w.rows, "bytes": None}
+                "workload_name": case.workload, "rows": w.rows, "bytes": None,
+                "versions": {case.library: version}}
         if progress is not None:
             progress(case.title)
         group = []

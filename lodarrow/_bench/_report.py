@@ -264,12 +264,83 @@ def write_readme(report, path):
             _docs.write_block(path, key, REGENERATE, render(report))
 
 
+#: The block of docs/interop.md ("Benchmarks") that a run of the conversion hub
+#: (``bench --ops hub``) writes: :func:`write_markdown` rewrites only it where the file has it.
+HUB_BLOCK = "bench-hub"
+
+#: What each hub case converts, as the table names it.
+HUB_TITLES = {"hub_torch_varlen": "varlen (values + int32 `cu_seqlens`)",
+              "hub_torch_jagged": "jagged nested tensor",
+              "hub_torch_padded": "padded + lengths + mask",
+              "hub_torch_table": "table column -> varlen",
+              "hub_jax_segments": "JAX segments (values + ids + sizes)",
+              "hub_tf_ragged": "`tf.RaggedTensor`",
+              "hub_awkward": "Awkward Array",
+              "hub_from_awkward": "from Awkward"}
+
+
+def hub_markdown(report):
+    """The ``bench-hub`` block: the run (command, commit, machine, libraries' versions, load)
+    and one line a conversion, lodarrow's best time beside each peer's, from ``report``'s
+    hub rows (``op`` starting with ``hub_``)."""
+    m = report["machine"]
+    rows = [r for r in report["rows"] if str(r.get("op", "")).startswith("hub_")]
+    versions = {}
+    for r in rows:
+        versions.update({k: v for k, v in (r.get("versions") or {}).items() if v})
+    mem = f", {m['memory_bytes'] / 2**30:.0f} GiB" if m.get("memory_bytes") else ""
+    out = [f"Command: `{report.get('command', '?')}`", ""]
+    if "revision" in report:
+        out.append(f"{_docs.revision_line(report['revision'])}.")
+    libs = {k: v for k, v in m["versions"].items() if v and k != "python"}
+    libs.update(versions)
+    line = (f"{m['cpu']}, {m['cores']} usable cores{mem} ({m['platform']}); Python "
+            f"{m['versions'].get('python')}"
+            + "".join(f", {k} {v}" for k, v in sorted(libs.items())))
+    load0, load1 = m.get("load_average"), m.get("load_average_end")
+    if load0:
+        line += f"; load average (1 min) {load0[0]:.1f} at the start"
+        line += f", {load1[0]:.1f} at the end" if load1 else ""
+    if report.get("wall_s"):
+        line += f"; the run took {report['wall_s'] / 60:.1f} minutes"
+    out += [line + ".", "", "Workloads: " + "; ".join(sorted({r["workload"] for r in rows
+                                                              if r.get("rows")})) + ".", "",
+            "| conversion | workload | lodarrow (best) | the usual way (best) | how | "
+            "lodarrow / fastest peer |", "|---|---|---:|---:|---|---:|"]
+    cases = {}
+    for r in rows:
+        cases.setdefault(r["op"], []).append(r)
+    for op, group in cases.items():
+        mine = next((r for r in group if r["library"] == "lodarrow"), None)
+        peers = [r for r in group if r["library"] != "lodarrow"]
+        title = HUB_TITLES.get(op, f"`{op}`")
+        if mine is None or mine["status"] == "skipped":
+            note = (mine or {}).get("note", "not run")
+            out.append(f"| {title} | {group[0]['workload_name']} | not run: {note} | | | |")
+            continue
+        ok = mine["status"] == "ok"
+        peer_t = " / ".join(format_time(r["best_s"]) if r["status"] == "ok" else r["status"]
+                            for r in peers) or "-"
+        how = " / ".join(f"`{r.get('how', '')}`" for r in peers) or "-"
+        ratio = mine.get("ratio_to_best_peer")
+        fastest = next((r for r in peers if r.get("best_peer")), None)
+        rcell = "-" if not ok or ratio is None else (
+            f"{ratio:.2g}" + (f" (vs {fastest['library']})" if len(peers) > 1 and fastest
+                             else ""))
+        out.append("| " + " | ".join(str(c).replace("|", "\\|") for c in (
+            title, mine["workload_name"], format_time(mine["best_s"]) if ok else mine["status"],
+            peer_t, how, rcell)) + " |")
+    return "\n".join(out) + "\n"
+
+
 def write_markdown(report, path, plot=None, readme=None):
     """Write the results into the Markdown file ``path``; ``plot`` (a PNG path) is linked
     relative to ``path``.  The blocks of :data:`README_BLOCKS` are rewritten too, in
     ``readme`` (default: :func:`readme_beside` ``path``, ``benchmarks/README.md`` for
     ``docs/performance.md``) where that file has them.
 
+    Where the file has the ``bench-hub`` block (docs/interop.md), only that block is
+    rewritten, as :func:`hub_markdown`, and no README.
     Where the file has the ``bench`` block, only that block is rewritten: every other part
     (the title, prose, the blocks other benchmarks write) is kept as it is.  A file without
     it is written as :func:`to_markdown`, followed by the ``## `` sections it had that this
@@ -285,6 +356,10 @@ def write_markdown(report, path, plot=None, readme=None):
             text = fh.read()
     except OSError:
         pass
+    if text is not None and _docs.find_block(text, HUB_BLOCK) is not None:
+        # docs/interop.md: the conversion hub's table only (no README block)
+        _docs.write_block(path, HUB_BLOCK, REGENERATE, hub_markdown(report))
+        return
     if text is not None and _docs.find_block(text, "bench") is not None:
         body = _docs.body_of(to_markdown(report, plot), "bench")
         _docs.write_block(path, "bench", REGENERATE, body)
