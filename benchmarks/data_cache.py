@@ -17,7 +17,6 @@ measuring.
 """
 
 import argparse
-import json
 import logging
 import os
 import shlex
@@ -26,7 +25,6 @@ import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -34,7 +32,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 import lodarrow as la
-from lodarrow._bench._docs import machine, machine_line, revision, revision_line, write_block
+from lodarrow._bench._docs import (machine, machine_line, report_of, revision, revision_line,
+                                   write_block)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -212,12 +211,7 @@ def markdown(report):
 
 def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
-    if args.from_json:
-        report = json.loads(Path(args.from_json).read_text())
-    else:
-        report = measure(args)
-        if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    report = report_of(args, measure)
     text = markdown(report)
     print(text)
     if args.docs:

@@ -38,14 +38,12 @@ again without measuring.
 """
 
 import argparse
-import json
 import os
 import shlex
 import shutil
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -54,7 +52,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 import lodarrow as la
-from lodarrow._bench._docs import machine, machine_line, revision, revision_line, write_block
+from lodarrow._bench._docs import (machine, machine_line, report_of, revision, revision_line,
+                                   write_block)
 
 ROW_GROUP = 65536
 
@@ -521,12 +520,7 @@ def full_markdown(report):
 
 def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
-    if args.from_json:
-        report = json.loads(Path(args.from_json).read_text())
-    else:
-        report = measure(args)
-        if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    report = report_of(args, measure)
     print(full_markdown(report))
     if args.docs:
         write_block(args.docs, "lengths-cache", FROM_JSON, markdown(report))

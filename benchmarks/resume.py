@@ -23,13 +23,13 @@ import os
 import shlex
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 import lodarrow as la
-from lodarrow._bench._docs import machine, machine_line, revision, revision_line, write_block
+from lodarrow._bench._docs import (machine, machine_line, report_of, revision, revision_line,
+                                   write_block)
 
 BLOCK = "resume"
 FROM_JSON = ("python benchmarks/resume.py --from-json benchmarks/results/resume.json "
@@ -145,12 +145,7 @@ def markdown(report):
 
 def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
-    if args.from_json:
-        report = json.loads(Path(args.from_json).read_text())
-    else:
-        report = measure(args)
-        if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    report = report_of(args, measure)
     print(markdown(report))
     if args.docs:
         write_block(args.docs, BLOCK, FROM_JSON, markdown(report))

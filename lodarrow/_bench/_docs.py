@@ -17,7 +17,7 @@ import os
 import subprocess
 
 __all__ = ["begin_marker", "block", "body_of", "cpu_model", "end_marker", "find_block", "machine",
-           "changes_words", "machine_line", "pending", "revision", "revision_line",
+           "changes_words", "machine_line", "pending", "report_of", "revision", "revision_line",
            "write_block"]
 
 
@@ -72,6 +72,21 @@ def write_block(path, key, command, body):
         text = (text.rstrip("\n") + "\n\n" if text else "") + new
     with open(path, "w") as fh:
         fh.write(text)
+
+
+def report_of(args, measure):
+    """A benchmark's report: read from ``args.from_json`` (nothing measured), or
+    ``measure(args)`` written to ``args.json`` when given."""
+    import json
+
+    if args.from_json:
+        with open(args.from_json) as fh:
+            return json.load(fh)
+    report = measure(args)
+    if args.json:
+        with open(args.json, "w") as fh:
+            fh.write(json.dumps(report, indent=1) + "\n")
+    return report
 
 
 def pending(command):
