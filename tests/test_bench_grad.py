@@ -133,6 +133,9 @@ def test_the_bandwidth_table_renders_from_the_json_and_old_runs_without_it(tmp_p
         assert r["forward_bytes"] == bench.model_bytes(r["bytes_model"]["forward"],
                                                        r["bytes_model"]["sizes"])
         assert len(r["samples_s"]["copy"]) == 1
+        # the write floor: the gradients' shapes allocated and written, in the same rounds
+        assert r["write_floor_s"] > 0 and len(r["samples_s"]["write_floor"]) == 1
+        assert r["backward_over_floor"] == pytest.approx(r["backward_s"] / r["write_floor_s"])
     pool = next(r for r in rows if (r["op"], r["workload"]) == ("pool_sum", "D1"))
     wl = report["workloads"]["D1"]
     assert pool["forward_bytes"] == 4 * (wl["rows"] + wl["sequences"]) + 8 * (wl["sequences"] + 1)
@@ -145,7 +148,14 @@ def test_the_bandwidth_table_renders_from_the_json_and_old_runs_without_it(tmp_p
     r["backward_share"] = r["share_ratio"] * 0 + 0.5 * r["forward_share"]
     r["share_ratio"] = 0.5
     said = bench.bandwidth_statement(slow["bandwidth"])
+    assert (f"{bench.OP_TITLES[r['op']]} {r['workload']} (0.50x; "
+            f"{r['backward_over_floor']:.2f}x the time of writing its gradients)") in said
+    # a run from before the write floor: its column and words left out, no KeyError
+    for b in slow["bandwidth"]:
+        del b["write_floor_s"], b["backward_over_floor"]
+    said = bench.bandwidth_statement(slow["bandwidth"])
     assert f"{bench.OP_TITLES[r['op']]} {r['workload']} (0.50x)" in said
+    assert "| 0.50x | — |" in "\n".join(bench.bandwidth_markdown(slow))
     assert f"of {len(rows)} rows" in said
     # a JSON from before the bandwidth rows: the same tables, without the second one
     old = {k: v for k, v in report.items() if k != "bandwidth"}
