@@ -1256,7 +1256,7 @@ def bandwidth_case(args, case, ref):
     return dict(row, ok=True, forward_s=med["forward"], backward_s=med["backward"],
                 copy_s=med["copy"], copy_bytes=2 * src.nbytes, copy_gbs=copy_gbs,
                 fresh_copy_s=med["fresh_copy"], fresh_copy_gbs=fresh_gbs,
-                write_floor_s=med["write_floor"],
+                write_floor_s=med["write_floor"], gradients_bytes=sum(g.nbytes for g in grads),
                 backward_over_floor=med["backward"] / med["write_floor"],
                 forward_gbs=fgbs, backward_gbs=bgbs, forward_share=fgbs / copy_gbs,
                 backward_share=bgbs / copy_gbs, share_ratio=bgbs / fgbs,
@@ -1516,10 +1516,19 @@ BW_READING = (
     "writes is first read for ownership, which the model does not count; so a backward that "
     "writes much more than its forward (sequence_pool's sum, average and sqrt: the forward "
     "reads every row and writes one per sequence, the backward the reverse) falls below the "
-    "forward's share by that cost.  sequence_conv's backward runs two matrix products to the "
+    "forward's share by that cost.  The last column measures that floor: allocating the "
+    "gradients and writing them once, nothing read, is as fast as any backward returning new "
+    "arrays can be; a ratio near 1 there says the kernel is at it.  sequence_conv's backward runs two matrix products to the "
     "forward's one: arithmetic, not bandwidth, bounds both.  First / last pooling's forward "
     "moves one row per sequence, which the model counts in bytes, not in the cache lines "
     "they sit in: its share is low and its ratio high for that reason.")
+
+
+def write_heavy(r):
+    """Whether the row's backward mostly writes (its gradients are at least half the bytes it
+    must move): the rows whose floor is writing their gradients (not, e.g., a reduction)."""
+    return ("backward_over_floor" in r and "gradients_bytes" in r
+            and 2 * r["gradients_bytes"] >= r["backward_bytes"])
 
 
 def bandwidth_statement(rows):
@@ -1534,7 +1543,7 @@ def bandwidth_statement(rows):
         text += "; below on: " + ", ".join(
             f"{OP_TITLES[r['op']]} {r['workload']} ({r['share_ratio']:.2f}x"
             + (f"; {r['backward_over_floor']:.2f}x the time of writing its gradients"
-               if "backward_over_floor" in r else "") + ")" for r in below)
+               if write_heavy(r) else "") + ")" for r in below)
     if failed:
         text += "; not measured: " + ", ".join(
             f"{OP_TITLES[r['op']]} {r['workload']}" for r in failed)
@@ -1561,7 +1570,8 @@ def bandwidth_markdown(report):
               f"the last column: the backward's median over that of `np.empty(...).fill(...)` "
               f"of its gradients' shapes, in the same rounds (the least a backward returning "
               f"new arrays can take: fresh pages zeroed by the OS, then each byte written "
-              f"once, nothing read).  "
+              f"once, nothing read), given where the gradients are at least half the bytes "
+              f"the backward must move (elsewhere, e.g. a reduction, it is no floor).  "
               + bandwidth_statement(rows) + "  " + BW_READING), "",
              ("| operator | workload | copy MB | forward ms | backward ms | copy GB/s "
               "| fresh copy GB/s | forward GB/s | backward GB/s | forward share "
@@ -1580,8 +1590,7 @@ def bandwidth_markdown(report):
                      + f" | {r['forward_gbs']:.1f} | {r['backward_gbs']:.1f} | "
                      f"{r['forward_share']:.2f} | {r['backward_share']:.2f} | "
                      f"{r['share_ratio']:.2f}x | "
-                     + (f"{r['backward_over_floor']:.2f}x" if "backward_over_floor" in r
-                        else "—") + " |")
+                     + (f"{r['backward_over_floor']:.2f}x" if write_heavy(r) else "—") + " |")
     lines += ["", "<details><summary>The bytes each kernel must move (the model)</summary>", "",
               ("N rows, B sequences, D features, L the longest sequence (the padded width), M "
                "rows sequence_slice keeps, F conv filters, C the context (3); e the value size "

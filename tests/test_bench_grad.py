@@ -137,6 +137,10 @@ def test_the_bandwidth_table_renders_from_the_json_and_old_runs_without_it(tmp_p
         assert r["write_floor_s"] > 0 and len(r["samples_s"]["write_floor"]) == 1
         assert r["backward_over_floor"] == pytest.approx(r["backward_s"] / r["write_floor_s"])
     pool = next(r for r in rows if (r["op"], r["workload"]) == ("pool_sum", "D1"))
+    conv = next(r for r in rows if r["op"] == "conv")
+    # the write floor is quoted where the backward mostly writes: pooling's, not conv's
+    assert bench.write_heavy(pool) and not bench.write_heavy(conv)
+    assert pool["gradients_bytes"] == 4 * report["workloads"]["D1"]["rows"]
     wl = report["workloads"]["D1"]
     assert pool["forward_bytes"] == 4 * (wl["rows"] + wl["sequences"]) + 8 * (wl["sequences"] + 1)
     text = bench.markdown(report)
