@@ -16,11 +16,14 @@ docs/scale-out.md#remote-corpora):
   ``la.write_parquet`` with and without ``record_lengths``): its size, the time to open the
   file for a reader that ignores the entry (pyarrow's ``ParquetFile(...).metadata``, DuckDB's
   and polars' row count, which read the footer only), the time ``write_parquet`` spends
-  recording, and a first ``sequence_lengths`` from the footer against decoding the column;
+  recording, a first ``sequence_lengths`` from the footer against decoding the column, and
+  what lodarrow's checks of the entry cost: reading and checking the footer (a ``stat``, the
+  footer's read, its SHA-256 and the entry's) and the data check (one ranged read of the
+  first data page's header and ``DATA_BYTES`` after it, their SHA-256);
 - on a moto S3 server started on 127.0.0.1 (``--s3``), the bytes a cold and a cached
   ``sequence_lengths`` and a one-column ``read_parquet`` fetch, against the column's
-  compressed size and the file's size, and what opening the file costs with the lengths in
-  its footer and without.
+  compressed size and the file's size, what opening the file costs with the lengths in
+  its footer and without, and the time of the same two checks there.
 
     python benchmarks/lengths_cache.py [--sequences 1000000] [--files 4] [--repeat 5]
         [--footer-sequences 100000] [--s3] [--json benchmarks/results/lengths_cache.json]
@@ -54,6 +57,7 @@ import pyarrow.parquet as pq
 import lodarrow as la
 from lodarrow._bench._docs import (machine, machine_line, report_of, revision, revision_line,
                                    write_block)
+from lodarrow._tables._lengths_store import DATA_BYTES, _bound_to_data, fingerprint
 
 ROW_GROUP = 65536
 
@@ -209,11 +213,27 @@ def footer(args, work):
     recorded = median_time(lambda: la.sequence_lengths(paths[True], "ids", cache_dir=False),
                            fast)
     rows.append(("first sequence_lengths (decoding / from the footer)", decode, recorded))
-    return {"sequences": n, "tokens": int(lengths.sum()), "row_groups": meta[True].num_row_groups,
+    timed = checks(paths[False], paths[True], None, many)
+    return {"checks": timed, "sequences": n, "tokens": int(lengths.sum()),
+            "row_groups": meta[True].num_row_groups,
             "bytes": os.path.getsize(paths[False]), "footer_without": meta[False].serialized_size,
             "footer_with": meta[True].serialized_size, "entry_bytes": entry,
             "repeat": args.repeat, "fast_repeat": fast, "opening_repeat": many,
             "rows": [{"what": w, "without": a, "with": b} for w, a, b in rows]}
+
+
+def checks(without, with_, filesystem, repeat):
+    """The median seconds of lodarrow's checks of the footer's entry, run in turn ``repeat``
+    times: reading and checking the footer (:func:`fingerprint`: the listing, the footer's
+    read and SHA-256, and for ``with_`` the entry's SHA-256) of the file without the entry and
+    of the one with it, and the data check (:func:`_bound_to_data`: one ranged read of the
+    column's first data page header and ``DATA_BYTES`` after it, their SHA-256)."""
+    fp, _ = fingerprint(with_, filesystem)
+    assert fp.recorded is not None and _bound_to_data(fp, fp.recorded, "ids")
+    t = interleaved({"footer_without": lambda: fingerprint(without, filesystem),
+                     "footer_with": lambda: fingerprint(with_, filesystem),
+                     "data": lambda: _bound_to_data(fp, fp.recorded, "ids")}, repeat)
+    return dict(t, repeat=repeat, data_bytes=DATA_BYTES)
 
 
 def s3(args, work):
@@ -271,7 +291,9 @@ def s3(args, work):
         rows.append(("sequence_lengths, from the footer (no cache)", handler.counter["bytes"],
                      handler.counter["reads"]))
         recorded = pq.read_metadata("bench/r/part-0.parquet", filesystem=fs)
-        return {"sequences": n, "file_bytes": size, "ids_bytes": ids,
+        timed = checks("bench/c/part-0.parquet", "bench/r/part-0.parquet", fs,
+                       max(args.repeat, 101))
+        return {"checks": timed, "sequences": n, "file_bytes": size, "ids_bytes": ids,
                 "row_groups": meta.num_row_groups, "footer_without": meta.serialized_size,
                 "footer_with": recorded.serialized_size,
                 "rows": [{"what": w, "bytes": b, "reads": r} for w, b, r in rows]}
@@ -375,8 +397,9 @@ def markdown(report):
     c = claims(report)
     lines += ["", f"- A cached `sequence_lengths` is {c['cached_x']:.0f}x faster than decoding "
                   f"({c['cached_over_cold']:.0f}x than the cold start), one from the footers "
-                  f"{c['footer_x']:.0f}x; a cached `batch_loader` start {c['loader_cached_x']:.1f}x "
-                  f"a cold one (the rest of a cached start is the epoch's plan).",
+                  f"{c['footer_x']:.0f}x; a cached `batch_loader` start "
+                  f"{c['loader_cached_x']:.1f}x a cold one (the rest of a cached start is the "
+                  f"epoch's plan).",
               f"- The lengths in the footers take {lo['footer_bytes'] / 1e6:.2f} MB for the "
               f"{lo['files']} files ({lo['footer_bytes'] / lo['sequences']:.2f} bytes a "
               f"sequence)."]
@@ -440,14 +463,15 @@ def footer_markdown(report):
     per = f["entry_bytes"] / f["sequences"]
     rows = {r["what"]: r for r in f["rows"]}
     ms = lambda x: f"{x * 1e3:.2f} ms"  # noqa: E731
+    checked = " and for lodarrow's checks" if f.get("checks") else ""
     lines = [run_line(report), "",
              f"One file of {f['sequences']:,} sequences of lognormal lengths "
              f"({f['tokens'] / 1e6:.1f}M int32 tokens, {f['bytes'] / 1e6:.1f} MB, "
              f"{f['row_groups']} row groups) written by `la.write_parquet` with and without the "
              f"entry; medians of {f['repeat']} runs for writing and decoding, "
-             f"{f['opening_repeat']} for opening, {f['fast_repeat']} for the footer, the file "
-             f"with and without the entry in turn; 1-minute load average {f['load'][0]:.1f} "
-             f"before, {f['load'][1]:.1f} after.", "",
+             f"{f['opening_repeat']} for opening{checked}, {f['fast_repeat']} for the footer, "
+             f"the file with and without the entry in turn; 1-minute load average "
+             f"{f['load'][0]:.1f} before, {f['load'][1]:.1f} after.", "",
              "| | without the entry | with it | with / without |",
              "| --- | ---: | ---: | ---: |",
              f"| footer | {f['footer_without']:,} bytes | {f['footer_with']:,} bytes (the entry "
@@ -461,13 +485,15 @@ def footer_markdown(report):
         r = rows[what]
         lines.append(f"| {label} | {ms(r['without'])} | {ms(r['with'])} | "
                      f"{r['with'] / r['without']:.2f} |")
+    lines += check_rows(f.get("checks"), "", f["opening_repeat"])
     if s3:
         b = {r["what"]: r for r in s3["rows"]}
         a = b["pq.ParquetFile(f).metadata, no lengths in the footer"]
         c = b["pq.ParquetFile(f).metadata, lengths in the footer"]
-        lines.append(f"| on S3 (moto; the S3 part's file of {s3['sequences']:,} sequences): "
-                     f"`ParquetFile(f).metadata` fetches | {a['bytes']:,} bytes, {a['reads']} "
-                     f"read(s) | {c['bytes']:,} bytes, {c['reads']} read(s) | |")
+        on_s3 = f"on S3 (moto; the S3 part's file of {s3['sequences']:,} sequences): "
+        lines.append(f"| {on_s3}`ParquetFile(f).metadata` fetches | {a['bytes']:,} bytes, "
+                     f"{a['reads']} read(s) | {c['bytes']:,} bytes, {c['reads']} read(s) | |")
+        lines += check_rows(s3.get("checks"), on_s3, f["opening_repeat"])
     r = rows["first sequence_lengths (decoding / from the footer)"]
     lines.append(f"| a first `sequence_lengths`: decoding the column / from the footer | "
                  f"{ms(r['without'])} | {ms(r['with'])} | {r['with'] / r['without']:.3f} "
@@ -490,7 +516,34 @@ def footer_markdown(report):
                      f"{n['bytes'] - c['bytes']:,} bytes and {n['reads'] - c['reads']} read(s) "
                      f"more than opening the file (the data check; with a cache, the first "
                      f"start only).")
+    where = [(k, x) for k, x in (("on the local disk", f.get("checks")),
+                                 ("on S3 (moto)", (s3 or {}).get("checks"))) if x]
+    if where:
+        lines.append("- lodarrow's data check took " + "; ".join(
+            f"{fine(x['data'])} {k}, {x['data'] / x['footer_with']:.2f}x the time of its "
+            f"reading and checking the footer with the entry ({fine(x['footer_with'])})"
+            for k, x in where) + ".")
     return "\n".join(lines) + "\n"
+
+
+def fine(seconds):
+    """Milliseconds, three decimals below one."""
+    return f"{seconds * 1e3:.3f} ms" if seconds < 1e-3 else f"{seconds * 1e3:.2f} ms"
+
+
+def check_rows(t, where, repeat):
+    """The footer table's rows of lodarrow's checks (:func:`checks`; none in a JSON of an
+    earlier version, which did not time them); ``repeat``: the runs the table's intro names."""
+    if not t:
+        return []
+    runs = "" if t["repeat"] == repeat else f"; medians of {t['repeat']}"
+    return [f"| {where}lodarrow reading and checking the footer (the listing, the footer's read "
+            f"and SHA-256; with the entry, the entry's SHA-256 too){runs} | "
+            f"{fine(t['footer_without'])} | {fine(t['footer_with'])} | "
+            f"{t['footer_with'] / t['footer_without']:.2f} |",
+            f"| {where}lodarrow's data check (one ranged read of the column's first data page "
+            f"header and the {t['data_bytes']:,} bytes after it, their SHA-256){runs} | | "
+            f"{fine(t['data'])} | |"]
 
 
 def full_markdown(report):

@@ -17,9 +17,11 @@ operating system's scheduling alone does to a call of about a millisecond under 
 load), plus any ``--variant "LABEL:VAR=VALUE ..."`` (environment settings, e.g.
 ``"passive:OMP_WAIT_POLICY=passive"``).  ``--repeat N`` measures every cell N times, the
 variants in a rotated order each time (so that none always runs first, beside freshly started
-competitors), and pools the calls: calls/s is all calls over all the cells' seconds.  ``--before PATH`` runs the two default
-variants again with another lodarrow checkout (built in place) first on ``PYTHONPATH``: the
-policy before a change, side by side in the same run.  The machine's load average is printed
+competitors), and pools the calls: calls/s is all calls over all the cells' seconds.
+``--before PATH`` runs the two default variants again with another lodarrow checkout (built in
+place) first on ``PYTHONPATH``: the policy before a change, side by side in the same run (the
+published run's: main at 4d4c993, before issue 35's thread policy, a worktree built with
+``python setup.py build_ext --inplace``).  The machine's load average is printed
 with the table, since other work on the machine moves every figure.
 
 ``--json PATH`` keeps every cell with the commit (and ``--before``'s), versions, CPU, load and
@@ -139,6 +141,9 @@ REGENERATE = ("python benchmarks/threads_under_load.py --from-json "
 #: How the table names a variant.
 LABELS = {"default": "**default**", "1 thread": "`LODARROW_NUM_THREADS=1`",
           "before: 1 thread": "before: `LODARROW_NUM_THREADS=1`"}
+#: How the sentences below the table name a variant.
+NAMES = {"default": "the default", "1 thread": "one thread",
+         "numpy reduceat": "`numpy reduceat`"}
 
 
 def markdown(report):
@@ -156,7 +161,8 @@ def markdown(report):
         f"{a['seconds']:g} s per cell, each cell run {a['repeat']}x in rotated order, pooled; "
         f"`busy` is how many pure-Python busy loops ran beside it; `numpy reduceat` is "
         f"`np.maximum.reduceat` over the same sequences, a one-threaded C loop without "
-        f"lodarrow or OpenMP{before}).  {_docs.revision_line(report['revision'])}.  Machine: "
+        f"lodarrow or OpenMP; `threads` is what the thread policy gave at the end of each "
+        f"run of the cell{before}).  {_docs.revision_line(report['revision'])}.  Machine: "
         f"{_docs.machine_line(m, report.get('load_average_end'))}.",
         "",
         "| variant | busy | threads | calls/s | p50 ms | p99 ms | max ms | p99 / p50 |",
@@ -186,11 +192,23 @@ def summary_lines(report):
         out.append("- calls/s of the default / before's default: "
                    + ratios("default", "before: default") + "; p50: "
                    + ratios("default", "before: default", "p50") + ".")
-    out.append("- p99 / p50 of the default: " + ", ".join(
-        f"{cell[('default', n)]['p99'] / cell[('default', n)]['p50']:.1f} with {n} busy"
-        for n in busy if ("default", n) in cell) + "; of `numpy reduceat`: " + ", ".join(
-        f"{cell[('numpy reduceat', n)]['p99'] / cell[('numpy reduceat', n)]['p50']:.1f} with "
-        f"{n} busy" for n in busy if ("numpy reduceat", n) in cell) + ".")
+    if any(v == "before: default" for v, _ in cell):
+        out.append("- p99 of before's default, then of the default: " + ", ".join(
+            f"{cell[('before: default', n)]['p99']:.2f} then {cell[('default', n)]['p99']:.2f} "
+            f"ms with {n} busy" for n in busy
+            if ("before: default", n) in cell and ("default", n) in cell) + ".")
+
+    def per_variant(what, fmt):
+        return "; ".join(
+            f"{NAMES[v]} " + ", ".join(
+                f"{fmt(what(cell[(v, n)]))} with {n} busy" for n in busy if (v, n) in cell)
+            for v in ("default", "1 thread", "numpy reduceat") if any((v, n) in cell
+                                                                       for n in busy))
+
+    out.append("- p99 / p50: " + per_variant(lambda c: c["p99"] / c["p50"],
+                                             lambda x: f"{x:.1f}") + ".")
+    out.append("- p99 - p50, the milliseconds the slowest 1% of calls add: " + per_variant(
+        lambda c: c["p99"] - c["p50"], lambda x: f"{x:.2f}") + ".")
     return out
 
 
