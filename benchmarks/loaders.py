@@ -21,8 +21,11 @@ parameters do not change; so are the peers' own conversions of it (Hugging Face 
 Arrow cache, MosaicML ``streaming``'s MDS shards, litdata's ``optimize`` chunks).
 
 Every row is one loader doing one job, in a fresh process of its own (``--peer-python`` picks
-another interpreter for a peer, by peer name or library: hf, grain, litdata, streaming),
-with ``torch.set_num_threads(1)`` in that process (DataLoader workers set it themselves):
+another interpreter for a peer, by peer name or library: hf, grain, litdata, streaming; the
+torchdata rows read HF's dataset and run with hf's), with ``torch.set_num_threads(1)`` in that
+process (DataLoader workers set it themselves).  Each peer runs the path its documentation
+gives for the job, cited in the row's "what it runs" (``fast_path``); its shuffle scope is
+stated as it is (HF's iterable row: shard order and a buffer, not global):
 
 - the jobs: "padded" (batches of ``--batch-size`` sequences, grouped by length), "packed"
   (the same batches flattened: ``cu_seqlens``), "packed_rows" (rows of ``--row-length``,
@@ -49,6 +52,11 @@ with ``torch.set_num_threads(1)`` in that process (DataLoader workers set it the
   a restarted job makes it, with the state saved ``--resume-at`` into the epoch after the
   window (each loader's own mechanism), to its first batch;
 - **RSS MiB**: the peak resident set of the process, and of each worker;
+- a loader measured in several documented settings (Grain's ``ReadOptions(num_threads=)`` 0,
+  1 and 16; litdata's ``batch_decode``) has a row for each, and the summary tables one line
+  for the group: each worker count's fastest variant, its setting named (:func:`headline`); what
+  a reader of a row must know (why litdata slows with workers, what HF's iterable resume loses)
+  is its ``notes``, printed with the row;
 - every cell (a loader and its worker count) is run ``--repeat`` times, the cells in turn
   (round robin: every cell once, then every cell again), so the cells compared saw the same
   spells of load; the tables give each cell's median, the JSON every run with the 1-minute
@@ -143,7 +151,8 @@ class Context:
         self.seed = args.seed
         self.resume_at = args.resume_at
         self.resume_budget = args.resume_budget
-        self.grain_threads = args.grain_threads
+        self.hf_shards = args.hf_shards
+        self.hf_buffer = args.hf_buffer
         self.grain_bins = args.grain_bins or 8 * args.rows_per_batch
         self.grain_buffer = args.grain_buffer
         self.table = None       # the in-memory table, read before the clock where a row uses it
@@ -192,13 +201,16 @@ def packed_from_list(seqs):
             "seq_idx": t(np.repeat(np.arange(len(seqs), dtype=np.int32), lengths))}
 
 
+def _arrow_collate(mode, table):
+    offsets, values = loop_baseline.list_parts(table.column(COLUMN))
+    return loop_baseline.collate(mode, offsets[:-1], np.diff(offsets), values)
+
+
 def arrow_collate(mode):
     """A batch's ``pyarrow.Table`` (``ds[indices]`` of a ``datasets`` Dataset in the "arrow"
-    format) to the loop's batch of ``mode``."""
-    def collate(table):
-        offsets, values = loop_baseline.list_parts(table.column(COLUMN))
-        return loop_baseline.collate(mode, offsets[:-1], np.diff(offsets), values)
-    return collate
+    format) to the loop's batch of ``mode`` (picklable: torchdata.nodes' process workers get
+    it)."""
+    return functools.partial(_arrow_collate, mode)
 
 
 def stack_blocks(blocks):
@@ -311,9 +323,16 @@ class Peer:
     source = "own"           # table, parquet, parquet-global, own (a conversion of its own)
     requires = ()
     workers_modes = None     # None: every --modes entry; else the subset it runs
-    fast_path = ""
+    fast_path = ""           # what runs, with the documentation it follows
     shuffle = ""
     threads = ""
+    notes = ""               # what a reader of the table must know (the tables print it)
+    # variants of one loader measured side by side (Grain's read threads, litdata's
+    # decoding): the summary tables give one line per group, each worker count's fastest
+    # variant, labelled so
+    group = None             # the group's name, shared by its variants
+    group_label = ""         # the summary's label of the group
+    variant = ""             # this variant's setting, as the summary names it
 
     def prepare(self, ctx):
         """The peer's own conversion of the corpus (untimed); seconds it took, or 0."""
@@ -339,6 +358,9 @@ class Peer:
 
     def describe_fast_path(self, ctx):
         return self.fast_path.format(B=ctx.batch_size, L=ctx.row_length, R=ctx.rows_per_batch)
+
+    def describe_notes(self, ctx):
+        return self.notes
 
     def runs_with(self, workers):
         return self.workers_modes is None or workers in self.workers_modes
@@ -711,6 +733,246 @@ class HFPacked(HFPadded):
                 gen_seed + e)), ctx.batch_size, False)
 
 
+def _nested_collate(mode, table):
+    col = table.column(COLUMN)
+    col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    offsets, values = loop_baseline.list_parts(col.flatten())
+    return loop_baseline.collate(mode, offsets[:-1], np.diff(offsets), values)
+
+
+def nested_collate(mode):
+    """A batch of ``IterableDataset.batch()`` in the "arrow" format (one row whose
+    ``input_ids`` holds the batch's sequences, ``list<list<int32>>``) to the loop's batch of
+    ``mode``: the inner lists are viewed as one ``list<int32>`` array, then collated as
+    :func:`arrow_collate` collates."""
+    return functools.partial(_nested_collate, mode)
+
+
+HF_DOCS = ("datasets' docs, \"Differences between Dataset and IterableDataset\" (Speed "
+           "differences: a shuffled Dataset reads through an indices mapping; for shuffled "
+           "reads, to_iterable_dataset(num_shards=...) then .shuffle(seed=, buffer_size=)), "
+           "\"Stream\" (shuffle buffer, set_epoch, state_dict) and "
+           "Dataset.to_iterable_dataset's docstring (a DataLoader's workers share the shards)")
+
+
+class HFIterable(HFPadded):
+    """HF ``datasets``' documented path for shuffled reads: the map-style dataset as a sharded
+    ``IterableDataset`` read contiguously, shuffled by shard order and a buffer (not a
+    global shuffle), batched in Arrow."""
+
+    name = "hf-iterable-packed"
+    label = "HF datasets IterableDataset (to_iterable_dataset + shuffle buffer), flattened"
+    kind = "packed"
+    requires = ("datasets", "torch")
+
+    def describe_fast_path(self, ctx):
+        B = ctx.batch_size
+        return (f"load_from_disk(...).to_iterable_dataset(num_shards={ctx.hf_shards})"
+                f".shuffle(seed=s, buffer_size={ctx.hf_buffer}).with_format('arrow'), "
+                f"set_epoch(e) each epoch; one process: .iter(batch_size={B}) (a pyarrow Table "
+                f"a batch); workers: .batch({B}) in DataLoader(batch_size=None, num_workers=w, "
+                f"persistent_workers=True), the shards split across the workers; flattened with "
+                f"the loop's NumPy code.  Following {HF_DOCS}")
+
+    def describe_shuffle(self, ctx):
+        return (f"not global: {ctx.hf_shards} shards (~{ctx.sequences // ctx.hf_shards:,} "
+                f"rows) in a shuffled order, a buffer of {ctx.hf_buffer:,} rows fed from up to "
+                f"10 shards at a time, permuted, half of it yielded each round (with workers, "
+                f"each its share of the shards and a buffer of its own)")
+
+    def describe_notes(self, ctx):
+        return ("Resume: IterableDataset.state_dict() in one process (the rows in the shuffle "
+                "buffer when it was saved are not delivered: datasets documents it); with "
+                "workers a plain DataLoader has none (datasets points to torchdata's "
+                "StatefulDataLoader).  The padded job is not run this way: grouping by length "
+                "would need a sort of the buffer, which datasets does not offer")
+
+    def warm_imports(self):
+        import datasets  # noqa: F401
+
+    def open(self, ctx, workers, state=None):
+        import datasets
+
+        ids = (datasets.load_from_disk(str(ctx.conversion("hf-dataset")))
+               .to_iterable_dataset(num_shards=ctx.hf_shards)
+               .shuffle(seed=ctx.seed, buffer_size=ctx.hf_buffer).with_format("arrow"))
+        first = [state is not None]
+        if state is not None:
+            ids.set_epoch(state["epoch"])
+            ids.load_state_dict(state["state_dict"])
+        if workers:
+            batched = ids.batch(batch_size=ctx.batch_size)
+            data = _torch_loader(batched, workers, batch_size=None,
+                                 collate_fn=worker_collate(nested_collate(self.kind), workers))
+
+            def epoch(e):
+                batched.set_epoch(e)
+                return worker_batches(data, workers)
+            return Run(epoch, close=lambda: _shutdown(data))
+        collate = arrow_collate(self.kind)
+
+        def epoch(e):
+            if not first[0]:
+                ids.set_epoch(e)
+            first[0] = False
+            return (collate(t) for t in ids.iter(batch_size=ctx.batch_size))
+
+        def save(e, steps):
+            return {"epoch": e, "step": steps, "state_dict": ids.state_dict()}
+        return Run(epoch, save=save)
+
+    def resume(self, workers):
+        return None if workers else "IterableDataset.state_dict / load_state_dict"
+
+    def saves_state(self, workers):
+        return not workers
+
+
+# --- torchdata ----------------------------------------------------------------------------
+
+class MapAndCollate:
+    """torchdata.nodes' map function: a batch of indices to the batch (one ``ds[indices]``, as
+    the HF rows read, then the collation); picklable for its process workers."""
+
+    def __init__(self, dataset, collate):
+        self.dataset, self.collate = dataset, collate
+
+    def __call__(self, indices):
+        return self.collate(self.dataset[indices])
+
+
+TORCHDATA_DOCS = ("torchdata's docs, \"Stateful DataLoader\" (torchdata.stateful_dataloader: "
+                  "a drop-in replacement for torch.utils.data.DataLoader with state_dict / "
+                  "load_state_dict; a sampler without a state of its own is fast-forwarded)")
+NODES_DOCS = ("torchdata's docs, \"Migrating to torchdata.nodes from torch.utils.data\" "
+              "(SamplerWrapper -> Batcher -> ParallelMapper(map_and_collate, method='process') "
+              "-> Prefetcher(2 x workers) -> Loader; here the sampler yields whole batches, so "
+              "no Batcher) and \"Getting Started With torchdata.nodes\"")
+
+
+def _nodes_shutdown(obj, seen=None):
+    """Stop every worker thread and process under a ``torchdata.nodes`` graph (its iterators'
+    ``_shutdown``), as their finalizers would."""
+    seen = set() if seen is None else seen
+    for attr in ("root", "source", "_it"):
+        child = getattr(obj, attr, None)
+        if child is None or id(child) in seen:
+            continue
+        seen.add(id(child))
+        _nodes_shutdown(child, seen)
+        if hasattr(child, "_shutdown"):
+            child._shutdown()
+
+
+class TorchdataStateful(HFPadded):
+    """HF's padded row (the same map-style dataset, ``LengthGroupedSampler`` batches, one
+    ``ds[indices]`` a batch, the loop's collation) in torchdata's ``StatefulDataLoader``:
+    its resume is the loader's own ``state_dict``."""
+
+    name = "torchdata-stateful-padded"
+    label = ("torchdata StatefulDataLoader + HF datasets (arrow format) + "
+             "LengthGroupedSampler(lengths=)")
+    requires = ("torchdata", "datasets", "transformers", "torch")
+    fast_path = ("load_from_disk(...).with_format('arrow'); LengthGroupedSampler({B}, lengths=) "
+                 "batches, one ds[indices] a batch, the loop's NumPy collation, as HF padded; "
+                 "in StatefulDataLoader(ds, sampler=batches, batch_size=None, num_workers=w, "
+                 "persistent_workers=w > 0).  Following " + TORCHDATA_DOCS)
+
+    def warm_imports(self):
+        super().warm_imports()
+        import torchdata.stateful_dataloader  # noqa: F401
+
+    def open(self, ctx, workers, state=None):
+        import datasets
+        import transformers
+        from torchdata.stateful_dataloader import StatefulDataLoader
+
+        transformers.logging.set_verbosity_error()
+        ds = datasets.load_from_disk(str(ctx.conversion("hf-dataset"))).with_format("arrow")
+        batches = EpochBatches(self.sampler(ctx, ds, ctx.seed), state["epoch"] if state else 0)
+        data = StatefulDataLoader(ds, sampler=batches, batch_size=None, num_workers=workers,
+                                  persistent_workers=workers > 0,
+                                  collate_fn=worker_collate(arrow_collate(self.kind), workers))
+        if state is not None:
+            data.load_state_dict(state["state_dict"])
+        first = [state is not None]
+
+        def epoch(e):
+            if not first[0]:
+                batches.set_epoch(e)
+            first[0] = False
+            return worker_batches(data, workers)
+
+        def save(e, steps):
+            return {"epoch": e, "step": steps, "state_dict": data.state_dict()}
+        return Run(epoch, close=lambda: _shutdown(data), save=save)
+
+    def resume(self, workers):
+        return "StatefulDataLoader.state_dict / load_state_dict (the sampler fast-forwarded)"
+
+    def saves_state(self, workers):
+        return True
+
+    def describe_threads(self, workers, ctx):
+        return (f"{workers} StatefulDataLoader workers (torch 1 thread each); {HAND_OVER}"
+                if workers else self.threads)
+
+
+class TorchdataNodes(TorchdataStateful):
+    """The same batches through ``torchdata.nodes``, built as its migration guide builds a
+    DataLoader: the batch sampler wrapped, each batch read and collated by a (parallel)
+    mapper, a prefetcher, the ``Loader`` (epochs and ``state_dict``)."""
+
+    name = "torchdata-nodes-padded"
+    label = ("torchdata.nodes (SamplerWrapper -> ParallelMapper -> Loader) + HF datasets "
+             "(arrow format) + LengthGroupedSampler(lengths=)")
+    fast_path = ("load_from_disk(...).with_format('arrow'); LengthGroupedSampler({B}, lengths=) "
+                 "batches as HF padded, in SamplerWrapper(batches) (set_epoch each epoch) -> "
+                 "ParallelMapper(one ds[indices] + the loop's NumPy collation, num_workers=w, "
+                 "method='process'; w = 0: inline) -> Prefetcher(prefetch_factor=2w) where "
+                 "w > 0 -> Loader.  Following " + NODES_DOCS)
+    notes = ("torchdata.nodes 0.11 starts its process workers again each epoch (the migration "
+             "guide: persistent workers \"coming soon\"): with workers every epoch pays their "
+             "start")
+
+    def warm_imports(self):
+        HFPadded.warm_imports(self)
+        import torchdata.nodes  # noqa: F401
+
+    def open(self, ctx, workers, state=None):
+        import datasets
+        import torchdata.nodes as tn
+        import transformers
+
+        transformers.logging.set_verbosity_error()
+        ds = datasets.load_from_disk(str(ctx.conversion("hf-dataset"))).with_format("arrow")
+        node = tn.SamplerWrapper(EpochBatches(self.sampler(ctx, ds, ctx.seed)))
+        node = tn.ParallelMapper(node, map_fn=MapAndCollate(ds, worker_collate(
+            arrow_collate(self.kind), workers)), num_workers=workers, method="process",
+            in_order=True)
+        if workers:
+            node = tn.Prefetcher(node, prefetch_factor=2 * workers)
+        loader = tn.Loader(node)
+        if state is not None:
+            loader.load_state_dict(state["state_dict"])
+
+        def close():
+            _nodes_shutdown(loader)
+
+        def save(e, steps):
+            return {"epoch": e, "step": steps, "state_dict": loader.state_dict()}
+        # the sampler wrapper counts the epochs: each pass of the Loader is the next one
+        return Run(lambda e: worker_batches(loader, workers), close=close, save=save)
+
+    def resume(self, workers):
+        return "Loader.state_dict / load_state_dict (the sampler fast-forwarded)"
+
+    def describe_threads(self, workers, ctx):
+        return (f"{workers} ParallelMapper processes, started each epoch, + a prefetch thread "
+                f"(torch 1 thread each); {HAND_OVER}" if workers
+                else "main process (torch 1 thread), batches mapped inline")
+
+
 # --- MosaicML streaming -------------------------------------------------------------------
 
 def _streaming():
@@ -852,10 +1114,29 @@ class LitData(Peer):
     library = "litdata"
     requires = ("litdata", "torch")
     fast_path = ("optimize(fn yielding each sequence, 64 MB chunks); StreamingDataset("
-                 "shuffle=True) + StreamingDataLoader(batch_size={B}); flattened with NumPy")
-    shuffle = "block-local: chunks shuffled, items shuffled within each worker's chunks"
+                 "shuffle=True) + StreamingDataLoader(batch_size={B}) (litdata's README: "
+                 "optimize, then StreamingDataset in its StreamingDataLoader, which keeps the "
+                 "state to resume); flattened with NumPy")
+    shuffle = ("block-local: chunks shuffled and dealt to the workers; each worker's items "
+               "shuffled in blocks of 256 (item_shuffle_window, the default: the blocks' order "
+               "shuffled, then the items in each block)")
     threads = "main process (torch 1 thread) + litdata's chunk thread"
     out = "litdata"
+    group = "litdata-sequences"
+    group_label = ("litdata, one item per sequence, flattened, the faster of batch_decode="
+                   "'auto' (the default) and 0 measured")
+    variant = "batch_decode='auto'"
+    batch_decode = None
+    notes = ("With workers StreamingDataLoader deals each worker whole batches of items, so a "
+             "worker's share can start inside a chunk off a multiple of 256; litdata (0.2.76) "
+             "shuffles a worker's items in blocks of 256 and, by default (batch_decode='auto'), "
+             "decodes aligned 256-item windows of a chunk, keeping one: a block that straddles "
+             "two windows alternates between them and decodes 256 items at each switch, so "
+             "that worker decodes many times the items it delivers, and the DataLoader, "
+             "taking the workers' batches in turn, waits on it.  The chunks are read in "
+             "place (a local input_dir: no cache copy), each item once an epoch.  "
+             "batch_decode=0 (per-item decoding; StreamingDataset's docstring) avoids the "
+             "re-decoding: its own row")
 
     def prepare(self, ctx):
 
@@ -877,8 +1158,9 @@ class LitData(Peer):
     def dataset(self, ctx):
         import litdata
 
+        kw = {} if self.batch_decode is None else {"batch_decode": self.batch_decode}
         return litdata.StreamingDataset(str(ctx.conversion(self.out)), shuffle=True,
-                                        seed=ctx.seed)
+                                        seed=ctx.seed, **kw)
 
     def batch_size(self, ctx):
         return ctx.batch_size
@@ -912,6 +1194,20 @@ class LitData(Peer):
                 if workers else self.threads)
 
 
+class LitDataDecode0(LitData):
+    """litdata's per-sequence row with ``batch_decode=0``: each item decoded alone, no
+    256-item window (see :attr:`LitData.notes`)."""
+
+    name = "litdata-sequences-decode0"
+    label = "litdata, one item per sequence, flattened, batch_decode=0"
+    fast_path = ("as litdata per sequence, StreamingDataset(shuffle=True, batch_decode=0): each "
+                 "item decoded alone (StreamingDataset's docstring: batch_decode 0 is per item; "
+                 "the default 'auto' decodes aligned 256-item windows for this data)")
+    variant = "batch_decode=0"
+    batch_decode = 0
+    notes = ""
+
+
 def _litdata_tokens(row_group, path=None):
     """litdata ``optimize``'s function for ``TokensLoader``: each sequence's tokens (litdata
     concatenates them into the chunks)."""
@@ -925,8 +1221,13 @@ class LitDataTokens(LitData):
     fast_path = ("optimize(item_loader=TokensLoader(), chunk_size={L}*1024 tokens); "
                  "StreamingDataset(item_loader=TokensLoader(block_size={L}), "
                  "shuffle=True, drop_last=True) + StreamingDataLoader(batch_size={R})")
-    shuffle = "block-local: chunks shuffled, blocks shuffled within each worker's chunks"
+    shuffle = ("block-local: chunks shuffled and dealt to the workers; each worker's blocks "
+               "shuffled in groups of 256 (item_shuffle_window, the default)")
     out = "litdata-tokens"
+    group = None
+    variant = ""
+    batch_decode = None
+    notes = ""
 
     def optimize_kwargs(self, ctx):
         import litdata
@@ -982,13 +1283,29 @@ def _grain_to_torch(batch):
     return {k: torch.from_numpy(v) for k, v in batch.items()}
 
 
+#: Grain's ``ReadOptions(num_threads=)`` measured, each a row: 0 (items read in the packing
+#: thread), 1, and 16 (Grain's default).
+GRAIN_THREADS = (0, 1, 16)
+
+
 class GrainPacking(Peer):
-    name = "grain-packing"
-    label = "Grain MapDataset + BestFitPackIterDataset"
+    """Grain's packing pipeline with ``ReadOptions(num_threads=threads)``: a row per value of
+    :data:`GRAIN_THREADS`, the summary giving the fastest (a group)."""
+
     kind = "rows"
     source = "table"
     library = "grain"
     requires = ("grain", "torch")
+    group = "grain-packing"
+    group_label = ("Grain MapDataset + BestFitPackIterDataset, the fastest of ReadOptions("
+                   "num_threads=" + ", ".join(map(str, GRAIN_THREADS)) + ") measured")
+
+    def __init__(self, threads):
+        self.threads_n = threads
+        self.name = f"grain-packing-t{threads}"
+        self.label = ("Grain MapDataset + BestFitPackIterDataset, "
+                      f"ReadOptions(num_threads={threads})")
+        self.variant = f"num_threads={threads}"
 
     def describe_shuffle(self, ctx):
         return (f"global (MapDataset.shuffle, reshuffled each repeat); packed online into "
@@ -996,15 +1313,17 @@ class GrainPacking(Peer):
 
     def describe_fast_path(self, ctx):
         return (f"MapDataset.source(Arrow rows).shuffle().repeat().to_iter_dataset("
-                f"ReadOptions(num_threads={ctx.grain_threads}, prefetch_buffer_size="
+                f"ReadOptions(num_threads={self.threads_n}, prefetch_buffer_size="
                 f"{ctx.grain_buffer})) -> BestFitPackIterDataset(length_struct="
                 f"{ctx.row_length}, num_packing_bins={ctx.grain_bins}) -> batch("
                 f"{ctx.rows_per_batch}); workers: .mp_prefetch(num_workers=w); torch.from_numpy "
-                f"in the main process")
+                f"in the main process.  Grain's ReadOptions docstring: num_threads 0 for "
+                f"data already in memory (no GIL contention between read threads), the "
+                f"default 16 chosen for remote disks; each measured")
 
     def describe_threads(self, workers, ctx):
         where = f"{workers} mp_prefetch workers" if workers else "main process"
-        reads = (f"{ctx.grain_threads} read thread(s)" if ctx.grain_threads
+        reads = (f"{self.threads_n} read thread(s)" if self.threads_n
                  else "items read in the packing thread")
         return f"{where}; {reads}"
 
@@ -1017,7 +1336,7 @@ class GrainPacking(Peer):
 
         ds = (grain.MapDataset.source(ArrowRows(ctx.corpus, ctx.table)).shuffle(seed=ctx.seed)
               .repeat(None)
-              .to_iter_dataset(grain.ReadOptions(num_threads=ctx.grain_threads,
+              .to_iter_dataset(grain.ReadOptions(num_threads=self.threads_n,
                                                  prefetch_buffer_size=ctx.grain_buffer)))
         ds = gx.BestFitPackIterDataset(ds, length_struct={COLUMN: ctx.row_length},
                                        num_packing_bins=ctx.grain_bins, seed=ctx.seed)
@@ -1069,8 +1388,10 @@ def _all_peers():
     # cutting the stored stream: labelled so in the table)
     peers += [Lodarrow("blocks", source, token_arrays=t) for t in (True, False)
               for source in ("table", "parquet")]
-    peers += [LoopBlocks(), HFPadded(), HFPacked(), Mosaic(), MosaicConcat(), LitData(),
-              LitDataTokens(), GrainPacking()]
+    peers += [LoopBlocks(), HFPadded(), HFPacked(), HFIterable(), TorchdataStateful(),
+              TorchdataNodes(), Mosaic(), MosaicConcat(), LitData(), LitDataDecode0(),
+              LitDataTokens()]
+    peers += [GrainPacking(t) for t in GRAIN_THREADS]
     return {p.name: p for p in peers}
 
 
@@ -1179,6 +1500,11 @@ def run_one(peer, ctx, workers, seconds, warmup, max_epochs=1000):
               "shuffle": peer.describe_shuffle(ctx), "threads": peer.describe_threads(workers, ctx),
               "torch_threads": torch.get_num_threads(),
               "load_before": round(os.getloadavg()[0], 2)}
+    notes = peer.describe_notes(ctx)
+    if notes:
+        result["notes"] = notes
+    if peer.group:
+        result.update(group=peer.group, group_label=peer.group_label, variant=peer.variant)
     mem = Memory()
     mem.start()
     t0 = time.perf_counter()
@@ -1348,7 +1674,7 @@ def passthrough(args):
     out = []
     for key in ("workdir", "batch_size", "row_length", "rows_per_batch", "seed", "seconds",
                 "warmup", "max_epochs", "resume_at", "resume_budget", "window", "row_groups",
-                "grain_threads", "grain_buffer", "grain_bins"):
+                "hf_shards", "hf_buffer", "grain_buffer", "grain_bins"):
         if getattr(args, key) is not None:
             out += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
     return out
@@ -1459,6 +1785,45 @@ def _cells(report, variant):
     return out
 
 
+def headline(results):
+    """The rows the summary gives: the variants of a group (``group`` in a run: Grain's read
+    threads, litdata's decoding) as one line, each worker count's fastest variant under the
+    group's label with its setting in ``headline_variant`` (a group with one row measured
+    keeps that row's label); every other row as it is, in the order of ``results``."""
+    best, count, order = {}, {}, []
+    for r in results:
+        if not r.get("group"):
+            order.append(r)
+            continue
+        key = (r["group"], r["workers"])
+        count[key] = count.get(key, 0) + 1
+        cur = best.get(key)
+        if cur is None:
+            order.append(key)
+            best[key] = r
+        elif "error" not in r and ("error" in cur or r["tokens_per_s"] > cur["tokens_per_s"]):
+            best[key] = r
+    out = []
+    for item in order:
+        if isinstance(item, dict):
+            out.append(item)
+            continue
+        r = best[item]
+        if count[item] > 1:
+            r = dict(r, label=r["group_label"], headline_variant=r.get("variant"))
+        out.append(r)
+    return out
+
+
+def notes_of(results):
+    """``(label, notes)`` of each loader whose runs carry notes, once a label."""
+    seen = {}
+    for r in results:
+        if r.get("notes") and r["label"] not in seen:
+            seen[r["label"]] = r["notes"]
+    return list(seen.items())
+
+
 def claims(report):
     """What the summary sentences state, computed from the report (tests check them)."""
     results = [r for r in report["results"] if "error" not in r]
@@ -1479,8 +1844,9 @@ def claims(report):
     p0 = {(m, s): v for m, s, v, _ in _cells(report, "prefetch0")}
     out["prefetch_gain"] = {src: [own[k] / p0[k] for k in own if k in p0 and k[1] == src]
                             for src in ("table", "parquet")}
-    peers = [r for r in results if r["peer"] not in PEERS or PEERS[r["peer"]].library
-             not in ("lodarrow", "loop", "pyarrow")]
+    peers_all = [r for r in results if r["peer"] not in PEERS or PEERS[r["peer"]].library
+                 not in ("lodarrow", "loop", "pyarrow")]
+    peers = headline(peers_all)     # a group of variants: its fastest, a worker count
     loops = loop_rates(report["results"])
     out["peers"] = []
     for r in peers:
@@ -1512,7 +1878,7 @@ def claims(report):
 
     mine_p = lambda r: r["peer"].startswith("lodarrow-")
     loop_p = lambda r: r["peer"].startswith("loop-")
-    peer_p = lambda r: r in peers
+    peer_p = lambda r: r in peers_all
     for key in ("start_s", "resume_s"):
         out[key] = {"lodarrow": group(mine_p, key), "loop": group(loop_p, key),
                     "peers": group(peer_p, key)}
@@ -1674,7 +2040,7 @@ def peers_table(report):
     loops = loop_rates(results)
     modes = sorted({r["workers"] for r in results})
     rows = {}
-    for r in results:
+    for r in headline(results):
         peer = PEERS.get(r["peer"])
         if peer is not None and peer.library in ("loop", "pyarrow"):
             continue
@@ -1692,7 +2058,8 @@ def peers_table(report):
         for w in modes:
             r = by_w.get(w)
             cells.append("—" if r is None else "failed" if "error" in r
-                         else mega(r["tokens_per_s"]))
+                         else mega(r["tokens_per_s"]) + (f" ({r['headline_variant']})"
+                                                         if r.get("headline_variant") else ""))
         ratios = ", ".join(ratio(by_w[w], loops) for w in modes if w in by_w)
         pad = fmt(first.get("padding_pct")) if "error" not in first else "—"
         lines.append(f"| {label} | {JOB_NAMES.get(MODE_OF.get(first['kind'], ''), first['kind'])}"
@@ -1707,6 +2074,9 @@ def docs_markdown(report):
     peers = peers_table(report)
     if peers:
         lines += peers + [""]
+    notes = notes_of(report["results"])
+    if notes:
+        lines += ["Notes:", ""] + [f"- {label}: {text}." for label, text in notes] + [""]
     lines += summary_lines(report)
     if report["missing"]:
         lines += ["", "Not run: " + "; ".join(f"{name} ({why})" for name, why in
@@ -1751,7 +2121,8 @@ def markdown(report):
         if r["peer"] in seen or "error" in r:
             continue
         seen.add(r["peer"])
-        lines.append(f"- {r['label']}: {r['fast_path']}")
+        note = f"  Note: {r['notes']}." if r.get("notes") else ""
+        lines.append(f"- {r['label']}: {r['fast_path']}{note}")
     if report["missing"]:
         lines += ["", "Not run:", ""]
         lines += [f"- {name}: {why}" for name, why in report["missing"].items()]
@@ -1923,9 +2294,12 @@ def parse(argv):
     p.add_argument("--row-groups", type=int, default=4,
                    help="row groups a block of the Parquet rows (lodarrow row_groups=, the "
                         "loop's blocks; default 4, lodarrow's default)")
-    p.add_argument("--grain-threads", type=int, default=0,
-                   help="Grain ReadOptions(num_threads=) (default 0: items read in the "
-                        "packing thread; 1 and 2 read threads measured slower on 2 cores)")
+    p.add_argument("--hf-shards", type=int, default=64,
+                   help="the HF iterable row's to_iterable_dataset(num_shards=) (default 64, "
+                        "datasets' documented example)")
+    p.add_argument("--hf-buffer", type=int, default=10_000,
+                   help="the HF iterable row's shuffle(buffer_size=) (default 10,000, "
+                        "datasets' documented example)")
     p.add_argument("--grain-buffer", type=int, default=16,
                    help="Grain ReadOptions(prefetch_buffer_size=) (default 16: Grain checks "
                         "every slot of the buffer for each element it yields)")

@@ -81,9 +81,60 @@ def test_peer_row(name, workdir, tmp_path):
         assert result["packing_pct"] == pytest.approx(100 - result["padding_pct"])
     if result["resume"] is not None:
         assert result["resume_s"] > 0 and 0 < result["resume_step"] <= result["steps_per_epoch"]
+    if peer.kind in ("padded", "packed"):   # every sequence once an epoch, none twice
+        meta = json.loads((workdir / "corpus.json").read_text())
+        assert result["tokens_per_epoch"] == meta["tokens"]
     assert result["rss_main_mib"] > 0
     rows = [line for line in md.read_text().splitlines() if line.startswith(f"| {peer.label} |")]
     assert len(rows) == 1 and "failed" not in rows[0]
+    assert result.get("notes", "") == peer.describe_notes(None)
+    if result.get("notes"):
+        assert f"- {peer.label}: " in md.read_text() and result["notes"] in md.read_text()
+
+
+def test_every_peer_cites_what_it_follows():
+    """The peers' rows say which documentation their path follows."""
+    ctx = bench.Context(bench.parse(TINY), {"sequences": 1000, "tokens": 30000,
+                                            "row_groups": 4})
+    for name in ("hf-iterable-packed", "torchdata-stateful-padded", "torchdata-nodes-padded",
+                 "litdata-sequences", "litdata-sequences-decode0", "grain-packing-t0"):
+        text = bench.PEERS[name].describe_fast_path(ctx)
+        assert "docs" in text or "docstring" in text or "README" in text, name
+    assert "not global" in bench.PEERS["hf-iterable-packed"].describe_shuffle(ctx)
+    assert [bench.PEERS[f"grain-packing-t{t}"].variant for t in (0, 1, 16)] == [
+        "num_threads=0", "num_threads=1", "num_threads=16"]
+
+
+def _row(peer, workers, rate, group=None, variant=None, notes=None):
+    r = {"peer": peer, "label": f"label of {peer}", "kind": "rows", "source": "table",
+         "workers": workers, "tokens_per_s": rate, "padding_pct": 1.0}
+    if group:
+        r.update(group=group, group_label=f"{group}, the fastest", variant=variant)
+    if notes:
+        r["notes"] = notes
+    return r
+
+
+def test_a_group_of_variants_is_one_summary_line():
+    """Variants of one loader (Grain's read threads): the summary gives each worker count's
+    fastest, under the group's label, its setting named; the other rows as they are."""
+    rows = [_row("g-t0", 0, 3e6, "g", "t=0"), _row("g-t16", 0, 2e6, "g", "t=16"),
+            _row("g-t0", 2, 4e6, "g", "t=0"), _row("g-t16", 2, 5e6, "g", "t=16"),
+            _row("other", 0, 1e6, notes="why it is slow"), _row("lone-t1", 0, 7e6, "lone", "t=1")]
+    top = bench.headline(rows)
+    assert [(r["peer"], r["workers"]) for r in top] == [("g-t0", 0), ("g-t16", 2), ("other", 0),
+                                                        ("lone-t1", 0)]
+    assert top[0]["label"] == top[1]["label"] == "g, the fastest"
+    assert top[3]["label"] == "label of lone-t1" and "headline_variant" not in top[3]
+    assert rows[0]["label"] == "label of g-t0"        # the runs themselves unchanged
+    lines = bench.peers_table({"results": rows})
+    [g] = [line for line in lines if line.startswith("| g, the fastest |")]
+    assert "3.0 M (t=0) | 5.0 M (t=16)" in g
+    assert not any(line.startswith("| label of g-t") for line in lines)
+    assert bench.notes_of(rows) == [("label of other", "why it is slow")]
+    # a run without groups (every published JSON before them) is its own headline
+    plain = [_row("a", 0, 1e6), _row("b", 2, 2e6)]
+    assert bench.headline(plain) == plain
 
 
 def test_absent_peer_is_named(workdir, tmp_path, monkeypatch):
