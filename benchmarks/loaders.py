@@ -393,12 +393,12 @@ class Lodarrow(Peer):
     requires = ("lodarrow", "torch")
     library = "lodarrow"
 
-    def __init__(self, mode, source, prefetch=None, token_arrays=True):
+    def __init__(self, mode, source, prefetch=None, token_arrays=True, pickled=False):
         self.mode, self.source, self.prefetch = mode, source, prefetch
-        self.token_arrays = token_arrays
+        self.token_arrays, self.pickled = token_arrays, pickled
         self.kind = KIND_OF[mode]
         tail = ("" if prefetch is None else f"-prefetch{prefetch}") + (
-            "" if token_arrays else "-ids")
+            "" if token_arrays else "-ids") + ("-pickled" if pickled else "")
         self.name = f"lodarrow-{mode.replace('_', '-')}-{source}{tail}"
         pf = "" if prefetch is None else f", prefetch={prefetch}"
         self.label = f"lodarrow {mode}, {SOURCE_NAMES[source]}{pf}"
@@ -412,12 +412,21 @@ class Lodarrow(Peer):
             self.workers_modes = None
         if prefetch is not None or source == "parquet-global":
             self.workers_modes = (0,)
+        if pickled:
+            self.label += ", batches pickled (the loop's transport)"
+
+    def runs_with(self, workers):
+        # the pickled transport is a workers' row: in one process nothing crosses
+        return bool(workers) if self.pickled else super().runs_with(workers)
 
     def describe_fast_path(self, ctx):
         kw = ", ".join(f"{k}={v!r}" for k, v in self.kwargs(ctx).items() if k != "seed")
         return (f"la.batch_loader({'table' if self.source == 'table' else 'path'}, "
                 f"{COLUMN!r}, {kw}); workers: DataLoader(loader.torch(), batch_size=None, "
-                f"num_workers=w, persistent_workers=True)")
+                f"num_workers=w, persistent_workers=True)"
+                + ("; each worker's NumPy batch pickled through DataLoader's queue, as the "
+                   "loop's are, instead of lodarrow's shared-memory ring" if self.pickled
+                   else ""))
 
     def kwargs(self, ctx):
         kw = dict(to="torch", seed=ctx.seed, progress=False, mode=self.mode)
@@ -452,6 +461,8 @@ class Lodarrow(Peer):
             else:
                 loader.set_epoch(state["epoch"], start_step=state["step"])
         resumed = [state is not None]
+        if workers and self.pickled:
+            _pickle_worker_batches()
         if workers:
             data = _torch_loader(loader.torch(), workers, batch_size=None)
 
@@ -482,6 +493,10 @@ class Lodarrow(Peer):
     def describe_threads(self, workers, ctx):
         from lodarrow._threads import num_threads
 
+        if workers and self.pickled:
+            return (f"{workers} DataLoader workers (torch 1 thread, kernels 1 thread each); "
+                    f"{HAND_OVER}")
+
         how = ("LODARROW_NUM_THREADS" if os.environ.get("LODARROW_NUM_THREADS")
                else "load-aware")
         if workers:
@@ -507,6 +522,19 @@ class Lodarrow(Peer):
                     "blocks of 4 row groups), joined in that order and cut; batches shuffled "
                     "within a block")
         return ctx.shuffle_scope(self.source) + "; batches shuffled within a block"
+
+
+def _pickle_worker_batches():
+    """Make lodarrow's DataLoader workers hand their batches over as the loop's and the
+    peers' do: the NumPy arrays pickled by value through the worker's queue (lodarrow's own
+    fallback where its ring cannot take a batch, ``_torch._WireBatch``), not through the
+    shared-memory ring.  Patched in this run's process before its workers fork; the batches,
+    and their conversion to tensors in the main process, are unchanged."""
+    from lodarrow._training import _torch
+
+    _torch._for_the_wire = lambda ring, out: _torch._WireBatch(
+        {k: v for k, v in out.items() if isinstance(v, np.ndarray)},
+        {k: v for k, v in out.items() if not isinstance(v, np.ndarray)})
 
 
 class Loop(Peer):
@@ -1380,7 +1408,8 @@ def _all_peers():
     peers = []
     for mode in ("padded", "packed", "packed_rows", "segments"):
         for source in ("table", "parquet"):
-            peers += [Lodarrow(mode, source), Lodarrow(mode, source, prefetch=0)]
+            peers += [Lodarrow(mode, source), Lodarrow(mode, source, prefetch=0),
+                      Lodarrow(mode, source, pickled=True)]
         peers += [Lodarrow(mode, "parquet-global")]
         peers += [Loop(mode, s) for s in ("table", "parquet", "parquet-global")]
     peers += [DecodeOnly()]
@@ -1768,15 +1797,17 @@ def _span(values, digits=2, unit="x"):
 def _cells(report, variant):
     """lodarrow over the loop, each (job, source) of the four jobs that keep sequence
     boundaries: ``[(mode, source, lodarrow tokens/s, loop tokens/s)]`` where both ran;
-    ``variant``: "default" (one process), "prefetch0" or "workers" (DataLoader workers)."""
+    ``variant``: "default" (one process), "prefetch0", "workers" (DataLoader workers) or
+    "pickled" (workers whose batches cross pickled, as the loop's do)."""
     results = report["results"]
     loops = loop_rates(results)
     out = []
     for mode in MODES:
         for source in SOURCES:
             stem = f"lodarrow-{mode.replace('_', '-')}-{source}"
-            name = stem + "-prefetch0" if variant == "prefetch0" else stem
-            workers = variant == "workers"
+            name = {"prefetch0": stem + "-prefetch0", "pickled": stem + "-pickled"}.get(
+                variant, stem)
+            workers = variant in ("workers", "pickled")
             rows = [r for r in results if r["peer"] == name and bool(r["workers"]) == workers
                     and "error" not in r]
             base = loops.get((KIND_OF[mode], source, workers))
@@ -1828,7 +1859,7 @@ def claims(report):
     """What the summary sentences state, computed from the report (tests check them)."""
     results = [r for r in report["results"] if "error" not in r]
     out = {}
-    for variant in ("default", "prefetch0", "workers"):
+    for variant in ("default", "prefetch0", "workers", "pickled"):
         cells = _cells(report, variant)
         out[variant] = {
             "ahead": sum(own > base for _, _, own, base in cells), "cells": len(cells),
@@ -1899,7 +1930,10 @@ def summary_lines(report):
     names = {"default": "In one process, on its defaults (`prefetch=2`)",
              "prefetch0": "In one process with `prefetch=0` (no thread of its own besides "
                           "the kernels')",
-             "workers": f"With {s['workers']} `DataLoader` workers"}
+             "workers": f"With {s['workers']} `DataLoader` workers",
+             "pickled": f"With {s['workers']} `DataLoader` workers and the loop's transport "
+                        f"(batches pickled through the workers' queues, not lodarrow's "
+                        f"shared-memory ring)"}
     where = {"table": "the in-memory table", "parquet": "Parquet",
              "parquet-global": "Parquet with the global shuffle"}
     for variant, name in names.items():
@@ -2000,12 +2034,17 @@ def summary_table(report, cell=mega):
     results = report["results"]
     loops = loop_rates(results)
     w = report["settings"]["workers"]
+    by = {(r["peer"], r["workers"]): r for r in results if "error" not in r}
+    # runs from before the equal-transport rows render as they did
+    pickled = any(p.endswith("-pickled") for p, _ in by)
     lines = ["| job | source | loop tokens/s | lodarrow prefetch=2 | ÷ loop | prefetch=0 "
              f"| ÷ loop | loop, {w} DataLoader workers | lodarrow, {w} DataLoader workers "
-             "| ÷ loop with workers | Parquet decode alone | lodarrow prefetch=2 ÷ decode |",
+             "| ÷ loop with workers "
+             + (f"| lodarrow, {w} workers, pickled as the loop's | ÷ loop with workers "
+                if pickled else "")
+             + "| Parquet decode alone | lodarrow prefetch=2 ÷ decode |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-             "| ---: |"]
-    by = {(r["peer"], r["workers"]): r for r in results if "error" not in r}
+             + ("| ---: | ---: " if pickled else "") + "| ---: |"]
     decode = by.get(("decode-parquet", 0))
     for mode in MODES:
         for source in SOURCES:
@@ -2021,13 +2060,16 @@ def summary_table(report, cell=mega):
             cells = (rate(by.get((stem, 0)), base) + rate(by.get((stem + "-prefetch0", 0)), base)
                      + [cell(wbase) if wbase else "—"]
                      + rate(workers[0] if workers else None, wbase))
+            if pickled:
+                mine = [r for (p, wk), r in by.items() if p == stem + "-pickled" and wk]
+                cells += rate(mine[0] if mine else None, wbase)
             if decode is None or source == "table":
                 cells += ["—", "—"]
             else:
                 own = by.get((stem, 0))
                 cells += [cell(decode["tokens_per_s"]),
                           f"{own['tokens_per_s'] / decode['tokens_per_s']:.2f}" if own else "—"]
-            if base is None and all(c == "—" for c in cells[:7]):  # decoding alone: no row
+            if base is None and all(c == "—" for c in cells[:-2]):  # decoding alone: no row
                 continue
             lines.append(f"| {JOB_NAMES[mode]} | {SOURCE_NAMES[source]} | "
                          f"{cell(base) if base else '—'} | " + " | ".join(cells) + " |")

@@ -17,6 +17,7 @@ import warnings
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -61,16 +62,26 @@ def test_corpus_is_written_once(workdir):
     assert corpus.stat().st_mtime_ns == before
 
 
-@pytest.mark.parametrize("name", list(bench.PEERS))
+#: lodarrow's rows whose batches cross pickled run with workers only: two of them here (a
+#: table and a Parquet source; the others differ from them by the mode alone)
+PICKLED = ("lodarrow-packed-table-pickled", "lodarrow-padded-parquet-pickled")
+
+
+@pytest.mark.parametrize("name", [n for n in bench.PEERS
+                                  if not n.endswith("-pickled") or n in PICKLED])
 def test_peer_row(name, workdir, tmp_path):
     peer = bench.PEERS[name]
     for module in peer.requires:
         pytest.importorskip(module)
     md, js = tmp_path / "t.md", tmp_path / "t.json"
+    argv = TINY + ["--workdir", str(workdir), "--peers", name, "--markdown", str(md),
+                   "--json", str(js)]
+    if name in PICKLED:   # in one process nothing crosses: with 2 DataLoader workers
+        argv[argv.index("--modes") + 1] = "2"
+        argv.remove("--in-process")
     with warnings.catch_warnings():     # the peers' own warnings are not under test here
         warnings.simplefilter("ignore")
-        bench.main(TINY + ["--workdir", str(workdir), "--peers", name,
-                           "--markdown", str(md), "--json", str(js)])
+        bench.main(argv)
     [result] = json.loads(js.read_text())["results"]
     assert "error" not in result, result["error"]
     assert result["tokens_per_s"] > 0 and result["timed_batches"] >= 1
@@ -169,6 +180,50 @@ def test_decode_floor_beside_parquet_rows(workdir, tmp_path):
     ratio = own["tokens_per_s"] / decode["tokens_per_s"]
     assert cells["Parquet"][-1].rstrip(" |") == f"{ratio:.2f}"
     assert cells["in-memory table"][-2:] == ["—", "— |"]   # no floor under a table
+
+
+def test_pickled_workers_cross_as_the_loop_does(monkeypatch):
+    """The equal-transport rows: once patched, a worker's batch leaves as lodarrow's pickled
+    fallback (``_WireBatch``), not through the ring, and arrives as the same tensors."""
+    import pickle
+
+    from lodarrow._training import _torch
+
+    monkeypatch.setattr(_torch, "_for_the_wire", _torch._for_the_wire)  # undone after
+    bench._pickle_worker_batches()
+    out = {"values": np.arange(6, dtype=np.int32), "cu_seqlens": np.array([0, 2, 6]),
+           "epoch": 3}
+    wire = _torch._for_the_wire(None, out)     # no ring touched
+    assert isinstance(wire, _torch._WireBatch)
+    back = pickle.loads(pickle.dumps(wire))
+    assert back["values"].tolist() == list(range(6)) and back["epoch"] == 3
+
+
+def test_pickled_column_and_sentence(workdir, tmp_path):
+    """With the pickled rows in a run, the summary table gains their column (÷ the loop with
+    the same workers) and the summary a sentence counting them; without, it is as before."""
+    md, js = tmp_path / "t.md", tmp_path / "t.json"
+    argv = TINY + ["--workdir", str(workdir), "--peers",
+                   "loop-packed-table,lodarrow-packed-table,lodarrow-packed-table-pickled",
+                   "--markdown", str(md), "--json", str(js)]
+    argv[argv.index("--modes") + 1] = "0,2"
+    argv.remove("--in-process")
+    bench.main(argv)
+    report = json.loads(js.read_text())
+    by = {(r["peer"], r["workers"]): r for r in report["results"]}
+    assert ("lodarrow-packed-table-pickled", 0) not in by      # workers only
+    mine, loop = by[("lodarrow-packed-table-pickled", 2)], by[("loop-packed-table", 2)]
+    assert "error" not in mine and mine["tokens_per_epoch"] == loop["tokens_per_epoch"]
+    table = "\n".join(bench.summary_table(report))
+    assert "| lodarrow, 2 workers, pickled as the loop's |" in table
+    row = next(line for line in table.splitlines() if line.startswith("| packed (cu_seqlens) |"))
+    assert f"| {mine['tokens_per_s'] / loop['tokens_per_s']:.2f} |" in row
+    c = bench.claims(report)["pickled"]
+    assert c["cells"] == 1 and c["ahead"] == int(mine["tokens_per_s"] > loop["tokens_per_s"])
+    assert any("the loop's transport" in line for line in bench.summary_lines(report))
+    old = dict(report, results=[r for r in report["results"]
+                                if not r["peer"].endswith("-pickled")])
+    assert "pickled" not in "\n".join(bench.summary_table(old))
 
 
 def test_the_json_and_the_blocks(workdir, tmp_path, monkeypatch):
