@@ -44,7 +44,16 @@ than the corpus (``--cache-bytes``) compares only with shards much smaller than 
 Usage::
 
     LODARROW_NUM_THREADS=1 python benchmarks/cache_peers.py --workdir /tmp/bench-cache \\
-        --peer-python streaming=/path/venv/bin/python --markdown cache.md --json cache.json
+        --peer-python streaming=/path/venv/bin/python \\
+        --json benchmarks/results/cache_peers.json --docs benchmarks/README.md
+    python benchmarks/cache_peers.py --from-json benchmarks/results/cache_peers.json \\
+        --docs benchmarks/README.md
+
+``--json PATH`` keeps every loader's marks with the commit, the machine, the load and the
+command; ``--docs FILE.md`` writes the block between ``<!-- generated: cache-peers, ... -->``
+and ``<!-- end generated: cache-peers -->`` of that file from the JSON (the rest is kept);
+``--from-json PATH`` writes that block (or prints the table) from an earlier run's JSON
+without running anything; ``--markdown PATH`` writes the table alone to a file of its own.
 """
 
 import argparse
@@ -67,6 +76,14 @@ import numpy as np
 
 BUCKET = "bench"
 PEERS = ("lodarrow-nocache", "lodarrow", "streaming", "streaming-zstd")
+ROOT = Path(__file__).resolve().parent.parent
+KEY = "cache-peers"
+REGENERATE = ("python benchmarks/cache_peers.py --from-json benchmarks/results/cache_peers.json "
+              "--docs benchmarks/README.md")
+#: What measures the block: MosaicML streaming in an environment of its own beside this one.
+MEASURE = ("LODARROW_NUM_THREADS=1 python benchmarks/cache_peers.py --peer-python "
+           "streaming=PYTHON --json benchmarks/results/cache_peers.json "
+           "--docs benchmarks/README.md")
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                "AWS_DEFAULT_REGION": "us-east-1"}
 
@@ -85,8 +102,12 @@ def parse(argv):
     p.add_argument("--epoch-timeout", type=float, default=120,
                    help="seconds the last epoch (server stopped) may take before it is "
                         "reported as hanging")
-    p.add_argument("--markdown")
-    p.add_argument("--json")
+    p.add_argument("--markdown", help="write the table to this file (the whole file)")
+    p.add_argument("--json", help="write every loader's marks as JSON")
+    p.add_argument("--docs", metavar="FILE.md",
+                   help="write this benchmark's block of that Markdown file")
+    p.add_argument("--from-json", metavar="PATH",
+                   help="run nothing: --docs / --markdown from the JSON of an earlier run")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     p.add_argument("--cache-dir", help=argparse.SUPPRESS)
@@ -433,6 +454,23 @@ def main(argv=None):
     args = parse(argv)
     if args.child:
         return child(args)
+    if args.from_json:
+        report = json.loads(Path(args.from_json).read_text())
+    else:
+        report = measure(args, argv)
+    text = markdown(report)
+    if args.markdown:
+        Path(args.markdown).write_text(text)
+    if args.docs:
+        from lodarrow._bench import _docs
+
+        _docs.write_block(args.docs, KEY, REGENERATE, text)
+    if not (args.docs or args.markdown):
+        print(text)
+
+
+def measure(args, argv):
+    """Every loader in turn; the report --json keeps."""
     os.environ["LODARROW_NUM_THREADS"] = "1"
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
     pythons = dict(x.split("=", 1) for x in args.peer_python)
@@ -457,7 +495,7 @@ def main(argv=None):
               shlex.join(argv), "started": started,
               "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "load": [load0, os.getloadavg()[0]], "machine": platform.platform(),
-              "cpus": os.cpu_count(), "args": vars(args),
+              "cpus": os.cpu_count(), "args": vars(args), "revision": _revision(),
               "corpus": {"sequences": meta.num_rows, "row_groups": meta.num_row_groups,
                          "parquet_bytes": s3_parquet,
                          "tokens": int(sequences(args)[0][-1]),
@@ -467,17 +505,31 @@ def main(argv=None):
                                            f"mds-{args.sequences}-{args.seed}-{c}").exists()}},
               "results": results}
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1))
-    text = markdown(report, args)
-    if args.markdown:
-        Path(args.markdown).write_text(text)
-    print(text)
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    return report
 
 
-def markdown(report, args):
+def _revision():
+    """The commit measured (lodarrow/_bench/_docs.py's record), None without lodarrow."""
+    try:
+        from lodarrow._bench import _docs
+    except ImportError:
+        return None
+    return _docs.revision(str(ROOT))
+
+
+def markdown(report):
+    """The table and the lines above it, from the JSON alone."""
     c = report["corpus"]
-    mds = ", ".join(f"{v / 1e6:.1f} MB ({k})" for k, v in c["mds_bytes"].items())
-    lines = [f"Command: `{report['command']}`", "",
+    args = argparse.Namespace(**report["args"])
+    mds = (", ".join(f"{v / 1e6:.1f} MB ({k})" for k, v in c["mds_bytes"].items())
+           or "not written (no MosaicML loader ran)")
+    revision = ""
+    if report.get("revision"):
+        from lodarrow._bench import _docs
+
+        revision = f"  {_docs.revision_line(report['revision'])}."
+    lines = [f"Command: `{report['command']}`.{revision}", "",
              f"Machine: {report['machine']}, {report['cpus']} CPUs; {report['started']} to "
              f"{report['finished']}, 1-minute load average {report['load'][0]:.2f} at the "
              f"start, {report['load'][1]:.2f} at the end.", "",

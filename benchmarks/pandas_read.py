@@ -1,56 +1,123 @@
 #!/usr/bin/env python
 """``pd.read_parquet`` of a lodarrow-style column: object columns against the Arrow backend.
 
-    python benchmarks/pandas_read.py [ROWS]
+    python benchmarks/pandas_read.py [--rows 20000] [--repeat 5] \
+        [--json benchmarks/results/pandas_read.json --docs docs/tables.md]
+    python benchmarks/pandas_read.py --from-json benchmarks/results/pandas_read.json \
+        --docs docs/tables.md
 
-Writes ``ROWS`` (default 20000) rows of ``emb: list<fixed_size_list<float, 16>>`` (geometric
-sequence lengths, mean 10) to a temporary Parquet file, then times ``pd.read_parquet(path)``
-(object columns of NumPy arrays: the feature dimension becomes arrays of 16 floats) and
+Writes ``--rows`` rows of ``emb: list<fixed_size_list<float, 16>>`` (geometric sequence
+lengths, mean 10) to a temporary Parquet file, then times ``pd.read_parquet(path)`` (object
+columns of NumPy arrays: the feature dimension becomes arrays of 16 floats) and
 ``pd.read_parquet(path, dtype_backend="pyarrow")`` (``pd.ArrowDtype``: the column keeps its
-``fixed_size_list`` type), best of 5 each, and prints both and their ratio (docs/tables.md).
+``fixed_size_list`` type), best of ``--repeat`` each, in turn (docs/tables.md).
+
+``--json PATH`` keeps the times with the commit, versions, CPU, load and command; ``--docs
+FILE.md`` writes the block between ``<!-- generated: pandas-read, ... -->`` and ``<!-- end
+generated: pandas-read -->`` of that file from the JSON (the rest is kept); ``--from-json
+PATH`` writes that block (or prints it) from an earlier run's JSON without running anything.
 """
 
+import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
+
+KEY = "pandas-read"
+REGENERATE = ("python benchmarks/pandas_read.py --from-json benchmarks/results/pandas_read.json "
+              "--docs docs/tables.md")
 
 
-def best(fn, repeat=5):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+def measure(args):
+    """Both reads, in turn, best of ``args.repeat``; the report --json keeps."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
+    from lodarrow._bench import _docs
 
-def main(rows=20000):
+    report = {"command": "python benchmarks/pandas_read.py " + " ".join(args.argv),
+              "revision": _docs.revision(),
+              "machine": _docs.machine(("numpy", "pyarrow", "pandas", "lodarrow")),
+              "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "rows": args.rows, "repeat": args.repeat}
     rng = np.random.default_rng(0)
-    lengths = rng.geometric(1 / 10, rows) - 1
+    lengths = rng.geometric(1 / 10, args.rows) - 1
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
     values = rng.random(int(offsets[-1]) * 16, dtype=np.float32)
     emb = pa.ListArray.from_arrays(
         offsets, pa.FixedSizeListArray.from_arrays(pa.array(values), 16))
-    path = os.path.join(tempfile.mkdtemp(), "emb.parquet")
-    pq.write_table(pa.table({"doc_id": np.arange(rows), "emb": emb}), path)
-    objects = best(lambda: pd.read_parquet(path))
-    arrow = best(lambda: pd.read_parquet(path, dtype_backend="pyarrow"))
-    df = pd.read_parquet(path, dtype_backend="pyarrow")
-    print(f"{rows} rows, {int(offsets[-1])} vectors of 16 float32, "
-          f"{os.path.getsize(path) / 1e6:.1f} MB on disk; pandas {pd.__version__}, "
-          f"pyarrow {pa.__version__}")
-    print(f"  pd.read_parquet(path)                          {objects * 1e3:8.1f} ms "
-          f"(object column: {type(pd.read_parquet(path)['emb'].iloc[0][0]).__name__} items)")
-    print(f"  pd.read_parquet(path, dtype_backend='pyarrow') {arrow * 1e3:8.1f} ms "
-          f"({df['emb'].dtype})")
-    print(f"  the Arrow backend is {objects / arrow:.1f}x faster")
+    tmp = tempfile.mkdtemp()
+    try:
+        path = os.path.join(tmp, "emb.parquet")
+        pq.write_table(pa.table({"doc_id": np.arange(args.rows), "emb": emb}), path)
+        reads = {"objects": lambda: pd.read_parquet(path),
+                 "arrow": lambda: pd.read_parquet(path, dtype_backend="pyarrow")}
+        times = {name: [] for name in reads}
+        for _ in range(args.repeat):  # in turn: the machine's load falls on both alike
+            for name, read in reads.items():
+                t0 = time.perf_counter()
+                read()
+                times[name].append(time.perf_counter() - t0)
+        report.update(vectors=int(offsets[-1]), file_bytes=os.path.getsize(path),
+                      seconds=times,
+                      object_item=type(reads["objects"]()["emb"].iloc[0][0]).__name__,
+                      arrow_dtype=str(reads["arrow"]()["emb"].dtype))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    report["load_average_end"] = list(os.getloadavg())
+    return report
+
+
+def markdown(report):
+    """The block of docs/tables.md, from the JSON alone."""
+    from lodarrow._bench import _docs
+
+    objects, arrow = min(report["seconds"]["objects"]), min(report["seconds"]["arrow"])
+    head = (f"Measured by `{report['command']}`, started {report['started']}.  "
+            f"{_docs.revision_line(report['revision'])}.  Machine: "
+            f"{_docs.machine_line(report['machine'], report.get('load_average_end'))}.  "
+            f"{report['rows']:,} rows of `emb: list<fixed_size_list<float32, 16>>` "
+            f"({report['vectors']:,} vectors, {report['file_bytes'] / 1e6:.1f} MB on disk); "
+            f"best of {report['repeat']}, the two reads in turn:")
+    out = [head, "", "| read | column | ms |", "| --- | --- | ---: |",
+           (f"| `pd.read_parquet(path)` | object, of `{report['object_item']}` items | "
+            f"{objects * 1e3:.1f} |"),
+           (f"| `pd.read_parquet(path, dtype_backend=\"pyarrow\")` | "
+            f"`{report['arrow_dtype']}` | {arrow * 1e3:.1f} |"), ""]
+    if arrow < objects:
+        out.append(f"The Arrow backend read it in {arrow / objects:.2f} of the object "
+                   f"columns' time ({objects / arrow:.1f}x faster).")
+    else:
+        out.append(f"The Arrow backend took {arrow / objects:.2f}x the object columns' time "
+                   f"in this run.")
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None):
+    from lodarrow._bench import _docs
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", type=int, default=20000)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--json", metavar="PATH", help="write the times as JSON")
+    p.add_argument("--docs", metavar="FILE.md",
+                   help="write this benchmark's block of that Markdown file")
+    p.add_argument("--from-json", metavar="PATH",
+                   help="run nothing: --docs (or the printed block) from an earlier JSON")
+    args = p.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    report = _docs.report_of(args, measure)
+    text = markdown(report)
+    if args.docs:
+        _docs.write_block(args.docs, KEY, REGENERATE, text)
+    else:
+        print(text)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 20000)
+    main()

@@ -4,8 +4,9 @@
 The writers ``write_parquet`` chose between (docs/performance.md#parquet-writes): pyarrow with
 its defaults, pyarrow with lodarrow's settings for LoDTensor columns (no dictionary, no
 statistics), polars' Rust writer (with its own row groups and with pyarrow's 2**20 rows),
-DuckDB's parallel ``COPY``, and ``lodarrow.write_parquet`` itself.  Each file is read back by
-pyarrow and compared with pyarrow's.
+DuckDB's parallel ``COPY``, and ``lodarrow.write_parquet`` itself, with its pyarrow writer also
+without compression and with zstd (polars' default) in place of snappy.  Each file is read
+back by pyarrow and compared with pyarrow's; its size on disk is kept.
 
     python benchmarks/parquet_writers.py [--repeat 5] \\
         --json benchmarks/results/parquet_writers.json --docs docs/performance.md
@@ -41,6 +42,8 @@ WRITERS = (
     ("duckdb", "DuckDB `COPY`"),
     ("la-pyarrow", "`la.write_parquet(engine=\"pyarrow\")`"),
     ("la-auto", "`la.write_parquet()` (engine=\"auto\": polars)"),
+    ("la-pyarrow-none", "`la.write_parquet(engine=\"pyarrow\", compression=\"none\")`"),
+    ("la-pyarrow-zstd", "`la.write_parquet(engine=\"pyarrow\", compression=\"zstd\")`"),
 )
 TABLES = ((1, 10_000_000), (16, 1_000_000))
 
@@ -79,6 +82,10 @@ def writers(t, tensor):
         "duckdb": lambda p: con.execute(f"COPY (SELECT * FROM t) TO '{p}' (FORMAT parquet)"),
         "la-pyarrow": lambda p: la.write_parquet(tensor, p, engine="pyarrow"),
         "la-auto": lambda p: la.write_parquet(tensor, p),
+        "la-pyarrow-none": lambda p: la.write_parquet(tensor, p, engine="pyarrow",
+                                                      compression="none"),
+        "la-pyarrow-zstd": lambda p: la.write_parquet(tensor, p, engine="pyarrow",
+                                                      compression="zstd"),
     }
     return [(key, fns[key]) for key, _ in WRITERS]
 
@@ -146,15 +153,16 @@ def markdown(report):
         f"{_docs.machine_line(m, report.get('load_average_end'))}: other processes share "
         f"this machine, so compare within the run.",
         "",
-        "| table | writer | best ms | GB/s | x polars | pyarrow reads back |",
-        "| --- | --- | ---: | ---: | ---: | --- |",
+        "| table | writer | best ms | GB/s | x polars | MB on disk | pyarrow reads back |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- |",
     ]
     for t in report["tables"]:
         best = {r["writer"]: r["best_s"] for r in t["rows"]}
         for r in t["rows"]:
             out.append(f"| {_table_name(t)} | {labels[r['writer']]} | {r['best_s'] * 1e3:.1f} | "
                        f"{t['nbytes'] / r['best_s'] / 1e9:.2f} | "
-                       f"{r['best_s'] / best['polars']:.2f} | {r['reads_back']} |")
+                       f"{r['best_s'] / best['polars']:.2f} | "
+                       f"{r['bytes_on_disk'] / 1e6:.1f} | {r['reads_back']} |")
     out.append("")
     out += summary_lines(report)
     return "\n".join(out) + "\n"
@@ -171,9 +179,24 @@ def summary_lines(report):
     slowest = "; ".join(
         f"{dict(WRITERS)[max(t['rows'], key=lambda r: r['best_s'])['writer']]} on "
         f"{_table_name(t)}" for t in report["tables"])
+    def sizes(t):
+        return {r["writer"]: r["bytes_on_disk"] for r in t["rows"]}
+
+    codecs = "; ".join(
+        f"{_table_name(t)}: no compression {b['la-pyarrow-none'] / b['la-pyarrow']:.2f} the "
+        f"time and {z['la-pyarrow-none'] / z['la-pyarrow']:.2f} the bytes, zstd "
+        f"{b['la-pyarrow-zstd'] / b['la-pyarrow']:.2f} the time and "
+        f"{z['la-pyarrow-zstd'] / z['la-pyarrow']:.2f} the bytes"
+        for t in report["tables"]
+        for b, z in [({r["writer"]: r["best_s"] for r in t["rows"]}, sizes(t))])
     return [
         "- pyarrow's writer with its defaults / polars' time: "
         + per_table(lambda b: b["pyarrow"] / b["polars"]) + ".",
+        "- pyarrow's writer with its defaults (dictionary tried, statistics) / with "
+        "lodarrow's settings: " + per_table(lambda b: b["pyarrow"] / b["pyarrow-lodarrow"])
+        + ".",
+        "- `la.write_parquet(engine=\"pyarrow\")` without compression and with zstd, against "
+        "its snappy: " + codecs + ".",
         "- `la.write_parquet()`'s time / pyarrow's writer with lodarrow's settings (what "
         "`engine=\"pyarrow\"` writes): " + per_table(lambda b: b["la-auto"] / b["la-pyarrow"])
         + ".",

@@ -6,7 +6,8 @@ has its JSON committed under benchmarks/results/, and the block must equal that 
 again (figures no kept JSON backs sit between ``<!-- pasted: ... -->`` markers instead, which
 say where they came from).  Figures of the prose outside the blocks are checked here against
 the JSON they lean on.  The writers themselves are checked on small files: a block is replaced
-in place, the rest of the file kept.
+in place, the rest of the file kept.  docs/training.md's "Measured" block (written by
+``python -m lodarrow._bench._training``) is checked here too, with the prose around it.
 """
 
 import importlib.util
@@ -14,6 +15,7 @@ import json
 import pathlib
 import re
 
+import numpy as np
 import pytest
 
 from conftest import run_python
@@ -132,6 +134,8 @@ def test_the_datasets_block_shows_only_each_runs_own_peak_rss():
 #: Blocks of benchmarks/README.md that other benchmarks write (their own tests check them):
 #: the loaders' (tests/test_bench_loader_figures.py) and resume.py's (test_bench_resume.py).
 LOADER_README_BLOCKS = {"loaders-run", "mixing-run", "resume"}
+#: ... and cache_peers.py's (checked below).
+CACHE_PEERS_BLOCK = "cache-peers"
 
 
 def test_the_readme_blocks_are_the_operator_json_rendered():
@@ -140,7 +144,8 @@ def test_the_readme_blocks_are_the_operator_json_rendered():
     loader benchmarks' blocks, also there, are checked by tests/test_bench_loader_figures.py.)"""
     text = README.read_text()
     keys = re.findall(r"^<!-- generated: ([\w-]+), by ", text, re.MULTILINE)
-    assert sorted(set(keys) - LOADER_README_BLOCKS) == sorted(_report.README_BLOCKS)
+    assert (sorted(set(keys) - LOADER_README_BLOCKS - {CACHE_PEERS_BLOCK})
+            == sorted(_report.README_BLOCKS))
     assert _report.readme_beside(DOC) == str(README)
     report = _json("bench.json")
     for key, render in _report.README_BLOCKS.items():
@@ -410,3 +415,263 @@ def test_revision_names_the_changed_files(tmp_path):
     assert docs_only["changes"] is False and docs_only["changed"] == []
     assert docs_only["documents"] == ["benchmarks/results/run.json", "guide.md"]
     assert _docs.revision_line(docs_only) == f"Commit: {clean['commit']}"
+
+
+# --- docs/training.md#measured: lodarrow/_bench/_training.py's block -----------------------
+
+TRAINING = ROOT / "docs" / "training.md"
+
+
+def _training_section():
+    text = TRAINING.read_text()
+    start = text.index("\n## Measured\n")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+@pytest.mark.skipif(_json("training.json") is None, reason="no committed training run")
+def test_the_training_block_is_its_json_rendered():
+    """docs/training.md's "Measured" table, its padding waste and the reasons below the goal
+    are the committed run's JSON rendered again; the run says where and on what it ran."""
+    from lodarrow._bench import _training
+
+    text = TRAINING.read_text()
+    assert text.count(_docs.end_marker(_training.KEY)) == 1
+    assert _docs.begin_marker(_training.KEY, _training.REGENERATE) in text
+    report = _json("training.json")
+    assert _docs.body_of(text, _training.KEY) == _training.markdown(report)
+    assert report["command"].startswith("python -m lodarrow._bench._training ")
+    assert report["revision"]["commit"] and report["machine"]["load_average"]
+    assert report["machine"]["versions"]["lodarrow"]
+    assert {r["key"] for r in report["rows"]} >= {"lengths-parquet", "plan-bucketing",
+                                                  "plan-random", "pad-tensors"}
+
+
+def test_the_training_prose_types_no_figure():
+    """Outside its block and its code, the "Measured" section of docs/training.md carries no
+    figure but the goal, which is the script's constant."""
+    from lodarrow._bench import _training
+
+    section = _training_section()
+    assert _docs.find_block(section, _training.KEY) is not None
+    start, end = _docs.find_block(section, _training.KEY)
+    prose = re.sub(r"(?s)```.*?```", "", section[:start] + section[end:])
+    prose = re.sub(r"`[^`\n]*`", "", prose)
+    figures = re.findall(r"(?<![\w-])\d[\d,.]*x?", prose)
+    assert figures == [f"{_training.GOAL}x"], figures
+    for typed in ("693x", "2,216x", "11x in another run", "7,306 batches/s"):
+        assert typed not in TRAINING.read_text()
+
+
+def _training_report(**speedups):
+    """A small training report whose rows have the given speed-ups (key -> ratio)."""
+    rows = [{"key": key, "step": key, "baseline": "peer", "baseline_s": ratio * 0.01,
+             "lodarrow_s": 0.01, "note": ""} for key, ratio in speedups.items()]
+    return {"command": "python -m lodarrow._bench._training --n 10", "started": "now",
+            "revision": {"commit": "abc1234", "changes": False},
+            "machine": {"cpu": "CPU", "cores": 2, "platform": "Linux",
+                        "versions": {"python": "3.11"}, "load_average": [0.5, 0, 0]},
+            "load_average_end": [1.0, 0, 0],
+            "args": {"n": 10, "baseline_n": 10, "steps": 2, "plan_n": 100,
+                     "plan_baseline_n": 100, "repeat": 3, "batch": 32, "max_tokens": 8192,
+                     "window": 3200},
+            "data": {"tokens": 960, "min_length": 1, "max_length": 512, "mean_length": 96.0,
+                     "collated_batches": 2},
+            "rows": rows, "wastes": [{"plan": "random batches", "padding_waste": 0.745,
+                                      "batches": 4}],
+            "loader": {"batches_per_s": 7000.0, "steps_per_s": 100.0, "steps": 2,
+                       "batches": 12}}
+
+
+def test_the_training_reasons_follow_the_rows_below_the_goal():
+    """Only the rows below the goal get a reason, each with its figures from the JSON."""
+    from lodarrow._bench import _training
+
+    text = _training.markdown(_training_report(**{
+        "lengths-parquet": 6.2, "lengths-memory": 693.0, "lengths-hf": 2216.0,
+        "plan-bucketing": 12.0, "plan-random": 8.0, "pad-tensors": 9.0, "pad-rows": 51.0}))
+    assert "| lengths-memory | peer | 6.930 | 0.0100 | 693x |  |" in text
+    assert "- **Lengths from Parquet (6x)**:" in text and "693-2,216x faster" in text
+    assert "random batches 8x against `BatchSampler(RandomSampler)`" in text
+    assert "bucketing 12x" not in text and "sorted" not in text
+    assert "took 0.010 s of the bucketing plan's 0.010 s" in text
+    assert "5,000 us a batch of 32 rows" in text and "collation is 51x faster" in text
+    assert "| random batches | 74.5% | 4 |" in text
+    assert "the loader is 70x the model's pace, so it is not the bottleneck" in text
+    assert "Commit: abc1234." in text
+    ahead = _training.markdown(_training_report(**{"plan-bucketing": 12.0}))
+    assert "Every row with a Python peer reaches the goal of 10x in this run." in ahead
+    odd = _training.markdown(_training_report(**{"pack-hf": 3.0}))
+    assert "- **pack-hf (3x)**: not explained yet." in odd
+
+
+def test_the_training_benchmark_runs_small_and_regenerates_its_block(tmp_path):
+    """A tiny run writes its JSON and its block; --from-json writes the block again, byte
+    for byte, and leaves the rest of the document."""
+    from lodarrow._bench import _training
+
+    js, doc = tmp_path / "t.json", tmp_path / "doc.md"
+    doc.write_text("# T\n\nprose\n")
+    proc = run_python(["-m", "lodarrow._bench._training", "--n", "3000", "--baseline-n",
+                       "1000", "--plan-n", "20000", "--steps", "10", "--json", js,
+                       "--docs", doc], timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(js.read_text())
+    assert report["args"]["n"] == 3000 and report["data"]["tokens"] > 3000
+    assert all(r["lodarrow_s"] > 0 for r in report["rows"])
+    assert report["wastes"] and report["data"]["collated_batches"] == 10
+    text = doc.read_text()
+    assert text.startswith("# T\n\nprose\n\n") and text.endswith(
+        _docs.block(_training.KEY, _training.REGENERATE, _training.markdown(report)))
+    proc = run_python(["-m", "lodarrow._bench._training", "--from-json", js, "--docs", doc],
+                      timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert doc.read_text() == text
+
+
+# --- benchmarks/cache_peers.py: lodarrow's cache against MosaicML's (not published) --------
+
+def _cache_peers_report():
+    """A report as cache_peers.py's --json keeps it (two loaders, 3 epochs)."""
+    def epochs(bytes_each, last_error=None):
+        out = [{"seconds": 1.0, "bytes": b, "sequences": 100} for b in bytes_each]
+        if last_error:
+            out[-1] = {"seconds": 0.5, "bytes": 0, "sequences": 0, "error": last_error}
+        return out
+    results = [{"peer": "lodarrow-nocache", "how": "la.batch_loader(...)", "start_s": 1.2,
+                "start_bytes": 62e6, "epochs": epochs([62e6, 62e6, 0], "cannot connect"),
+                "cache_disk": 8e5, "cache_size": 8e5, "load": [0.5, 0.4]},
+               {"peer": "lodarrow", "how": "la.batch_loader(..., cache_bytes=N)", "start_s": 1.2,
+                "start_bytes": 62e6, "epochs": epochs([0, 0, 0]), "cache_disk": 62.7e6,
+                "cache_size": 62.7e6, "load": [0.4, 0.5]}]
+    return {"command": "LODARROW_NUM_THREADS=1 python benchmarks/cache_peers.py --peers x",
+            "started": "2026-11-28 01:55 UTC", "finished": "2026-11-28 01:56 UTC",
+            "load": [0.45, 1.09], "machine": "Linux", "cpus": 2,
+            "revision": {"commit": "abc1234", "changes": False},
+            "args": {"batch_size": 32, "epochs": 3, "cache_bytes": 2**30},
+            "corpus": {"sequences": 100, "row_groups": 10, "parquet_bytes": 61.9e6,
+                       "tokens": 30000, "mds_bytes": {"raw": 120.1e6}},
+            "results": results}
+
+
+def test_cache_peers_writes_its_block_from_json(tmp_path):
+    """--from-json writes the block from the JSON alone (the run needs MosaicML's own
+    environment), the rest of the file kept; benchmarks/README.md, which publishes no run,
+    says in the block which command measures it, and the prose of docs/training.md and of
+    the README's section types no figure of that comparison."""
+    bench = _script("cache_peers")
+    report = _cache_peers_report()
+    text = bench.markdown(report)
+    assert "Commit: abc1234." in text
+    assert "| lodarrow | la.batch_loader(..., cache_bytes=N) | 1.20 / 62.00 |" in text
+    assert "fails after 0.5 s: cannot connect | 186.0 |" in text
+    src, doc = tmp_path / "c.json", tmp_path / "doc.md"
+    src.write_text(json.dumps(report))
+    doc.write_text("# T\n\nprose\n")
+    bench.main(["--from-json", str(src), "--docs", str(doc)])
+    assert doc.read_text() == "# T\n\nprose\n\n" + _docs.block(bench.KEY, bench.REGENERATE,
+                                                                 text)
+    readme = README.read_text()
+    if (RESULTS / "cache_peers.json").exists():
+        want = bench.markdown(_json("cache_peers.json"))
+    else:
+        want = _docs.pending(bench.MEASURE) + "\n"
+    assert _docs.body_of(readme, bench.KEY) == want
+    section = readme[readme.index("## A local cache against MosaicML's"):]
+    section = section[:section.index("\n## ", 5)]
+    start, end = _docs.find_block(section, bench.KEY)
+    prose = re.sub(r"(?s)```.*?```", "", section[:start] + section[end:])
+    assert not re.findall(r"\d+(?:\.\d+)? (?:MB|s)\b", prose)
+    training = (ROOT / "docs" / "training.md").read_text()
+    assert "| MosaicML, raw MDS" not in training and "12.57 / 120.1" not in training
+
+
+# --- the smaller benchmarks' blocks: docs/tables.md and docs/training.md --------------------
+
+TABLES = ROOT / "docs" / "tables.md"
+
+#: block -> (document, script, its JSON)
+SMALL_BLOCKS = {"udf-chunked-tables": (TABLES, "udf_chunked_tables", "udf_chunked_tables.json"),
+                "pandas-read": (TABLES, "pandas_read", "pandas_read.json"),
+                "packing-fill": (TRAINING, "packing_fill", "packing_fill.json")}
+
+
+@pytest.mark.parametrize("key", sorted(SMALL_BLOCKS))
+def test_a_small_benchmarks_block_is_its_json_rendered(key):
+    doc, script, js = SMALL_BLOCKS[key]
+    bench = _script(script)
+    text = doc.read_text()
+    assert bench.KEY == key and text.count(_docs.end_marker(key)) == 1
+    assert _docs.begin_marker(key, bench.REGENERATE) in text
+    report = _json(js)
+    assert report is not None, f"no benchmarks/results/{js} to render {key} from"
+    assert _docs.body_of(text, key) == bench.markdown(report)
+    assert report["revision"]["commit"] and report["machine"]["load_average"]
+    if key == "udf-chunked-tables":  # the prose: below the threshold the join is cheaper
+        below = [r for r in report["rows"] if r["batch_bytes"] < report["threshold_bytes"]]
+        assert below and all(r["by_batch_ms"] > r["joined_ms"] for r in below)
+    elif key == "pandas-read":  # the prose: object columns of NumPy arrays
+        assert report["object_item"] == "ndarray"
+
+
+@pytest.mark.parametrize("key", sorted(SMALL_BLOCKS))
+def test_the_paragraph_before_a_small_block_types_no_figure(key):
+    """The paragraph introducing each block says what is measured, with no measured figure:
+    only the design's constants (the udf's 1 MiB threshold, the packing's sizes)."""
+    doc, _, _ = SMALL_BLOCKS[key]
+    text = doc.read_text()
+    start, _ = _docs.find_block(text, key)
+    intro = text[text.rindex("\n\n", 0, start - 2) + 2:start]
+    intro = re.sub(r"`[^`\n]*`", "", intro)
+    figures = re.findall(r"(?<![\w^.-])\d[\d,.]*(?:x|%| ?ms| ?s\b| ?MB)", intro)
+    assert not figures, (key, figures)
+    for typed in ("1.4x as fast at 2 MiB", "16.5-17.8 ms", "| slots holding tokens, sigma 0.5 |",
+                  "0.2-0.6 s", "about 0.7 us a KiB"):
+        assert typed not in text
+
+
+@pytest.mark.parametrize("script,argv", [
+    ("udf_chunked_tables", ["--chunks", "2", "--repeat", "1"]),
+    ("pandas_read", ["--rows", "500", "--repeat", "1"]),
+    ("packing_fill", ["--sequences", "3000", "--repeat", "1"])])
+def test_a_small_benchmark_runs_and_regenerates_its_block(script, argv, tmp_path,
+                                                          monkeypatch):
+    """A tiny run writes its JSON and its block; --from-json writes the block again, byte for
+    byte, and keeps the rest of the document."""
+    bench = _script(script)
+    if script == "udf_chunked_tables":
+        monkeypatch.setattr(bench, "SHAPES", ((64, 4), (16384, 16)))
+    js, doc = tmp_path / "r.json", tmp_path / "doc.md"
+    doc.write_text("# T\n\nprose\n")
+    bench.main([*argv, "--json", str(js), "--docs", str(doc)])
+    report = json.loads(js.read_text())
+    text = doc.read_text()
+    assert text == "# T\n\nprose\n\n" + _docs.block(bench.KEY, bench.REGENERATE,
+                                                     bench.markdown(report))
+    bench.main(["--from-json", str(js), "--docs", str(doc)])
+    assert doc.read_text() == text
+    if script == "udf_chunked_tables":
+        assert [r["rows"] for r in report["rows"]] == [64, 16384]
+        assert "batch by batch faster in" in text and "below it" in text
+    elif script == "packing_fill":
+        assert len(report["cells"]) == len(bench.SIGMAS) * len(bench.WINDOWS)
+        for cell in report["cells"]:
+            assert 0.5 < cell["filled"] <= 1 and cell["tokens"] > 0
+            assert 0 <= cell["emptiest_share"] <= 1
+    else:
+        assert min(report["seconds"]["objects"]) > 0 and report["vectors"] > 0
+
+
+def test_the_packing_fill_is_what_packed_rows_packs():
+    """packing_fill.py's shares come from the rows collation makes: the rows of one window
+    of a tiny batch, counted by hand."""
+    bench = _script("packing_fill")
+    from lodarrow._training._collate import pack_placement
+
+    lengths = np.array([5, 1, 4, 2, 3, 6], dtype=np.int64)
+    placement = pack_placement(lengths, 8, window=None)
+    rows, filled, share = bench.fill(lengths, placement, None)
+    assert rows == placement.n_rows and filled == lengths.sum() / (rows * 8)
+    per_row = np.bincount(placement.row, weights=placement.length, minlength=rows)
+    assert share == (8 - per_row).max() / (8 - per_row).sum()
+    rows2, _, share2 = bench.fill(lengths, pack_placement(lengths, 8, window=3), 3)
+    assert rows2 >= rows and 0 < share2 <= 1
