@@ -61,7 +61,7 @@ def test_every_block_of_the_document_is_known_and_closed():
     for key in keys:
         assert text.count(_docs.end_marker(key)) == 1, key
     pasted = re.findall(r"<!-- pasted: ([\w-]+);", text)
-    assert sorted(pasted) == ["apply-pieces", "gpu"]
+    assert sorted(pasted) == ["gpu"]
     for key in pasted:
         assert text.count(f"<!-- end pasted: {key} -->") == 1, key
 
@@ -353,6 +353,9 @@ def test_threads_block_from_json(tmp_path):
     assert ("p99 - p50, the milliseconds the slowest 1% of calls add: the default 0.50 with 0 "
             "busy, 0.60 with 1 busy;" in text)
     assert "`numpy reduceat` 8.0 with 0 busy, 6.0 with 1 busy." in text
+    # the target the prose names, per busy count: numpy's 8.0 and 6.0 miss it
+    assert ("issue 35's target, p99 within 3x of p50, met with 0 busy: the default, one "
+            "thread; with 1 busy: the default, one thread." in text)
     assert "Pasted" not in text and "at the end of each run of the cell" in text
     assert "at 4d4c993" in text and "Commit: abc1234." in text
     src, doc = tmp_path / "t.json", tmp_path / "doc.md"

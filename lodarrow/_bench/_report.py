@@ -113,7 +113,9 @@ the memory bandwidth measured at the start of the run; "x best peer" is the best
 by the fastest peer's best time (below 1: lodarrow is faster than every peer); "peak MiB" is
 the peak memory of one call, output included.  Zero-copy conversions and the 10-row call are
 compared by time.  `from_offsets` is in the table only, not the plot: its check reads offsets
-that sit in cache (GB/s above the memory bandwidth), and polars' row checks nothing.
+that sit in cache (GB/s above the memory bandwidth), and polars' row checks nothing.  A
+"% BW" above 100% elsewhere (D=16 rows of a few tens of MB) is the same effect: the best of
+repeated calls finds part of its input still in the last-level cache from the call before.
 """
 
 #: Cases the plot leaves out (the table has them): their GB/s is no memory-bound figure.
