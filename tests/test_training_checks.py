@@ -59,6 +59,20 @@ def test_the_sequence_column_must_be_a_list(tmp_path):
         la.batch_loader(table, "text", batch_size=1)
 
 
+def test_the_sequence_column_must_hold_numbers(tmp_path):
+    """A list column of strings is refused where it enters, naming the loader and the column
+    (in memory and in Parquet), before any batch."""
+    table = pa.table({"s": [["a", "b"], ["c"]]})
+    with pytest.raises(TypeError, match=r"^batch_loader: column 's': values of Arrow type "
+                                        r"string .* not supported"):
+        la.batch_loader(table, "s", max_tokens=4)
+    pq.write_table(table, tmp_path / "s.parquet")
+    with pytest.raises(TypeError, match=r"^batch_loader: column 's': values of Arrow type "):
+        la.batch_loader(str(tmp_path / "s.parquet"), "s", max_tokens=4)
+    table = pa.table({"v": pa.array([[[1.0] * 4], []], pa.list_(pa.list_(pa.float32(), 4)))})
+    assert len(la.batch_loader(table, "v", max_tokens=4, mode="packed")) >= 1  # features: fine
+
+
 def test_extra_columns_any_type_never_a_buffer_error(tmp_path):
     torch = pytest.importorskip("torch")
     table = pa.table({"ids": [[1, 2], [3], [4, 5, 6]], "text": ["a", None, "c"],

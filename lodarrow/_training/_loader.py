@@ -91,7 +91,9 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
         (``"padded"``: batches that would fit padded too).  A padded batch holds
         ``rows x width`` slots whatever ``cost`` says.
     shuffle : bool, default True
-        Shuffle (row groups, rows inside each block, and steps); False keeps the source order.
+        Shuffle (row groups, rows inside each block, and steps); False keeps the source
+        order of row groups, blocks and steps, while ``bucket=True`` still sorts each
+        share of a block by length: the source order itself needs both False.
     drop_last : bool, default False
         Drop what cannot fill a step: a fixed-size plan (``batch_size`` without
         ``max_tokens``) drops fewer than ``num_replicas * batch_size`` sequences so that every
@@ -141,7 +143,8 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
         bools as arrays of the batch's rows (a column with nulls keeps its dtype, with a bool
         ``<name>_mask``); strings, lists and other types as ``pyarrow.Array``.
     bucket : bool, default True
-        Sort by length inside each rank's share of a block (little padding); False: random.
+        Sort by length inside each rank's share of a block (little padding); False: the
+        share's order as ``shuffle`` leaves it (random, or the source order).
     window : int, default 65536
         The sequences of one rank's share of a block, for an in-memory source (and the block
         of a Ray source).
@@ -204,6 +207,8 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
 
     Raises
     ------
+    FileNotFoundError
+        If a source path, or a file a directory or glob names, does not exist.
     TypeError
         If an argument has the wrong type (the message names it), or a column's type differs
         across files with no lossless conversion.

@@ -84,10 +84,18 @@ def pick_column(schema, column, fn):
 
 
 def check_sequence_type(t, name, fn):
-    """The sequence column must be a list column (the message says what it is instead)."""
+    """The sequence column must be a list column of values a LoDTensor holds (the message
+    says what it is instead), checked before anything is read."""
+    from lodarrow._interop._arrow_layout import plan
+
     if list_depth(t) == 0:
         raise TypeError(f"{fn}: column {name!r} is {t}, not a list column of sequences; "
                         f"name the list column with column=")
+    try:
+        plan(t)
+    except TypeError as exc:  # e.g. strings: say which argument, not from_arrow's words
+        raise TypeError(f"{fn}: column {name!r}: {str(exc).removeprefix('from_arrow: ')}"
+                        ) from None
 
 
 def list_depth(t):
