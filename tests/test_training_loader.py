@@ -493,6 +493,83 @@ def test_a_pass_broken_off_begins_no_further_row_group(dataset, monkeypatch):
     _equal_batches(list(it), want[2:])
 
 
+def test_a_pass_waiting_for_a_block_decodes_its_row_groups_left(dataset, monkeypatch):
+    """The consumer, reaching a block still being read (and, at the epoch's end, the next
+    epoch's first block), decodes row groups of it beside the read-ahead thread: each row
+    group read once, the batches as without reading ahead."""
+    from lodarrow._training._source import ParquetParts
+
+    # two threads: the read-ahead thread decodes alone (the consumer's left to it), and the
+    # consumer may help whatever the machine's load
+    monkeypatch.setenv("LODARROW_NUM_THREADS", "2")
+    kw = dict(batch_size=16, row_groups=4, seed=4, progress=False)
+    inline = la.batch_loader(dataset, "ids", prefetch=0, **kw)
+    loader = la.batch_loader(dataset, "ids", prefetch=2, **kw)  # their lengths read, uncounted
+    reads, read_group = [], ParquetParts.read_group
+
+    def slow(self, k, columns):
+        reads.append(threading.current_thread().name.startswith("lodarrow-read-ahead"))
+        time.sleep(0.05)
+        return read_group(self, k, columns)
+
+    monkeypatch.setattr(ParquetParts, "read_group", slow)
+    want = list(inline)
+    epoch_reads = len(reads)
+    inline.set_epoch(1)
+    next(iter(inline))
+    next_first = len(reads) - epoch_reads
+    del reads[:]
+    _equal_batches(list(loader), want)
+    assert len(reads) == epoch_reads + next_first  # none twice
+    # the first block is read by the consumer as the pass starts, the others ahead: a row
+    # group the consumer read after the read-ahead's first is one it helped with
+    ahead = reads.index(True)
+    assert False in reads[ahead:]
+
+
+def test_shared_pieces_keep_their_order_and_the_first_error():
+    """A read's pieces (:class:`Shared`): results in order whoever decoded them, a helper
+    waiting before they are listed takes some (one whose ``may`` says no takes none), the
+    first error in order is raised and no piece is begun after it, and a read that ends
+    unlisted releases its helpers."""
+    from lodarrow._training._readahead import Shared
+
+    def slow(i):
+        time.sleep(0.01)
+        return i * 10
+
+    shared, took = Shared(), []
+    helper = threading.Thread(target=shared.help)
+    helper.start()  # waits for the pieces
+    refusing = threading.Thread(target=shared.help, args=(lambda: took.append(1) and False,))
+    refusing.start()  # asked before each piece: takes none
+    assert shared.run(slow, range(12), threads=2) == [i * 10 for i in range(12)]
+    for t in (helper, refusing):
+        t.join(5)
+        assert not t.is_alive()
+    assert took == [1]
+    shared.help()  # arriving after the read: takes nothing
+
+    begun = []
+
+    def failing(i):
+        begun.append(i)
+        if i in (2, 4):
+            raise ValueError(f"piece {i}")
+        return i
+
+    with pytest.raises(ValueError, match="piece 2"):
+        Shared().run(failing, range(6))
+    assert begun == [0, 1, 2]
+
+    unlisted = Shared()
+    helper = threading.Thread(target=unlisted.help)
+    helper.start()
+    unlisted.close()
+    helper.join(5)
+    assert not helper.is_alive()
+
+
 def test_exiting_with_a_pass_open_stops_its_reads(dataset, tmp_path):
     """The interpreter, exiting with a pass still open, waits for no more than the row group
     in flight (the read-ahead's thread is joined at exit)."""

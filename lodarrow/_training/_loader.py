@@ -760,11 +760,11 @@ class BatchLoader:
         plan, _ = self._epoch_plan(epoch)
         return plan, None if self._mix is None else self._epoch_mix(epoch).vmap
 
-    def _read(self, rows, stop=None):
+    def _read(self, rows, stop=None, shared=None):
         """A block's sequences ``rows`` read from the source (``kind`` "blocks":
         :meth:`~lodarrow._training._parquet_source.ParquetSource.read`), in this thread or
         read ahead in another (through :attr:`_ahead`, which holds it weakly)."""
-        return self._src.read(rows, stop)
+        return self._src.read(rows, stop, shared)
 
     def _new_producer(self):
         """The delivery stage's maker of this loader's batches (:mod:`_produce`)."""

@@ -17,7 +17,7 @@ from lodarrow._training._collate import as_sequences, with_separator
 from lodarrow._training._columns import ExtraColumn, fill_value_nulls
 from lodarrow._training._lengths import parquet_part_lengths
 from lodarrow._training._mix import MixedParts
-from lodarrow._training._readahead import Stopped
+from lodarrow._training._readahead import Shared, Stopped
 from lodarrow._training._source import (ParquetParts, check_level, check_sequence_type,
                                         list_depth, pick_column)
 
@@ -143,11 +143,13 @@ class ParquetSource:
         return max(1, int(round(select.row_groups * mean)))
 
     # --- reading ---------------------------------------------------------------------------
-    def read(self, rows, stop=None):
+    def read(self, rows, stop=None, shared=None):
         """Read the sequences ``rows`` (positions in the source) from the row groups holding
         them: the Sequences, a map from positions to the read table's, the extra columns.
         ``stop`` (a ``threading.Event``), once set, ends the read before its next row group
-        (:class:`~lodarrow._training._readahead.Stopped`)."""
+        (:class:`~lodarrow._training._readahead.Stopped`); ``shared`` (a
+        :class:`~lodarrow._training._readahead.Shared`): the row groups are decoded through
+        it, so that a thread waiting for this read decodes some of them."""
         level0 = self.level == 0
         part_starts = self.part_starts
         p = np.searchsorted(part_starts, rows, side="right") - 1
@@ -165,7 +167,7 @@ class ParquetSource:
         else:
             ranges = [(k, 0, None) for k in needed.tolist()]
         columns = [self.column] + self.extra_columns
-        tables = _read_all(self.parts, ranges, columns, stop)
+        tables = _read_all(self.parts, ranges, columns, stop, shared)
         firsts, offsets, done = [], [], 0
         for (k, lo, _), table in zip(ranges, tables):
             firsts.append(part_starts[k] + lo)
@@ -201,10 +203,16 @@ class ParquetSource:
         return seqs, local_of, extras
 
 
-def _read_all(parts, ranges, columns, stop=None):
+def _read_all(parts, ranges, columns, stop=None, shared=None):
     """The row ranges ``(row group, lo, hi)`` of ``parts``, decoded on a few threads at once
     (Parquet decoding releases the GIL; ``DataLoader`` workers run with one thread each);
-    none is begun once ``stop`` is set."""
+    none is begun once ``stop`` is set.
+
+    ``shared`` (a ``Shared``) is given for a read made ahead: then one thread fewer decodes,
+    the consumer's (it makes batches meanwhile, and decodes what is left through ``shared``
+    once it waits for this read); on two cores more decoding threads only take turns with
+    it.
+    """
     from lodarrow._threads import num_threads
 
     def read(r):
@@ -212,10 +220,9 @@ def _read_all(parts, ranges, columns, stop=None):
             raise Stopped("a read made ahead, stopped: its pass ended")
         return parts.read(r[0], columns, r[1], r[2])
 
-    threads = min(num_threads(), len(ranges))
-    if threads <= 1:
-        return [read(r) for r in ranges]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(read, ranges))
+    threads = num_threads()
+    if shared is None:
+        shared = Shared()
+    else:
+        threads -= 1
+    return shared.run(read, ranges, min(threads, len(ranges)))

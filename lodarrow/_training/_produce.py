@@ -162,7 +162,7 @@ class Producer:
         rank = self._rank
         if plan.items is not None:  # items (rows, blocks): their sequences, once each
             lo, hi = plan.lo[rank], plan.hi[rank]
-            rows = np.unique(np.concatenate([plan.order[lo[s]:hi[s]] for s in group]))
+            rows = _unique(np.concatenate([plan.order[lo[s]:hi[s]] for s in group]))
         else:
             rows = np.concatenate([plan.batch(rank, s) for s in group])
         return rows if vmap is None else vmap[rows]
@@ -253,6 +253,21 @@ class Producer:
                 yield (s, self._batch(seqs, local_of, plan, s, extras, None),
                        int(plan.tokens[0, s]))
             del seqs, extras
+
+
+def _unique(rows):
+    """``np.unique(rows)`` of integer positions, marked in a mask over their span where that
+    span is at most a few times their count (a block's rows: the sort of ``np.unique`` took
+    a tenth of the consumer's time in an epoch read from Parquet)."""
+    if not len(rows):
+        return np.unique(rows)
+    lo = int(rows.min())
+    span = int(rows.max()) - lo + 1
+    if span > 8 * len(rows) + (1 << 16):  # sparse: the mask would cost more than the sort
+        return np.unique(rows)
+    seen = np.zeros(span, np.bool_)
+    seen[rows - lo] = True
+    return (np.flatnonzero(seen) + lo).astype(rows.dtype, copy=False)
 
 
 def blocks_of(plan, rank, steps, limit=None):

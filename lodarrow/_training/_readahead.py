@@ -7,7 +7,9 @@ starts with the same rows takes it, any other drops it.  What a read returns dep
 the rows it reads, so reading ahead never changes a batch, only when the decoding happens.
 A read made ahead that failed is made again where its block is taken, so what is raised,
 and where, is what reading then would raise (a passing error, say of a remote store, is
-not raised at all).  A pass waits for the reads it started: none runs on between passes
+not raised at all).  A pass that reaches a block still being read, or waits for a read at
+its end, decodes the row groups left itself (:class:`Shared`) rather than wait idle for the
+read-ahead thread alone.  A pass waits for the reads it started: none runs on between passes
 (while a cache is cleared, or the interpreter exits).  A pass broken off, and the
 interpreter exiting, stop them first: a read stopped begins no further row group, and the
 pass that needs its block reads it again.
@@ -21,11 +23,112 @@ from concurrent.futures import thread as _pool_thread  # noqa: F401  (its exit h
 
 import numpy as np
 
-__all__ = ["ReadAhead", "Stopped"]
+__all__ = ["ReadAhead", "Shared", "Stopped"]
 
 
 class Stopped(Exception):
     """A read made ahead that was stopped (its block is read again where it is due)."""
+
+
+class Shared:
+    """The pieces of one read (a block's row groups), each decoded by whichever thread takes
+    it first: the reading thread, its helpers, and a thread waiting for the read (its
+    :meth:`help`).
+
+    A consumer that has made its batches before the next block is read would otherwise
+    sleep while the read-ahead thread alone decodes the rest; on two cores that thread's
+    decoding is then the loader's pace.  Pieces are taken in order, so the first error in
+    order is the one raised; after an error no further piece is begun.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._fn = self._items = self._out = None
+        self._taken = self._finished = 0
+        self._failed = self._closed = False
+
+    def run(self, fn, items, threads=1):
+        """``[fn(item) for item in items]``, the items taken by this thread, ``threads - 1``
+        more and any thread in :meth:`help`; the first error (in order) is raised."""
+        items = list(items)
+        with self._lock:
+            if self._closed:  # one read per Shared: a second run would wait forever
+                raise RuntimeError("Shared.run: this read's pieces were run already")
+            self._fn, self._items, self._out = fn, items, [None] * len(items)
+            self._changed.notify_all()  # a waiter in help() starts taking pieces
+        pool = None
+        more = min(threads, len(items)) - 1
+        if more > 0:
+            pool = ThreadPoolExecutor(more)
+            for _ in range(more):
+                pool.submit(self.help)
+        try:
+            self.help()
+            with self._lock:
+                while self._finished < self._taken or not (
+                        self._failed or self._taken == len(items)):
+                    self._changed.wait()
+                self._closed = True  # a helper arriving late takes nothing
+                done, self._out = self._out[:self._taken], None  # not kept with the future
+                self._fn = self._items = None
+        finally:
+            if pool is not None:
+                pool.shutdown()
+        out = []
+        for ok, value in done:
+            if not ok:
+                raise value
+            out.append(value)
+        return out
+
+    def help(self, may=None):
+        """Take pieces until none is left (or ``may()``, asked before each, is false); first
+        wait for the read to list them, unless it ends (:meth:`close`) first."""
+        with self._lock:
+            while self._items is None and not self._closed:
+                self._changed.wait()
+        while may is None or may():
+            with self._lock:
+                i = self._taken
+                if self._closed or self._failed or i >= len(self._items):
+                    return
+                self._taken += 1
+                fn, item = self._fn, self._items[i]
+            try:
+                done = (True, fn(item))
+            except Exception as exc:  # raised by the reader, in order
+                done = (False, exc)
+            except BaseException:  # an interrupt of a helping thread: its own to raise
+                self._end(i, (False, Stopped("a piece's reader was interrupted")))
+                raise
+            self._end(i, done)
+
+    def _end(self, i, done):
+        with self._lock:
+            self._out[i] = done
+            self._finished += 1
+            self._failed |= not done[0]
+            self._changed.notify_all()
+
+    def close(self):
+        """The read ended (or never began): a thread waiting in :meth:`help` returns."""
+        with self._lock:
+            self._closed = True
+            self._changed.notify_all()
+
+
+def _spare_cpu():
+    """Whether a thread waiting for a read may decode beside the read-ahead thread: two
+    threads allowed (``LODARROW_NUM_THREADS``, taken as it is; else the CPUs this process
+    may use) and a CPU free of other work, the read-ahead thread (decoding) not counted.
+    On a busy machine a second decoder only takes turns with the others, and two decoders
+    at once each take longer than one alone (lodarrow._threads' policy for kernels)."""
+    from lodarrow._threads import busy_cpus, num_threads, usable_cpus
+
+    if os.environ.get("LODARROW_NUM_THREADS"):
+        return num_threads() >= 2
+    return usable_cpus() >= 2 and busy_cpus() <= (os.cpu_count() or 1) - 1
 
 
 _LIVE = weakref.WeakSet()  # the ReadAheads of this process
@@ -57,6 +160,7 @@ class ReadAhead:
         self._pid = None
         self._kept = None  # (rows, future, pid) of a read made for a pass not begun
         self._stops = {}  # future -> its stop event, while it runs or waits
+        self._shared = {}  # future -> the pieces of its read (Shared), while it runs or waits
         _LIVE.add(self)
 
     def _executor(self):
@@ -64,15 +168,22 @@ class ReadAhead:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="lodarrow-read-ahead")
             self._pid = os.getpid()
             self._stops = {}  # a forked process's own: its parent's reads never end here
+            self._shared = {}
         return self._pool
 
     def submit(self, rows):
-        """A future of ``read(rows)``, started now (after the reads before it)."""
-        stop = threading.Event()
-        future = self._executor().submit(self._read(), rows, stop)
-        stops = self._stops  # not self: a future kept must not hold its ReadAhead
-        stops[future] = stop
-        future.add_done_callback(lambda f: stops.pop(f, None))
+        """A future of ``read(rows, stop, shared)``, started now (after the reads before it);
+        ``shared`` (a :class:`Shared`) lets the thread that takes it decode with it."""
+        stop, shared = threading.Event(), Shared()
+        future = self._executor().submit(self._read(), rows, stop, shared)
+        stops, helps = self._stops, self._shared  # not self: a future kept must not hold
+        stops[future], helps[future] = stop, shared  # its ReadAhead
+
+        def ended(f):
+            stops.pop(f, None)
+            helps.pop(f, None)
+            shared.close()
+        future.add_done_callback(ended)
         return future
 
     def take(self, rows):
@@ -91,6 +202,9 @@ class ReadAhead:
         one is gone)."""
         if future is None:
             return self._read()(rows)
+        shared = self._shared.get(future) if self._pid == os.getpid() else None
+        if shared is not None:  # decode what is left of the block here, not wait for it
+            shared.help(_spare_cpu)
         try:
             return future.result()
         except Exception:
@@ -121,6 +235,13 @@ class ReadAhead:
                 stop.set()
 
     def settle(self):
-        """Wait for every read this process submitted (their errors are the takers')."""
+        """Wait for every read this process submitted (their errors are the takers'),
+        decoding their pieces left meanwhile: the pass ends when the next pass's first
+        block, read ahead, is read, so waiting idle for it would only slow the epoch."""
         if self._pid == os.getpid():
-            wait(list(self._stops))
+            futures = list(self._stops)
+            for future in futures:
+                shared = self._shared.get(future)
+                if shared is not None:
+                    shared.help(_spare_cpu)
+            wait(futures)
