@@ -21,7 +21,11 @@ PYTHON=${PYTHON:-python}
 PEERS_PYTHON=${PEERS_PYTHON:-/work/venv-peers/bin/python}
 MDS_PYTHON=${MDS_PYTHON:-/work/venv-mds/bin/python}
 WORKDIR=${WORKDIR:-/tmp/lodarrow-loader-figures}
-export LODARROW_NUM_THREADS=1   # every row held to one decoding thread, as the loop is
+# loaders.py: lodarrow on its defaults (kernel threads by the machine's load), its prefetch=0
+# column on one thread, the loop's (the script sets it for that column); the other scripts
+# hold every lodarrow row to one thread
+unset LODARROW_NUM_THREADS
+one=(env LODARROW_NUM_THREADS=1)
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"   # the checkout's lodarrow is measured
 mkdir -p benchmarks/results "$WORKDIR"
 
@@ -50,11 +54,11 @@ done
     --workdir "$WORKDIR/loaders" "${peers[@]}" \
     --json benchmarks/results/loaders.json --docs docs/training.md \
     --readme benchmarks/README.md >/dev/null
-"$PYTHON" benchmarks/mixing.py --workdir "$WORKDIR/mixing" --epochs 12 --peers "$mix_list" "${mix_python[@]}" \
+"${one[@]}" "$PYTHON" benchmarks/mixing.py --workdir "$WORKDIR/mixing" --epochs 12 --peers "$mix_list" "${mix_python[@]}" \
     --json benchmarks/results/mixing.json --docs docs/training.md \
     --readme benchmarks/README.md >/dev/null
-"$PYTHON" benchmarks/data_cache.py --sequences 100000 --files 4 --repeat 7 \
+"${one[@]}" "$PYTHON" benchmarks/data_cache.py --sequences 100000 --files 4 --repeat 7 \
     --json benchmarks/results/data_cache.json --docs docs/training.md >/dev/null
-"$PYTHON" benchmarks/lengths_cache.py --sequences 1000000 --files 4 --repeat 5 --s3 \
+"${one[@]}" "$PYTHON" benchmarks/lengths_cache.py --sequences 1000000 --files 4 --repeat 5 --s3 \
     --json benchmarks/results/lengths_cache.json --docs docs/training.md \
     --s3-docs docs/scale-out.md --footer-docs docs/tables.md >/dev/null

@@ -414,6 +414,9 @@ class Lodarrow(Peer):
             self.workers_modes = (0,)
         if pickled:
             self.label += ", batches pickled (the loop's transport)"
+        # the equal-threads column: one thread in all, the loop's; every other lodarrow cell
+        # runs on its defaults (the environment as given: load-aware kernel threads)
+        self.env = {"LODARROW_NUM_THREADS": "1"} if prefetch == 0 else {}
 
     def runs_with(self, workers):
         # the pickled transport is a workers' row: in one process nothing crosses
@@ -1685,6 +1688,9 @@ def child(args, python, job, peer, workers=0, timeout=None):
     cmd = [python, os.path.abspath(__file__), "--job", job, "--peer", peer,
            "--workers", str(workers)] + passthrough(args)
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false", PYTHONWARNINGS="ignore")
+    known = PEERS.get(peer)
+    if "LODARROW_NUM_THREADS" not in os.environ and known is not None:
+        env.update(getattr(known, "env", {}))  # a value set for the whole run is kept
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -1928,8 +1934,10 @@ def summary_lines(report):
     c, s = claims(report), report["settings"]
     lines = []
     names = {"default": "In one process, on its defaults (`prefetch=2`)",
-             "prefetch0": "In one process with `prefetch=0` (no thread of its own besides "
-                          "the kernels')",
+             "prefetch0": ("In one process with `prefetch=0` and `LODARROW_NUM_THREADS=1` "
+                           "(one thread, as the loop)" if s.get("prefetch0_threads") else
+                           "In one process with `prefetch=0` (no thread of its own besides "
+                           "the kernels')"),
              "workers": f"With {s['workers']} `DataLoader` workers",
              "pickled": f"With {s['workers']} `DataLoader` workers and the loop's transport "
                         f"(batches pickled through the workers' queues, not lodarrow's "
@@ -1951,7 +1959,9 @@ def summary_lines(report):
                      f"default delivers {_span(c['decode']['shares'])} of it.")
     gain = c["prefetch_gain"]
     if gain["table"] or gain["parquet"]:
-        lines.append(f"- `prefetch=2` over `prefetch=0`, drained as fast as it goes: "
+        what = ("lodarrow's defaults over `prefetch=0` on one thread" if
+                s.get("prefetch0_threads") else "`prefetch=2` over `prefetch=0`")
+        lines.append(f"- {what}, drained as fast as it goes: "
                      f"{_span(gain['table'])} from the in-memory table, "
                      f"{_span(gain['parquet'])} from Parquet.")
     for w in sorted({p["workers"] for p in c["peers"]}):
@@ -2023,10 +2033,19 @@ def header_lines(report):
         f"({s['row_groups_total']} for the global shuffle).  Window: {s['warmup']} warm-up "
         f"epoch(s), then whole epochs until {s['seconds']:g} s (at most {s['max_epochs']}); "
         f"each cell run {s['repeat']} time(s), round robin, its median published.  "
-        f"`LODARROW_NUM_THREADS` {threads if threads else 'not set (load-aware)'}; every "
+        f"`LODARROW_NUM_THREADS` {threads if threads else 'not set (load-aware)'}"
+        f"{_one_thread_column(s)}; every "
         f"process torch.set_num_threads(1); DataLoader workers: {s['workers']}, persistent, "
         f"torch 1 thread each.  Resume at {s['resume_at']:.0%} of the epoch after the window.",
         ""]
+
+
+def _one_thread_column(settings):
+    """Said of a run on lodarrow's default threads whose ``prefetch=0`` column ran on one."""
+    if not settings.get("prefetch0_threads"):
+        return ""
+    return (f" (lodarrow's defaults), {settings['prefetch0_threads']} in the `prefetch=0` "
+            f"column (the loop's threads)")
 
 
 def summary_table(report, cell=mega):
@@ -2037,8 +2056,11 @@ def summary_table(report, cell=mega):
     by = {(r["peer"], r["workers"]): r for r in results if "error" not in r}
     # runs from before the equal-transport rows render as they did
     pickled = any(p.endswith("-pickled") for p, _ in by)
-    lines = ["| job | source | loop tokens/s | lodarrow prefetch=2 | ÷ loop | prefetch=0 "
-             f"| ÷ loop | loop, {w} DataLoader workers | lodarrow, {w} DataLoader workers "
+    one = report["settings"].get("prefetch0_threads")
+    lines = ["| job | source | loop tokens/s | lodarrow "
+             + ("defaults (prefetch=2, load-aware threads)" if one else "prefetch=2")
+             + " | ÷ loop | prefetch=0" + (f", {one} thread " if one else " ")
+             + f"| ÷ loop | loop, {w} DataLoader workers | lodarrow, {w} DataLoader workers "
              "| ÷ loop with workers "
              + (f"| lodarrow, {w} workers, pickled as the loop's | ÷ loop with workers "
                 if pickled else "")
@@ -2234,6 +2256,8 @@ def settings(args, meta):
                row_groups_total=ctx.row_groups_total, max_tokens=ctx.max_tokens,
                LODARROW_NUM_THREADS=os.environ.get("LODARROW_NUM_THREADS"),
                OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS"))
+    if not out["LODARROW_NUM_THREADS"]:  # the defaults measured, one column on one thread
+        out["prefetch0_threads"] = 1
     return out
 
 

@@ -226,6 +226,41 @@ def test_pickled_column_and_sentence(workdir, tmp_path):
     assert "pickled" not in "\n".join(bench.summary_table(old))
 
 
+def test_defaults_measured_and_one_thread_column(workdir, tmp_path, monkeypatch):
+    """Run with ``LODARROW_NUM_THREADS`` unset, lodarrow's cells run on its defaults (load-aware
+    threads) but the ``prefetch=0`` column on one thread, the loop's, and the tables say so;
+    a value set for the whole run holds every cell, the ``prefetch=0`` one included."""
+    peers = "loop-padded-table,lodarrow-padded-table,lodarrow-padded-table-prefetch0"
+
+    def run(name):
+        js = tmp_path / f"{name}.json"
+        argv = TINY + ["--workdir", str(workdir), "--peers", peers, "--json", str(js)]
+        argv.remove("--in-process")  # the cells in processes of their own, as published
+        bench.main(argv)
+        report = json.loads(js.read_text())
+        return report, {r["peer"]: r for r in report["results"]}
+
+    monkeypatch.delenv("LODARROW_NUM_THREADS", raising=False)
+    report, by = run("defaults")
+    assert "load-aware" in by["lodarrow-padded-table"]["threads"]
+    assert ("kernels up to 1 thread(s) (LODARROW_NUM_THREADS)"
+            in by["lodarrow-padded-table-prefetch0"]["threads"])
+    assert report["settings"]["prefetch0_threads"] == 1
+    table = "\n".join(bench.summary_table(report))
+    assert "| lodarrow defaults (prefetch=2, load-aware threads) | ÷ loop | prefetch=0, 1 thread |" in table
+    header = "\n".join(bench.header_lines(report))
+    assert "not set (load-aware) (lodarrow's defaults), 1 in the `prefetch=0` column" in header
+    assert any("`LODARROW_NUM_THREADS=1` (one thread, as the loop)" in line
+               for line in bench.summary_lines(report))
+
+    monkeypatch.setenv("LODARROW_NUM_THREADS", "2")
+    report, by = run("set")
+    assert ("kernels up to 2 thread(s) (LODARROW_NUM_THREADS)"
+            in by["lodarrow-padded-table-prefetch0"]["threads"])
+    assert "prefetch0_threads" not in report["settings"]
+    assert "| lodarrow prefetch=2 | ÷ loop | prefetch=0 |" in "\n".join(bench.summary_table(report))
+
+
 def test_the_json_and_the_blocks(workdir, tmp_path, monkeypatch):
     """Cells run round robin, every run in the JSON with its load; the blocks of the
     documents generated from the JSON, and written again from it byte for byte."""
