@@ -261,6 +261,34 @@ def test_defaults_measured_and_one_thread_column(workdir, tmp_path, monkeypatch)
     assert "| lodarrow prefetch=2 | ÷ loop | prefetch=0 |" in "\n".join(bench.summary_table(report))
 
 
+def test_cold_and_warm_starts(workdir, tmp_path):
+    """From Parquet, lodarrow's cell times a start with its lengths cache empty (a fresh
+    ``cache_dir``, which the timed start then reads); the in-memory table has no cache.  The
+    run table gains the column and the summary the sentence."""
+
+    js = tmp_path / "t.json"
+    argv = TINY + ["--workdir", str(workdir), "--peers",
+                   "loop-padded-parquet,lodarrow-padded-parquet,lodarrow-padded-table",
+                   "--json", str(js)]
+    bench.main(argv)
+    report = json.loads(js.read_text())
+    by = {r["peer"]: r for r in report["results"]}
+    cold = by["lodarrow-padded-parquet"]
+    assert cold["cold_start_s"] > 0 and cold["samples"][0]["cold_start_s"] > 0
+    assert "cold_start_s" not in by["lodarrow-padded-table"]
+    assert "cold_start_s" not in by["loop-padded-parquet"]
+    text = bench.markdown(report)
+    assert "| start s (warm) | cold start s |" in text
+    assert any(line.startswith("- Cold and warm starts from Parquet: lodarrow ")
+               for line in bench.summary_lines(report))
+    # the warm start found the lengths the cold one stored: that loader read none
+    ctx = bench.Context(bench.parse(TINY + ["--workdir", str(workdir)]),
+                        json.loads((workdir / "corpus.json").read_text()))
+    peer = bench.PEERS["lodarrow-padded-parquet"]
+    peer.cold_start(ctx, 0)
+    assert any(pathlib.Path(ctx.cache_dir).rglob("*")), "the cold start filled no cache"
+
+
 def test_the_json_and_the_blocks(workdir, tmp_path, monkeypatch):
     """Cells run round robin, every run in the JSON with its load; the blocks of the
     documents generated from the JSON, and written again from it byte for byte."""
