@@ -51,11 +51,8 @@ numpydoc_class_members_toctree = False
 # (xref_ignore "all": no other word is a target), lodarrow's own classes and other libraries'
 numpydoc_xref_param_type = True
 numpydoc_xref_ignore = "all"
+# (lodarrow's own classes and exceptions are added below, from the API pages: _type_aliases)
 numpydoc_xref_aliases = {
-    "LoDTensor": "lodarrow.LoDTensor",
-    "CPUPlace": "lodarrow.CPUPlace",
-    "CUDAPlace": "lodarrow.CUDAPlace",
-    "CUDAPinnedPlace": "lodarrow.CUDAPinnedPlace",
     "ndarray": "numpy.ndarray",
     "numpy.ndarray": "numpy.ndarray",
     "np.ndarray": "numpy.ndarray",
@@ -70,6 +67,10 @@ numpydoc_xref_aliases = {
     "pa.DataType": "pyarrow.DataType",
     "pyarrow.DataType": "pyarrow.DataType",
 }
+
+# `name` in a docstring or an API page is a reference to that name (``la.`` as lodarrow.,
+# ``lt.`` as lodarrow.torch.: see _resolve_short_names), not italic text
+default_role = "py:obj"
 
 nitpicky = True
 # other libraries' names: resolvable only through their intersphinx inventories (network)
@@ -103,21 +104,47 @@ html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
 html_static_path = []
 
 
-def _documented_names():
-    """The full names the API pages document with ``.. autofunction::``, ``autoclass::``, ...
-    (under the ``.. currentmodule::`` / ``.. module::`` in force)."""
-    names = set()
-    for page in (HERE / "api").glob("*.rst"):
+def _documented_objects():
+    """``{full name: "function" | "class" | "exception" | "data"}``: what the API pages
+    document with ``.. autofunction::``, ``autoclass::``, ... (under the
+    ``.. currentmodule::`` / ``.. module::`` in force)."""
+    found = {}
+    for page in sorted((HERE / "api").glob("*.rst")):
         text = page.read_text()
         module = "lodarrow"
         for line in text.splitlines():
             m = re.match(r"\.\. (?:current)?module:: (\S+)", line)
             if m:
                 module = m[1]
-            m = re.match(r"\.\. auto(?:function|class|exception|data):: (\S+)", line)
+            m = re.match(r"\.\. auto(function|class|exception|data):: (\S+)", line)
             if m:
-                names.add(f"{module}.{m[1]}" if "." not in m[1] else m[1])
-    return names
+                found[f"{module}.{m[2]}" if "." not in m[2] else m[2]] = m[1]
+    return found
+
+
+def _documented_names():
+    """The full names the API pages document (:func:`_documented_objects`)."""
+    return set(_documented_objects())
+
+
+def _type_aliases():
+    """The words of numpydoc's parameter, return and raises types that name a class or
+    exception of the API pages (``BatchLoader``, ``LoDError``, ``lodarrow.LoDError``,
+    ``la.LoDError``, ``SequenceConv``) -> its full name, so that they link to its entry."""
+    out = {}
+    for full, kind in _documented_objects().items():
+        if kind in ("class", "exception"):
+            short = full.rsplit(".", 1)[1]
+            public = full.startswith("lodarrow.torch.") or "._" not in full
+            out[short] = full
+            if public:
+                module = full.rsplit(".", 1)[0]
+                out[full] = full
+                out[("lt." if module == "lodarrow.torch" else "la.") + short] = full
+    return out
+
+
+numpydoc_xref_aliases = {**_type_aliases(), **numpydoc_xref_aliases}
 
 
 def _check_api_reference(app):
@@ -141,16 +168,25 @@ def _check_api_reference(app):
             logger.warning(f"docs/api/ documents {name}, which is not a public name")
 
 
+#: How the docstrings abbreviate the modules (``import lodarrow as la``, ``lodarrow.torch as
+#: lt``), longest first.
+_PREFIXES = (("lt.", "lodarrow.torch."), ("la.", "lodarrow."))
+
+
 def _resolve_short_names(app, env, node, contnode):
-    """Resolve ``BatchLoader.state_dict``, ``TorchVarlen`` (as the docstrings write them) to
-    the one documented object whose full name ends so; ambiguous or absent names stay
-    unresolved (a nitpicky warning)."""
+    """Resolve ``BatchLoader.state_dict``, ``TorchVarlen``, ``la.batch_loader`` (as the
+    docstrings write them) to the one documented object whose full name is or ends so;
+    ambiguous or absent names stay unresolved (a nitpicky warning)."""
     if node.get("refdomain") != "py":
         return None
     target = node["reftarget"].lstrip("~.")
+    for short, full in _PREFIXES:  # la.batch_loader -> lodarrow.batch_loader
+        if target.startswith(short):
+            target = full + target[len(short):]
+            break
     domain = env.get_domain("py")
     found = {(obj.docname, obj.node_id): name for name, obj in domain.objects.items()
-             if name.endswith("." + target) and not obj.aliased}
+             if (name == target or name.endswith("." + target)) and not obj.aliased}
     if len(found) != 1:
         return None
     (docname, node_id), name = found.popitem()
@@ -228,6 +264,90 @@ def _link_documents(app, what, name, obj, options, lines):
             literal_indent = indent
 
 
+#: ````la.batch_loader````, ````lodarrow.LoDError````, ````sequence_pad()````,
+#: ````BatchLoader.torch()````: a name in a docstring's literal, made a link by
+#: :func:`_link_names` where it is a documented object.
+_NAME_LITERAL = re.compile(r"``((?:lodarrow\.torch\.|lodarrow\.|la\.|lt\.)?"
+                           r"([A-Za-z_]\w*)((?:\.[A-Za-z_]\w*)*))(\(\))?``")
+
+
+def _link_names(app, what, name, obj, options, lines):
+    """Turn the docstrings' literals that name a documented object (````la.batch_loader````,
+    ````lodarrow.LoDError````, ````sequence_pad````, ````BatchLoader.torch()````) into links
+    to its entry, the text kept.  A bare name that is a parameter of the object documented
+    (``udf`` of ``map_parquet``) stays a literal, as do the examples and literal blocks; in
+    lodarrow.torch's docstrings a bare name is lodarrow.torch's."""
+    import inspect
+
+    documented = _documented_objects()
+    short = {full.rsplit(".", 1)[1]: full for full in documented if "._" in full}
+    try:
+        params = set(inspect.signature(obj).parameters) if callable(obj) else set()
+    except (TypeError, ValueError):
+        params = set()
+    here = "lodarrow.torch." if name.startswith("lodarrow.torch.") else "lodarrow."
+
+    def target(m):
+        text, head, rest = m[1], m[2], m[3]
+        prefix = text[:len(text) - len(head) - len(rest)]
+        if prefix:
+            full = dict(_PREFIXES).get(prefix, prefix) + head
+        elif head in params or f"{name}.{head}" == name:
+            return None
+        else:
+            full = next((c for c in (here + head, "lodarrow." + head) if c in documented),
+                        short.get(head))
+        if full not in documented or full == name:
+            return None
+        if rest and not _documented_member(full, rest):
+            return None
+        return full + rest
+
+    def link(m):
+        full = target(m)
+        if full is None:
+            return m[0]
+        return f":py:obj:`{m[1]}{m[4] or ''} <{full}>`"
+
+    for i in _prose_lines(lines):
+        if "``" in lines[i]:
+            lines[i] = _NAME_LITERAL.sub(link, lines[i])
+
+
+def _documented_member(full, rest):
+    """Whether ``rest`` (``.torch``) names a public attribute of the object ``full`` with a
+    docstring of its own: one its ``:members:`` entry documents."""
+    import importlib
+    import inspect
+
+    module, _, attr = full.rpartition(".")
+    obj = getattr(importlib.import_module(module), attr, None)
+    for part in rest.strip(".").split("."):
+        if part.startswith("_") or obj is None:
+            return False
+        obj = inspect.getattr_static(obj, part, None)
+    return obj is not None and bool(getattr(obj, "__doc__", None))
+
+
+def _prose_lines(lines):
+    """The indices of ``lines`` (a docstring, as autodoc hands it) that are prose: not
+    examples (``>>>``, ``...``) nor literal blocks (after a ``::``)."""
+    literal_indent = None
+    for i, line in enumerate(lines):
+        stripped = line.lstrip()
+        indent = len(line) - len(stripped)
+        if literal_indent is not None:
+            if stripped and indent <= literal_indent:
+                literal_indent = None
+            else:
+                continue
+        if stripped.startswith((">>>", "...")):
+            continue
+        yield i
+        if stripped.endswith("::") and not stripped.startswith(".."):
+            literal_indent = indent
+
+
 def _hide_private_signatures(app, what, name, obj, options, signature, return_annotation):
     """The classes public functions return live in private modules and are made by those
     functions, not by hand: no constructor signature for them."""
@@ -282,6 +402,7 @@ def _index_every_name(app, docname, source):
 def setup(app):
     app.connect("source-read", _index_every_name)
     app.connect("autodoc-process-docstring", _link_documents)
+    app.connect("autodoc-process-docstring", _link_names)
     app.connect("autodoc-process-signature", _hide_private_signatures)
     app.connect("object-description-transform", _clean_private_names)
     app.connect("source-read", _link_benchmarks_page)

@@ -65,11 +65,15 @@ def build_parser():
                        "FILE is a checkout's docs/..., also benchmarks/README.md's list of the "
                        "rows where lodarrow is not ahead)")
     bench.add_argument("--plot", metavar="FILE.png", help="write a bar chart of GB/s")
+    bench.add_argument("--readme", metavar="FILE",
+                       help="write a short summary (per family of operators: the cases "
+                       "lodarrow is ahead in, its median speed-up over the fastest peer) into "
+                       "FILE's generated block, linking --markdown's file (README.md)")
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
     bench.add_argument("--from-json", metavar="FILE",
-                       help="run nothing: write --markdown (its generated blocks only) and "
-                       "--plot from the JSON of an earlier run (with --datasets: that "
-                       "benchmark's JSON)")
+                       help="run nothing: write --markdown (its generated blocks only), "
+                       "--plot and --readme from the JSON of an earlier run (with --datasets: "
+                       "that benchmark's JSON)")
     bench.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                        help="'cuda': the device rows instead: every operator on the GPU "
                        "(checked against the CPU result, then timed) beside the CPU, as GB/s "
@@ -593,15 +597,26 @@ def _bench(args):
         _report.write_markdown(report, args.markdown, plot=args.plot)
     if args.plot:
         _report.write_plot(report, args.plot)
+    if args.readme:
+        _report.write_summary(report, args.readme, _summary_link(args))
     return 0
+
+
+def _summary_link(args):
+    """The link from ``--readme``'s file to ``--markdown``'s (``docs/performance.md`` when no
+    --markdown is given)."""
+    if not args.markdown:
+        return "docs/performance.md"
+    return os.path.relpath(os.path.abspath(args.markdown),
+                           os.path.dirname(os.path.abspath(args.readme))).replace(os.sep, "/")
 
 
 def _bench_from_json(args):
     """``bench --from-json FILE``: the Markdown block and the plot of an earlier run, again."""
     import json
 
-    if not (args.markdown or args.plot):
-        return _error("bench --from-json: give --markdown and/or --plot to write")
+    if not (args.markdown or args.plot or args.readme):
+        return _error("bench --from-json: give --markdown, --plot and/or --readme to write")
     if args.plot and not _importable("matplotlib"):
         return _error(f"bench needs matplotlib: {BENCH_EXTRA_HINT}")
     from lodarrow._bench import _report
@@ -615,13 +630,16 @@ def _bench_from_json(args):
         _report.write_markdown(report, args.markdown, plot=args.plot)
     if args.plot:
         _report.write_plot(report, args.plot)
+    if args.readme:
+        _report.write_summary(report, args.readme, _summary_link(args))
     return 0
 
 
 def _bench_device(args):
     """``bench --device cuda``: the operators on the GPU beside the CPU (plain text out)."""
     host_only = [flag for flag, given in (("--datasets", args.datasets), ("--peers", args.peers),
-                                          ("--plot", args.plot)) if given]
+                                          ("--plot", args.plot),
+                                          ("--readme", args.readme)) if given]
     if host_only:
         return _error(f"bench --device cuda: {', '.join(host_only)} apply to the host bench "
                       f"only (the device rows are lodarrow on the GPU beside its CPU kernels)")
@@ -670,6 +688,8 @@ def _bench_datasets(args):
 
     from lodarrow._bench import _datasets
 
+    if args.readme:
+        return _error("bench --datasets: --readme summarises the operators' run only")
     if args.from_json:  # the block of an earlier run, written again from its JSON
         if not args.markdown:
             return _error("bench --datasets --from-json: give --markdown to write")

@@ -253,6 +253,96 @@ def test_a_row_behind_is_listed_and_one_ahead_is_not(tmp_path):
     assert readme.read_text() == "# B\n"
 
 
+# --- README.md's "Performance": the bench-summary block ------------------------------------
+
+PROJECT_README = ROOT / "README.md"
+
+
+def test_the_project_readme_summary_is_the_operator_json_rendered():
+    """README.md's summary is bench.json rendered again by the bench (a hand edit fails),
+    linking docs/performance.md; its only generated block."""
+    text = PROJECT_README.read_text()
+    assert re.findall(r"<!-- generated: ([\w-]+), by ", text) == [_report.SUMMARY_BLOCK]
+    assert text.count(_docs.end_marker(_report.SUMMARY_BLOCK)) == 1
+    report = _json("bench.json")
+    assert report is not None, "no benchmarks/results/bench.json to render README.md's summary"
+    want = _report.summary_markdown(report, "docs/performance.md")
+    assert _docs.body_of(text, _report.SUMMARY_BLOCK) == want
+    assert "[docs/performance.md](docs/performance.md)" in want
+    assert (ROOT / "docs" / "performance.md").exists()
+
+
+@pytest.mark.skipif(_json("bench.json") is None, reason="no committed operator run")
+def test_the_summary_says_what_the_operator_json_says():
+    """Each family's line, counted here from bench.json's rows again: the cases with a peer,
+    those lodarrow is ahead in, the median and range of the fastest peer's best time over
+    lodarrow's; the totals, the commit and the machine of the run."""
+    import statistics
+
+    report = _json("bench.json")
+    body = _report.summary_markdown(report)
+    family = {op: name for name, ops in _report.FAMILIES for op in ops}
+    want, every = {}, 0
+    for row in report["rows"]:
+        if row["library"] == "lodarrow" and row.get("ratio_to_best_peer") is not None:
+            assert row["status"] == "ok"
+            want.setdefault(family.get(row["op"], "other cases"), []).append(
+                row["best_s"] / min(r["best_s"] for r in report["rows"]
+                                    if r["title"] == row["title"]
+                                    and r["workload"] == row["workload"]
+                                    and r["library"] != "lodarrow" and r["status"] == "ok"))
+            every += 1
+    lines = {m[1]: m for m in re.finditer(r"^\| ([^|]+?) \| (\d+) of (\d+) \| ([^|]+) \|$",
+                                          body, re.MULTILINE)}
+    assert set(lines) == set(want)
+    for name, ratios in want.items():
+        m = lines[name]
+        assert int(m[3]) == len(ratios) and int(m[2]) == sum(r < 1 for r in ratios), name
+        ups = sorted(1 / r for r in ratios)
+        figures = [float(x) for x in re.findall(r"([\d.]+)x", m[4])]
+        assert figures[0] == pytest.approx(statistics.median(ups), abs=0.006), name
+        if len(ups) > 1:
+            assert figures[1:] == pytest.approx([ups[0], ups[-1]], abs=0.006), name
+    ahead = sum(r < 1 for ratios in want.values() for r in ratios)
+    assert f"ahead of the fastest peer in {ahead} of {every} cases" in body
+    assert f"Commit: {report['revision']['commit']}" in body
+    assert f"{report['machine']['cpu']}, {report['machine']['cores']} usable cores" in body
+
+
+def test_bench_writes_the_summary_into_a_readme_and_keeps_the_rest(tmp_path):
+    """``bench --from-json JSON --readme FILE`` writes the block only (the rest of the file
+    kept), links --markdown's file relative to FILE; a failed call counts as a case not
+    ahead, a case without a peer is left out."""
+    report = _small_report()
+    report["bandwidth"] = {"read_1t": 1.0, "read_2t": 2.0, "copy_1t": 1.0, "copy_2t": 2.0,
+                           "reference": 2.0, "bytes": 2**20}
+    body = _report.summary_markdown(report)
+    assert "| other cases | 1 of 4 | 1.00x (0.77x-1.43x) |" in body  # broken_op: 4th, no time
+    assert "alone_op" not in body and "in 1 of 4 cases" in body
+    assert "Commit: abc1234; Some CPU, 2 usable cores" in body
+    src = tmp_path / "bench.json"
+    src.write_text(json.dumps(report))
+    readme = tmp_path / "README.md"
+    readme.write_text("# P\n\n" + _docs.block(_report.SUMMARY_BLOCK, "old", "old") + "\ntail\n")
+    proc = run_python(["-m", "lodarrow", "bench", "--from-json", str(src), "--readme",
+                       str(readme)], timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    text = readme.read_text()
+    assert text.startswith("# P\n\n<!-- generated: bench-summary, by ")
+    assert text.endswith("\ntail\n")
+    assert _docs.body_of(text, _report.SUMMARY_BLOCK) == body
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    proc = run_python(["-m", "lodarrow", "bench", "--from-json", str(src), "--readme",
+                       str(sub / "README.md"), "--markdown", str(tmp_path / "perf.md")],
+                      timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "[../perf.md](../perf.md)" in (sub / "README.md").read_text()
+    proc = run_python(["-m", "lodarrow", "bench", "--datasets", "--from-json", str(src),
+                       "--readme", str(readme)], timeout=600)
+    assert proc.returncode == 2 and "--readme" in proc.stderr
+
+
 def test_a_block_is_replaced_in_place_and_the_rest_kept(tmp_path):
     path = tmp_path / "doc.md"
     _docs.write_block(path, "x", "make x", "first\n")

@@ -50,6 +50,23 @@ def test_the_docs_table_is_the_json_rendered():
     assert bench.generated(DOCS) == bench.markdown(report)
 
 
+def test_the_commit_line_names_the_changed_files():
+    """A run on a dirty tree records which tracked files differed (``revision()``'s
+    ``changed``) and the block names them; a JSON that recorded only ``changes`` renders as
+    before."""
+    bench = _load_script()
+    report = json.loads(RESULTS.read_text())
+    rev = bench.lodarrow_revision(__import__("lodarrow"))
+    assert {"version", "commit", "changes", "changed"} <= set(rev)
+    dirty = dict(report, lodarrow=dict(report["lodarrow"], changes=True,
+                                       changed=["lodarrow/_tables/_tokenize.py"]))
+    assert " with uncommitted changes to lodarrow/_tables/_tokenize.py (lodarrow " in \
+        bench.markdown(dirty)
+    old = dict(report, lodarrow={k: v for k, v in report["lodarrow"].items() if k != "changed"})
+    old["lodarrow"]["changes"] = True
+    assert " with uncommitted changes (lodarrow " in bench.markdown(old)
+
+
 def test_the_json_holds_the_run():
     report = json.loads(RESULTS.read_text())
     for key in ("command", "started", "finished", "machine", "lodarrow", "versions",

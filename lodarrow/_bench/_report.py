@@ -4,9 +4,10 @@ import json
 
 from lodarrow._bench import _docs
 
-__all__ = ["README_BLOCKS", "behind_markdown", "behind_rows", "format_time", "machine_lines",
-           "print_table", "readme_beside", "section_markdown", "to_markdown", "write_json",
-           "write_markdown", "write_plot", "write_readme"]
+__all__ = ["FAMILIES", "README_BLOCKS", "SUMMARY_BLOCK", "behind_markdown", "behind_rows",
+           "family_summary", "format_time", "machine_lines", "print_table", "readme_beside",
+           "section_markdown", "summary_markdown", "to_markdown", "write_json",
+           "write_markdown", "write_plot", "write_readme", "write_summary"]
 
 COLUMNS = ("op", "workload", "impl", "median", "best", "GB/s", "% BW", "x best peer",
            "peak MiB", "how / note")
@@ -264,6 +265,83 @@ def write_readme(report, path):
     for key, render in README_BLOCKS.items():
         if _docs.find_block(text, key) is not None:
             _docs.write_block(path, key, REGENERATE, render(report))
+
+
+#: The block of the project's README.md ("Performance") that :func:`summary_markdown` writes:
+#: a few lines per family of operators, and a link to the document with every row.
+SUMMARY_BLOCK = "bench-summary"
+
+#: How the summary is regenerated (its marker says so).
+SUMMARY_REGENERATE = ("python -m lodarrow bench --readme README.md, or from the run's JSON: "
+                      "python -m lodarrow bench --from-json JSON --readme README.md")
+
+#: The summary's families of cases, in its order: a name and the ``op`` of their rows.  A
+#: case of an ``op`` no family names is counted under "other cases".
+FAMILIES = (
+    ("pooling, softmax, steps, top-k, conv",
+     ("sequence_pool", "sequence_softmax", "sequence_first_step", "sequence_last_step",
+      "sequence_topk_avg_pooling", "sequence_conv")),
+    ("layout: pad, unpad, expand, slice, concat, ...",
+     ("sequence_pad", "sequence_unpad", "sequence_expand", "sequence_expand_as",
+      "sequence_reverse", "sequence_concat", "sequence_slice", "sequence_erase",
+      "sequence_enumerate", "sequence_mask", "sequence_scatter")),
+    ("Arrow conversions", ("to_arrow", "from_arrow", "from_offsets")),
+    ("Parquet read and write", ("read_parquet", "write_parquet")),
+    ("a call on 10 rows", ("call_overhead",)),
+)
+
+
+def family_summary(report):
+    """``[(family, cases, ahead, speed-ups)]`` in :data:`FAMILIES`' order (families with no
+    case left out): the cases of lodarrow's rows that have a peer (a ``ratio_to_best_peer``,
+    or a failed call), how many lodarrow is ahead in (ratio below 1), and the speed-ups over
+    the fastest peer (1 / ratio) of those that ran."""
+    which = {op: name for name, ops in FAMILIES for op in ops}
+    found = {}
+    for row in report["rows"]:
+        if row["library"] != "lodarrow":
+            continue
+        ratio = row.get("ratio_to_best_peer")
+        if row["status"] == "ok" and ratio is None:  # no peer: nothing to compare
+            continue
+        found.setdefault(which.get(row["op"], "other cases"), []).append(
+            ratio if row["status"] == "ok" else None)
+    out = []
+    for name in [n for n, _ in FAMILIES] + ["other cases"]:
+        ratios = found.get(name)
+        if ratios:
+            ran = [r for r in ratios if r is not None]
+            out.append((name, len(ratios), sum(r < 1.0 for r in ran), [1 / r for r in ran]))
+    return out
+
+
+def summary_markdown(report, link="docs/performance.md"):
+    """The ``bench-summary`` block of README.md: per family of :data:`FAMILIES`, the cases
+    lodarrow is ahead in and its median speed-up over the fastest peer, then the commit and
+    the machine, and ``link`` (the document with every row and the plot)."""
+    import statistics
+
+    m = report["machine"]
+    rev = _docs.revision_line(report["revision"]) if "revision" in report else "Commit: not known"
+    out = ["| operators | lodarrow ahead of the fastest peer | speed-up over it: median (range) |",
+           "| --- | ---: | ---: |"]
+    total = ahead = 0
+    for name, cases, won, ups in family_summary(report):
+        total, ahead = total + cases, ahead + won
+        spread = ("-" if not ups else f"{ups[0]:.2f}x" if len(ups) == 1 else
+                  f"{statistics.median(ups):.2f}x ({min(ups):.2f}x-{max(ups):.2f}x)")
+        out.append(f"| {name} | {won} of {cases} | {spread} |")
+    out += ["", (f"lodarrow is ahead of the fastest peer in {ahead} of {total} cases "
+                 f"(speed-up: the fastest peer's best time over lodarrow's).  {rev}; "
+                 f"{_docs.machine_line(m, m.get('load_average_end'))}.  Every case, the "
+                 f"peers, the plot and the method: [{link}]({link}).")]
+    return "\n".join(out) + "\n"
+
+
+def write_summary(report, path, link="docs/performance.md"):
+    """Put :func:`summary_markdown` in the ``bench-summary`` block of ``path`` (README.md),
+    the rest of the file kept."""
+    _docs.write_block(path, SUMMARY_BLOCK, SUMMARY_REGENERATE, summary_markdown(report, link))
 
 
 #: The block of docs/interop.md ("Benchmarks") that a run of the conversion hub

@@ -1,14 +1,14 @@
 """Batches from ``DataLoader`` workers through shared memory (docs/training.md#loader).
 
-A batch's arrays pickled through a worker's pipe cost the main process about 0.7 us a KiB (the
-pipe's 64 KiB reads, each waking the worker, and the unpickling copy): at 150 KiB a packed
-batch that is twice the ``DataLoader``'s own cost per batch, and the main process is what
-limits a loader with workers.  So each worker writes a batch's arrays into a ring of its own
-in one shared mapping (an anonymous memory file, ``memfd``), made by the dataset in the main
-process and handed to the workers when they start (inherited by a fork, its descriptor
-duplicated for ``spawn`` and ``forkserver``); the pipe carries only where the arrays lie (:class:`RingBatch`), and the main
-process copies them out into arrays of its own (one ``memcpy`` an array: the training loop may
-keep a batch as long as it likes) and frees their room.
+A batch's arrays pickled through a worker's pipe cost the main process time for every KiB (the
+pipe's 64 KiB reads, each waking the worker, and the unpickling copy), and the main process is
+what limits a loader with workers.  So each worker writes a batch's arrays into a ring of its
+own in one shared mapping (an anonymous memory file, ``memfd``), made by the dataset in the
+main process and handed to the workers when they start (inherited by a fork, its descriptor
+duplicated for ``spawn`` and ``forkserver``); the pipe carries only where the arrays lie
+(:class:`RingBatch`), and the main process copies them out into arrays of its own (one
+``memcpy`` an array: the training loop may keep a batch as long as it likes) and frees their
+room.
 
 - **Who writes where.**  A worker claims one of ``RING_COUNT`` rings when it makes its first
   batch, under a lock shared with the main process: a ring no process holds, or one whose
