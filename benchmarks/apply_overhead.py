@@ -23,10 +23,9 @@ adds its bookkeeping to (docs/performance.md, "apply per call").  ``--profile`` 
 The pieces are lodarrow's private functions: this script follows them, it is not an API.
 """
 
-import json
+import argparse
 import os
 import sys
-import time
 import timeit
 
 import numpy as np
@@ -48,11 +47,6 @@ REGENERATE = ("python benchmarks/apply_overhead.py --from-json "
               "benchmarks/results/apply_overhead.json --docs docs/performance.md")
 
 
-def _option(argv, name):
-    """The value after ``name`` in ``argv`` (None when absent)."""
-    return argv[argv.index(name) + 1] if name in argv else None
-
-
 def markdown(report):
     """The block of docs/performance.md, from the JSON alone."""
     from lodarrow._bench import _docs
@@ -60,8 +54,7 @@ def markdown(report):
     us = report["pieces_us"]
     out = [f"Each piece timed alone in one run of `{report['command']}` (`timeit`, best of "
            f"{report['repeat']} x {report['number']:,} calls), started {report['started']}.  "
-           f"{_docs.revision_line(report['revision'])}.  Machine: "
-           f"{_docs.machine_line(report['machine'], report.get('load_average_end'))}.",
+           f"{_docs.commit_and_machine(report)}.",
            "", "| piece | us a call |", "| --- | ---: |"]
     out += [f"| {name} | {value:.2f} |" for name, value in us.items()]
     out.append("")
@@ -77,30 +70,27 @@ def markdown(report):
     return "\n".join(out) + "\n"
 
 
-def main(argv):
+def main(argv=None):
     from lodarrow._bench import _docs
 
-    source, docs = _option(argv, "--from-json"), _option(argv, "--docs")
-    if source:
-        with open(source) as fh:
-            report = json.load(fh)
-    else:
-        report = run(argv)
-        if _option(argv, "--json"):
-            with open(_option(argv, "--json"), "w") as fh:
-                json.dump(report, fh, indent=1)
-                fh.write("\n")
-    if docs:
-        _docs.write_block(docs, KEY, REGENERATE, markdown(report))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--profile", action="store_true",
+                   help="add cProfile's calls per la.apply and its top functions")
+    _docs.add_output_options(p, metavars=True, json="write every piece as JSON", docs=None,
+                             from_json="run nothing: --docs from the JSON of an earlier run")
+    args = p.parse_args(argv)
+    report = _docs.report_of(args, lambda args: run(argv))
+    if args.docs:
+        _docs.write_block(args.docs, KEY, REGENERATE, markdown(report))
 
 
 def run(argv, number=20000, repeat=7):
     """Time every piece (printing them) and return the report --json keeps."""
     from lodarrow._bench import _docs
 
-    report = {"command": "python benchmarks/apply_overhead.py " + " ".join(argv),
-              "revision": _docs.revision(ROOT), "machine": _docs.machine(),
-              "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    command = _docs.command_line("benchmarks/apply_overhead.py", argv, env=(), quote=False)
+    report = {**_docs.run_record(command, root=ROOT, seconds=True),
               "number": number, "repeat": repeat, "pieces_us": {}, "calls_per_apply": None}
     offsets = np.array([0, 2, 3, 5, 5, 8, 9, 10, 12, 14, 15])
     values = np.random.default_rng(0).random(15)
@@ -162,4 +152,4 @@ def run(argv, number=20000, repeat=7):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -454,23 +454,15 @@ def main(argv=None):
     args = parse(argv)
     if args.child:
         return child(args)
-    if args.from_json:
-        report = json.loads(Path(args.from_json).read_text())
-    else:
-        report = measure(args, argv)
-    text = markdown(report)
-    if args.markdown:
-        Path(args.markdown).write_text(text)
-    if args.docs:
-        from lodarrow._bench import _docs
+    from lodarrow._bench import _docs
 
-        _docs.write_block(args.docs, KEY, REGENERATE, text)
-    if not (args.docs or args.markdown):
-        print(text)
+    report = _docs.report_of(args, lambda args: measure(args, argv))
+    text = markdown(report)
+    _docs.publish(args, text, [("docs", KEY, REGENERATE, text)], echo=None)
 
 
 def measure(args, argv):
-    """Every loader in turn; the report --json keeps."""
+    """Every loader in turn; the report --json keeps (main writes it)."""
     os.environ["LODARROW_NUM_THREADS"] = "1"
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
     pythons = dict(x.split("=", 1) for x in args.peer_python)
@@ -504,8 +496,6 @@ def measure(args, argv):
                                        if (d := Path(args.workdir) /
                                            f"mds-{args.sequences}-{args.seed}-{c}").exists()}},
               "results": results}
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
     return report
 
 

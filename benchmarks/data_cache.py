@@ -19,7 +19,6 @@ measuring.
 import argparse
 import logging
 import os
-import shlex
 import socket
 import statistics
 import sys
@@ -32,8 +31,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 import lodarrow as la
-from lodarrow._bench._docs import (machine, machine_line, report_of, revision, revision_line,
-                                   write_block)
+from lodarrow._bench._docs import (add_output_options, command_line, publish, report_of,
+                                   run_header, run_record, utc_now)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -64,9 +63,8 @@ def parse(argv):
     parser.add_argument("--sequences", type=int, default=100_000)
     parser.add_argument("--files", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--json", help="write everything measured here")
-    parser.add_argument("--docs", help="rewrite the data-cache block of this Markdown file")
-    parser.add_argument("--from-json", help="measure nothing: the Markdown from this JSON")
+    add_output_options(parser, json=None, docs="rewrite the data-cache block of this Markdown "
+                       "file", from_json=None)
     args = parser.parse_args(argv)
     args.argv = list(argv)
     return args
@@ -79,11 +77,7 @@ def measure(args):
     sys.path.insert(0, os.path.join(HERE, os.pardir, "tests"))
     from test_remote_sources import CountingHandler
 
-    env = "".join(f"{n}={shlex.quote(os.environ[n])} " for n in ("LODARROW_NUM_THREADS",)
-                  if n in os.environ)
-    report = {"command": env + "python benchmarks/data_cache.py " + shlex.join(args.argv),
-              "revision": revision(), "machine": machine(),
-              "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    report = run_record(command_line("benchmarks/data_cache.py", args.argv))
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -158,7 +152,7 @@ def measure(args):
                        "bytes": samples[0]["bytes"], "requests": samples[0]["requests"],
                        "batches": samples[0]["batches"], "samples": samples}
                       for (name, epoch), samples in runs.items()]
-    report["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    report["finished"] = utc_now()
     report["load_at_end"] = os.getloadavg()[0]
     return report
 
@@ -181,10 +175,7 @@ def markdown(report):
     """The ``data-cache`` block: the run, the table, the sentences from the JSON."""
     s, c = report["settings"], report["corpus"]
     loads = [x for r in report["rows"] for smp in r["samples"] for x in smp["load"]]
-    lines = [f"Command: `{report['command']}`", "",
-             f"{revision_line(report['revision'])}; "
-             f"{machine_line(report['machine'], [report['load_at_end']])}; "
-             f"{report['started']} to {report['finished']}.", "",
+    lines = run_header(report) + [
              f"{c['sequences']:,} sequences of lognormal lengths ({c['tokens'] / 1e6:.1f}M "
              f"int32 tokens), {s['files']} files of {s['row_group']:,}-row row groups with a "
              f"wide column the loader does not read, {c['s3_bytes'] / 1e6:.1f} MB on a moto S3 "
@@ -213,9 +204,7 @@ def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
     report = report_of(args, measure)
     text = markdown(report)
-    print(text)
-    if args.docs:
-        write_block(args.docs, "data-cache", FROM_JSON, text)
+    publish(args, text, [("docs", "data-cache", FROM_JSON, text)])
     return report
 
 

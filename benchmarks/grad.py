@@ -113,7 +113,6 @@ import datetime
 import json
 import math
 import platform
-import shlex
 import statistics
 import subprocess
 import time
@@ -1354,10 +1353,10 @@ def _settings(args):
 
 
 def _command(args):
-    env = "".join(f"{n}={shlex.quote(os.environ[n])} " for n in
-                  ("LODARROW_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-                  if n in os.environ)
-    return env + "python benchmarks/grad.py " + shlex.join(args.argv)
+    from lodarrow._bench._docs import command_line
+
+    return command_line("benchmarks/grad.py", args.argv,
+                        env=("LODARROW_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"))
 
 
 def machine():
@@ -1706,16 +1705,11 @@ def main(argv=None):
     if args.worker:
         worker_main(args)
         return None
-    if args.from_json:
-        report = json.loads(Path(args.from_json).read_text())
-    else:
-        report = driver(args)
-        if args.json:
-            _write_json(args.json, report)
+    from lodarrow._bench._docs import publish, report_of
+
+    report = report_of(args, driver, write=_write_json)
     table = markdown(report)
-    print(table)
-    if args.markdown:
-        Path(args.markdown).write_text(table)
+    publish(args, table)
     if args.docs:
         write_docs(args.docs, table, report)
     return report

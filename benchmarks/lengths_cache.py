@@ -42,7 +42,6 @@ again without measuring.
 
 import argparse
 import os
-import shlex
 import shutil
 import sys
 import tempfile
@@ -55,8 +54,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 import lodarrow as la
-from lodarrow._bench._docs import (machine, machine_line, report_of, revision, revision_line,
-                                   write_block)
+from lodarrow._bench._docs import (add_output_options, command_line, publish, report_of,
+                                   run_header, run_record, run_span, utc_now)
 from lodarrow._tables._lengths_store import DATA_BYTES, _bound_to_data, fingerprint
 
 ROW_GROUP = 65536
@@ -320,13 +319,12 @@ def parse(argv):
     parser.add_argument("--s3", action="store_true", help="also the S3 bytes (moto[server])")
     parser.add_argument("--s3-sequences", type=int, default=100_000)
     parser.add_argument("--footer-sequences", type=int, default=100_000)
-    parser.add_argument("--json", help="write everything measured here")
-    parser.add_argument("--docs", help="rewrite the lengths-cache block of this Markdown file")
-    parser.add_argument("--s3-docs", help="rewrite the lengths-s3 block (the S3 bytes) of this "
-                        "Markdown file (docs/scale-out.md)")
-    parser.add_argument("--footer-docs", help="rewrite the lengths-footer block (what the "
-                        "footer's entry costs) of this Markdown file (docs/tables.md)")
-    parser.add_argument("--from-json", help="measure nothing: the Markdown from this JSON")
+    add_output_options(parser, json=None,
+                       docs="rewrite the lengths-cache block of this Markdown file",
+                       s3_docs="rewrite the lengths-s3 block (the S3 bytes) of this Markdown "
+                       "file (docs/scale-out.md)",
+                       footer_docs="rewrite the lengths-footer block (what the footer's entry "
+                       "costs) of this Markdown file (docs/tables.md)", from_json=None)
     args = parser.parse_args(argv)
     args.argv = list(argv)
     return args
@@ -334,12 +332,8 @@ def parse(argv):
 
 def measure(args):
     """The three parts, each with the 1-minute load average before and after it."""
-    env = "".join(f"{n}={shlex.quote(os.environ[n])} " for n in ("LODARROW_NUM_THREADS",)
-                  if n in os.environ)
-    report = {"command": env + "python benchmarks/lengths_cache.py " + shlex.join(args.argv),
-              "revision": revision(), "machine": machine(("numpy", "pyarrow", "lodarrow",
-                                                          "duckdb", "polars")),
-              "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    report = {**run_record(command_line("benchmarks/lengths_cache.py", args.argv),
+                           ("numpy", "pyarrow", "lodarrow", "duckdb", "polars")),
               "settings": {k: v for k, v in vars(args).items()
                            if k not in ("argv", "json", "docs", "s3_docs", "footer_docs",
                                         "from_json")}}
@@ -355,7 +349,7 @@ def measure(args):
             report[part]["load"] = [before, os.getloadavg()[0]]
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    report["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    report["finished"] = utc_now()
     report["load_at_end"] = os.getloadavg()[0]
     return report
 
@@ -379,17 +373,14 @@ def claims(report):
 def markdown(report):
     """The ``lengths-cache`` block: the run, the local table and the sentences."""
     s, lo = report["settings"], report["local"]
-    lines = [f"Command: `{report['command']}`", "",
-             f"{revision_line(report['revision'])}; "
-             f"{machine_line(report['machine'], [report['load_at_end']])}; "
-             f"{report['started']} to {report['finished']}.", "",
+    lines = run_header(report) + [
              f"{lo['sequences']:,} sequences of lognormal lengths ({lo['tokens'] / 1e6:.1f}M "
              f"int32 tokens, {lo['files']} files of {s['row_group']:,}-row row groups, "
              f"{lo['bytes'] / 1e6:.1f} MB, written by pyarrow, and the same rows written by "
              f"`la.write_parquet` for the footer rows); median of {lo['repeat']} runs, "
              f"{lo['fast_repeat']} for the fast rows (cached, footers, sidecars), which run in "
-             f"turn; 1-minute load average {lo['load'][0]:.1f} before, {lo['load'][1]:.1f} "
-             f"after; \"x\" is the time of decoding (`sequence_lengths` without a cache) over "
+             f"turn; 1-minute load average {lo['load'][0]:.1f} just before this table's runs "
+             f"and {lo['load'][1]:.1f} just after them; \"x\" is the time of decoding (`sequence_lengths` without a cache) over "
              f"the row's.", "", "| start | seconds | x |", "| --- | ---: | ---: |"]
     base = lo["rows"][0]["seconds"]
     for r in lo["rows"]:
@@ -415,9 +406,7 @@ def markdown(report):
 
 def run_line(report):
     """Which run: its command, commit, machine and when."""
-    return (f"Run: `{report['command']}`; {revision_line(report['revision'])}; "
-            f"{machine_line(report['machine'], [report['load_at_end']])}; "
-            f"{report['started']} to {report['finished']}.")
+    return f"Run: `{report['command']}`; {run_span(report)}."
 
 
 S3_CALLS = (("sequence_lengths, cold", "`sequence_lengths`, cold"),
@@ -471,7 +460,8 @@ def footer_markdown(report):
              f"entry; medians of {f['repeat']} runs for writing and decoding, "
              f"{f['opening_repeat']} for opening{checked}, {f['fast_repeat']} for the footer, "
              f"the file with and without the entry in turn; 1-minute load average "
-             f"{f['load'][0]:.1f} before, {f['load'][1]:.1f} after.", "",
+             f"{f['load'][0]:.1f} just before this table's runs and {f['load'][1]:.1f} just "
+             f"after them.", "",
              "| | without the entry | with it | with / without |",
              "| --- | ---: | ---: | ---: |",
              f"| footer | {f['footer_without']:,} bytes | {f['footer_with']:,} bytes (the entry "
@@ -574,13 +564,10 @@ def full_markdown(report):
 def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
     report = report_of(args, measure)
-    print(full_markdown(report))
-    if args.docs:
-        write_block(args.docs, "lengths-cache", FROM_JSON, markdown(report))
-    if args.s3_docs:
-        write_block(args.s3_docs, S3_BLOCK, S3_FROM_JSON, s3_markdown(report))
-    if args.footer_docs:
-        write_block(args.footer_docs, FOOTER_BLOCK, FOOTER_FROM_JSON, footer_markdown(report))
+    publish(args, full_markdown(report),
+            [("docs", "lengths-cache", FROM_JSON, lambda: markdown(report)),
+             ("s3_docs", S3_BLOCK, S3_FROM_JSON, lambda: s3_markdown(report)),
+             ("footer_docs", FOOTER_BLOCK, FOOTER_FROM_JSON, lambda: footer_markdown(report))])
     return report
 
 

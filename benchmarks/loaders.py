@@ -74,7 +74,6 @@ each between its markers (lodarrow/_bench/_docs.py), the text around them kept;
 """
 
 import argparse
-import datetime
 import fnmatch
 import functools
 import gc
@@ -83,7 +82,6 @@ import json
 import math
 import os
 import platform
-import shlex
 import statistics
 import subprocess
 import sys
@@ -2056,15 +2054,13 @@ def summary_lines(report):
 
 def header_lines(report):
     """Command, commit, machine, dates and corpus of the run."""
-    from lodarrow._bench._docs import machine_line, revision_line
+    from lodarrow._bench._docs import run_span
 
     meta, s = report["corpus"], report["settings"]
     threads = s.get("LODARROW_NUM_THREADS")
     return [
         f"Command: `{report['command']}`", "",
-        f"{revision_line(report['revision'])}; "
-        f"{machine_line(report['machine'], [report['load_at_end']])}; "
-        f"{report['started']} to {report['finished']} ({report['wall_s'] / 60:.0f} min).", "",
+        f"{run_span(report)} ({report['wall_s'] / 60:.0f} min).", "",
         f"Corpus: {meta['sequences']:,} sequences, {meta['tokens']:,} int32 token ids "
         f"(lognormal lengths, mean {meta['mean_length']:.0f}, median "
         f"{meta['median_length']:.0f}, max {meta['max_length']:,}), one Parquet file of "
@@ -2323,15 +2319,16 @@ def driver(args):
     meta = ensure_corpus(args)
     print(f"corpus: {meta['sequences']:,} sequences, {meta['tokens']:,} tokens, "
           f"{meta['parquet_mib']} MiB", file=sys.stderr)
-    from lodarrow._bench._docs import machine, revision
+    from lodarrow._bench._docs import command_line, machine, revision, utc_now
 
     started = time.time()
-    report = {"command": _environment() + "python benchmarks/loaders.py "
-                         + shlex.join(sys.argv[1:] if args.argv is None else args.argv),
+    report = {"command": command_line("benchmarks/loaders.py",
+                                      sys.argv[1:] if args.argv is None else args.argv,
+                                      env=("LODARROW_NUM_THREADS", "OMP_NUM_THREADS")),
               "revision": revision(), "machine": machine(("numpy", "pyarrow", "torch",
                                                           "lodarrow")),
               "settings": settings(args, meta), "corpus": meta, "results": [],
-              "missing": {}, "prepare": {}, "started": _now()}
+              "missing": {}, "prepare": {}, "started": utc_now()}
     cells = []      # (peer name, interpreter, workers), in the order of the table
     for name in names:
         peer = PEERS[name]
@@ -2376,13 +2373,9 @@ def driver(args):
         r["python"] = python
         report["results"].append(r)
     report["load_at_end"] = os.getloadavg()[0]
-    report["finished"] = _now()
+    report["finished"] = utc_now()
     report["wall_s"] = time.time() - started
     return report
-
-
-def _now():
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def parse(argv):
@@ -2470,30 +2463,19 @@ def parse(argv):
     return args
 
 
-def _environment():
-    """The variables of the environment that decide the run, as a command's prefix."""
-    names = ("LODARROW_NUM_THREADS", "OMP_NUM_THREADS")
-    return "".join(f"{n}={shlex.quote(os.environ[n])} " for n in names if n in os.environ)
-
-
 DOCS_KEY, README_KEY = "loaders", "loaders-run"
 FROM_JSON = "python benchmarks/loaders.py --from-json benchmarks/results/loaders.json"
 
 
 def write_outputs(report, args):
     """The Markdown of ``report`` into ``--markdown``, ``--docs`` and ``--readme``."""
-    from lodarrow._bench._docs import write_block
+    from lodarrow._bench._docs import publish
 
     text = markdown(report)
-    print(text)
-    if args.markdown:
-        Path(args.markdown).write_text(text)
-    if args.docs:
-        write_block(args.docs, DOCS_KEY, FROM_JSON + " --docs docs/training.md",
-                    docs_markdown(report))
-    if args.readme:
-        write_block(args.readme, README_KEY, FROM_JSON + " --readme benchmarks/README.md",
-                    text)
+    publish(args, text, [("docs", DOCS_KEY, FROM_JSON + " --docs docs/training.md",
+                          lambda: docs_markdown(report)),
+                         ("readme", README_KEY, FROM_JSON + " --readme benchmarks/README.md",
+                          text)])
 
 
 def main(argv=None):
@@ -2501,12 +2483,9 @@ def main(argv=None):
     if args.job:
         child_main(args)
         return None
-    if args.from_json:
-        report = json.loads(Path(args.from_json).read_text())
-    else:
-        report = driver(args)
-        if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=1, default=str) + "\n")
+    from lodarrow._bench._docs import report_of, write_json
+
+    report = report_of(args, driver, write=lambda path, r: write_json(path, r, default=str))
     write_outputs(report, args)
     return report
 

@@ -42,7 +42,6 @@ import argparse
 import json
 import math
 import os
-import shlex
 import subprocess
 import sys
 import time
@@ -380,13 +379,13 @@ def measured_argv(argv):
 
 
 def measure(args, argv):
-    from lodarrow._bench._docs import machine, revision
+    from lodarrow._bench._docs import command_line, machine, revision, utc_now
 
     corpora(args)
     pythons = dict(x.split("=", 1) for x in args.peer_python)
     report = {"revision": revision(),
               "machine": machine(("numpy", "pyarrow", "torch", "lodarrow")),
-              "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+              "started": utc_now()}
     results = []
     for peer in args.peers.split(","):
         python = pythons.get(peer, sys.executable)
@@ -406,14 +405,11 @@ def measure(args, argv):
         results.append(r)
         print(f"{peer}: {r['tokens_per_s'] / 1e6:.1f} M tokens/s, max gap {r['max_gap']:.0f}, "
               f"repeats {r['repeats']}, coverage {r['coverage']:.2f}", file=sys.stderr)
-    env = "".join(f"{n}={shlex.quote(os.environ[n])} " for n in ("LODARROW_NUM_THREADS",)
-                  if n in os.environ)
     settings = {k: v for k, v in vars(args).items() if k not in (
         "child", "resume_save", "resume_load", "json", "markdown", "docs", "readme",
         "from_json")}
     settings["LODARROW_NUM_THREADS"] = os.environ.get("LODARROW_NUM_THREADS")
-    report.update(command=env + "python benchmarks/mixing.py " + shlex.join(argv),
-                  finished=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    report.update(command=command_line("benchmarks/mixing.py", argv), finished=utc_now(),
                   load_at_end=os.getloadavg()[0], settings=settings, results=results)
     return report
 
@@ -423,23 +419,14 @@ def main(argv=None):
     args = parse(argv)
     if args.child:
         return child(args)
-    from lodarrow._bench._docs import write_block
+    from lodarrow._bench._docs import publish, report_of
 
-    if args.from_json:
-        report = json.loads(Path(args.from_json).read_text())
-    else:
-        report = measure(args, argv)
-        if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    report = report_of(args, lambda args: measure(args, argv))
     text = markdown(report)
-    if args.markdown:
-        Path(args.markdown).write_text(text)
-    if args.docs:
-        write_block(args.docs, "mixing", FROM_JSON + " --docs docs/training.md",
-                    docs_markdown(report))
-    if args.readme:
-        write_block(args.readme, "mixing-run", FROM_JSON + " --readme benchmarks/README.md",
-                    text)
+    publish(args, text, [("docs", "mixing", FROM_JSON + " --docs docs/training.md",
+                          lambda: docs_markdown(report)),
+                         ("readme", "mixing-run", FROM_JSON + " --readme benchmarks/README.md",
+                          text)], echo=False)
     print(text)
     return report
 
@@ -449,15 +436,12 @@ FROM_JSON = "python benchmarks/mixing.py --from-json benchmarks/results/mixing.j
 
 def header(report):
     """Command, commit, machine and corpora of the run."""
-    from lodarrow._bench._docs import machine_line, revision_line
+    from lodarrow._bench._docs import run_header
 
     s = report["settings"]
     sizes = s["sizes"].split(",")
     threads = s.get("LODARROW_NUM_THREADS")
-    return [f"Command: `{report['command']}`", "",
-            f"{revision_line(report['revision'])}; "
-            f"{machine_line(report['machine'], [report['load_at_end']])}; "
-            f"{report['started']} to {report['finished']}.", "",
+    return run_header(report) + [
             f"Corpora: web, code, books of {', '.join(f'{int(x):,}' for x in sizes)} "
             f"sequences (lognormal lengths, mean ~490 tokens); weights {s['weights']} by "
             f"sequences, epochs of {s['epoch_size']:,}; packed batches of {s['batch_size']} "

@@ -69,9 +69,8 @@ def measure(args):
     from lodarrow._threads import num_threads
     from lodarrow._training._collate import pack_placement
 
-    report = {"command": "python benchmarks/packing_fill.py " + " ".join(args.argv),
-              "revision": _docs.revision(), "machine": _docs.machine(),
-              "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    command = _docs.command_line("benchmarks/packing_fill.py", args.argv, env=(), quote=False)
+    report = {**_docs.run_record(command),
               "settings": {"LODARROW_NUM_THREADS": os.environ.get("LODARROW_NUM_THREADS")},
               "threads": num_threads(), "sequences": args.sequences,
               "row_length": args.row_length, "repeat": args.repeat, "mean": MEAN,
@@ -113,8 +112,7 @@ def markdown(report):
 
     n, cells = report["sequences"], report["cells"]
     head = (f"Measured by `{report['command']}`, started {report['started']}.  "
-            f"{_docs.revision_line(report['revision'])}.  Machine: "
-            f"{_docs.machine_line(report['machine'], report.get('load_average_end'))}.  "
+            f"{_docs.commit_and_machine(report)}.  "
             f"{n:,} lognormal lengths of mean {report['mean']} (before clipping to [1, "
             f"{report['row_length']:,}]), rows of {report['row_length']:,} slots, each window "
             f"of consecutive sequences packed on its own; seconds: the best of "
@@ -151,19 +149,7 @@ def main(argv=None):
     p.add_argument("--sequences", type=int, default=1_000_000)
     p.add_argument("--row-length", type=int, default=4096)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--json", metavar="PATH", help="write every cell as JSON")
-    p.add_argument("--docs", metavar="FILE.md",
-                   help="write this benchmark's block of that Markdown file")
-    p.add_argument("--from-json", metavar="PATH",
-                   help="run nothing: --docs (or the printed block) from an earlier JSON")
-    args = p.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
-    report = _docs.report_of(args, measure)
-    text = markdown(report)
-    if args.docs:
-        _docs.write_block(args.docs, KEY, REGENERATE, text)
-    else:
-        print(text)
+    _docs.block_main(p, argv, measure, markdown, KEY, REGENERATE, "write every cell as JSON")
 
 
 if __name__ == "__main__":

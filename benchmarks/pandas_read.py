@@ -21,7 +21,6 @@ PATH`` writes that block (or prints it) from an earlier run's JSON without runni
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 import time
 
@@ -40,10 +39,8 @@ def measure(args):
 
     from lodarrow._bench import _docs
 
-    report = {"command": "python benchmarks/pandas_read.py " + " ".join(args.argv),
-              "revision": _docs.revision(),
-              "machine": _docs.machine(("numpy", "pyarrow", "pandas", "lodarrow")),
-              "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    command = _docs.command_line("benchmarks/pandas_read.py", args.argv, env=(), quote=False)
+    report = {**_docs.run_record(command, ("numpy", "pyarrow", "pandas", "lodarrow")),
               "rows": args.rows, "repeat": args.repeat}
     rng = np.random.default_rng(0)
     lengths = rng.geometric(1 / 10, args.rows) - 1
@@ -79,8 +76,7 @@ def markdown(report):
 
     objects, arrow = min(report["seconds"]["objects"]), min(report["seconds"]["arrow"])
     head = (f"Measured by `{report['command']}`, started {report['started']}.  "
-            f"{_docs.revision_line(report['revision'])}.  Machine: "
-            f"{_docs.machine_line(report['machine'], report.get('load_average_end'))}.  "
+            f"{_docs.commit_and_machine(report)}.  "
             f"{report['rows']:,} rows of `emb: list<fixed_size_list<float32, 16>>` "
             f"({report['vectors']:,} vectors, {report['file_bytes'] / 1e6:.1f} MB on disk); "
             f"best of {report['repeat']}, the two reads in turn:")
@@ -104,19 +100,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=20000)
     p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--json", metavar="PATH", help="write the times as JSON")
-    p.add_argument("--docs", metavar="FILE.md",
-                   help="write this benchmark's block of that Markdown file")
-    p.add_argument("--from-json", metavar="PATH",
-                   help="run nothing: --docs (or the printed block) from an earlier JSON")
-    args = p.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
-    report = _docs.report_of(args, measure)
-    text = markdown(report)
-    if args.docs:
-        _docs.write_block(args.docs, KEY, REGENERATE, text)
-    else:
-        print(text)
+    _docs.block_main(p, argv, measure, markdown, KEY, REGENERATE, "write the times as JSON")
 
 
 if __name__ == "__main__":

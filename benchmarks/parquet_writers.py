@@ -22,7 +22,6 @@ JSON.
 """
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -96,12 +95,12 @@ def run(args):
     import lodarrow as la
     from lodarrow._bench import _docs
 
-    m = _docs.machine(("numpy", "pyarrow", "polars", "duckdb", "lodarrow"))
-    report = {"command": "python benchmarks/parquet_writers.py " + " ".join(args.argv),
-              "revision": _docs.revision(ROOT), "machine": m,
-              "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    command = _docs.command_line("benchmarks/parquet_writers.py", args.argv, env=(), quote=False)
+    report = {**_docs.run_record(command, ("numpy", "pyarrow", "polars", "duckdb", "lodarrow"),
+                                 root=ROOT, seconds=True),
               "repeat": args.repeat, "tables": []}
-    print(f"load average at the start: {m['load_average'][0]:.1f}", file=sys.stderr)
+    print(f"load average at the start: {report['machine']['load_average'][0]:.1f}",
+          file=sys.stderr)
     tmp = tempfile.mkdtemp()
     for d, n_values in TABLES:
         t = table(d, n_values)
@@ -143,14 +142,12 @@ def markdown(report):
     """The block of docs/performance.md, from the JSON alone."""
     from lodarrow._bench import _docs
 
-    m = report["machine"]
     labels = dict(WRITERS)
     out = [
         f"Every option measured side by side in one run of `{report['command']}` (best of "
         f"{report['repeat']}; the bench's tables: lengths 0-16, float32 values, `list<float>` "
         f"and `list<fixed_size_list<float, 16>>`), started {report['started']}.  "
-        f"{_docs.revision_line(report['revision'])}.  Machine: "
-        f"{_docs.machine_line(m, report.get('load_average_end'))}: other processes share "
+        f"{_docs.commit_and_machine(report)}: other processes share "
         f"this machine, so compare within the run.",
         "",
         "| table | writer | best ms | GB/s | x polars | MB on disk | pyarrow reads back |",
@@ -213,28 +210,15 @@ def summary_lines(report):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--json", metavar="PATH", help="write everything measured as JSON")
-    parser.add_argument("--docs", metavar="FILE.md",
-                        help="write this benchmark's block of that Markdown file")
-    parser.add_argument("--from-json", metavar="PATH",
-                        help="run nothing: --docs from the JSON of an earlier run")
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
     from lodarrow._bench import _docs
 
-    if args.from_json:
-        with open(args.from_json) as fh:
-            report = json.load(fh)
-    else:
-        report = run(args)
-        if args.json:
-            with open(args.json, "w") as fh:
-                json.dump(report, fh, indent=1)
-                fh.write("\n")
-    text = markdown(report)
-    print(text)
-    if args.docs:
-        _docs.write_block(args.docs, KEY, REGENERATE, text)
+    _docs.add_output_options(parser, metavars=True, json="write everything measured as JSON",
+                             docs=None, from_json="run nothing: --docs from the JSON of an "
+                             "earlier run")
+    args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    text = markdown(_docs.report_of(args, run))
+    _docs.publish(args, text, [("docs", KEY, REGENERATE, text)])
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ block of the Markdown file (benchmarks/README.md, section "Resume") between its 
 import argparse
 import json
 import os
-import shlex
 import sys
 import time
 
@@ -28,8 +27,8 @@ import numpy as np
 import pyarrow as pa
 
 import lodarrow as la
-from lodarrow._bench._docs import (machine, machine_line, report_of, revision, revision_line,
-                                   write_block)
+from lodarrow._bench._docs import (add_output_options, command_line, publish, report_of,
+                                   run_header, run_record, utc_now)
 
 BLOCK = "resume"
 FROM_JSON = ("python benchmarks/resume.py --from-json benchmarks/results/resume.json "
@@ -51,20 +50,15 @@ def parse(argv):
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=4096)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--json", help="write everything measured here")
-    ap.add_argument("--docs", help="rewrite the resume block of this Markdown file")
-    ap.add_argument("--from-json", help="measure nothing: the Markdown from this JSON")
+    add_output_options(ap, json=None, docs="rewrite the resume block of this Markdown file",
+                       from_json=None)
     args = ap.parse_args(argv)
     args.argv = [str(a) for a in argv]
     return args
 
 
 def measure(args):
-    env = "".join(f"{n}={shlex.quote(os.environ[n])} " for n in ("LODARROW_NUM_THREADS",)
-                  if n in os.environ)
-    report = {"command": env + "python benchmarks/resume.py " + shlex.join(args.argv),
-              "revision": revision(), "machine": machine(),
-              "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    report = {**run_record(command_line("benchmarks/resume.py", args.argv)),
               "settings": {"sequences": args.sequences, "ranks": args.ranks,
                            "max_tokens": args.max_tokens, "repeat": args.repeat,
                            "cost": "packed", "balance": "tokens", "rank": 0,
@@ -108,7 +102,7 @@ def measure(args):
                       {"what": "fresh", "samples": _samples(fresh, args.repeat)},
                       {"what": "resumed", "samples": _samples(resumed, args.repeat)},
                       {"what": "elastic", "samples": _samples(elastic, args.repeat)}]
-    report["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    report["finished"] = utc_now()
     report["load_at_end"] = os.getloadavg()[0]
     return report
 
@@ -126,10 +120,7 @@ def markdown(report):
     """The ``resume`` block: the run, the table (best of the samples) and the ratios."""
     s = report["settings"]
     best = {r["what"]: min(r["samples"]) for r in report["rows"]}
-    lines = [f"Command: `{report['command']}`", "",
-             f"{revision_line(report['revision'])}; "
-             f"{machine_line(report['machine'], [report['load_at_end']])}; "
-             f"{report['started']} to {report['finished']}.", "",
+    lines = run_header(report) + [
              f"An in-memory table of {s['sequences']:,} sequences of {s['lengths'][0]}-"
              f"{s['lengths'][1]} tokens, token budget {s['max_tokens']:,} {s['cost']}, "
              f"{s['ranks']} ranks, `balance=\"{s['balance']}\"`, rank {s['rank']}; best of "
@@ -146,9 +137,8 @@ def markdown(report):
 def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
     report = report_of(args, measure)
-    print(markdown(report))
-    if args.docs:
-        write_block(args.docs, BLOCK, FROM_JSON, markdown(report))
+    text = markdown(report)
+    publish(args, text, [("docs", BLOCK, FROM_JSON, text)])
     return report
 
 

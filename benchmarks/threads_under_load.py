@@ -150,7 +150,7 @@ def markdown(report):
     """The block of docs/performance.md, from the JSON alone."""
     from lodarrow._bench import _docs
 
-    a, m = report["args"], report["machine"]
+    a = report["args"]
     before = ""
     if a.get("before"):
         before = (f"; `before` is the checkout `{a['before']}` (built in place) at "
@@ -162,8 +162,7 @@ def markdown(report):
         f"`busy` is how many pure-Python busy loops ran beside it; `numpy reduceat` is "
         f"`np.maximum.reduceat` over the same sequences, a one-threaded C loop without "
         f"lodarrow or OpenMP; `threads` is what the thread policy gave at the end of each "
-        f"run of the cell{before}).  {_docs.revision_line(report['revision'])}.  Machine: "
-        f"{_docs.machine_line(m, report.get('load_average_end'))}.",
+        f"run of the cell{before}).  {_docs.commit_and_machine(report)}.",
         "",
         "| variant | busy | threads | calls/s | p50 ms | p99 ms | max ms | p99 / p50 |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -234,6 +233,7 @@ def main(argv=None):
     parser.add_argument("--variant", action="append", default=[], type=parse_variant)
     parser.add_argument("--before", default=None,
                         help="another lodarrow checkout, built in place: the policy before")
+    # no lodarrow here: a --child imports the checkout its PYTHONPATH names (--before's)
     parser.add_argument("--json", metavar="PATH", help="write every cell as JSON")
     parser.add_argument("--docs", metavar="FILE.md",
                         help="write this benchmark's block of that Markdown file")
@@ -246,15 +246,8 @@ def main(argv=None):
         return child(args)
     from lodarrow._bench import _docs
 
-    if args.from_json:
-        with open(args.from_json) as fh:
-            report = json.load(fh)
-    else:
-        report = run(args, list(sys.argv[1:] if argv is None else argv))
-        if args.json:
-            with open(args.json, "w") as fh:
-                json.dump(report, fh, indent=1)
-                fh.write("\n")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    report = _docs.report_of(args, lambda args: run(args, argv))
     if args.docs:
         _docs.write_block(args.docs, KEY, REGENERATE, markdown(report))
 

@@ -181,18 +181,10 @@ def machine():
 
 
 def lodarrow_revision(la):
-    """The commit measured, with ``changes`` where the work tree differs from it."""
-    out = {"version": la.__version__, "commit": None, "changes": None}
-    try:
-        out["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                       capture_output=True, text=True,
-                                       check=True).stdout.strip()
-        st = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout
-        out["changes"] = bool(st.strip())
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return out
+    """The lodarrow measured: its version, the commit and the tracked files changed from it."""
+    from lodarrow._bench._docs import revision
+
+    return {"version": la.__version__, **revision(str(ROOT))}
 
 
 def _version(name):
@@ -647,9 +639,11 @@ def _x(v):
 
 
 def markdown(report):
+    from lodarrow._bench._docs import changes_words
+
     m, c, v, rev = report["machine"], report["corpus"], report["versions"], report["lodarrow"]
     fig, cl = figures(report), claims(report)
-    changes = " with uncommitted changes" if rev["changes"] else ""
+    changes = changes_words(rev)  # the changed files, where the JSON records them
     loads = [s["load"] for r in report["rows"] if r["samples"] for s in r["samples"]]
     dolma = v.get("dolma")
     machine_line = (
@@ -827,16 +821,12 @@ def measure_memory(args):
     """``la.tokenize``'s peak RSS on JSON lines files of the ``--memory`` sizes (MB), each in
     a fresh process, with the peak before it ran (the interpreter with its imports)."""
     import lodarrow as la
-    from lodarrow._bench._docs import machine as docs_machine, revision
+    from lodarrow._bench._docs import command_line, run_record
 
     sizes = [int(float(x) * 1e6) for x in args.memory.split(",") if x.strip()]
-    env = "".join(f"{n}={shlex.quote(os.environ[n])} " for n in ("LODARROW_NUM_THREADS",)
-                  if n in os.environ)
     report = {"kind": "tokenize-memory",
-              "command": env + "python benchmarks/tokenization.py " + shlex.join(args.argv),
-              "revision": revision(),
-              "machine": docs_machine(("numpy", "pyarrow", "lodarrow", "tokenizers")),
-              "started": _now(),
+              **run_record(command_line("benchmarks/tokenization.py", args.argv),
+                           ("numpy", "pyarrow", "lodarrow", "tokenizers")),
               "settings": {"sizes": sizes, "vocab": args.vocab, "tokenizer": "byte-level BPE",
                            "LODARROW_NUM_THREADS": os.environ.get("LODARROW_NUM_THREADS")},
               "rows": []}
@@ -869,14 +859,11 @@ def measure_memory(args):
 
 def memory_markdown(report):
     """The ``tokenize-memory`` block: the run, one row a file, the growth between them."""
-    from lodarrow._bench._docs import machine_line, revision_line
+    from lodarrow._bench._docs import run_header
 
     mb = lambda b: f"{b / 1e6:,.0f} MB" if b >= 1e8 else f"{b / 1e6:,.1f} MB"  # noqa: E731
     rows = report["rows"]
-    lines = [f"Command: `{report['command']}`", "",
-             f"{revision_line(report['revision'])}; "
-             f"{machine_line(report['machine'], [report['load_at_end']])}; "
-             f"{report['started']} to {report['finished']}.", "",
+    lines = run_header(report) + [
              f"Each file tokenized by `la.tokenize` (its defaults) in a fresh process, with a "
              f"{report['settings']['tokenizer']} of {report['settings']['vocab']:,} ids trained "
              f"here; peak RSS from the process's `VmHWM`, before `la.tokenize` (Python with "
@@ -933,26 +920,15 @@ def parse(argv):
 
 def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
-    if args.from_json:
-        report = json.loads(Path(args.from_json).read_text())
-    else:
-        report = measure_memory(args) if args.memory else measure(args)
-        if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
-    if report.get("kind") == "tokenize-memory":  # --memory's JSON: its own block
-        from lodarrow._bench._docs import write_block
+    from lodarrow._bench._docs import publish, report_of
 
+    report = report_of(args, lambda args: measure_memory(args) if args.memory else measure(args))
+    if report.get("kind") == "tokenize-memory":  # --memory's JSON: its own block
         table = memory_markdown(report)
-        print(table)
-        if args.markdown:
-            Path(args.markdown).write_text(table)
-        if args.docs:
-            write_block(args.docs, MEMORY_BLOCK, MEMORY_FROM_JSON, table)
+        publish(args, table, [("docs", MEMORY_BLOCK, MEMORY_FROM_JSON, table)])
         return report
     table = markdown(report)
-    print(table)
-    if args.markdown:
-        Path(args.markdown).write_text(table)
+    publish(args, table)
     if args.docs:
         write_docs(args.docs, table)
     return report

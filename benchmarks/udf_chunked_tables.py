@@ -67,9 +67,9 @@ def measure(args):
     """Every shape, both ways; the report --json keeps."""
     from lodarrow._bench import _docs
 
-    report = {"command": "python benchmarks/udf_chunked_tables.py " + " ".join(args.argv),
-              "revision": _docs.revision(), "machine": _docs.machine(),
-              "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    command = _docs.command_line("benchmarks/udf_chunked_tables.py", args.argv, env=(),
+                                 quote=False)
+    report = {**_docs.run_record(command),
               "chunks": args.chunks, "repeat": args.repeat,
               "threshold_bytes": _udf._MIN_BATCH_BYTES, "rows": []}
     rng = np.random.default_rng(0)
@@ -101,8 +101,7 @@ def markdown(report):
 
     mib = report["threshold_bytes"] / 2**20
     head = (f"Measured by `{report['command']}`, started {report['started']}.  "
-            f"{_docs.revision_line(report['revision'])}.  Machine: "
-            f"{_docs.machine_line(report['machine'], report.get('load_average_end'))}.  "
+            f"{_docs.commit_and_machine(report)}.  "
             f"{report['chunks']} chunks, the median of {report['repeat']} calls each way; "
             f"ratio: batch by batch over joined (below 1: batch by batch is faster).")
     out = [head, "",
@@ -136,19 +135,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--chunks", type=int, default=16)
     p.add_argument("--repeat", type=int, default=15)
-    p.add_argument("--json", metavar="PATH", help="write every shape as JSON")
-    p.add_argument("--docs", metavar="FILE.md",
-                   help="write this benchmark's block of that Markdown file")
-    p.add_argument("--from-json", metavar="PATH",
-                   help="run nothing: --docs (or the printed block) from an earlier JSON")
-    args = p.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
-    report = _docs.report_of(args, measure)
-    text = markdown(report)
-    if args.docs:
-        _docs.write_block(args.docs, KEY, REGENERATE, text)
-    else:
-        print(text)
+    _docs.block_main(p, argv, measure, markdown, KEY, REGENERATE, "write every shape as JSON")
 
 
 if __name__ == "__main__":

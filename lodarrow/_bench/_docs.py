@@ -14,11 +14,15 @@ a committed JSON against that JSON rendered again.
 """
 
 import os
+import shlex
 import subprocess
+import time
 
-__all__ = ["begin_marker", "block", "body_of", "cpu_model", "end_marker", "find_block", "machine",
-           "changes_words", "machine_line", "pending", "report_of", "revision", "revision_line",
-           "write_block"]
+__all__ = ["OPTION_HELP", "add_output_options", "begin_marker", "block", "block_main", "body_of",
+           "command_line", "commit_and_machine", "cpu_model", "end_marker", "find_block",
+           "machine", "changes_words", "machine_line", "pending", "publish", "report_of",
+           "revision", "revision_line", "run_header", "run_record", "run_span", "utc_now",
+           "write_block", "write_json"]
 
 
 def begin_marker(key, command):
@@ -74,9 +78,56 @@ def write_block(path, key, command, body):
         fh.write(text)
 
 
-def report_of(args, measure):
+#: The usual help of a benchmark's output options (:func:`add_output_options`).
+OPTION_HELP = {"json": "write everything measured here",
+               "docs": "write this benchmark's block of that Markdown file",
+               "from_json": "measure nothing: the Markdown from this JSON"}
+#: The metavars of the output options, where a benchmark shows them.
+_METAVARS = {"json": "PATH", "docs": "FILE.md", "from_json": "PATH"}
+
+
+def add_output_options(parser, *, metavars=False, **options):
+    """Add a benchmark's output options (``--json``, ``--docs``, ``--from-json`` ...).
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The benchmark's parser.
+    metavars : bool, default False
+        Show ``PATH`` / ``FILE.md`` for ``--json``, ``--docs`` and ``--from-json``.
+    **options : str or None
+        Each option, in the order of ``--help``: its name with ``_`` for ``-`` (``json``,
+        ``markdown``, ``docs``, ``readme``, ``from_json`` ...) and its help, or None for
+        :data:`OPTION_HELP`'s.
+    """
+    for name, text in options.items():
+        kwargs = {"help": OPTION_HELP[name] if text is None else text}
+        if metavars and name in _METAVARS:
+            kwargs["metavar"] = _METAVARS[name]
+        parser.add_argument("--" + name.replace("_", "-"), **kwargs)
+
+
+def write_json(path, report, default=None):
+    """Write ``report`` to ``path`` as a benchmark's JSON (indented by 1, a final newline).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file, replaced.
+    report : dict
+        What the benchmark measured.
+    default : callable, optional
+        ``json.dumps``'s ``default``: how a value JSON does not hold is written.
+    """
+    import json
+
+    with open(path, "w") as fh:
+        fh.write(json.dumps(report, indent=1, default=default) + "\n")
+
+
+def report_of(args, measure, write=write_json):
     """A benchmark's report: read from ``args.from_json`` (nothing measured), or
-    ``measure(args)`` written to ``args.json`` when given."""
+    ``measure(args)`` written to ``args.json`` when given (by ``write(path, report)``)."""
     import json
 
     if args.from_json:
@@ -84,9 +135,120 @@ def report_of(args, measure):
             return json.load(fh)
     report = measure(args)
     if args.json:
-        with open(args.json, "w") as fh:
-            fh.write(json.dumps(report, indent=1) + "\n")
+        write(args.json, report)
     return report
+
+
+def publish(args, text, blocks=(), echo=True):
+    """Print a benchmark's Markdown and write it where its options say.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options.  ``args.markdown``, where the parser has it, names a file to
+        hold ``text`` whole.
+    text : str
+        The Markdown of the run.
+    blocks : iterable of tuple
+        ``(option, key, command, body)``: where ``getattr(args, option)`` names a file,
+        ``body`` (a str, or a function of no argument that returns it) becomes that file's
+        block ``key`` (:func:`write_block`, ``command`` in its marker).
+    echo : bool or None, default True
+        Print ``text`` first (True), never (False), or only when no file is written (None).
+    """
+    written = [b for b in blocks if getattr(args, b[0], None)]
+    whole = getattr(args, "markdown", None)
+    if echo or (echo is None and not (written or whole)):
+        print(text)
+    if whole:
+        with open(whole, "w") as fh:
+            fh.write(text)
+    for option, key, command, body in written:
+        write_block(getattr(args, option), key, command, body() if callable(body) else body)
+
+
+def block_main(parser, argv, measure, markdown, key, command, json_help):
+    """The ``main`` of a benchmark that owns one block: its options, its report, its block.
+
+    Adds ``--json PATH``, ``--docs FILE.md`` and ``--from-json PATH`` to ``parser``, reads
+    ``argv`` (kept as ``args.argv``), measures or reads the report (:func:`report_of`), and
+    writes ``markdown(report)`` into ``--docs``' block ``key``, or prints it without ``--docs``.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The benchmark's parser, with its own options.
+    argv : list of str or None
+        The arguments; None: ``sys.argv[1:]``.
+    measure : callable
+        ``measure(args)``: the report of a run.
+    markdown : callable
+        ``markdown(report)``: the block's body.
+    key, command : str
+        The block's key and the command that writes it again (:func:`write_block`).
+    json_help : str
+        ``--json``'s help.
+    """
+    import sys
+
+    add_output_options(parser, metavars=True, json=json_help, docs=None,
+                       from_json="run nothing: --docs (or the printed block) from an earlier JSON")
+    args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    text = markdown(report_of(args, measure))
+    publish(args, text, [("docs", key, command, text)], echo=None)
+
+
+def command_line(script, argv, env=("LODARROW_NUM_THREADS",), quote=True):
+    """How a benchmark was run, as its JSON records it.
+
+    Parameters
+    ----------
+    script : str
+        The script, as typed from the checkout (``benchmarks/resume.py``).
+    argv : list of str
+        Its arguments.
+    env : tuple of str, default ("LODARROW_NUM_THREADS",)
+        Variables that decide the run: those set come first, ``NAME=value``.
+    quote : bool, default True
+        Quote the arguments for a shell (``shlex.join``), else join them with spaces.
+
+    Returns
+    -------
+    str
+        ``LODARROW_NUM_THREADS=1 python benchmarks/resume.py --repeat 3``, say.
+    """
+    prefix = "".join(f"{n}={shlex.quote(os.environ[n])} " for n in env if n in os.environ)
+    return prefix + f"python {script} " + (shlex.join(argv) if quote else " ".join(argv))
+
+
+def utc_now(seconds=False):
+    """The time now in UTC, ``2026-01-31 12:00 UTC`` (with ``:SS`` when ``seconds``)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC",
+                         time.gmtime())
+
+
+def run_record(command, libraries=("numpy", "pyarrow", "lodarrow"), root=None, seconds=False):
+    """The head of a benchmark's JSON: what ran, on which commit and machine, and when.
+
+    Parameters
+    ----------
+    command : str
+        How the benchmark was run (:func:`command_line`).
+    libraries : tuple of str, default ("numpy", "pyarrow", "lodarrow")
+        The modules whose versions :func:`machine` records.
+    root : str, optional
+        The checkout measured (:func:`revision`); by default this one.
+    seconds : bool, default False
+        ``started`` to the second (:func:`utc_now`).
+
+    Returns
+    -------
+    dict
+        ``{"command", "revision", "machine", "started"}``, in that order.
+    """
+    return {"command": command, "revision": revision(root), "machine": machine(libraries),
+            "started": utc_now(seconds)}
 
 
 def pending(command):
@@ -193,3 +355,24 @@ def machine_line(m, load_end=None):
         if load_end:
             load += f", {load_end[0]:.1f} at the end"
     return f"{m['cpu']}, {m['cores']} usable cores ({m['platform']}); {v}{load}"
+
+
+def commit_and_machine(report):
+    """``Commit: abc1234.  Machine: AMD EPYC, ...`` of a report (no final stop), the load
+    average at the end from ``load_average_end``."""
+    return (f"{revision_line(report['revision'])}.  Machine: "
+            f"{machine_line(report['machine'], report.get('load_average_end'))}")
+
+
+def run_span(report):
+    """``Commit: abc1234; AMD EPYC, ...; 2026-01-31 12:00 UTC to 2026-01-31 12:05 UTC`` of a
+    report with ``started``, ``finished`` and ``load_at_end`` (no final stop)."""
+    return (f"{revision_line(report['revision'])}; "
+            f"{machine_line(report['machine'], [report['load_at_end']])}; "
+            f"{report['started']} to {report['finished']}")
+
+
+def run_header(report):
+    """The first lines of a block: the command, then :func:`run_span`, each followed by a
+    blank line."""
+    return [f"Command: `{report['command']}`", "", run_span(report) + ".", ""]
