@@ -222,27 +222,63 @@ def pool_index_backward(floating_t[:, ::1] dx, const floating_t[:, ::1] dout,
             _pool_index_range(xp, gp, ip, of, bp[c], bp[c + 1], d)
 
 
+cdef enum:
+    # The first / last backward zeroes its rows this many bytes at a time, each block just
+    # before the picked rows inside it are written: they are then still in L1, so the output
+    # is written once, front to back, not zeroed and then revisited row by row.
+    PICK_BLOCK_BYTES = 16384
+
+
+cdef inline void _put_row(uint8_t* dst, const uint8_t* src, Py_ssize_t w) noexcept nogil:
+    """One row of ``w`` bytes: a fixed-size copy (no call) for the D == 1 widths."""
+    if w == 4:
+        memcpy(dst, src, 4)
+    elif w == 8:
+        memcpy(dst, src, 8)
+    elif w == 2:
+        memcpy(dst, src, 2)
+    else:
+        memcpy(dst, src, <size_t>w)
+
+
 cdef void _pool_pick_range(uint8_t* dx, const uint8_t* dout, const offset_t* off,
                            Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t w, bint last,
                            bint zeroed) noexcept nogil:
-    cdef Py_ssize_t s
-    cdef offset_t a, b
-    for s in range(lo, hi):
-        a = off[s]
-        b = off[s + 1]
-        if a == b:
-            continue
-        if not zeroed:
-            memset(dx + a * w, 0, <size_t>(b - a) * w)
-        memcpy(dx + ((b - 1) if last else a) * w, dout + s * w, w)
+    """Sequences ``[lo, hi)``, whose rows are one contiguous range of ``dx``: zeros but the
+    picked row of each non-empty sequence, which gets ``dout[s]``.  ``zeroed``: the range is
+    zero already; only the picked rows are written."""
+    cdef Py_ssize_t s = lo
+    cdef offset_t a, b, r, r0 = off[lo], r1, end = off[hi]
+    cdef offset_t block = PICK_BLOCK_BYTES // w if w < PICK_BLOCK_BYTES else 1
+    if zeroed:
+        for s in range(lo, hi):
+            a = off[s]
+            b = off[s + 1]
+            if a != b:
+                _put_row(dx + ((b - 1) if last else a) * w, dout + s * w, w)
+        return
+    while r0 < end:
+        r1 = r0 + block if end - r0 > block else end
+        memset(dx + r0 * w, 0, <size_t>(r1 - r0) * w)
+        while s < hi:
+            a = off[s]
+            b = off[s + 1]
+            if a != b:
+                r = (b - 1) if last else a
+                if r >= r1:
+                    break
+                _put_row(dx + r * w, dout + s * w, w)
+            s += 1
+        r0 = r1
 
 
 def pool_pick_backward(uint8_t[:, ::1] dx, const uint8_t[:, ::1] dout,
                        const offset_t[::1] offsets, bint last,
                        const offset_t[::1] bounds=None, int num_threads=1, bint zeroed=False):
     """First / last pooling backward on rows of bytes: ``dout[s]`` to the first (last) row of
-    sequence ``s``, zero bytes (0.0 in every float format) elsewhere; ``zeroed``: ``dx`` is
-    zero already (freshly mapped zero pages), only the picked rows are written."""
+    sequence ``s``, zero bytes (0.0 in every float format) elsewhere, in one pass over ``dx``
+    (a block of zeros, then the picked rows inside it, while cached); ``zeroed``: ``dx`` is
+    zero already, only the picked rows are written."""
     cdef Py_ssize_t n = offsets.shape[0] - 1, w = dx.shape[1], c
     if n <= 0 or w == 0 or dx.shape[0] == 0:
         return

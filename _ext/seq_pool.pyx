@@ -22,9 +22,17 @@ from libc.string cimport memcpy
 
 from _half cimport f2h, h2f
 from _types cimport (floating_t, integral_t, numeric_t, offset_t, int64_t, uint8_t, uint16_t,
-                     uint64_t)
+                     uint32_t, uint64_t)
 
 cdef extern from "seq_pool.h" nogil:
+    void la_pick_u16(uint16_t* out, const uint16_t* x, const offset_t* off, Py_ssize_t lo,
+                     Py_ssize_t hi, uint16_t pad, int last) noexcept nogil
+    void la_pick_u32(uint32_t* out, const uint32_t* x, const offset_t* off, Py_ssize_t lo,
+                     Py_ssize_t hi, uint32_t pad, int last) noexcept nogil
+    void la_pick_u64(uint64_t* out, const uint64_t* x, const offset_t* off, Py_ssize_t lo,
+                     Py_ssize_t hi, uint64_t pad, int last) noexcept nogil
+    void la_pick_bytes(uint8_t* out, const uint8_t* x, const offset_t* off, const uint8_t* pad,
+                       Py_ssize_t lo, Py_ssize_t hi, size_t w, int last) noexcept nogil
     void la_sum1_f32(float* out, const float* x, const offset_t* off, Py_ssize_t lo,
                      Py_ssize_t hi, offset_t n_rows, float pad, int mode) noexcept nogil
     void la_sum1_f64(double* out, const double* x, const offset_t* off, Py_ssize_t lo,
@@ -580,20 +588,32 @@ def pool_extreme_half(uint16_t[:, ::1] out, offset_t[:, ::1] index,
 cdef void _pick_range(uint8_t* out, const uint8_t* rows, const offset_t* off,
                       const uint8_t* pad, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t width,
                       bint last) noexcept nogil:
+    """Sequences ``[lo, hi)``; ``rows`` is NULL only when there are no rows (every sequence
+    empty).  Rows of 2, 4 and 8 bytes (every dtype's D == 1) in the typed loops of
+    ``seq_pool.h`` where ``out`` and ``rows`` are aligned to that size (as arrays of those
+    dtypes are), others by ``memcpy``; both prefetch the picked rows ahead."""
     cdef Py_ssize_t s
-    cdef offset_t a, b
-    cdef const uint8_t* src
-    for s in range(lo, hi):
-        a = off[s]
-        b = off[s + 1]
-        src = pad if a == b else rows + (b - 1 if last else a) * width
-        # Constant-size copies for the common narrow rows: no memcpy call per sequence.
-        if width == 4:
-            memcpy(out + s * 4, src, 4)
-        elif width == 8:
-            memcpy(out + s * 8, src, 8)
-        else:
-            memcpy(out + s * width, src, <size_t>width)
+    cdef size_t mis = (<size_t>out | <size_t>rows) & <size_t>(width - 1)
+    cdef uint16_t p16
+    cdef uint32_t p32
+    cdef uint64_t p64
+    if rows == NULL:
+        for s in range(lo, hi):
+            memcpy(out + s * width, pad, <size_t>width)
+        return
+    if mis != 0 or width > 8:
+        la_pick_bytes(out, rows, off, pad, lo, hi, <size_t>width, last)
+    elif width == 4:
+        memcpy(&p32, pad, 4)
+        la_pick_u32(<uint32_t*>out, <const uint32_t*>rows, off, lo, hi, p32, last)
+    elif width == 8:
+        memcpy(&p64, pad, 8)
+        la_pick_u64(<uint64_t*>out, <const uint64_t*>rows, off, lo, hi, p64, last)
+    elif width == 2:
+        memcpy(&p16, pad, 2)
+        la_pick_u16(<uint16_t*>out, <const uint16_t*>rows, off, lo, hi, p16, last)
+    else:
+        la_pick_bytes(out, rows, off, pad, lo, hi, <size_t>width, last)
 
 
 def pool_pick(uint8_t[:, ::1] out, const uint8_t[:, ::1] rows, const offset_t[::1] offsets,

@@ -241,4 +241,69 @@ LA_SUMD_FIX(4)
 LA_SUMD_FIX(6)
 LA_SUMD_FIX(8)
 
+
+/* First / last (seq_pool.pyx's pool_pick): out[s] = the first (last) row of sequence s, pad
+ * for an empty one.  The picked rows lie a sequence apart (hundreds of bytes at D == 1), so
+ * the loop waits on memory, not on arithmetic: each picked row is prefetched LA_PICK_AHEAD
+ * sequences ahead (the hardware prefetchers do not follow the offsets), and rows of 2, 4
+ * or 8 bytes move as one integer of that size (no copy call; the element's bits unchanged
+ * in every dtype), each offset read once. */
+#define LA_PICK_AHEAD 64
+#if defined(__GNUC__) || defined(__clang__)
+#define LA_PREFETCH(p) __builtin_prefetch((p), 0, 0)
+#else
+#define LA_PREFETCH(p) ((void)0)
+#endif
+#define LA_PICK_T(SUF, T)                                                                \
+static void la_pick_##SUF(T* out, const T* x, const int64_t* off, int64_t lo, int64_t hi, \
+                          T pad, int last) {                                             \
+    int64_t s = lo, a = off[lo], b, q;                                                   \
+    int64_t m = hi - lo > LA_PICK_AHEAD ? hi - LA_PICK_AHEAD : lo;                       \
+    if (last) {                                                                          \
+        for (; s < m; s++) {                                                             \
+            q = off[s + LA_PICK_AHEAD + 1];                                              \
+            LA_PREFETCH(x + (q > 0 ? q - 1 : 0));                                        \
+            b = off[s + 1];                                                              \
+            out[s] = a == b ? pad : x[b - 1];                                            \
+            a = b;                                                                       \
+        }                                                                                \
+        for (; s < hi; s++) {                                                            \
+            b = off[s + 1];                                                              \
+            out[s] = a == b ? pad : x[b - 1];                                            \
+            a = b;                                                                       \
+        }                                                                                \
+    } else {                                                                             \
+        for (; s < m; s++) {                                                             \
+            LA_PREFETCH(x + off[s + LA_PICK_AHEAD]);                                     \
+            b = off[s + 1];                                                              \
+            out[s] = a == b ? pad : x[a];                                                \
+            a = b;                                                                       \
+        }                                                                                \
+        for (; s < hi; s++) {                                                            \
+            b = off[s + 1];                                                              \
+            out[s] = a == b ? pad : x[a];                                                \
+            a = b;                                                                       \
+        }                                                                                \
+    }                                                                                    \
+}
+LA_PICK_T(u16, uint16_t)
+LA_PICK_T(u32, uint32_t)
+LA_PICK_T(u64, uint64_t)
+
+/* Rows of any other width: memcpy, the same prefetch (the row's first line). */
+static void la_pick_bytes(unsigned char* out, const unsigned char* x, const int64_t* off,
+                          const unsigned char* pad, int64_t lo, int64_t hi, size_t w,
+                          int last) {
+    int64_t s, a, b, q, m = hi - lo > LA_PICK_AHEAD ? hi - LA_PICK_AHEAD : lo;
+    for (s = lo; s < hi; s++) {
+        if (s < m) {
+            q = last ? off[s + LA_PICK_AHEAD + 1] - 1 : off[s + LA_PICK_AHEAD];
+            LA_PREFETCH(x + (q > 0 ? q : 0) * (int64_t)w);
+        }
+        a = off[s];
+        b = off[s + 1];
+        memcpy(out + s * (int64_t)w, a == b ? pad : x + (last ? b - 1 : a) * (int64_t)w, w);
+    }
+}
+
 #endif

@@ -115,13 +115,13 @@ def pool_backward_host(dout, offsets, pool_type, n_rows, index=None):
     the output's shape (copied once when not C-contiguous)."""
     if not dout.flags.c_contiguous:
         dout = np.ascontiguousarray(dout)
-    if pool_type in ("first", "last"):
-        # zeros, not empty + a zeroing pass: a large array is then pages the kernel maps
-        # zeroed on first touch, and only the picked rows are written (one pass, not two)
-        dx = np.zeros((n_rows, *dout.shape[1:]), dout.dtype)
-        _kernel("pool_pick_backward")(dx, dout, offsets, pool_type == "last", True)
-        return dx
     dx = CPU.empty((n_rows, *dout.shape[1:]), dout.dtype)
+    if pool_type in ("first", "last"):
+        # the pool's memory (a large gradient freed by the previous step is reused, not
+        # mapped and page-faulted afresh, as numpy.zeros' would be), written in one pass:
+        # the kernel zeroes a block and writes its picked rows while it is in cache
+        _kernel("pool_pick_backward")(dx, dout, offsets, pool_type == "last")
+        return dx
     if pool_type in ("max", "min"):
         n_seq = dout.shape[0]
         _kernel("pool_index_backward")(_flat2(dx, n_rows), _flat2(dout, n_seq),
