@@ -152,13 +152,33 @@ def test_the_bandwidth_table_renders_from_the_json_and_old_runs_without_it(tmp_p
     r["backward_share"] = r["share_ratio"] * 0 + 0.5 * r["forward_share"]
     r["share_ratio"] = 0.5
     said = bench.bandwidth_statement(slow["bandwidth"])
-    assert (f"{bench.OP_TITLES[r['op']]} {r['workload']} (0.50x; "
-            f"{r['backward_over_floor']:.2f}x the time of writing its gradients)") in said
+    assert f"not met on: {bench.OP_TITLES[r['op']]} {r['workload']} (0.50x)" in said
+    # the write floor: measured through lodarrow's own allocator, and through np.empty
+    for b in rows:
+        assert b["write_floor_allocator"] == "lodarrow" and b["write_floor_numpy_s"] > 0
+    assert bench.floor_statement(rows) in text and "from lodarrow's own allocator" in text
+    # a backward under the floor is named, with its ratio; under an np.empty floor (old
+    # runs) the statement says it is no floor for lodarrow's pooled outputs
+    under = json.loads(json.dumps(slow["bandwidth"]))
+    heavy = next(b for b in under if bench.write_heavy(b))
+    heavy["backward_over_floor"] = 0.4
+    said = bench.floor_statement(under)
+    assert f"{bench.OP_TITLES[heavy['op']]} {heavy['workload']} (0.40x)" in said
+    assert "no floor for them" not in said
+    for b in under:
+        del b["write_floor_allocator"]
+    assert "no floor for them" in bench.floor_statement(under)
+    # first / last pooling pass trivially (their forward under-counted): said and counted
+    fl = json.loads(json.dumps(slow["bandwidth"][:1]))
+    fl[0].update(op="pool_last", share_ratio=5.0)
+    said = bench.bandwidth_statement(fl)
+    assert "on 1 of 1 rows (1 of them first / last pooling" in said and "0 of 0 without" in said
     # a run from before the write floor: its column and words left out, no KeyError
     for b in slow["bandwidth"]:
         del b["write_floor_s"], b["backward_over_floor"]
     said = bench.bandwidth_statement(slow["bandwidth"])
     assert f"{bench.OP_TITLES[r['op']]} {r['workload']} (0.50x)" in said
+    assert bench.floor_statement(slow["bandwidth"]) == ""
     assert "| 0.50x | — |" in "\n".join(bench.bandwidth_markdown(slow))
     assert f"of {len(rows)} rows" in said
     # a JSON from before the bandwidth rows: the same tables, without the second one
@@ -171,3 +191,85 @@ def test_the_bandwidth_table_renders_from_the_json_and_old_runs_without_it(tmp_p
     doc = tmp_path / "doc.md"
     bench.main(["--from-json", str(path), "--docs", str(doc)])
     assert "Memory bandwidth" not in doc.read_text() and bench.END in doc.read_text()
+
+
+def _row(op, wl, name, lib, samples):
+    import statistics
+
+    return {"op": op, "workload": wl, "name": name, "lib": lib, "ok": True, "how": "",
+            "max_rel_err": 0.0, "samples_s": samples, "median_s": statistics.median(samples),
+            "min_s": min(samples), "load": [1.0, 1.0]}
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="needs the checkout's benchmarks/")
+def test_the_goal_load_coverage_and_allocator_statements_follow_the_json():
+    """The computed lines of the block: the goal counted by medians and resolved by the
+    samples, the peak load and the cases above threads + 1, the operators without rows, the
+    allocators and FBGEMM's torch, each following the figures it is computed from."""
+    bench = _load_script()
+    results = [
+        # ahead by medians and resolved: lodarrow's slowest beats every peer's fastest
+        _row("pool_sum", "D1", "lodarrow.torch", "lodarrow", [1.0, 1.1, 1.2]),
+        _row("pool_sum", "D1", "la.vjp", "lodarrow", [1.0, 1.0, 1.0]),
+        _row("pool_sum", "D1", "segment_reduce", "torch", [2.0, 2.1, 2.2]),
+        # behind by medians, the samples overlapping: not resolved
+        _row("pool_last", "D1", "lodarrow.torch", "lodarrow", [1.0, 1.5, 1.6]),
+        _row("pool_last", "D1", "la.vjp", "lodarrow", [3.0, 3.1, 3.2]),
+        _row("pool_last", "D1", "index_select", "torch", [1.2, 1.3, 1.4]),
+    ]
+    results[3]["load"] = [2.5, 3.5]
+    results[3]["load_rounds"] = [4.25, 3.0]
+    report = {"results": results, "threads": {"torch.get_num_threads()": 1},
+              "versions": {"torch": "2.13.0+cpu"},
+              "fbgemm": {"error": None, "info": {"torch": "2.14.1+cu130",
+                                                 "allocator": {"malloc": "jemalloc",
+                                                               "LD_PRELOAD": "/x/libjemalloc.so.2"}}}}
+    goal = bench.goal_statement(report)
+    assert "lodarrow.torch ahead on 1 of 2 rows by medians (behind on sequence_pool last D1: " \
+           "0.87x)" in goal
+    assert "ahead on 1, not resolved (the samples overlap) on sequence_pool last D1" in goal
+    assert "la.vjp ahead on 1 of 2 rows" in goal and goal.endswith("ahead on 1, behind on sequence_pool last D1.")
+    load = bench.load_statement(report)
+    assert "4.25 (at sequence_pool last D1)" in load
+    assert "1 of 2 cases ran with it above threads + 1 (2): sequence_pool last D1" in load
+    cov = bench.coverage_statement(report)
+    assert "not measured in this run:" in cov and "sequence_scatter" in cov
+    assert "sequence_reshape, lod_reset and lod_append have no timed row" in cov
+    full = {"results": [dict(results[0], op=op) for op in {o for v in bench.DIFFERENTIABLE.values()
+                                                          for o in v}]}
+    n = sum(1 for v in bench.DIFFERENTIABLE.values() if v)
+    assert f"{n} of the {n} " in bench.coverage_statement(full)
+    assert "not measured" not in bench.coverage_statement(full)
+    fb = bench.fbgemm_sentence(report)
+    assert "PyPI's CUDA build" in fb and "torch rows on torch 2.13.0+cpu" in fb
+    report["versions"]["torch"] = "2.14.1+cu130"
+    assert "torch rows" not in bench.fbgemm_sentence(report)
+    # allocators: unrecorded (old runs) said so; recorded, each side named
+    assert bench.allocator_sentence(report).startswith("Allocators (not recorded")
+    report["allocators"] = {"process": {"malloc": "glibc malloc", "LD_PRELOAD": None},
+                            "lodarrow_pool": {"enabled": True, "min_bytes": 1 << 20,
+                                              "backend": "mimalloc"}}
+    al = bench.allocator_sentence(report)
+    assert "Arrow's memory pool (mimalloc) for each output of 1 MiB or more" in al
+    assert "in this process: glibc malloc (glibc's malloc gets fresh pages" in al
+    assert "FBGEMM's worker: jemalloc (LD_PRELOAD=/x/libjemalloc.so.2)" in al
+    report["allocators"]["process"] = {"malloc": "jemalloc", "LD_PRELOAD": "/x/j.so"}
+    assert "fresh pages" not in bench.allocator_sentence(report)
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="needs the checkout's benchmarks/")
+def test_repeat_and_preload_are_validated(tmp_path, capsys):
+    bench = _load_script()
+    with pytest.raises(SystemExit):
+        bench.parse(["--repeat", "0"])
+    bench.parse(["--repeat", "2"])
+    assert "warning: --repeat 2: fewer than 5" in capsys.readouterr().err
+    bench.parse(["--repeat", "5"])
+    assert "warning" not in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench.parse(["--preload", str(tmp_path / "absent.so")])
+    lib = tmp_path / "lib.so"
+    lib.write_text("")
+    args = bench.parse(["--preload", str(lib)])
+    with pytest.raises(SystemExit, match="run benchmarks/grad.py as a program"):
+        bench.preload_exec(args, as_program=False)
