@@ -402,6 +402,52 @@ def slice_backward(uint8_t[:, ::1] dx, const uint8_t[:, ::1] dout, const offset_
             _slice_range(xp, gp, sp, op, bp[c], bp[c + 1], n, n_rows, w, src_limit)
 
 
+# --------------------------------------------------------------------------- scatter
+cdef void _scatter_gather_range(floating_t* out, const floating_t* g, const int64_t* ids,
+                                const offset_t* off, Py_ssize_t lo, Py_ssize_t hi,
+                                Py_ssize_t w) noexcept nogil:
+    cdef Py_ssize_t s
+    cdef offset_t p
+    cdef const floating_t* row
+    for s in range(lo, hi):
+        row = g + s * w
+        for p in range(off[s], off[s + 1]):
+            out[p] = row[ids[p]]
+
+
+def scatter_backward(floating_t[::1] dupd, const floating_t[:, ::1] dout,
+                     const int64_t[::1] ids, const offset_t[::1] offsets,
+                     const offset_t[::1] bounds=None, int num_threads=1):
+    """``sequence_scatter``'s updates gradient: ``dupd[p] = dout[s, ids[p]]`` for each
+    position ``p`` of index sequence ``s`` (``offsets``), one pass in position order (the
+    gather NumPy's ``dout[seq, ids]`` makes, without the per-position sequence array).
+
+    ``ids`` lie in ``[0, dout.shape[1])`` (the forward checked them); the shapes are checked
+    here.  ``bounds`` chunks the index sequences.
+    """
+    cdef Py_ssize_t n = offsets.shape[0] - 1, c, w = dout.shape[1]
+    if n < 0 or n > dout.shape[0]:
+        raise ValueError(f"scatter_backward: {n} index sequences for {dout.shape[0]} rows")
+    if offsets[0] != 0 or offsets[n] != ids.shape[0] or dupd.shape[0] != ids.shape[0]:
+        raise ValueError(f"scatter_backward: offsets must run from 0 to the {ids.shape[0]} "
+                         f"ids, and dupd hold as many ({dupd.shape[0]})")
+    if n == 0 or ids.shape[0] == 0:
+        return
+    cdef floating_t* op = &dupd[0]
+    cdef const floating_t* gp = &dout[0, 0]
+    cdef const int64_t* ip = &ids[0]
+    cdef const offset_t* of = &offsets[0]
+    cdef const offset_t* bp
+    if bounds is None:
+        with nogil:
+            _scatter_gather_range(op, gp, ip, of, 0, n, w)
+        return
+    bp = &bounds[0]
+    with nogil:
+        for c in prange(bounds.shape[0] - 1, num_threads=num_threads, schedule="dynamic"):
+            _scatter_gather_range(op, gp, ip, of, bp[c], bp[c + 1], w)
+
+
 # --------------------------------------------------------------------------- softmax
 cdef void _softmax_range(floating_t* dx, const floating_t* y, const floating_t* g,
                          const offset_t* off, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:

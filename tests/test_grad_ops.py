@@ -216,6 +216,31 @@ def test_scatter_gradient(dtype):
     assert dupd is None and dindex is None  # integer updates are not differentiable
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_scatter_updates_gradient_is_a_gather_at_any_thread_count(dtype, monkeypatch):
+    """The updates' gradient (the CPU kernel's one pass): ``dout[i, ids[p]]`` for each
+    position ``p`` of index sequence ``i``, against NumPy's fancy indexing, at every thread
+    count, with empty index sequences and a feature shape."""
+    rng = np.random.default_rng(7)
+    n, width = 3_000, 6
+    lengths = rng.integers(0, 60, n)
+    lengths[::7] = 0
+    ids = rng.integers(0, n and width * 2, int(lengths.sum()))
+    inp = np.zeros((n, width, 2), dtype)
+    index = la.LoDTensor(ids.reshape(-1, 1), lengths=[lengths.tolist()])
+    upd = rng.standard_normal((len(ids), 1)).astype(dtype)
+    dout = rng.standard_normal(inp.shape).astype(dtype)
+    seq = np.repeat(np.arange(n), lengths)
+    want = dout.reshape(n, -1)[seq, ids].reshape(upd.shape)
+    for threads in (1, 2, *THREAD_COUNTS[1:]):
+        monkeypatch.setenv("LODARROW_NUM_THREADS", str(threads))
+        _out, pullback = la.vjp(la.sequence_scatter, inp, index, upd)
+        dinp, _dindex, dupd = pullback(dout)
+        assert dupd.dtype == upd.dtype and dupd.shape == upd.shape
+        np.testing.assert_array_equal(dupd, want)
+        np.testing.assert_array_equal(np.asarray(getattr(dinp, "data", dinp)), dout)
+
+
 @given(lod_tensors(dtypes=["float64"], feature_shapes=[(), (3,)], min_levels=1, max_levels=2),
        st.sampled_from(["reverse", "pad", "sum", "average", "sqrt", "first", "last"]))
 def test_linear_operators_pull_back_their_adjoint(x, which):

@@ -19,6 +19,7 @@ __all__ = [
     "pool_index_backward",
     "pool_pick_backward",
     "pool_sum_backward",
+    "scatter_backward",
     "slice_backward",
     "softmax_backward",
     "split_blocks",
@@ -88,6 +89,20 @@ def pool_pick_backward(dx, dout, offsets, last, zeroed=False):
                                 np.ascontiguousarray(dout).reshape(dout.shape[0], -1)
                                 .view(np.uint8), offsets, last, row_bounds(offsets, nt), nt,
                                 zeroed)
+
+
+def scatter_backward(dupd, dout, ids, offsets):
+    """``dupd`` (flat, one value per id): ``dout[s, ids[p]]`` for each position ``p`` of
+    index sequence ``s`` (``offsets``), ``dout`` seen as ``(rows, -1)``."""
+    if dupd.size == 0:
+        return
+    offsets = np.ascontiguousarray(offsets)
+    nt = threads_for(dupd.size)
+    target = _target(dupd)
+    seq_grad.scatter_backward(target.reshape(-1), _work(dout).reshape(dout.shape[0], -1),
+                              np.ascontiguousarray(ids, dtype=np.int64).reshape(-1), offsets,
+                              row_bounds(offsets, nt), nt)
+    _land(target, dupd)
 
 
 def slice_backward(dx, dout, start, out_offsets):
@@ -255,6 +270,7 @@ ENTRIES = {
     "pool_sum_backward": pool_sum_backward,
     "pool_index_backward": pool_index_backward,
     "pool_pick_backward": pool_pick_backward,
+    "scatter_backward": scatter_backward,
     "slice_backward": slice_backward,
     "softmax_backward": softmax_backward,
     "split_blocks": split_blocks,

@@ -35,6 +35,12 @@ def pool_pick_backward(dx, dout, offsets, last, zeroed=False):
     _missing("sequence_pool")
 
 
+def scatter_backward(dupd, dout, ids, offsets):
+    """Not on the GPU yet (``sequence_scatter``; ``lodarrow._grad`` gathers CuPy arrays by
+    fancy indexing instead of calling this)."""
+    _missing("sequence_scatter")
+
+
 def slice_backward(dx, dout, start, out_offsets):
     """Not on the GPU yet (``sequence_slice``; ``lodarrow._grad`` scatters CuPy arrays by
     fancy indexing instead of calling this)."""
@@ -83,6 +89,7 @@ ENTRIES = {
     "pool_sum_backward": pool_sum_backward,
     "pool_index_backward": pool_index_backward,
     "pool_pick_backward": pool_pick_backward,
+    "scatter_backward": scatter_backward,
     "slice_backward": slice_backward,
     "softmax_backward": softmax_backward,
     "split_blocks": split_blocks,

@@ -449,6 +449,10 @@ def scatter_backward(dout, ids, index_offsets, updates_shape, updates_dtype):
     be = backend_of_array(dout)
     off = _host(index_offsets)
     n = dout.shape[0]
+    if be.name == "cpu":  # one gather in position order, no per-position sequence array
+        dupd = be.empty((int(ids.shape[0]),), dout.dtype)
+        be.kernel("scatter_backward")(dupd, dout, ids, off)
+        return dout, dupd.astype(updates_dtype, copy=False).reshape(tuple(updates_shape))
     seq = np.repeat(np.arange(off.shape[0] - 1, dtype=_I64), np.diff(off))
     with be.device(dout):
         flat = _flat2(dout, n)

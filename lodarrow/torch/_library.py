@@ -787,11 +787,13 @@ def sequence_scatter_backward(dout: Tensor, index: Tensor, index_offsets: Tensor
                               updates_shape: list[int]) -> Tensor:
     def go():
         ids = _bridge.array(index).reshape(-1)
-        _, dupd = _backward.scatter_backward(_bridge.array(dout), ids,
-                                             _bridge.host(index_offsets),
-                                             tuple(updates_shape),
-                                             _bridge.array(dout).dtype)
-        return _bridge.tensor(dupd.copy() if not dupd.flags.owndata else dupd, dout)
+        g = _bridge.array(dout)
+        _, dupd = _backward.scatter_backward(g, ids, _bridge.host(index_offsets),
+                                             tuple(updates_shape), g.dtype)
+        # a fresh array (the CPU kernel's, or CuPy's gather): copied only if it could alias
+        # dout, which an operator's output must not
+        aliased = isinstance(dupd, np.ndarray) and np.may_share_memory(dupd, g)
+        return _bridge.tensor(dupd.copy() if aliased else dupd, dout)
     return _run(dout, go)
 
 
