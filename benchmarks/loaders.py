@@ -536,7 +536,7 @@ class Lodarrow(Peer):
                     "collation kernel)" if self.mode in ("packed_rows", "blocks") else "")
             return (f"{workers} DataLoader workers (torch 1 thread, kernels up to "
                     f"{num_threads()} thread(s) ({how}; 1 in a worker unless set){ahead} "
-                    f"each); batches through a shared-memory ring a worker, copied out into "
+                    f"each); batches through a shared-memory ring per worker, copied out into "
                     f"tensors in the main process{rows}")
         pf = 2 if self.prefetch is None else self.prefetch
         extra = "a batch prefetch thread (works while the consumer is away)" if pf else (
@@ -1852,6 +1852,37 @@ def _cells(report, variant):
     return out
 
 
+def _cell_rounds(report, variant):
+    """:func:`_by_round` of each cell :func:`_cells` gives, in its order."""
+    results = [r for r in report["results"] if "error" not in r]
+    out = []
+    for mode, source, _, _ in _cells(report, variant):
+        stem = f"lodarrow-{mode.replace('_', '-')}-{source}"
+        name = {"prefetch0": stem + "-prefetch0", "pickled": stem + "-pickled"}.get(
+            variant, stem)
+        workers = variant in ("workers", "pickled")
+        own = next(r for r in results if r["peer"] == name and bool(r["workers"]) == workers)
+        base = next((r for r in results if r["peer"].startswith("loop-")
+                     and r["kind"] == KIND_OF[mode] and r["source"] == source
+                     and bool(r["workers"]) == workers), None)
+        out.append(None if base is None else _by_round(own, base))
+    return out
+
+
+def _by_round(own, base):
+    """lodarrow's cell ``own`` against the loop's ``base`` round by round (runs of the same
+    round ran one after the other): "ahead" if every round's ratio is above 1, "behind" if
+    every one is below, else "noise"; None without rounds to pair."""
+    mine = {x["round"]: x["tokens_per_s"] for x in own.get("samples", [])
+            if x.get("tokens_per_s") and "round" in x}
+    theirs = {x["round"]: x["tokens_per_s"] for x in base.get("samples", [])
+              if x.get("tokens_per_s") and "round" in x}
+    ratios = [mine[k] / theirs[k] for k in sorted(mine.keys() & theirs.keys())]
+    if not ratios:
+        return None
+    return "ahead" if min(ratios) > 1 else "behind" if max(ratios) < 1 else "noise"
+
+
 def headline(results):
     """The rows the summary gives: the variants of a group (``group`` in a run: Grain's read
     threads, litdata's decoding) as one line, each worker count's fastest variant under the
@@ -1901,7 +1932,8 @@ def claims(report):
             "ahead": sum(own > base for _, _, own, base in cells), "cells": len(cells),
             "ratios": [own / base for _, _, own, base in cells],
             "by_source": {src: [own / base for _, s, own, base in cells if s == src]
-                          for src in SOURCES}}
+                          for src in SOURCES},
+            "rounds": _cell_rounds(report, variant)}
     by = {(r["peer"], r["workers"]): r for r in results}
     decode = by.get(("decode-parquet", 0))
     own = {(m, s): r for m, s, r, _ in _cells(report, "default")}
@@ -1921,10 +1953,18 @@ def claims(report):
         mode = MODE_OF.get(r["kind"])
         mine = by.get((f"lodarrow-{mode.replace('_', '-')}-table", r["workers"])) if mode \
             else None
+        stem = f"lodarrow-{mode.replace('_', '-')}" if mode else None
+        from_file = by.get((f"{stem}-parquet", r["workers"])) if mode else None
+        pickled = by.get((f"{stem}-table-pickled", r["workers"])) if mode and r["workers"] \
+            else None
         out["peers"].append({"label": r["label"], "kind": r["kind"], "workers": r["workers"],
                              "over_loop": r["tokens_per_s"] / base if base else None,
                              "lodarrow_over": mine["tokens_per_s"] / r["tokens_per_s"]
-                             if mine else None})
+                             if mine else None,
+                             "parquet_over": from_file["tokens_per_s"] / r["tokens_per_s"]
+                             if from_file else None,
+                             "pickled_over": pickled["tokens_per_s"] / r["tokens_per_s"]
+                             if pickled else None})
     out["blocks"] = [
         {"source": src, "workers": w,
          "over_litdata": by[(f"lodarrow-blocks-{src}", w)]["tokens_per_s"]
@@ -1950,8 +1990,11 @@ def claims(report):
         out[key] = {"lodarrow": group(mine_p, key), "loop": group(loop_p, key),
                     "peers": group(peer_p, key)}
     cold = [r for r in results if mine_p(r) and r.get("cold_start_s") is not None]
-    out["cold_start"] = {"cold": [r["cold_start_s"] for r in cold],
-                         "warm": [r["start_s"] for r in cold]}
+    out["cold_start"] = {w: {"cold": [r["cold_start_s"] for r in cold if bool(r["workers"]) == w],
+                             "warm": [r["start_s"] for r in cold if bool(r["workers"]) == w],
+                             "slower_warm": sum(r["start_s"] > r["cold_start_s"] for r in cold
+                                                if bool(r["workers"]) == w)}
+                         for w in (False, True)}
     one = lambda pred: (lambda r: pred(r) and not r["workers"])
     out["rss"] = {"lodarrow": group(one(mine_p), "rss_main_mib"),
                   "loop": group(one(loop_p), "rss_main_mib"),
@@ -1983,9 +2026,15 @@ def summary_lines(report):
             continue
         parts = "; ".join(f"from {where[src]} {_span(r)}" for src, r in v["by_source"].items()
                           if r)
+        rounds = [x for x in v.get("rounds", []) if x]
+        said = ""
+        if rounds:
+            said = (f"; round by round (each run against the loop's of the same round): ahead "
+                    f"in every round in {rounds.count('ahead')}, behind in every round in "
+                    f"{rounds.count('behind')}, either way in {rounds.count('noise')}")
         lines.append(f"- {name} lodarrow is ahead of the NumPy/Arrow loop in {v['ahead']} of "
-                     f"{v['cells']} cells of the four jobs that keep sequence boundaries "
-                     f"({_span(v['ratios'])}; {parts}).")
+                     f"{v['cells']} cells of the four jobs that keep sequence boundaries by "
+                     f"medians ({_span(v['ratios'])}; {parts}){said}.")
     if c["decode"] and c["decode"]["shares"]:
         lines.append(f"- Parquet decoding alone (no batches, one thread) delivers "
                      f"{mega(c['decode']['tokens_per_s'])} tokens/s; from Parquet, lodarrow's "
@@ -2001,16 +2050,33 @@ def summary_lines(report):
         ps = [p for p in c["peers"] if p["workers"] == w]
         mine = [p["lodarrow_over"] for p in ps if p["lodarrow_over"] is not None]
         where_w = "in one process" if not w else f"with {w} workers"
+        more = ""
+        files = [p["parquet_over"] for p in ps if p.get("parquet_over") is not None]
+        if files:
+            more += (f"; lodarrow reading the Parquet file (as the peers read files) ahead of "
+                     f"{sum(x > 1 for x in files)} of {len(files)} ({_span(files)})")
+        wire = [p["pickled_over"] for p in ps if p.get("pickled_over") is not None]
+        if wire:
+            more += (f"; with the peers' transport (its batches pickled, from the in-memory "
+                     f"table) ahead of {sum(x > 1 for x in wire)} of {len(wire)} "
+                     f"({_span(wire)})")
         lines.append(f"- The peers {where_w} deliver {_span(p['over_loop'] for p in ps)} the "
                      f"loop's tokens/s; lodarrow (same job, in-memory table, same workers) is "
                      f"ahead of {sum(x > 1 for x in mine)} of the {len(mine)} peer rows of the "
-                     f"jobs it shares ({_span(mine)} their tokens/s).")
+                     f"jobs it shares ({_span(mine)} their tokens/s){more}.")
     if c["blocks"]:
         b = c["blocks"]
+        where = "; ".join(
+            f"from {'the in-memory table' if src == 'table' else 'Parquet'} "
+            f"{sum(x['over_litdata'] > 1 for x in b if x['source'] == src)} of "
+            f"{sum(x['source'] == src for x in b)} "
+            f"({_span(x['over_litdata'] for x in b if x['source'] == src)})"
+            for src in ("table", "parquet") if any(x["source"] == src for x in b))
         lines.append(f"- Concatenated blocks (another job): lodarrow's `mode=\"blocks\"`, which "
                      f"also gives each piece's positions and boundaries, is ahead of litdata's "
-                     f"`TokensLoader` in {sum(x['over_litdata'] > 1 for x in b)} of {len(b)} "
-                     f"cells ({_span(x['over_litdata'] for x in b)} its tokens/s).")
+                     f"`TokensLoader` (reading its own chunk files) in "
+                     f"{sum(x['over_litdata'] > 1 for x in b)} of {len(b)} cells "
+                     f"({_span(x['over_litdata'] for x in b)} its tokens/s; {where}).")
     pad = c["padding"]
     if pad[("lodarrow", "table")]:
         lines.append(f"- Padding of the padded job: lodarrow "
@@ -2027,14 +2093,26 @@ def summary_lines(report):
                  f"{s['resume_at']:.0%} of an epoch: lodarrow {_span(rs['lodarrow'], 2, ' s')}, "
                  f"the loop {_span(rs['loop'], 2, ' s')}, the peers "
                  f"{_span(rs['peers'], 2, ' s')}.")
-    if c.get("cold_start", {}).get("cold"):
-        cs = c["cold_start"]
-        lines.append(f"- Cold and warm starts from Parquet: lodarrow "
-                     f"{_span(cs['cold'], 2, ' s')} with its lengths cache empty (the lengths "
-                     f"read from the file before the first batch, as on a first start), "
-                     f"{_span(cs['warm'], 2, ' s')} with it filled (the start above); the file "
-                     f"in the OS page cache in both.  The loop keeps no cache (every start "
-                     f"as it is); the peers' conversions are listed apart, untimed.")
+    cs = c.get("cold_start", {})
+    if any(v["cold"] for v in cs.values()):
+        parts = []
+        for w, v in cs.items():
+            if not v["cold"]:
+                continue
+            where = f"with {s['workers']} workers" if w else "in one process"
+            odd = (f" (the warm start the slower in {v['slower_warm']} of {len(v['cold'])} "
+                   f"cells: the workers' start varies more than the lengths pass costs)"
+                   if v["slower_warm"] else "")
+            parts.append(f"{where} {_span(v['cold'], 2, ' s')} cold, "
+                         f"{_span(v['warm'], 2, ' s')} warm{odd}")
+        lines.append(f"- Cold and warm starts from Parquet (per cell, the cold start made just "
+                     f"before the warm one in the same process, so the warm one also finds "
+                     f"the file in the OS page cache and the imports warm): lodarrow "
+                     f"{'; '.join(parts)}; cold: its lengths cache empty (the lengths read "
+                     f"from the file before the first batch); warm: the cache filled.  The loop "
+                     f"keeps no cache (every start as it is); the peers read their own "
+                     f"formats, made before the runs (their conversions' times are the run "
+                     f"table's).")
     lines.append(f"- Peak resident set in one process: lodarrow "
                  f"{_span(rss['lodarrow'], 0, ' MiB')}, the loop {_span(rss['loop'], 0, ' MiB')}, "
                  f"the peers {_span(rss['peers'], 0, ' MiB')}.")

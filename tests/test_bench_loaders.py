@@ -279,14 +279,26 @@ def test_cold_and_warm_starts(workdir, tmp_path):
     assert "cold_start_s" not in by["loop-padded-parquet"]
     text = bench.markdown(report)
     assert "| start s (warm) | cold start s |" in text
-    assert any(line.startswith("- Cold and warm starts from Parquet: lodarrow ")
-               for line in bench.summary_lines(report))
+    line = next(x for x in bench.summary_lines(report)
+                if x.startswith("- Cold and warm starts from Parquet ("))
+    assert "lodarrow in one process " in line and " cold, " in line and "with 2" not in line
     # the warm start found the lengths the cold one stored: that loader read none
     ctx = bench.Context(bench.parse(TINY + ["--workdir", str(workdir)]),
                         json.loads((workdir / "corpus.json").read_text()))
     peer = bench.PEERS["lodarrow-padded-parquet"]
     peer.cold_start(ctx, 0)
     assert any(pathlib.Path(ctx.cache_dir).rglob("*")), "the cold start filled no cache"
+
+
+def test_a_cell_against_the_loop_round_by_round():
+    """Ahead (or behind) only when every round says so; rounds that disagree are noise."""
+    def cell(*rates):
+        return {"samples": [{"round": k, "tokens_per_s": v} for k, v in enumerate(rates)]}
+
+    assert bench._by_round(cell(3, 4, 5), cell(2, 3, 4)) == "ahead"
+    assert bench._by_round(cell(1, 2, 3), cell(2, 3, 4)) == "behind"
+    assert bench._by_round(cell(3, 2, 5), cell(2, 3, 4)) == "noise"
+    assert bench._by_round(cell(3), {"samples": []}) is None
 
 
 def test_the_json_and_the_blocks(workdir, tmp_path, monkeypatch):
