@@ -34,6 +34,14 @@ cdef extern from "lodarrow_stream.h" nogil:
     void la_stream_end(la_stream_t* s)
 
 
+cdef extern from "seq_pool.h" nogil:
+    # D == 1: each sequence's value as whole vectors (the header says why)
+    void la_pool_bcast1_f32(float* dx, const float* g, const offset_t* off, Py_ssize_t lo,
+                            Py_ssize_t hi, int mode) noexcept nogil
+    void la_pool_bcast1_f64(double* dx, const double* g, const offset_t* off, Py_ssize_t lo,
+                            Py_ssize_t hi, int mode) noexcept nogil
+
+
 cdef enum:
     # The widest row (elements) the pool-sum backward streams: its scaled row is kept on
     # the stack (wider rows are stored plainly).
@@ -74,6 +82,12 @@ cdef void _pool_sum_range(floating_t* dx, const floating_t* dout, const offset_t
     cdef floating_t* row
     cdef la_stream_t st
     cdef floating_t scaled[STREAM_ROW_ITEMS]
+    if d == 1 and not stream:
+        if floating_t is float:
+            la_pool_bcast1_f32(dx, dout, off, lo, hi, mode)
+        else:
+            la_pool_bcast1_f64(dx, dout, off, lo, hi, mode)
+        return
     if stream:
         la_stream_begin(&st, dx + off[lo] * d)
     for s in range(lo, hi):

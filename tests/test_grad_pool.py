@@ -155,3 +155,28 @@ def test_large_outputs_stream_the_same_bits(pool, dtype, width, monkeypatch):
     monkeypatch.setenv("LODARROW_NUM_THREADS", "1")
     _backward._kernel("pool_sum_backward")(target, dout, off, pool)
     np.testing.assert_array_equal(target, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("pool_type", ["sum", "average", "sqrt"])
+def test_sum_family_one_feature_broadcast_exactly(dtype, pool_type, monkeypatch):
+    """D = 1 (the whole-vector broadcast of each sequence's value): every row of sequence
+    ``s`` is ``dout[s]`` (over ``L`` or ``sqrt(L)`` in double, then rounded once), for runs
+    shorter and longer than a vector, empty sequences, at every thread count."""
+    rng = np.random.default_rng(11)
+    lengths = rng.integers(0, 41, 4_000)
+    lengths[::5] = 0
+    lengths[1::9] = rng.integers(1, 9, lengths[1::9].size)  # shorter than a vector
+    x = la.LoDTensor(rng.standard_normal((int(lengths.sum()), 1)).astype(dtype),
+                     lengths=[lengths.tolist()])
+    dout = rng.standard_normal((lengths.size, 1)).astype(dtype)
+    div = {"sum": np.ones(lengths.size), "average": lengths.astype(np.float64),
+           "sqrt": np.sqrt(lengths.astype(np.float64))}[pool_type]
+    per_seq = (dout[:, 0].astype(np.float64) / np.where(lengths, div, 1)).astype(dtype)
+    if pool_type == "sum":
+        per_seq = dout[:, 0]
+    want = np.repeat(per_seq, lengths).reshape(-1, 1)
+    for threads in (1, *THREAD_COUNTS[1:]):
+        monkeypatch.setenv("LODARROW_NUM_THREADS", str(threads))
+        dx = la.vjp(la.sequence_pool, x, pool_type)[1](dout)[0]
+        np.testing.assert_array_equal(np.asarray(getattr(dx, "data", dx)), want)

@@ -306,4 +306,57 @@ static void la_pick_bytes(unsigned char* out, const unsigned char* x, const int6
     }
 }
 
+
+/* The sum / average / sqrt pooling backward at D == 1 (seq_grad.pyx): every row of sequence s
+ * gets one value, dout[s] (over L or sqrt(L), in double, as _grad_row does).  Sequences are
+ * short runs (tens of rows), so a plain loop pays its alignment peel and scalar tail once per
+ * sequence: here a run of L >= LANES rows goes out as whole vectors of the value, the last
+ * one overlapping the one before it (unaligned stores; no tail loop). */
+#if LA_HAVE_VEC
+#define LA_BCAST1(SUF, T)                                                                  \
+typedef T la_bcast_##SUF##_v __attribute__((vector_size(32)));                            \
+LA_CLONES static void la_pool_bcast1_##SUF(T* dx, const T* g, const int64_t* off,           \
+                                           int64_t lo, int64_t hi, int mode) {             \
+    enum { LANES = 32 / sizeof(T) };                                                       \
+    int64_t s, a, b, i, n;                                                                 \
+    T v;                                                                                   \
+    la_bcast_##SUF##_v vv;                                                                 \
+    for (s = lo; s < hi; s++) {                                                            \
+        a = off[s];                                                                        \
+        b = off[s + 1];                                                                    \
+        n = b - a;                                                                         \
+        if (n == 0)                                                                        \
+            continue;                                                                      \
+        v = mode == 0 ? g[s] : (T)((double)g[s] / (mode == 1 ? (double)n : sqrt((double)n))); \
+        if (n < LANES) {                                                                   \
+            for (i = a; i < b; i++)                                                        \
+                dx[i] = v;                                                                 \
+            continue;                                                                      \
+        }                                                                                  \
+        for (i = 0; i < LANES; i++)                                                        \
+            vv[i] = v;                                                                     \
+        for (i = a; i + LANES <= b; i += LANES)                                            \
+            memcpy(dx + i, &vv, sizeof vv);                                                \
+        memcpy(dx + b - LANES, &vv, sizeof vv);                                            \
+    }                                                                                      \
+}
+#else
+#define LA_BCAST1(SUF, T)                                                                  \
+static void la_pool_bcast1_##SUF(T* dx, const T* g, const int64_t* off, int64_t lo,         \
+                                 int64_t hi, int mode) {                                   \
+    int64_t s, i, n;                                                                       \
+    T v;                                                                                   \
+    for (s = lo; s < hi; s++) {                                                            \
+        n = off[s + 1] - off[s];                                                           \
+        if (n == 0)                                                                        \
+            continue;                                                                      \
+        v = mode == 0 ? g[s] : (T)((double)g[s] / (mode == 1 ? (double)n : sqrt((double)n))); \
+        for (i = off[s]; i < off[s + 1]; i++)                                              \
+            dx[i] = v;                                                                     \
+    }                                                                                      \
+}
+#endif
+LA_BCAST1(f32, float)
+LA_BCAST1(f64, double)
+
 #endif
