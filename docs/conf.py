@@ -234,18 +234,9 @@ def _link_documents(app, what, name, obj, options, lines):
 
     logger = logging.getLogger("lodarrow.docs")
     here = posixpath.dirname(app.env.docname)
-    literal_indent = None
-    for i, line in enumerate(lines):
-        stripped = line.lstrip()
-        indent = len(line) - len(stripped)
-        if literal_indent is not None:
-            if stripped and indent <= literal_indent:
-                literal_indent = None
-            else:
-                continue
-        if stripped.startswith((">>>", "...")) or "docs/" not in line and "benchmarks/" not in line:
-            if stripped.endswith("::") and not stripped.startswith(".."):
-                literal_indent = indent
+    for i in _prose_lines(lines):
+        line = lines[i]
+        if "docs/" not in line and "benchmarks/" not in line:
             continue
 
         def link(m):
@@ -260,8 +251,6 @@ def _link_documents(app, what, name, obj, options, lines):
             return f"`{text} <{uri}>`__"
 
         lines[i] = _DOC_REF.sub(link, line)
-        if stripped.endswith("::") and not stripped.startswith(".."):
-            literal_indent = indent
 
 
 #: ````la.batch_loader````, ````lodarrow.LoDError````, ````sequence_pad()````,

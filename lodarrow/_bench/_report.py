@@ -287,7 +287,7 @@ FAMILIES = (
       "sequence_enumerate", "sequence_mask", "sequence_scatter")),
     ("Arrow conversions", ("to_arrow", "from_arrow", "from_offsets")),
     ("Parquet read and write", ("read_parquet", "write_parquet")),
-    ("a call on 10 rows", ("call_overhead",)),
+    ("per-call overhead (a call on 10 rows)", ("call_overhead",)),
 )
 
 
@@ -323,7 +323,11 @@ def summary_markdown(report, link="docs/performance.md"):
 
     m = report["machine"]
     rev = _docs.revision_line(report["revision"]) if "revision" in report else "Commit: not known"
-    out = ["| operators | lodarrow ahead of the fastest peer | speed-up over it: median (range) |",
+    out = ["Speed-up: the fastest peer's best time over lodarrow's, so above 1x lodarrow is "
+           "the faster (the full tables give the inverse, lodarrow's time over the fastest "
+           "peer's); each case the best of repeated calls on generated data of 10 to 10 "
+           "million rows, on the CPU of the machine named below.", "",
+           "| operators | lodarrow ahead of the fastest peer | speed-up over it: median (range) |",
            "| --- | ---: | ---: |"]
     total = ahead = 0
     for name, cases, won, ups in family_summary(report):
@@ -332,7 +336,8 @@ def summary_markdown(report, link="docs/performance.md"):
                   f"{statistics.median(ups):.2f}x ({min(ups):.2f}x-{max(ups):.2f}x)")
         out.append(f"| {name} | {won} of {cases} | {spread} |")
     out += ["", (f"lodarrow is ahead of the fastest peer in {ahead} of {total} cases "
-                 f"(speed-up: the fastest peer's best time over lodarrow's).  {rev}; "
+                 f"(the ranges' ends: the full tables say what each case compares).  "
+                 f"{rev}; "
                  f"{_docs.machine_line(m, m.get('load_average_end'))}.  Every case, the "
                  f"peers, the plot and the method: [{link}]({link}).")]
     return "\n".join(out) + "\n"
