@@ -14,16 +14,18 @@
 # default /work/venv-mds/bin/python); one that does not exist is left out and its rows say
 # "not run".  WORKDIR keeps the corpora and the peers' conversions between runs.  About 35
 # minutes on 2 cores (the 68-cell run took 28.6; 80 cells since the torchdata, HF iterable,
-# litdata and Grain variants; benchmarks/README.md, "Every published loader figure: one command").
+# litdata and Grain variants; benchmarks/README.md, "Every published loader figure: one command"),
+# a few more since mixing.py runs every loader in 3 rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
 PEERS_PYTHON=${PEERS_PYTHON:-/work/venv-peers/bin/python}
 MDS_PYTHON=${MDS_PYTHON:-/work/venv-mds/bin/python}
 WORKDIR=${WORKDIR:-/tmp/lodarrow-loader-figures}
-# loaders.py: lodarrow on its defaults (kernel threads by the machine's load), its prefetch=0
-# column on one thread, the loop's (the script sets it for that column); the other scripts
-# hold every lodarrow row to one thread
+# loaders.py and mixing.py: lodarrow on its defaults (kernel threads by the machine's load),
+# each script's prefetch=0 column or row on one thread (the script sets LODARROW_NUM_THREADS=1
+# for that child only); data_cache.py and lengths_cache.py hold every lodarrow row to one
+# thread
 unset LODARROW_NUM_THREADS
 one=(env LODARROW_NUM_THREADS=1)
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"   # the checkout's lodarrow is measured
@@ -41,7 +43,9 @@ if [ -x "$MDS_PYTHON" ]; then
 else
     echo "loader_figures.sh: no $MDS_PYTHON: MosaicML streaming not run" >&2
 fi
-mix_list=lodarrow,hf                  # mixing.py's peers: HF, and MosaicML where installed
+# mixing.py's loaders: lodarrow (defaults), lodarrow on one thread, HF, and MosaicML where
+# installed; 3 rounds, the order rotated, tokens/s the median
+mix_list=lodarrow,lodarrow-1thread,hf
 mix_python=()
 for p in "${peers[@]}"; do
     case $p in
@@ -54,7 +58,8 @@ done
     --workdir "$WORKDIR/loaders" "${peers[@]}" \
     --json benchmarks/results/loaders.json --docs docs/training.md \
     --readme benchmarks/README.md >/dev/null
-"${one[@]}" "$PYTHON" benchmarks/mixing.py --workdir "$WORKDIR/mixing" --epochs 12 --peers "$mix_list" "${mix_python[@]}" \
+"$PYTHON" benchmarks/mixing.py --workdir "$WORKDIR/mixing" --epochs 12 --repeat 3 \
+    --peers "$mix_list" "${mix_python[@]}" \
     --json benchmarks/results/mixing.json --docs docs/training.md \
     --readme benchmarks/README.md >/dev/null
 "${one[@]}" "$PYTHON" benchmarks/data_cache.py --sequences 100000 --files 4 --repeat 7 \

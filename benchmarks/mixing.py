@@ -17,33 +17,62 @@ process; every sequence carries its source and row, so the batches delivered say
 - **per step**: the largest gap between a source's share of 10 consecutive batches and its
   weight (how well the mixture holds at the step scale).
 
-The peers, each on its documented way to mix: Hugging Face ``interleave_datasets`` (the
-sources shuffled with the epoch's seed, ``probabilities``, ``stopping_strategy=
-"all_exhausted"``, the first ``epoch_size`` samples an epoch, Arrow format, one ``ds[indices]``
-a batch) and MosaicML ``StreamingDataset(streams=[Stream(local, proportion=w)],
-epoch_size=...)``.  Each runs in its own interpreter (``--peer-python hf=... streaming=...``).
+The loaders: lodarrow on its defaults (``lodarrow``: ``prefetch=2``, its kernels' threads by
+the machine's load, ``LODARROW_NUM_THREADS`` as the run has it: unset by
+benchmarks/loader_figures.sh), the same loader on one thread beside it (``lodarrow-1thread``:
+``prefetch=0`` and ``LODARROW_NUM_THREADS=1`` in its process only), and the peers, each on its
+documented way to mix: Hugging Face ``interleave_datasets`` (the sources shuffled with the
+epoch's seed, ``probabilities``, ``stopping_strategy="all_exhausted"``, the first
+``epoch_size`` samples an epoch, Arrow format, one ``ds[indices]`` a batch) and MosaicML
+``StreamingDataset(streams=[Stream(local, proportion=w)], epoch_size=...)`` with
+``StreamingDataLoader(num_workers=0)``.  Each runs in its own interpreter (``--peer-python
+hf=... streaming=...``), every process with ``torch.set_num_threads(1)`` and no DataLoader
+worker; what each process's threads did is measured, not assumed: its CPU time over the wall
+time of the timed epochs (1.0: one thread busy), and its threads (the OS's and Python's) at the
+middle batch of each epoch.
+
+``--repeat R`` (default 3) runs R rounds: in each, every loader's process once (its epochs),
+the loaders' order rotated from round to round (A B C, B C A, C A B).  Tokens/s is the median
+of the rounds, each round's figure kept in the JSON (the slowest and fastest in the README's
+table), and the sentences compare lodarrow's two rows with each peer by the medians and round
+by round.  The measures of what was delivered (exact, repeats, coverage, per step) are the
+first round's: they are a function of the seed, and each later round's are checked against
+them (and a digest of each epoch's batches, their sources and rows in order; the JSON says
+whether every round agreed).  The resume is measured once a loader, in the first round.
 
 Usage::
 
-    python benchmarks/mixing.py --workdir /tmp/bench-mix --json benchmarks/results/mixing.json \\
+    python benchmarks/mixing.py --workdir /tmp/bench-mix --repeat 3 \\
+        --peers lodarrow,lodarrow-1thread,hf,streaming \\
+        --json benchmarks/results/mixing.json \\
         --docs docs/training.md --readme benchmarks/README.md \\
         --peer-python hf=/path/venv/bin/python --peer-python streaming=/path/venv2/bin/python
     python benchmarks/mixing.py --from-json benchmarks/results/mixing.json \\
         --docs docs/training.md --readme benchmarks/README.md
 
+A small check (writes nothing under benchmarks/ or docs/)::
+
+    python benchmarks/mixing.py --workdir /tmp/bench-mix-small --sizes 8000,2000,400 \\
+        --epoch-size 6000 --epochs 3 --repeat 2 --json /tmp/mix.json --markdown /tmp/mix.md
+
 The JSON holds the commit measured, the machine (CPU model, cores, load), the versions, every
-setting and each loader's epochs; ``--docs`` rewrites the ``mixing`` block of
-docs/training.md ("Mixing corpora": the table and the sentences computed from the JSON) and
-``--readme`` the ``mixing-run`` block of benchmarks/README.md (the whole table), each between
-its markers (lodarrow/_bench/_docs.py); ``--from-json`` writes them again without measuring.
+setting, the rounds' orders and each loader's first-round epochs and every round; ``--docs``
+rewrites the ``mixing`` block of docs/training.md ("Mixing corpora": the table and the
+sentences computed from the JSON) and ``--readme`` the ``mixing-run`` block of
+benchmarks/README.md (the whole table), each between its markers (lodarrow/_bench/_docs.py);
+``--from-json`` writes them again without measuring.  A JSON written before the rounds (one
+run a loader, no ``rounds``) is rendered as it was then.
 """
 
 import argparse
+import hashlib
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -52,7 +81,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 NAMES = ("web", "code", "books")
-PEERS = ("lodarrow", "hf", "streaming")
+PEERS = ("lodarrow", "lodarrow-1thread", "hf", "streaming")
+#: A loader's row in the tables and sentences.
+LABELS = {"lodarrow-1thread": "lodarrow, 1 thread"}
+#: Each loader's environment beside the run's (the 1-thread row's, for its process only).
+ENV = {"lodarrow-1thread": {"LODARROW_NUM_THREADS": "1"}}
+#: What the batches say, computed by :func:`measures`: the first round's, each later
+#: round's checked against them.
+MEASURES = ("max_gap", "epoch_sequences", "repeats", "beyond_copies", "coverage",
+            "coverage_epochs", "window_gap")
 
 
 def parse(argv):
@@ -64,7 +101,11 @@ def parse(argv):
     p.add_argument("--epochs", type=int, default=4, help="the first is the warm-up")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--peers", default=",".join(PEERS))
+    p.add_argument("--peers", default=",".join(PEERS),
+                   help="the loaders, in the first round's order (of: %(default)s)")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="rounds: every loader's process once a round, the order rotated "
+                        "each round; tokens/s the median")
     p.add_argument("--peer-python", action="append", default=[], metavar="NAME=PYTHON")
     p.add_argument("--markdown", help="write the whole table here")
     p.add_argument("--json", help="write everything measured here")
@@ -76,7 +117,15 @@ def parse(argv):
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--resume-save", help=argparse.SUPPRESS)
     p.add_argument("--resume-load", help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    unknown = [x for x in args.peers.split(",") if x not in PEERS]
+    if unknown:
+        p.error(f"--peers: unknown {', '.join(unknown)} (of {', '.join(PEERS)})")
+    if args.repeat < 1:
+        p.error("--repeat: at least 1")
+    if args.epochs < 2 and not args.from_json:
+        p.error("--epochs: at least 2 (the first is the warm-up, untimed)")
+    return args
 
 
 # --- the corpora --------------------------------------------------------------------------
@@ -116,13 +165,14 @@ def packed(seqs):
 
 # --- the loaders (each in a child process) ---------------------------------------------------
 
-def run_lodarrow(args, paths, weights):
+def run_lodarrow(args, paths, weights, one_thread=False):
     import lodarrow as la
 
     mixture = la.mix(dict(zip(NAMES, paths)), weights=weights, epoch_size=args.epoch_size)
+    kwargs = {"prefetch": 0} if one_thread else {}  # else lodarrow's default (prefetch=2)
     loader = la.batch_loader(mixture, "input_ids", batch_size=args.batch_size, mode="packed",
                              to="torch", extra_columns=["src", "row"], seed=args.seed,
-                             progress=False)
+                             progress=False, **kwargs)
 
     def rest():
         for b in loader:
@@ -137,7 +187,9 @@ def run_lodarrow(args, paths, weights):
         return rest()
     return (epoch, lambda taken: loader.state_dict(), resume,
             "la.batch_loader(la.mix({web, code, books}, weights, epoch_size), batch_size=32, "
-            "mode='packed', to='torch', extra_columns=['src', 'row']); state_dict()")
+            "mode='packed', to='torch', extra_columns=['src', 'row']"
+            + (", prefetch=0); LODARROW_NUM_THREADS=1; " if one_thread else "); ")
+            + "state_dict()")
 
 
 def run_hf(args, paths, weights):
@@ -241,8 +293,9 @@ def child(args):
     paths = corpora(args)
     weights = [float(x) for x in args.weights.split(",")]
     t0 = time.perf_counter()
-    epoch, save, resume, how = {"lodarrow": run_lodarrow, "hf": run_hf,
-                                "streaming": run_streaming}[args.child](args, paths, weights)
+    run = {"lodarrow": run_lodarrow, "hf": run_hf, "streaming": run_streaming,
+           "lodarrow-1thread": lambda *a: run_lodarrow(*a, one_thread=True)}[args.child]
+    epoch, save, resume, how = run(args, paths, weights)
     made = time.perf_counter() - t0
     if args.resume_save:  # half of epoch 0, its state saved; then the process ends
         half = args.epoch_size // args.batch_size // 2
@@ -266,31 +319,59 @@ def child(args):
         print(json.dumps({"resume_s": first, "rows": np.concatenate(
             [np.array(saved["rows"], np.int64)] + rows, axis=1).tolist()}))
         return
-    per_epoch, timed_tokens, timed_s = [], 0, 0.0
+    per_epoch, timed_tokens, timed_s, timed_cpu = [], 0, 0.0, 0.0
+    middle = args.epoch_size // args.batch_size // 2
     for e in range(args.epochs):
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), cpu_seconds()
         counts = np.zeros(len(NAMES), np.int64)
         seen = [[] for _ in NAMES]
         steps = []
         tokens = 0
-        for _, src, row, n_tokens in epoch(e):
+        digest = hashlib.blake2b(digest_size=16)  # the epoch's sources and rows, in order
+        threads = names = None
+        for k, (_, src, row, n_tokens) in enumerate(epoch(e)):
             src = np.asarray(src, np.int64)
+            row = np.asarray(row, np.int64)
             counts += np.bincount(src, minlength=len(NAMES))
             steps.append(np.bincount(src, minlength=len(NAMES)))
             for s in range(len(NAMES)):
-                seen[s].append(np.asarray(row)[src == s])
+                seen[s].append(row[src == s])
+            digest.update(src.tobytes())
+            digest.update(row.tobytes())
             tokens += n_tokens
-        dt = time.perf_counter() - t
+            if k == middle:  # the threads of the process, OS and Python, mid-epoch
+                threads = [os_threads(), threading.active_count()]
+                names = sorted(t.name for t in threading.enumerate())
+        dt, dcpu = time.perf_counter() - t, cpu_seconds() - cpu
         if e:
             timed_tokens += tokens
             timed_s += dt
+            timed_cpu += dcpu
         rows = [np.concatenate(x) if x else np.zeros(0, np.int64) for x in seen]
-        per_epoch.append({"counts": counts.tolist(), "seconds": dt, "tokens": tokens,
+        per_epoch.append({"counts": counts.tolist(), "seconds": dt, "cpu_s": dcpu,
+                          "tokens": tokens, "digest": digest.hexdigest(), "threads": threads,
+                          "thread_names": names,
                           "steps": np.array(steps).tolist(),
                           "rows": [r.tolist() for r in rows]})
     print(json.dumps({"peer": args.child, "how": how, "start_s": made,
                       "tokens_per_s": timed_tokens / timed_s if timed_s else None,
+                      "timed_s": timed_s, "timed_tokens": timed_tokens, "cpu_s": timed_cpu,
+                      "env": {"LODARROW_NUM_THREADS": os.environ.get("LODARROW_NUM_THREADS")},
                       "epochs": per_epoch}))
+
+
+def cpu_seconds():
+    """The process's CPU time, every thread's (user and system)."""
+    t = os.times()
+    return t.user + t.system
+
+
+def os_threads():
+    """The process's threads as the OS counts them (Linux), else None."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
 
 
 # --- the driver ---------------------------------------------------------------------------
@@ -331,16 +412,17 @@ def measures(result, args):
             "window_gap": window_gap}
 
 
-def resumed(cmd, result, args):
+def resumed(cmd, result, args, env=None):
     """Kill at half of epoch 0 after saving the state, resume in a new process: the seconds
     from its start to the first batch, and whether the two halves are epoch 0 exactly."""
     state = Path(args.workdir) / f"resume-{cmd[3]}.json"
+    state.unlink(missing_ok=True)
     saving = subprocess.run(cmd + ["--resume-save", str(state)], capture_output=True,
-                            text=True)
+                            text=True, env=env)
     if saving.returncode or not state.exists():
         return {"resume_s": None, "resume_exact": f"no state: {saving.stderr[-300:]}"}
     loading = subprocess.run(cmd + ["--resume-load", str(state)], capture_output=True,
-                             text=True)
+                             text=True, env=env)
     if loading.returncode:
         return {"resume_s": None, "resume_exact": f"failed: {loading.stderr[-300:]}"}
     out = json.loads(loading.stdout.strip().splitlines()[-1])
@@ -378,6 +460,11 @@ def measured_argv(argv):
     return out
 
 
+def rotations(peers, rounds):
+    """Each round's order: the loaders rotated by one from round to round."""
+    return [peers[i % len(peers):] + peers[:i % len(peers)] for i in range(rounds)]
+
+
 def measure(args, argv):
     from lodarrow._bench._docs import command_line, machine, revision, utc_now
 
@@ -386,31 +473,77 @@ def measure(args, argv):
     report = {"revision": revision(),
               "machine": machine(("numpy", "pyarrow", "torch", "lodarrow")),
               "started": utc_now()}
+    peers = args.peers.split(",")
+    orders = rotations(peers, args.repeat)
+    entries = {}  # peer -> its result: the first round's, every round's in "rounds"
+    for i, order in enumerate(orders):
+        for peer in order:
+            first = entries.get(peer)
+            if i and "error" in first:  # failed in the first round: not run again
+                continue
+            python = pythons.get(peer, sys.executable)
+            cmd = [python, os.path.abspath(__file__), "--child", peer] + measured_argv(argv)
+            env = {**os.environ, **ENV.get(peer, {})}
+            before = os.getloadavg()[0]
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            after = os.getloadavg()[0]
+            if proc.returncode:
+                print(f"round {i + 1}, {peer}: failed\n{proc.stderr[-3000:]}", file=sys.stderr)
+                if not i:
+                    entries[peer] = {"peer": peer, "error": proc.stderr[-1000:]}
+                else:
+                    first["rounds"].append({"round": i, "position": order.index(peer),
+                                            "error": proc.stderr[-1000:]})
+                continue
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            m = measures(r, args)
+            rnd = {"round": i, "position": order.index(peer),
+                   "tokens_per_s": r["tokens_per_s"], "timed_s": r["timed_s"],
+                   "timed_tokens": r["timed_tokens"], "cpu_s": r["cpu_s"],
+                   "threads": [ep["threads"] for ep in r["epochs"]],
+                   "thread_names": sorted({n for ep in r["epochs"]
+                                           for n in ep["thread_names"] or ()}),
+                   "start_s": r["start_s"], "load": [before, after],
+                   # as the child saw it: unset (lodarrow's default) but in the 1-thread row
+                   "LODARROW_NUM_THREADS": r["env"]["LODARROW_NUM_THREADS"]}
+            if not i:
+                r["load"] = [before, after]
+                r.update(m)
+                r.update(resumed(cmd, r, args, env))
+                for ep in r["epochs"]:  # keep the JSON small (the names: in the rounds)
+                    del ep["rows"], ep["steps"], ep["thread_names"]
+                rnd.update(same_batches=True, same_measures=True)
+                r["rounds"] = [rnd]
+                entries[peer] = r
+            else:
+                # the measures are a function of the seed: a later round must agree
+                rnd["same_batches"] = ([ep["digest"] for ep in r["epochs"]]
+                                       == [ep["digest"] for ep in first["epochs"]])
+                rnd["same_measures"] = all(m[k] == first[k] for k in MEASURES)
+                if not rnd["same_measures"]:
+                    rnd["measures"] = m
+                first["rounds"].append(rnd)
+            print(f"round {i + 1}, {peer}: {r['tokens_per_s'] / 1e6:.1f} M tokens/s, "
+                  f"CPU/wall {r['cpu_s'] / r['timed_s']:.2f}, max gap {m['max_gap']:.0f}, "
+                  f"repeats {m['repeats']}, coverage {m['coverage']:.2f}"
+                  + ("" if not i or (rnd["same_batches"] and rnd["same_measures"])
+                     else ", NOT the first round's batches"), file=sys.stderr)
     results = []
-    for peer in args.peers.split(","):
-        python = pythons.get(peer, sys.executable)
-        cmd = [python, os.path.abspath(__file__), "--child", peer] + measured_argv(argv)
-        before = os.getloadavg()[0]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode:
-            print(f"{peer}: failed\n{proc.stderr[-3000:]}", file=sys.stderr)
-            results.append({"peer": peer, "error": proc.stderr[-1000:]})
-            continue
-        r = json.loads(proc.stdout.strip().splitlines()[-1])
-        r["load"] = [before, os.getloadavg()[0]]
-        r.update(measures(r, args))
-        r.update(resumed(cmd, r, args))
-        for ep in r["epochs"]:  # keep the JSON small
-            del ep["rows"], ep["steps"]
+    for peer in peers:
+        r = entries[peer]
+        if "error" not in r:
+            done = ran(r).values()
+            r["tokens_per_s"] = statistics.median(x["tokens_per_s"] for x in done)
+            r["rounds_agree"] = all(x["same_batches"] and x["same_measures"] for x in done)
         results.append(r)
-        print(f"{peer}: {r['tokens_per_s'] / 1e6:.1f} M tokens/s, max gap {r['max_gap']:.0f}, "
-              f"repeats {r['repeats']}, coverage {r['coverage']:.2f}", file=sys.stderr)
     settings = {k: v for k, v in vars(args).items() if k not in (
         "child", "resume_save", "resume_load", "json", "markdown", "docs", "readme",
         "from_json")}
     settings["LODARROW_NUM_THREADS"] = os.environ.get("LODARROW_NUM_THREADS")
+    settings["env"] = {p: ENV[p] for p in peers if p in ENV}
     report.update(command=command_line("benchmarks/mixing.py", argv), finished=utc_now(),
-                  load_at_end=os.getloadavg()[0], settings=settings, results=results)
+                  load_at_end=os.getloadavg()[0], settings=settings, orders=orders,
+                  results=results)
     return report
 
 
@@ -434,8 +567,218 @@ def main(argv=None):
 FROM_JSON = "python benchmarks/mixing.py --from-json benchmarks/results/mixing.json"
 
 
+def has_rounds(report):
+    """Whether the JSON is of a run in rounds (``--repeat``); older ones are one round."""
+    return "orders" in report
+
+
+def label(peer):
+    """A loader's row: ``lodarrow-1thread`` is "lodarrow, 1 thread"."""
+    return LABELS.get(peer, peer)
+
+
+def names(peers):
+    """Loaders' rows in a sentence: "; " between them where a row has a comma."""
+    rows = [label(p) for p in peers]
+    return ("; " if any("," in x for x in rows) else ", ").join(rows)
+
+
+def rounds_words(n):
+    """``n`` rounds in words: "1 round", "3 rounds"."""
+    return f"{n} round{'' if n == 1 else 's'}"
+
+
+def ran(r):
+    """A loader's rounds that ran: round -> its record."""
+    return {x["round"]: x for x in r.get("rounds", ()) if "error" not in x}
+
+
+def cpu_per_wall(r):
+    """The process's CPU time over the wall time of its timed epochs, the median round."""
+    return statistics.median(x["cpu_s"] / x["timed_s"] for x in ran(r).values())
+
+
+def side_threads(r):
+    """The Python threads beside the main one at the middle batch of an epoch, any round."""
+    return sorted({n for x in ran(r).values() for n in x.get("thread_names", ())
+                   if n != "MainThread"})
+
+
 def header(report):
-    """Command, commit, machine and corpora of the run."""
+    """Command, commit, machine, corpora, rounds and threads of the run."""
+    from lodarrow._bench._docs import run_header
+
+    if not has_rounds(report):
+        return _one_run_header(report)
+    s = report["settings"]
+    sizes = s["sizes"].split(",")
+    threads = s.get("LODARROW_NUM_THREADS")
+    peers = s["peers"].split(",")
+    how = []
+    if "lodarrow" in peers:
+        how.append("lodarrow on its defaults (`prefetch=2`, " + (
+            f"`LODARROW_NUM_THREADS={threads}` set for the run)" if threads else
+            "`LODARROW_NUM_THREADS` not set: its kernels' threads by the machine's load)"))
+    if "lodarrow-1thread" in peers:
+        how.append("lodarrow, 1 thread: `prefetch=0` and `LODARROW_NUM_THREADS=1` in its "
+                   "process")
+    rounds = len(report["orders"])
+    return run_header(report) + [
+        f"Corpora: web, code, books of {', '.join(f'{int(x):,}' for x in sizes)} "
+        f"sequences (lognormal lengths, mean ~490 tokens); weights {s['weights']} by "
+        f"sequences, epochs of {s['epoch_size']:,}; packed batches of {s['batch_size']} "
+        f"(torch); {s['epochs']} epochs a process, the first untimed.  {rounds_words(rounds)}: "
+        f"every loader's process once a round, the order rotated from round to round (the "
+        f"first: {names(report['orders'][0])}); tokens/s the median of the rounds, the "
+        f"measures of what was delivered the first round's.  "
+        + "; ".join(how) + ("; " if how else "")
+        + "every process torch 1 thread, no DataLoader worker.", ""]
+
+
+def markdown(report):
+    """The whole table (benchmarks/README.md's ``mixing-run`` block) and the sentences."""
+    if not has_rounds(report):
+        return _one_run_markdown(report)
+    rounds = len(report["orders"])
+    lines = header(report) + [
+        f"| loader | how it mixes | tokens/s, median of {rounds_words(rounds)} | slowest-fastest "
+        "round | CPU s / wall s (median round) | threads mid-epoch: the OS's; Python's (beside "
+        "the main one) | sequences "
+        "an epoch | largest gap to the weights in an epoch (sequences) | down-sampled "
+        "sequences twice in an epoch | upsampled beyond their copies | web covered in the "
+        "fewest epochs that can | largest gap per 10 steps | resumed at half an epoch in a "
+        "new process: s to the first batch, the epoch exact | load over the rounds |",
+        "| --- | --- | ---: | --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | --- "
+        "| --- |"]
+    for r in report["results"]:
+        if "error" in r:
+            lines.append(f"| {label(r['peer'])} | failed: "
+                         f"{r['error'].splitlines()[-1][:120] if r['error'] else ''} "
+                         "| | | | | | | | | | | | |")
+            continue
+        done = ran(r)
+        speeds = sorted(x["tokens_per_s"] for x in done.values())
+        seqs = r["epoch_sequences"]
+        seqs = (f"{seqs[0]:,} each" if len(set(seqs)) == 1
+                else ", ".join(f"{x:,}" for x in seqs))
+        threads = [t for x in done.values() for t in x["threads"] if t]
+        threads = (f"{max(t[0] or 0 for t in threads)}; {max(t[1] for t in threads)} "
+                   f"({', '.join(side_threads(r)) or 'none'})" if threads else "—")
+        loads = [v for x in done.values() for v in x["load"]]
+        missing = len(r["rounds"]) - len(done)
+        lines.append(
+            f"| {label(r['peer'])} | {r['how']} | {r['tokens_per_s']:,.0f}"
+            f"{f' ({missing} failed)' if missing else ''} | "
+            f"{speeds[0]:,.0f}-{speeds[-1]:,.0f} | {cpu_per_wall(r):.2f} | {threads} | "
+            f"{seqs} | {r['max_gap']:.0f} | {r['repeats']} | {r['beyond_copies']} | "
+            f"{r['coverage']:.1%} ({r['coverage_epochs']}) | "
+            f"{r['window_gap']:.3f} | {_resume_text(r)} | "
+            f"{min(loads):.1f}-{max(loads):.1f} |")
+    return "\n".join(lines + [""] + summary_lines(report)) + "\n"
+
+
+def docs_markdown(report):
+    """The ``mixing`` block of docs/training.md: the run, a compact table, the sentences."""
+    if not has_rounds(report):
+        return _one_run_docs(report)
+    rounds = len(report["orders"])
+    lines = header(report) + [
+        f"| loader | tokens/s, median of {rounds_words(rounds)} | largest gap to the weights in "
+        "an epoch | web (down-sampled) covered in the fewest epochs that can | largest gap "
+        "per 10 steps | killed at half an epoch, resumed in a new process |",
+        "| --- | ---: | ---: | ---: | ---: | --- |"]
+    for r in report["results"]:
+        if "error" in r:
+            lines.append(f"| {label(r['peer'])} | failed | | | | |")
+            continue
+        lines.append(f"| {label(r['peer'])} | {r['tokens_per_s'] / 1e6:.1f} M | "
+                     f"{r['max_gap']:.0f} sequences | {r['coverage']:.1%} "
+                     f"({r['coverage_epochs']}) | {r['window_gap']:.2f} | {_resume_text(r)} |")
+    return "\n".join(lines + [""] + summary_lines(report)) + "\n"
+
+
+def against(a, b):
+    """``a``'s tokens/s against ``b``'s: the ratio of the medians, and round by round (the
+    rounds both ran)."""
+    ra, rb = ran(a), ran(b)
+    both = sorted(set(ra) & set(rb))
+    ahead = sum(ra[i]["tokens_per_s"] > rb[i]["tokens_per_s"] for i in both)
+    if not both:
+        rounds = "no round run by both"
+    elif ahead == len(both):
+        rounds = f"ahead in every round ({ahead} of {len(both)})"
+    elif ahead == 0:
+        rounds = f"behind in every round ({len(both)} of {len(both)})"
+    else:
+        rounds = f"either way (ahead in {ahead} of {len(both)} rounds)"
+    return f"{a['tokens_per_s'] / b['tokens_per_s']:.2f}x by the medians, {rounds}"
+
+
+def summary_lines(report):
+    """The sentences under the table, each computed from the JSON."""
+    if not has_rounds(report):
+        return _one_run_summary(report)
+    ok = [r for r in report["results"] if "error" not in r]
+    if not ok:
+        return []
+    exact = [r["peer"] for r in ok if r["max_gap"] < 1]
+    twice = [r["peer"] for r in ok if r["repeats"]]
+    beyond = [r["peer"] for r in ok if r["beyond_copies"]]
+    resumed_exact = [r["peer"] for r in ok if r.get("resume_exact") is True]
+    nz = noise(report)
+    rounds = len(report["orders"])
+    lines = [
+        f"- {len(exact)} of the {len(ok)} loaders deliver each source's planned count exactly "
+        f"every epoch ({names(exact) or 'none'}); {len(twice)} delivered a down-sampled "
+        f"sequence twice in one epoch, {len(beyond)} the upsampled source beyond its copies.",
+        f"- Over 10 steps ({nz['sequences']:,} sequences) binomial noise alone is about "
+        f"{nz['sd']:.3f} a window (one standard deviation), about {nz['worst']:.2f} at worst "
+        f"over the run's {nz['windows']:,} windows; the largest gaps: "
+        + "; ".join(f"{label(r['peer'])} {r['window_gap']:.3f}" for r in ok) + ".",
+        f"- {len(resumed_exact)} of the {len(ok)} resume exactly in a new process from a state "
+        f"saved at half an epoch."]
+    same = [r["peer"] for r in ok if r["rounds_agree"]]
+    rows = {r["peer"]: r for r in ok}
+    twin = ""
+    if "lodarrow" in rows and "lodarrow-1thread" in rows:
+        equal = ([e["digest"] for e in rows["lodarrow"]["epochs"]]
+                 == [e["digest"] for e in rows["lodarrow-1thread"]["epochs"]])
+        twin = (f"; lodarrow on its defaults and on 1 thread deliver "
+                f"{'the same' if equal else 'different'} batches")
+    if rounds > 1:
+        differ = [r["peer"] for r in ok if not r["rounds_agree"]]
+        lines.append(
+            f"- Every later round delivered the first round's batches (each epoch's sources "
+            f"and rows, in order) for {len(same)} of the {len(ok)} loaders"
+            + (f" (not: {names(differ)})" if differ else "") + twin + ".")
+    elif twin:
+        lines.append("- " + twin[2:] + ".")
+    lines.append(
+        f"- Tokens/s, the median of {rounds_words(rounds)}: "
+        + "; ".join(f"{label(r['peer'])} {r['tokens_per_s'] / 1e6:.1f} M" for r in ok)
+        + "; on a shared machine: compare the rows, not the absolute figures.")
+    peers = [r for r in ok if not r["peer"].startswith("lodarrow")]
+    for mine in ("lodarrow", "lodarrow-1thread"):
+        if mine not in rows:
+            continue
+        others = peers + ([rows["lodarrow-1thread"]] if mine == "lodarrow"
+                          and "lodarrow-1thread" in rows else [])
+        if others:
+            lines.append(f"- {label(mine)} against "
+                         + "; against ".join(f"{label(r['peer'])}: {against(rows[mine], r)}"
+                                             for r in others) + ".")
+    lines.append(
+        "- CPU time over the wall time of the timed epochs (every thread of the process; "
+        "1.00: one thread busy throughout), the median round, and the Python threads beside "
+        "the main one mid-epoch: "
+        + "; ".join(f"{label(r['peer'])} {cpu_per_wall(r):.2f} "
+                    f"({', '.join(side_threads(r)) or 'none'})" for r in ok) + ".")
+    return lines
+
+
+def _one_run_header(report):
+    """Command, commit, machine and corpora of a run of one round (a JSON without
+    ``orders``), as it was written then."""
     from lodarrow._bench._docs import run_header
 
     s = report["settings"]
@@ -449,8 +792,9 @@ def header(report):
             f"`LODARROW_NUM_THREADS` {threads if threads else 'not set'}.", ""]
 
 
-def markdown(report):
-    lines = header(report) + [
+def _one_run_markdown(report):
+    """The whole table of a run of one round, as it was written then."""
+    lines = _one_run_header(report) + [
         "| loader | how it mixes | tokens/s | sequences an epoch | largest gap to the "
         "weights in an epoch (sequences) | down-sampled sequences twice in an epoch | "
         "upsampled beyond their copies | web covered in the fewest epochs that can | "
@@ -471,7 +815,7 @@ def markdown(report):
             f"{r['coverage']:.1%} ({r['coverage_epochs']}) | "
             f"{r['window_gap']:.3f} | {_resume_text(r)} | "
             f"{r['load'][0]:.1f}-{r['load'][1]:.1f} |")
-    return "\n".join(lines + [""] + summary_lines(report)) + "\n"
+    return "\n".join(lines + [""] + _one_run_summary(report)) + "\n"
 
 
 def noise(report):
@@ -488,8 +832,8 @@ def noise(report):
             "worst": sd * math.sqrt(2 * math.log(windows)) if windows > 1 else sd}
 
 
-def summary_lines(report):
-    """The sentences under the table, each computed from the JSON."""
+def _one_run_summary(report):
+    """The sentences under a one-round run's table, as they were written then."""
     ok = [r for r in report["results"] if "error" not in r]
     if not ok:
         return []
@@ -513,9 +857,9 @@ def summary_lines(report):
           "figures."]
 
 
-def docs_markdown(report):
-    """The ``mixing`` block of docs/training.md: the run, a compact table, the sentences."""
-    lines = header(report) + [
+def _one_run_docs(report):
+    """The ``mixing`` block of a one-round run, as it was written then."""
+    lines = _one_run_header(report) + [
         "| loader | tokens/s | largest gap to the weights in an epoch | web (down-sampled) "
         "covered in the fewest epochs that can | largest gap per 10 steps | killed at half an "
         "epoch, resumed in a new process |",
@@ -527,7 +871,7 @@ def docs_markdown(report):
         lines.append(f"| {r['peer']} | {r['tokens_per_s'] / 1e6:.1f} M | {r['max_gap']:.0f} "
                      f"sequences | {r['coverage']:.1%} ({r['coverage_epochs']}) | "
                      f"{r['window_gap']:.2f} | {_resume_text(r)} |")
-    return "\n".join(lines + [""] + summary_lines(report)) + "\n"
+    return "\n".join(lines + [""] + _one_run_summary(report)) + "\n"
 
 
 def _resume_text(r):

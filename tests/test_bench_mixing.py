@@ -33,12 +33,12 @@ def _load_script():
 @pytest.mark.skipif(not SCRIPT.exists(), reason="needs the checkout's benchmarks/")
 def test_the_mixing_benchmark_accounts_for_what_was_delivered(tmp_path):
     bench = _load_script()
-    peers = ["lodarrow"] + [p for p, mod in (("hf", "datasets"), ("streaming", "streaming"))
+    peers = ["lodarrow", "lodarrow-1thread"] + [p for p, mod in (("hf", "datasets"), ("streaming", "streaming"))
                             if importlib.util.find_spec(mod) is not None]
     out, doc, readme = tmp_path / "mix.json", tmp_path / "training.md", tmp_path / "README.md"
     doc.write_text("# Training\n\nProse kept.\n")
     bench.main(["--workdir", str(tmp_path / "work"), "--sizes", "600,200,40",
-                "--epoch-size", "400", "--epochs", "3", "--batch-size", "8",
+                "--epoch-size", "400", "--epochs", "3", "--batch-size", "8", "--repeat", "2",
                 "--peers", ",".join(peers), "--json", str(out),
                 "--markdown", str(tmp_path / "mix.md"), "--docs", str(doc),
                 "--readme", str(readme)])
@@ -64,3 +64,11 @@ def test_the_mixing_benchmark_accounts_for_what_was_delivered(tmp_path):
     assert "| lodarrow |" in (tmp_path / "mix.md").read_text()
     for peer in peers[1:]:
         assert "error" not in rows[peer], rows[peer].get("error")
+    # two rounds, the order rotated; every round delivered the first round's batches
+    assert len(report["orders"]) == 2 and report["orders"][1] == peers[1:] + peers[:1]
+    for r in rows.values():
+        assert len(r["rounds"]) == 2 and r["rounds_agree"] is True
+    # lodarrow's one-thread row: its own environment, the same batches as the defaults'
+    one = rows["lodarrow-1thread"]
+    assert one["env"]["LODARROW_NUM_THREADS"] == "1" and "prefetch=0" in one["how"]
+    assert one["epoch_sequences"] == la["epoch_sequences"] and one["max_gap"] < 1
