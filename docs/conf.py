@@ -5,6 +5,11 @@ autodoc + autosummary over the numpydoc docstrings of every public name, which t
 checks at build time: a name of ``lodarrow.__all__`` or ``lodarrow.torch.__all__`` that no
 API page documents is a warning, so an error under ``-W``.
 
+The pages link to the reference without markup: inline code that names a public name
+(``la.batch_loader``, ``lt.sequence_pool(...)``, ``LoDTensor.to_arrow``) is a link to its entry
+(:func:`_link_guide_literals`; :func:`_link_names` in the docstrings), and a plain
+``docs/X.md#heading`` a link to that page (:func:`_link_guide_paths`, :func:`_link_documents`).
+
 No network during the build: intersphinx is off unless ``LODARROW_DOCS_INTERSPHINX=1`` (it
 fetches the inventories of Python, NumPy, pyarrow, pandas and torch), and the references to
 those libraries' names are then left unresolved on purpose (``nitpick_ignore_regex``).
@@ -203,9 +208,13 @@ def _link_benchmarks_page(app, docname, source):
 
 def _unlink_scripts(app, relative_path, parent_docname, content):
     """benchmarks/README.md links its scripts (``loop_baseline.py``), which are no pages of
-    the site: their names stay, as code."""
+    the site: their names stay, as code.  Its plain ``docs/X.md`` become links to the pages
+    (:func:`_link_plain_docs`; ``../docs/``: the include's ``relative-docs``)."""
     if relative_path.name == "README.md":
         content[0] = re.sub(r"\[(`[^`]+`)\]\((?!https?:)[\w./-]+\.py\)", r"\1", content[0])
+        content[0] = _link_plain_docs(content[0], "benchmarks/README.md",
+                                      lambda page: None if page == "benchmarks"
+                                      else f"../docs/{page}.md")
 
 
 #: ``docs/tables.md#nulls``, ``benchmarks/README.md``, as the docstrings cite the documents
@@ -337,16 +346,23 @@ def _prose_lines(lines):
             literal_indent = indent
 
 
+#: Public classes that a function makes (``la.batch_loader`` returns a ``BatchLoader``), not
+#: made by calling the class: documented without a constructor signature, as those of
+#: private modules.
+_MADE_BY_FUNCTIONS = {"lodarrow.BatchLoader"}
+
+
 def _hide_private_signatures(app, what, name, obj, options, signature, return_annotation):
-    """The classes public functions return live in private modules and are made by those
-    functions, not by hand: no constructor signature for them."""
-    if what == "class" and "._" in name:
+    """The classes public functions return live in private modules (or in
+    ``_MADE_BY_FUNCTIONS``) and are made by those functions, not by hand: no constructor
+    signature for them."""
+    if what == "class" and ("._" in name or name in _MADE_BY_FUNCTIONS):
         return "", return_annotation
     return None
 
 
 def _clean_private_names(app, domain, objtype, contentnode):
-    """``lodarrow._training.BatchLoader`` shows as ``BatchLoader``: the private module path is
+    """``lodarrow._training.BatchPlan`` shows as ``BatchPlan``: the private module path is
     no name a user imports."""
     from sphinx import addnodes
 
@@ -354,6 +370,156 @@ def _clean_private_names(app, domain, objtype, contentnode):
         if "._" in (sig.get("module") or ""):
             for addname in list(sig.findall(addnodes.desc_addname)):
                 addname.parent.remove(addname)
+
+
+#: An inline literal of a guide that is a name and nothing else, maybe called:
+#: ``la.batch_loader``, ``lodarrow.torch.sequence_pool``, ``lt.sequence_pool(x, offsets, "sum")``,
+#: ``LoDTensor.to_arrow()``, ``BatchLoader.state_dict``.
+_GUIDE_NAME = re.compile(r"(?P<prefix>lodarrow\.torch\.|lodarrow\.|la\.|lt\.)?"
+                         r"(?P<name>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?P<call>\(.*\))?", re.DOTALL)
+
+
+def _one_call(text):
+    """Whether ``text`` (``(...)``) is one parenthesised group: ``(x).y()`` is not."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0:
+            return i == len(text) - 1
+    return False
+
+
+def _guide_target(text, domain):
+    """``(docname, node_id, full name)`` of the documented object an inline literal of a guide
+    names, or None.  A literal names one when it is nothing but a name, maybe followed by one
+    call: a name of ``lodarrow`` or ``lodarrow.torch`` spelled in full or as the guides
+    abbreviate them (``la.``, ``lt.``), or, unprefixed, a documented class and its members
+    (``LoDTensor.to_arrow``, ``BatchLoader.state_dict``).  Anything else stays code: an
+    expression (``la.col("x").name``), a bare function name (``batch_loader``: lodarrow's or
+    lodarrow.torch's, by context), a name no API page documents."""
+    m = _GUIDE_NAME.fullmatch(text.strip())
+    if m is None or (m["call"] and not _one_call(m["call"])):
+        return None
+    name = m["name"]
+    if m["prefix"]:
+        target = dict(_PREFIXES).get(m["prefix"], m["prefix"]) + name
+        if target in domain.modules:  # ``lodarrow.torch``
+            module = domain.modules[target]
+            return module.docname, module.node_id, target
+        found = [(n, o) for n, o in domain.objects.items() if n == target and not o.aliased]
+    elif name[0].isupper():  # a class of the API pages, or its member
+        head = name.split(".", 1)[0]
+        found = [(n, o) for n, o in domain.objects.items()
+                 if (n == name or n.endswith("." + name)) and not o.aliased]
+        classes = {n.rsplit(".", 1)[1] for n, o in domain.objects.items()
+                   if o.objtype in ("class", "exception")}
+        if head not in classes:
+            return None
+    else:
+        return None
+    if len(found) != 1:
+        return None
+    full, obj = found[0]
+    return obj.docname, obj.node_id, full
+
+
+def _link_guide_literals(app, doctree, docname):
+    """The guides' (docs/*.md) inline literals that name a documented object
+    (:func:`_guide_target`: ``la.batch_loader``, ``lt.sequence_pool(...)``,
+    ``LoDTensor.to_arrow``) become links to its entry in the API reference, as code still;
+    literals inside a link or a heading, and every other literal, are left as they are."""
+    if not str(app.env.doc2path(docname)).endswith(".md"):
+        return
+    from docutils import nodes
+    from sphinx import addnodes
+    from sphinx.util.nodes import make_refnode
+
+    domain = app.env.get_domain("py")
+    for literal in list(doctree.findall(nodes.literal)):
+        if any(isinstance(a, (nodes.reference, addnodes.pending_xref, nodes.title))
+               for a in _ancestors(literal)):
+            continue
+        found = _guide_target(literal.astext(), domain)
+        if found is None:
+            continue
+        todoc, node_id, full = found
+        literal["classes"] += ["xref", "py", "py-obj"]
+        literal.replace_self(make_refnode(app.builder, docname, todoc, node_id,
+                                          literal.deepcopy(), full))
+
+
+def _ancestors(node):
+    node = node.parent
+    while node is not None:
+        yield node
+        node = node.parent
+
+
+#: A plain mention of a document (``docs/tables.md#nulls``, ``benchmarks/README.md``) in a
+#: page's prose, not in a link: made a link by :func:`_link_guide_paths`.
+_PLAIN_DOC = re.compile(r"(?<!\]\()(?<![\w/.\[`-])(docs/([\w-]+)|benchmarks/README)\.md"
+                        r"(?:#([\w-]+))?(?![\w\]`])")
+
+#: What is no prose in Markdown text: inline code (a line break inside it too) and comments.
+_NOT_PROSE = re.compile(r"(`+)[\s\S]*?\1|<!--[\s\S]*?-->")
+
+
+def _link_guide_paths(app, docname, source):
+    """The guides write other documents' places as links (``[the footer](tables.md#where-the-
+    lengths-live)``); a plain ``docs/X.md#anchor`` left in their prose (the blocks the
+    benchmarks write are not edited by hand) becomes such a link here.  Fenced blocks, inline
+    code, HTML comments and links are left alone; a page or heading that does not exist is a
+    warning."""
+    if str(app.env.doc2path(docname)).endswith(".md"):
+        import posixpath
+
+        here = posixpath.dirname(docname) or "."
+        source[0] = _link_plain_docs(source[0], docname,
+                                     lambda page: posixpath.relpath(page, here) + ".md")
+
+
+def _link_plain_docs(text, where, uri):
+    """``text`` (Markdown) with the plain document paths of its prose made links:
+    ``uri(page)`` is the link to page ``page`` (``tables``) from where ``text`` is read (None:
+    no link)."""
+    from sphinx.util import logging
+
+    logger = logging.getLogger("lodarrow.docs")
+
+    def link(m):
+        page = m[2] or "benchmarks"
+        path = HERE / f"{page}.md" if m[2] else HERE.parent / "benchmarks" / "README.md"
+        if not path.exists() or (m[3] and m[3] not in _anchors(path)):
+            logger.warning(f"{where} cites {m[0]}, which the site has no page or heading for")
+            return m[0]
+        target = uri(page)
+        return m[0] if target is None else f"[{m[0]}]({target}{'#' + m[3] if m[3] else ''})"
+
+    def prose(chunk):
+        out, last = [], 0
+        for m in _NOT_PROSE.finditer(chunk):
+            out += [_PLAIN_DOC.sub(link, chunk[last:m.start()]), m[0]]
+            last = m.end()
+        return "".join(out + [_PLAIN_DOC.sub(link, chunk[last:])])
+
+    # fenced blocks are left alone; the text between them is prose (with inline code)
+    out, chunk, fence = [], [], None
+    for line in text.split("\n"):
+        marker = re.match(r"\s*(`{3,}|~{3,})", line)
+        if fence is None and marker:
+            if chunk:
+                out.append(prose("\n".join(chunk)))
+            chunk, fence = [], marker[1]
+            out.append(line)
+        elif fence is not None:
+            out.append(line)
+            if line.strip().startswith(fence):
+                fence = None
+        else:
+            chunk.append(line)
+    if chunk:
+        out.append(prose("\n".join(chunk)))
+    return "\n".join(out)
 
 
 #: The API pages, in the order of docs/api/index.rst's toctree.
@@ -395,6 +561,8 @@ def setup(app):
     app.connect("autodoc-process-signature", _hide_private_signatures)
     app.connect("object-description-transform", _clean_private_names)
     app.connect("source-read", _link_benchmarks_page)
+    app.connect("source-read", _link_guide_paths)
+    app.connect("doctree-resolved", _link_guide_literals)
     app.connect("include-read", _unlink_scripts)
     app.connect("builder-inited", _check_api_reference)
     app.connect("missing-reference", _resolve_short_names)

@@ -50,11 +50,13 @@ from lodarrow._hub._awkward import from_awkward, to_awkward
 from lodarrow._hub._jax import from_jax, to_jax
 from lodarrow._hub._tf import from_tf, to_tf
 from lodarrow._hub._paddle import from_paddle, to_paddle
-from lodarrow._training import batch_loader, batch_plan, collate, mix, sequence_lengths
+from lodarrow._training import (BatchLoader, batch_loader, batch_plan, collate, mix,
+                                sequence_lengths)
 from lodarrow._grad import vjp
 
 __all__ = [
     "BackendError",
+    "BatchLoader",
     "CPUPlace",
     "CUDAPinnedPlace",
     "CUDAPlace",

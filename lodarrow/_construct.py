@@ -42,6 +42,11 @@ def create_lod_tensor(data, recursive_seq_lens, place=None):
     TypeError
         If ``data`` is none of the above.
 
+    See Also
+    --------
+    LoDTensor : From data and offsets, or lengths (``LoDTensor.from_lengths``).
+    from_list : From nested Python lists.
+
     Examples
     --------
     >>> import numpy as np, lodarrow as la
@@ -135,6 +140,11 @@ def from_list(nested, dtype=None, lod_level=None):
     ValueError
         If ``lod_level`` is negative or asks for list levels that ``nested`` does not have (a
         scalar where a list belongs), or the rows do not share one shape.
+
+    See Also
+    --------
+    LoDTensor.to_list : The inverse.
+    create_lod_tensor : From data and sequence lengths (Paddle's function).
 
     Examples
     --------

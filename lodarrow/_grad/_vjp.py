@@ -149,6 +149,7 @@ def vjp(op, *args, **kwargs):
     See Also
     --------
     jax.vjp : The same interface for JAX functions.
+    lodarrow.torch.sequence_pool : The operators as torch functions with autograd.
 
     Notes
     -----

@@ -45,6 +45,10 @@ def to_awkward(obj, column=None, *, nulls="error"):
         If Awkward Array is not installed (the ``awkward`` extra: ``pip install -e '.[awkward]'``
         in the checkout).
 
+    See Also
+    --------
+    from_awkward : The inverse.
+
     Examples
     --------
     >>> import numpy as np, lodarrow as la
@@ -103,6 +107,10 @@ def from_awkward(array, *, dtype=None):
         it (``ak.Array([])``: no sequence and no type to read).
     ImportError
         If Awkward Array is not installed.
+
+    See Also
+    --------
+    to_awkward : The inverse.
 
     Examples
     --------

@@ -125,6 +125,10 @@ def to_jax(obj, column=None, layout="segments", *, pad_value=0, maxlen=None, nul
         If JAX is not installed (the ``jax`` extra: ``pip install -e '.[jax]'``
         in the checkout).
 
+    See Also
+    --------
+    from_jax : The inverse.
+
     Examples
     --------
     >>> import numpy as np, lodarrow as la
@@ -244,6 +248,10 @@ def from_jax(obj, *, segment_ids=None, num_segments=None, group_sizes=None, lod=
         values.
     ImportError
         If JAX is not installed.
+
+    See Also
+    --------
+    to_jax : The inverse.
 
     Examples
     --------

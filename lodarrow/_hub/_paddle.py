@@ -61,6 +61,10 @@ def to_paddle(obj, column=None, *, nulls="error"):
         If PaddlePaddle is not installed (the ``paddle`` extra: ``pip install -e '.[paddle]'``
         in the checkout).
 
+    See Also
+    --------
+    from_paddle : The inverse.
+
     Examples
     --------
     >>> import numpy as np, lodarrow as la
@@ -110,6 +114,10 @@ def from_paddle(tensor):
         If it is not on the CPU, or its LoD does not match its rows.
     ImportError
         If PaddlePaddle is not installed.
+
+    See Also
+    --------
+    to_paddle : The inverse.
 
     Examples
     --------

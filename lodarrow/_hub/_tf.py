@@ -77,6 +77,10 @@ def to_tf(obj, column=None, *, nulls="error"):
         If TensorFlow is not installed (the ``tf`` extra: ``pip install -e '.[tf]'``
         in the checkout).
 
+    See Also
+    --------
+    from_tf : The inverse.
+
     Examples
     --------
     >>> import numpy as np, lodarrow as la
@@ -141,6 +145,10 @@ def from_tf(obj, *, lengths=None):
         If ``obj`` is not a TensorFlow tensor, or its dtype has no NumPy equivalent.
     ImportError
         If TensorFlow is not installed.
+
+    See Also
+    --------
+    to_tf : The inverse.
 
     Examples
     --------

@@ -115,6 +115,10 @@ def to_torch(obj, column=None, layout="varlen", *, cu_seqlens_dtype="int32", pad
         If torch is not installed (the ``torch`` extra: ``pip install -e '.[torch]'``
         in the checkout).
 
+    See Also
+    --------
+    from_torch : The inverse.
+
     Examples
     --------
     >>> import numpy as np, lodarrow as la
@@ -251,6 +255,10 @@ def from_torch(obj, *, cu_seqlens=None, lod=None, lengths=None):
         If the offsets decrease or do not match the values.
     ImportError
         If torch is not installed.
+
+    See Also
+    --------
+    to_torch : The inverse.
 
     Examples
     --------

@@ -239,6 +239,12 @@ def from_arrow(obj, nulls="error", *, lod_level=None, feature_shape=None):
         from ``feature_shape`` (the message names the level and the first list of another
         length).
 
+    See Also
+    --------
+    LoDTensor.to_arrow : The inverse.
+    from_table : Several columns of a table at once.
+    from_pandas : From a pandas Series.
+
     Notes
     -----
     ``LargeList`` offsets that start at 0 become the LoD levels as they are, and the values

@@ -91,6 +91,11 @@ def from_pandas(series, *, nulls="error", lod_level=None, feature_shape=None):
         If the items hold nulls (see ``nulls``; a missing item below the top level is always
         an error naming the row and the level) or NumPy items differ in feature shape or dtype.
 
+    See Also
+    --------
+    LoDTensor.to_pandas : The inverse.
+    from_arrow : From an Arrow array.
+
     Examples
     --------
     >>> import numpy as np, pandas as pd, lodarrow as la

@@ -51,6 +51,11 @@ def lod_append(x, level, name=None):
     ValueError
         If ``x`` and ``level`` live on different devices, or a list ``level`` is not flat.
 
+    See Also
+    --------
+    lod_reset : Replace the LoD instead.
+    lodarrow.torch.lod_append : The same operator on torch tensors, differentiable.
+
     Examples
     --------
     >>> import numpy as np, lodarrow as la

@@ -49,6 +49,11 @@ def lod_reset(x, y=None, target_lod=None, name=None):
     ValueError
         If ``x`` and ``y`` live on different devices.
 
+    See Also
+    --------
+    lod_append : Add one level after the existing ones.
+    lodarrow.torch.lod_reset : The same operator on torch tensors, differentiable.
+
     Examples
     --------
     Paddle's examples, with the offsets the operator really takes:

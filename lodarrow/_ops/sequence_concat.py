@@ -51,6 +51,10 @@ def sequence_concat(input, name=None, *, out=None):
         If an input has no LoD, the level counts differ, or multi-level inputs do not share
         their outer levels.
 
+    See Also
+    --------
+    lodarrow.torch.sequence_concat : The same operator on torch tensors, differentiable.
+
     Examples
     --------
     >>> import numpy as np, lodarrow as la

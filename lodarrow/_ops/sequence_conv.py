@@ -81,6 +81,10 @@ def sequence_conv(input, filter, context_start=None, context_length=None, contex
         bias width), ``context_length < 1``, ``context_stride != 1``, the input has rank > 2,
         or the inputs live on different devices.
 
+    See Also
+    --------
+    lodarrow.torch.sequence_conv : The same operator on torch tensors, differentiable.
+
     Examples
     --------
     With ``context_length=3`` (``context_start=-1``) every row sees its predecessor, itself and

@@ -58,6 +58,11 @@ def sequence_expand(x, y, ref_level=-1, name=None, *, out=None):
     TypeError
         If ``ref_level`` is not an integer.
 
+    See Also
+    --------
+    sequence_expand_as : Repeat row ``i`` of ``x`` as many times as ``y``'s sequence ``i`` is long.
+    lodarrow.torch.sequence_expand : The same operator on torch tensors, differentiable.
+
     Examples
     --------
     Paddle's case 1 (repeat whole sequences by ``y``'s level 0) and case 2 (repeat rows):

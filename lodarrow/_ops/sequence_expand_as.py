@@ -43,6 +43,11 @@ def sequence_expand_as(x, y, name=None, *, out=None):
     ValueError
         If ``x`` and ``y`` live on different devices.
 
+    See Also
+    --------
+    sequence_expand : Repeat rows or sequences by the lengths of one of ``y``'s levels.
+    lodarrow.torch.sequence_expand_as : The same operator on torch tensors, differentiable.
+
     Examples
     --------
     >>> import numpy as np, lodarrow as la

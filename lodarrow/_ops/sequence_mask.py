@@ -58,6 +58,10 @@ def sequence_mask(x, maxlen=None, dtype="int64", name=None, *, out=None):
         If ``maxlen`` is an array of a size other than 1 or with a value <= 0, or is absurdly
         large; if ``maxlen`` is None and ``x`` holds NaN or infinity.
 
+    See Also
+    --------
+    sequence_pad : Pad the sequences themselves (it also returns their lengths).
+
     Examples
     --------
     >>> import numpy as np, lodarrow as la

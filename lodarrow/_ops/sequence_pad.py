@@ -66,6 +66,12 @@ def sequence_pad(x, pad_value, maxlen=None, name=None, *, out=None):
         If ``maxlen`` is not an integer, or ``pad_value`` does not convert exactly to the
         dtype of ``x``.
 
+    See Also
+    --------
+    sequence_unpad : The inverse: padded rows back to sequences.
+    sequence_mask : A mask of the valid steps, from the lengths.
+    lodarrow.torch.sequence_pad : The same operator on torch tensors, differentiable.
+
     Examples
     --------
     >>> import numpy as np, lodarrow as la

@@ -90,6 +90,11 @@ def sequence_pool(input, pool_type, is_test=False, pad_value=0.0, return_index=F
         If ``pool_type`` is unknown, ``return_index`` is asked for another pool type than
         ``"max"`` / ``"min"``, or ``pad_value`` has the wrong shape.
 
+    See Also
+    --------
+    sequence_first_step, sequence_last_step : The first or last row of every sequence.
+    lodarrow.torch.sequence_pool : The same operator on torch tensors, differentiable.
+
     Examples
     --------
     Paddle's example: a 1-level input with an empty last sequence.
@@ -194,6 +199,12 @@ def sequence_first_step(input, name=None, *, out=None):
     LoDError
         If ``input`` has no LoD.
 
+    See Also
+    --------
+    sequence_last_step : The last row of every sequence.
+    sequence_pool : The other pools (sum, average, max ...).
+    lodarrow.torch.sequence_first_step : The same operator on torch tensors, differentiable.
+
     Examples
     --------
     >>> import numpy as np, lodarrow as la
@@ -229,6 +240,12 @@ def sequence_last_step(input, name=None, *, out=None):
     ------
     LoDError
         If ``input`` has no LoD.
+
+    See Also
+    --------
+    sequence_first_step : The first row of every sequence.
+    sequence_pool : The other pools (sum, average, max ...).
+    lodarrow.torch.sequence_last_step : The same operator on torch tensors, differentiable.
 
     Examples
     --------

@@ -52,6 +52,10 @@ def sequence_reshape(input, new_dim, name=None, *, out=None):
     TypeError
         If ``new_dim`` is not an integer.
 
+    See Also
+    --------
+    lodarrow.torch.sequence_reshape : The same operator on torch tensors, differentiable.
+
     Examples
     --------
     >>> import numpy as np, lodarrow as la

@@ -38,6 +38,10 @@ def sequence_reverse(x, name=None, *, out=None):
     LoDError
         If ``x`` has no LoD.
 
+    See Also
+    --------
+    lodarrow.torch.sequence_reverse : The same operator on torch tensors, differentiable.
+
     Examples
     --------
     >>> import numpy as np, lodarrow as la

@@ -69,6 +69,10 @@ def sequence_scatter(input, index, updates, name=None, *, out=None):
         If ``index`` or ``updates`` has the wrong shape, ``updates`` has a different row count
         or LoD than ``index``, or the inputs live on different devices.
 
+    See Also
+    --------
+    lodarrow.torch.sequence_scatter : The same operator on torch tensors, differentiable.
+
     Examples
     --------
     Paddle's example:

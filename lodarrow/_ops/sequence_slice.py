@@ -56,6 +56,10 @@ def sequence_slice(input, offset, length, name=None, *, out=None):
     TypeError
         If ``offset`` or ``length`` is not of an integer dtype.
 
+    See Also
+    --------
+    lodarrow.torch.sequence_slice : The same operator on torch tensors, differentiable.
+
     Examples
     --------
     >>> import numpy as np, lodarrow as la

@@ -54,6 +54,10 @@ def sequence_softmax(input, use_cudnn=False, name=None, *, out=None):
     TypeError
         If ``input`` is bool.
 
+    See Also
+    --------
+    lodarrow.torch.sequence_softmax : The same operator on torch tensors, differentiable.
+
     Examples
     --------
     >>> import numpy as np, lodarrow as la

@@ -74,6 +74,11 @@ def sequence_topk_avg_pooling(input, row, col, topks, channel_num, name=None, *,
         differ, ``input`` is wider than one value per row, ``topks`` is empty or holds a
         ``k < 1`` or an absurdly large ``k``, or ``channel_num < 1``.
 
+    See Also
+    --------
+    lodarrow.torch.sequence_topk_avg_pooling : The same operator on torch tensors,
+        differentiable.
+
     Examples
     --------
     One sequence, one channel, a 2 x 3 block:

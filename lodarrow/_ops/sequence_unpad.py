@@ -56,6 +56,11 @@ def sequence_unpad(x, length, name=None, *, out=None):
     TypeError
         If ``length`` does not hold integers.
 
+    See Also
+    --------
+    sequence_pad : The inverse: sequences to padded rows and their lengths.
+    lodarrow.torch.sequence_unpad : The same operator on torch tensors, differentiable.
+
     Examples
     --------
     >>> import numpy as np, lodarrow as la

@@ -750,6 +750,10 @@ def clear_data_cache(cache_dir=None):
     int
         How many entries (remote files) were removed.
 
+    See Also
+    --------
+    batch_loader : What fills the cache (``cache_bytes``).
+
     Notes
     -----
     Only the cache's own subdirectory (``data-v1``) is touched.  An entry a process is

@@ -197,6 +197,12 @@ def map_parquet(source, dest, udf, *, batch_rows=None, progress=None, overwrite=
         narrowed to its first failing row by re-running the udf on shorter prefixes of the
         batch (rows are independent, so the shortest failing prefix ends at that row).
 
+    See Also
+    --------
+    read_parquet, write_parquet : One file in memory.
+    udf, pipeline : The callables to map.
+    ray_parquet_sink, dask_write_parquet, spark_map : The same on Ray Data, Dask and Spark.
+
     Notes
     -----
     The output is written into a hidden staging directory beside ``dest``, every file under

@@ -311,6 +311,11 @@ def ray_parquet_sink(dest, *, partition_cols=None, overwrite=False, engine="auto
     ImportError
         If Ray is not installed.
 
+    See Also
+    --------
+    map_parquet : The same dataset layout on one machine.
+    dask_write_parquet : The same for a Dask DataFrame.
+
     Examples
     --------
     >>> import lodarrow as la
@@ -406,6 +411,11 @@ def dask_write_parquet(ddf, dest, *, partition_cols=None, overwrite=False, engin
         For a bad argument, before any task starts.
     ImportError
         If Dask is not installed.
+
+    See Also
+    --------
+    map_parquet : The same dataset layout on one machine.
+    ray_parquet_sink : The same for a Ray Dataset.
 
     Examples
     --------

@@ -262,6 +262,10 @@ def clear_lengths_cache(cache_dir=None):
     int
         How many entries were removed.
 
+    See Also
+    --------
+    sequence_lengths : What fills the cache.
+
     Notes
     -----
     Only the cache's own subdirectory (``lengths-v1``) is removed; the lengths recorded in the

@@ -85,6 +85,11 @@ def write_parquet(t_or_dict, path, *, engine="auto", record_lengths=True, **kwar
     ValueError
         If the columns differ in length (the message names both columns).
 
+    See Also
+    --------
+    read_parquet : Read the file back as LoDTensors.
+    map_parquet : Transform a file or dataset into a new dataset.
+
     Notes
     -----
     LoDTensor columns record their dtype, feature shape, LoD depth and offset width in the
@@ -385,6 +390,12 @@ def read_parquet(path, columns=None, *, nulls="error", lod_level=None, feature_s
     FileNotFoundError
         If ``path`` (or a listed file) does not exist, or a glob matches nothing.
 
+    See Also
+    --------
+    iter_parquet : The same file, a batch of sequences at a time.
+    write_parquet : Write LoDTensors to a Parquet file.
+    map_parquet : Stream a file or dataset through a udf into a new dataset.
+
     Examples
     --------
     >>> import numpy as np, lodarrow as la, tempfile, os
@@ -457,6 +468,10 @@ def iter_parquet(path, columns=None, *, batch_size=65536, nulls="error", lod_lev
         If a requested column is not in the file.
     FileNotFoundError
         If ``path`` (or a listed file) does not exist, or a glob matches nothing.
+
+    See Also
+    --------
+    read_parquet : The whole file at once.
 
     Examples
     --------

@@ -34,6 +34,11 @@ def to_table(tensors):
     ValueError
         If the tensors differ in top-level length (the message names both columns).
 
+    See Also
+    --------
+    from_table : The inverse: a table's columns as LoDTensors.
+    write_parquet : Write the columns to a Parquet file.
+
     Examples
     --------
     >>> import numpy as np, lodarrow as la
@@ -97,6 +102,11 @@ def from_table(table, columns=None, *, nulls="error"):
         If a requested column does not exist.
     ValueError
         If ``columns`` repeats a name, or a column holds nulls (see ``nulls``).
+
+    See Also
+    --------
+    to_table : The inverse: LoDTensors as the columns of a table.
+    apply : Run an operator on a table's columns, the result as new columns.
 
     Examples
     --------

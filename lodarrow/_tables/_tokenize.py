@@ -1738,6 +1738,11 @@ def tokenize(source, dest, tokenizer, *, text="text", out="tokens", columns=None
     FileNotFoundError, FileExistsError
         If ``source`` does not exist; if ``dest`` exists and ``overwrite`` is false.
 
+    See Also
+    --------
+    tokenize_udf : The same encoding as a udf for Ray Data, Dask and Spark.
+    batch_loader : Training batches from the token lists.
+
     Notes
     -----
     Every input's schema is checked before anything is tokenized, and ids are checked

@@ -103,7 +103,8 @@ def batch_plan(lengths, *, batch_size=None, max_tokens=None, cost="padded", wind
         (bucketing: batches of similar lengths, little padding); default: no sorting (random
         batches), one block.
     shuffle : bool, default True
-        Shuffle the rows and the batches; False keeps the rows' order.
+        Shuffle the rows and the batches.  False keeps the rows' order, but a ``window``
+        still sorts each window by length (and its batches follow in that order).
     seed, epoch : int, default 0
         The randomness: the same (seed, epoch) gives the same plan, on every rank and run.
     drop_last : bool, default False
@@ -114,10 +115,12 @@ def batch_plan(lengths, *, batch_size=None, max_tokens=None, cost="padded", wind
     num_replicas, rank : int, default 1, 0
         Sharding: this plan is rank ``rank``'s share of ``num_replicas``.
     balance : {"batches", "tokens", "compute"}, default "batches"
-        "batches": every rank an equal share of the rows, batches in random order.
-        "tokens": cells of equal tokens, and each step holds every rank's batch of the same
-        rank by size, so a step's batches have similar tokens.  "compute": the same with the
-        cost ``len + alpha * len**2``.
+        What the ranks' shares even out.  "batches": each rank's share of a block holds as
+        many sequences, and each rank's batches come in a random order.  "tokens": each
+        rank's share of a block holds as many tokens, and the batches are matched by size:
+        step ``j`` gives every rank its ``j``-th largest batch, so the batches of one step
+        hold similar token counts.  "compute": as "tokens", with a sequence costing
+        ``len + alpha * len**2`` instead of ``len``.
     alpha : float, default 0.0
         The quadratic weight of ``balance="compute"``.
     oversize : {"alone", "error", "drop"}, default "alone"
@@ -139,6 +142,12 @@ def batch_plan(lengths, *, batch_size=None, max_tokens=None, cost="padded", wind
         given, a choice is unknown, ``rank`` is not in ``[0, num_replicas)``, a sequence is
         longer than ``max_tokens`` with ``oversize="error"``, or there are too few sequences
         to give every rank a batch.
+
+    See Also
+    --------
+    sequence_lengths : The lengths of a list column, read without the values.
+    collate : Make the arrays of one batch of the plan.
+    batch_loader : Plan, read and collate as one stream, epoch after epoch.
 
     Examples
     --------

@@ -450,6 +450,11 @@ def collate(source, rows=None, *, column=None, level=0, mode="padded", pad_value
         than ``num_segments`` or a width beyond the largest of ``pad_widths``, or ``to="jax"``
         meets 64-bit values without ``jax_enable_x64``.
 
+    See Also
+    --------
+    batch_plan : Which rows go in which batch.
+    batch_loader : Plan, read and collate as one stream, epoch after epoch.
+
     Examples
     --------
     >>> import pyarrow as pa, lodarrow as la

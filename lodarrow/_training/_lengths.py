@@ -59,6 +59,12 @@ def sequence_lengths(source, column=None, *, level=0, filesystem=None, cache_dir
         If ``column`` is not in the source (or missing for a source of several columns), or
         ``level`` is not one of the column's levels.
 
+    See Also
+    --------
+    batch_plan : Plan an epoch's batches from the lengths.
+    batch_loader : Stream the batches of such a plan.
+    clear_lengths_cache : Delete the lengths cache.
+
     Examples
     --------
     >>> import pyarrow as pa, lodarrow as la

@@ -5,8 +5,8 @@ The loader joins the stages (docs/training.md#where-options-meet): the source
 (:mod:`lodarrow._training._source`), which sequences (:mod:`lodarrow._training._select`, the
 plan of :mod:`lodarrow._training._epoch`), what shape (:mod:`lodarrow._training._shape`) and
 how delivered (:mod:`lodarrow._training._deliver`; the batches made by
-:mod:`lodarrow._training._produce`).  It keeps the plans, the position (epoch, cursor,
-segments: :mod:`lodarrow._training._resume`) and the public API.  Every rank computes the
+:mod:`lodarrow._training._produce`).  It keeps the plans, the position (epoch, cursor, the
+epoch's legs: :mod:`lodarrow._training._resume`) and the public API.  Every rank computes the
 epoch's whole plan and delivers its share in plan order; workers (``DataLoader`` processes)
 take every ``num_workers``-th step, so what the training loop received is a step count
 whatever the worker count.  All that can be known from the footers, the lengths and the
@@ -91,9 +91,10 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
         (``"padded"``: batches that would fit padded too).  A padded batch holds
         ``rows x width`` slots whatever ``cost`` says.
     shuffle : bool, default True
-        Shuffle (row groups, rows inside each block, and steps); False keeps the source
-        order of row groups, blocks and steps, while ``bucket=True`` still sorts each
-        share of a block by length: the source order itself needs both False.
+        Shuffle the row groups, the rows inside each block and the steps.  False keeps the
+        source's order of row groups, blocks and rows, but ``bucket=True`` (the default)
+        still sorts each rank's share of a block by length, and its batches come in that
+        order; ``shuffle=False, bucket=False`` delivers the sequences in the source's order.
     drop_last : bool, default False
         Drop what cannot fill a step: a fixed-size plan (``batch_size`` without
         ``max_tokens``) drops fewer than ``num_replicas * batch_size`` sequences so that every
@@ -102,10 +103,13 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
         The randomness (with the epoch: :meth:`BatchLoader.set_epoch`), the ranks and this
         one's number.
     balance : {"batches", "tokens", "compute"}, default "batches"
-        "batches": each rank gets an equal share of sequences, batches in random order.
-        "tokens": ranks get equal tokens, and each step holds every rank's batch of the same
-        rank by size (each step's batches of similar tokens).  "compute": the same with the
-        cost ``len + alpha * len**2`` (attention's quadratic term).
+        What the ranks' shares even out.  "batches": each rank's share of a block holds as
+        many sequences, and each rank's batches come in a random order.  "tokens": each
+        rank's share of a block holds as many tokens, and the batches are matched by size:
+        step ``j`` gives every rank its ``j``-th largest batch, so the batches of one step
+        hold similar token counts (the ranks wait little for one another).  "compute": as
+        "tokens", with a sequence costing ``len + alpha * len**2`` (attention's quadratic
+        term) instead of ``len``.
     alpha : float, optional
         The quadratic weight of ``balance="compute"`` (default 0.0; another balance: a
         ``ValueError``).
@@ -218,10 +222,33 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
         for ``to="jax"`` without x64, too few sequences for the ranks, or none at all (an
         empty source, or every sequence left out by ``nulls`` / ``oversize="drop"``).
 
+    See Also
+    --------
+    sequence_lengths : The lengths the plan is made from, read without the values.
+    batch_plan, collate : The plan and the collation of one batch, on their own.
+    mix : Several corpora in planned proportions, as one source.
+    BatchLoader : The loader returned: ``set_epoch``, ``state_dict``, ``statistics``,
+        ``torch``.
+
     Examples
     --------
+    Without shuffling or bucketing the batches follow the source's order, each within
+    ``max_tokens`` slots once padded (``[4]`` and ``[5, 6]`` padded to width 2 take 4):
+
     >>> import pyarrow as pa, lodarrow as la
     >>> table = pa.table({"ids": [[1, 2, 3], [4], [5, 6], [7]], "label": [0, 1, 0, 1]})
+    >>> loader = la.batch_loader(table, "ids", max_tokens=4, extra_columns=["label"],
+    ...                          shuffle=False, bucket=False)
+    >>> for batch in loader:
+    ...     print(batch["values"].tolist(), batch["label"].tolist())
+    [[1, 2, 3]] [0]
+    [[4, 0], [5, 6]] [1, 0]
+    [[7]] [1]
+
+    Bucketing (``bucket=True``, the default) sorts each block by length before cutting it
+    into batches, so sequences of similar lengths share a batch and need no padding here;
+    with ``shuffle=False`` the batches then come shortest first:
+
     >>> loader = la.batch_loader(table, "ids", max_tokens=4, extra_columns=["label"],
     ...                          shuffle=False)
     >>> for batch in loader:
@@ -255,14 +282,36 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
 
 
 class BatchLoader:
-    """An iterable of training batches (made by :func:`lodarrow.batch_loader`).
+    """An iterable of training batches, made by :func:`lodarrow.batch_loader`.
 
     Iterating gives this rank's batches of the current epoch from the cursor on (the steps
     already received are skipped without being read); :meth:`set_epoch`,
-    :meth:`state_dict` and :meth:`load_state_dict` move the cursor, which ``position`` (a
-    :class:`lodarrow._training._resume.Position`: epoch, cursor, segments) holds;
-    :meth:`torch` gives a PyTorch ``IterableDataset`` (torchdata's ``StatefulDataLoader``
-    protocol included).
+    :meth:`state_dict` and :meth:`load_state_dict` move the cursor; ``len`` is the epoch's
+    steps on this rank; :meth:`statistics` says what the epoch's plan does; :meth:`torch`
+    gives a PyTorch ``IterableDataset`` (torchdata's ``StatefulDataLoader`` protocol
+    included).  Make one with :func:`lodarrow.batch_loader`, not by calling the class.
+
+    See Also
+    --------
+    batch_loader : Make a loader (its parameters are the loader's options).
+    mix : Several corpora in planned proportions, as one source of a loader.
+
+    Examples
+    --------
+    >>> import pyarrow as pa, lodarrow as la
+    >>> table = pa.table({"ids": [[1, 2, 3], [4], [5, 6], [7]]})
+    >>> loader = la.batch_loader(table, "ids", batch_size=2, seed=0)
+    >>> isinstance(loader, la.BatchLoader), len(loader)
+    (True, 2)
+    >>> loader.set_epoch(1)
+    >>> for batch in loader:    # the first step of epoch 1, then a break
+    ...     break
+    >>> batch["rows"], loader.state_dict()["cursor"]
+    (array([1, 3]), 1)
+    >>> resumed = la.batch_loader(table, "ids", batch_size=2, seed=0)
+    >>> resumed.load_state_dict(loader.state_dict())
+    >>> [b["rows"].tolist() for b in resumed]    # the rest of epoch 1
+    [[2, 0]]
     """
 
     def __init__(self, source, column, select, deliver, *, filesystem=None, cache_dir=None,
@@ -270,7 +319,7 @@ class BatchLoader:
         self.select, self.shape, self.deliver = select, select.shape, deliver
         self._filesystem, self._cache_dir = filesystem, cache_dir
         self._data_cache = data_cache
-        # epoch, cursor, segments: read and written through it alone (_resume.Position)
+        # epoch, cursor, legs (segments): read and written through it alone (_resume.Position)
         self.position = Position(self.select.num_replicas)
         self._plans = {}
         self._dropped_nulls = self._oversize_dropped = 0
@@ -490,7 +539,7 @@ class BatchLoader:
 
     # --- the plan ---------------------------------------------------------------------------
     def _epoch_plan(self, epoch=None):
-        """The plan of the current segment of the epoch, and the epoch step it starts at;
+        """The plan of the epoch's current leg, and the epoch step it starts at;
         ``epoch``: that epoch's plan from its start instead (what ``set_epoch`` makes)."""
         args = self.select.plan_args(self._src.cell_rows(self.select))
         segments = self.position.segments
@@ -498,7 +547,7 @@ class BatchLoader:
             epoch = self.position.epoch
         else:
             segments = [[self.select.num_replicas, 0]]
-        if self._src.kind == "stream":  # one rank (Ray shards): one segment, blocks in order
+        if self._src.kind == "stream":  # one rank (Ray shards): one leg, blocks in order
             key = ("ray", epoch)
             if key not in self._plans:
                 if len(self._plans) > 4:
@@ -518,7 +567,8 @@ class BatchLoader:
 
     def plan(self):
         """This rank's :class:`BatchPlan` for the current epoch (sequence positions of the
-        whole source; ``windows`` is each batch's block), from the current segment's start."""
+        whole source; ``windows`` is each batch's block), from the start of the epoch's
+        current leg (after a change of world size: the steps planned for this world)."""
         from lodarrow._training._batching import rank_plan
 
         plan, _ = self._epoch_plan()
@@ -579,8 +629,9 @@ class BatchLoader:
         dict
             ``format``, ``plan_version``, ``args`` (the planning arguments), ``source`` (the
             source's fingerprint: sequences, tokens, a digest of the lengths, files), ``seed``,
-            ``epoch``, ``cursor``, ``num_replicas`` and ``segments`` (the world sizes this
-            epoch ran on, with the step each began at).
+            ``epoch``, ``cursor``, ``num_replicas`` and ``segments``: the epoch's legs, one
+            ``[num_replicas, first_step]`` pair per world size it ran on, with the step that
+            world began at (docs/training.md#resuming).
         """
         cursor = self.position.cursor
         if steps is not None:
@@ -812,7 +863,7 @@ class DatasetLink:
         self.loader._datasets.add(dataset)
 
     def epoch_plan(self):
-        """``(plan, base)``: the current segment's plan of the epoch (every rank's batches)
+        """``(plan, base)``: the plan of the epoch's current leg (every rank's batches)
         and the epoch step it starts at."""
         return self.loader._epoch_plan()
 

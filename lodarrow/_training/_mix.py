@@ -86,6 +86,10 @@ def mix(sources, weights=None, *, counts=None, epoch_size=None, by="sequences"):
         or naming other sources; ``epoch_size`` with ``counts``; ``by`` not one of its
         choices.  Each source itself is checked when the loader is made.
 
+    See Also
+    --------
+    batch_loader : The loader a mixture is a source of.
+
     Examples
     --------
     >>> import pyarrow as pa, lodarrow as la

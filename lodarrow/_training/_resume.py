@@ -3,13 +3,14 @@
 
 The state is small whatever the dataset's size: the plan version, the planning arguments, a
 fingerprint of the source, the seed, the epoch, the cursor (steps of the epoch the training
-loop received) and the world sizes the epoch ran on.  From it, :func:`segment_plan` rebuilds
-the plan that delivers exactly the sequences not yet received:
+loop received) and the epoch's *legs* (one per world size it ran on: ``segments``, a
+``[num_replicas, first_step]`` pair per leg).  From it, :func:`segment_plan` rebuilds the plan
+that delivers exactly the sequences not yet received:
 
 - the same ``num_replicas`` as at the save: the epoch's plan, from step ``cursor`` on;
 - another ``num_replicas`` (an *elastic* resume): the sequences of the steps not yet received
-  are planned again for the new world, as a new *segment* of the epoch (its own randomness:
-  ``seed``, ``epoch`` and the segment's number).  A chain of changes is a chain of segments.
+  are planned again for the new world, as a new *leg* of the epoch (its own randomness:
+  ``seed``, ``epoch`` and the leg's number).  A chain of changes is a chain of legs.
 
 Worker counts do not enter: batches reach the training loop in plan order whatever the
 number of ``DataLoader`` workers or prefetch threads, so a step count alone says what was
@@ -30,8 +31,8 @@ FORMAT = "lodarrow.batch_loader"
 
 class Position:
     """Where a loader is: the one owner of its epoch, its cursor (the steps of the epoch the
-    training loop received) and the epoch's segments (the worlds it ran on, with the step
-    each began at).  ``set_epoch``, ``load_state_dict``, ``state_dict``, the iteration (in this
+    training loop received) and the epoch's legs (the worlds it ran on, with the step each
+    began at).  ``set_epoch``, ``load_state_dict``, ``state_dict``, the iteration (in this
     process and in ``DataLoader`` workers) and torchdata's ``StatefulDataLoader`` read and
     write it through these methods; :meth:`state` is its part of the saved state.
 
@@ -41,6 +42,7 @@ class Position:
     start : int
         The cursor ``set_epoch`` / ``load_state_dict`` set: where a replayed pass starts.
     segments : list of [num_replicas, first_step]
+        The epoch's legs, in order.
     pieces : bool
         A world change plans the tokens left (:func:`segment_plan`); False for a state saved
         after a world change by a lodarrow that planned the sequences left whole.
@@ -112,17 +114,17 @@ def rng_of(seed, epoch, segment):
 
 def segment_plan(lengths, args, segments, seed, epoch, part_starts=None, cache=None,
                  base_rows=None, part_groups=None, pieces=True):
-    """The plan of the last segment of ``segments`` and the step it starts at.
+    """The plan of the epoch's last leg and the step it starts at.
 
-    ``segments`` lists ``(num_replicas, first_step)`` in the order the epoch ran them:
-    segment ``i`` delivered steps ``[first_step_i, first_step_{i+1})`` of the epoch.
-    ``cache`` (a dict) keeps the plans already made, keyed by their segment prefix;
+    ``segments`` lists the legs' ``(num_replicas, first_step)`` in the order the epoch ran
+    them: leg ``i`` delivered steps ``[first_step_i, first_step_{i+1})`` of the epoch.
+    ``cache`` (a dict) keeps the plans already made, keyed by their prefix of legs;
     ``base_rows`` are the sequences the epoch plans (default all: nulls and over-long
     sequences a loader drops are not among them); ``part_groups``: each row group's source
     (a mixture).
 
     A packed-rows or blocks plan may have delivered part of a sequence (its first block, a
-    chunk of a split one) before the world changed: with ``pieces`` the next segment plans
+    chunk of a split one) before the world changed: with ``pieces`` the next leg plans
     the token pieces not yet delivered (:func:`~lodarrow._training._epoch.plan_pieces`), so
     that every token is delivered once across any chain of worlds.  Without (a state saved
     after a world change by a lodarrow that planned what was left whole: no ``pieces`` in
@@ -135,7 +137,7 @@ def segment_plan(lengths, args, segments, seed, epoch, part_starts=None, cache=N
         if plan is not None:
             if replicas == plan.num_replicas:  # a restart on the same world: the same plan
                 continue
-            # what segment i-1 had not delivered when segment i began
+            # what leg i-1 had not delivered when leg i began
             rows, cut, again = _left(plan, first - base, lengths, pieces)
             redelivered += again
             base = first

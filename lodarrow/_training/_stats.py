@@ -6,7 +6,7 @@ __all__ = ["batch_slots", "plan_statistics"]
 
 
 def plan_statistics(plan, base, shape, *, epoch, dropped, row_groups=None, mixture=None):
-    """The statistics of ``plan`` (the current segment of the loader's epoch, from step
+    """The statistics of ``plan`` (the current leg of the loader's epoch, from step
     ``base`` of the epoch) for :meth:`BatchLoader.statistics`, from what the loader passes:
 
     - ``shape``: its :class:`~lodarrow._training._shape.BatchShape`; ``epoch``: the epoch;
@@ -52,7 +52,7 @@ def plan_statistics(plan, base, shape, *, epoch, dropped, row_groups=None, mixtu
 
 def _sources(plan, names, counts, em):
     """A mixture's sources in the plan (all ranks): the sequences the epoch plans of each
-    (``planned``, before what is dropped), and those and their tokens in this segment's
+    (``planned``, before what is dropped), and those and their tokens in this leg's
     batches."""
     rows = plan.rows_of_steps(0, plan.steps)
     k = len(names)
@@ -77,8 +77,8 @@ def _sequences(plan):
 
 def batch_slots(plan, shape):
     """The slots of every batch of ``plan`` (``(ranks, steps)``) as collation lays them out
-    (:class:`lodarrow._training._shape.BatchShape`): padding, widths, fixed rows and
-    segments counted."""
+    (:class:`lodarrow._training._shape.BatchShape`): padding, widths and fixed rows
+    counted."""
     if plan.items is not None or not shape.rows_at_collation:
         return shape.slots(plan.sizes, plan.longest, plan.tokens)
     # packed rows packed at collation: each batch packed as collate packs it

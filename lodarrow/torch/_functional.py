@@ -152,12 +152,21 @@ def sequence_pool(input, offsets=None, pool_type=None, is_test=False, pad_value=
     lodarrow.LoDError
         If the offsets are not a valid LoD for the rows (naming the level and position).
 
+    See Also
+    --------
+    lodarrow.sequence_pool : The same operator on LoDTensors (NumPy and CuPy arrays).
+    lodarrow.vjp : The backward of any operator, on NumPy and CuPy arrays.
+
     Examples
     --------
     >>> import torch, lodarrow.torch as lt
     >>> x = torch.tensor([1.0, 3.0, 2.0, 4.0, 6.0], requires_grad=True)
-    >>> lt.sequence_pool(x, torch.tensor([0, 2, 5]), "average")
-    tensor([2., 4.], grad_fn=<...>)
+    >>> y = lt.sequence_pool(x, torch.tensor([0, 2, 5]), "average")
+    >>> y.detach(), y.requires_grad
+    (tensor([2., 4.]), True)
+    >>> y.sum().backward()
+    >>> x.grad
+    tensor([0.5000, 0.5000, 0.3333, 0.3333, 0.3333])
     """
     if (type(input) is torch.Tensor and type(offsets) is torch.Tensor and is_test is False
             and return_index is False and type(pad_value) is float):
@@ -207,6 +216,11 @@ def _step(which):
     torch.Tensor or tuple
         As :func:`sequence_pool` (row ``{index}`` of each sequence); 0 for an empty sequence.
 
+    See Also
+    --------
+    lodarrow.sequence_{which}_step : The same operator on LoDTensors (NumPy and CuPy arrays).
+    lodarrow.vjp : The backward of any operator, on NumPy and CuPy arrays.
+
     Examples
     --------
     >>> import torch, lodarrow.torch as lt
@@ -239,6 +253,11 @@ def sequence_softmax(input, offsets=None, use_cudnn=False, name=None):
     -------
     tuple or torch.Tensor
         ``(values, offsets)`` (the same offsets) or a nested tensor, as ``input`` came.
+
+    See Also
+    --------
+    lodarrow.sequence_softmax : The same operator on LoDTensors (NumPy and CuPy arrays).
+    lodarrow.vjp : The backward of any operator, on NumPy and CuPy arrays.
 
     Examples
     --------
@@ -279,6 +298,12 @@ def sequence_expand(x, y, ref_level=-1, name=None, *, x_offsets=None):
         ``(values, offsets)``: for ``x`` with a LoD the new level; for ``x`` without, the
         level of ``y`` that grouped the copies.  A nested tensor when ``x`` (or, for ``x``
         without LoD, ``y``) was one.
+
+    See Also
+    --------
+    sequence_expand_as : Repeat row ``i`` of ``x`` as many times as ``y``'s sequence ``i`` is long.
+    lodarrow.sequence_expand : The same operator on LoDTensors (NumPy and CuPy arrays).
+    lodarrow.vjp : The backward of any operator, on NumPy and CuPy arrays.
 
     Examples
     --------
@@ -326,6 +351,12 @@ def sequence_expand_as(x, y, name=None):
     tuple or torch.Tensor
         ``(values, y_offsets)``, or a nested tensor when ``y`` is one.
 
+    See Also
+    --------
+    sequence_expand : Repeat rows or sequences by the lengths of a LoD level.
+    lodarrow.sequence_expand_as : The same operator on LoDTensors (NumPy and CuPy arrays).
+    lodarrow.vjp : The backward of any operator, on NumPy and CuPy arrays.
+
     Examples
     --------
     >>> import torch, lodarrow.torch as lt
@@ -371,6 +402,12 @@ def sequence_pad(x, offsets=None, pad_value=0.0, maxlen=None, name=None):
     length : torch.Tensor
         The lengths, int64 ``(B,)``.
 
+    See Also
+    --------
+    sequence_unpad : The inverse: padded rows back to values and offsets.
+    lodarrow.sequence_pad : The same operator on LoDTensors (NumPy and CuPy arrays).
+    lodarrow.vjp : The backward of any operator, on NumPy and CuPy arrays.
+
     Examples
     --------
     >>> import torch, lodarrow.torch as lt
@@ -406,6 +443,12 @@ def sequence_unpad(x, length, name=None):
         ``(values, offsets)``: values ``(sum(length), *feature_shape)`` (``(sum, 1)`` for a
         2-D ``x``, as Paddle) and int64 offsets ``(B + 1,)``.
 
+    See Also
+    --------
+    sequence_pad : The inverse: sequences to padded rows and their lengths.
+    lodarrow.sequence_unpad : The same operator on LoDTensors (NumPy and CuPy arrays).
+    lodarrow.vjp : The backward of any operator, on NumPy and CuPy arrays.
+
     Examples
     --------
     >>> import torch, lodarrow.torch as lt
@@ -438,6 +481,11 @@ def sequence_concat(input, offsets=None, name=None):
     -------
     tuple or torch.Tensor
         ``(values, offsets)`` in the first input's form, or a nested tensor.
+
+    See Also
+    --------
+    lodarrow.sequence_concat : The same operator on LoDTensors (NumPy and CuPy arrays).
+    lodarrow.vjp : The backward of any operator, on NumPy and CuPy arrays.
 
     Examples
     --------
@@ -493,6 +541,11 @@ def sequence_slice(input, offsets=None, offset=None, length=None, name=None):
     tuple or torch.Tensor
         ``(values, offsets)`` with the new last level, or a nested tensor.
 
+    See Also
+    --------
+    lodarrow.sequence_slice : The same operator on LoDTensors (NumPy and CuPy arrays).
+    lodarrow.vjp : The backward of any operator, on NumPy and CuPy arrays.
+
     Examples
     --------
     >>> import torch, lodarrow.torch as lt
@@ -529,6 +582,11 @@ def sequence_reverse(x, offsets=None, name=None):
     tuple or torch.Tensor
         ``(values, offsets)`` (the same offsets) or a nested tensor.
 
+    See Also
+    --------
+    lodarrow.sequence_reverse : The same operator on LoDTensors (NumPy and CuPy arrays).
+    lodarrow.vjp : The backward of any operator, on NumPy and CuPy arrays.
+
     Examples
     --------
     >>> import torch, lodarrow.torch as lt
@@ -559,6 +617,11 @@ def sequence_reshape(input, offsets=None, new_dim=None, name=None):
     -------
     tuple or torch.Tensor
         ``(values (M, new_dim), offsets)`` with the new last level, or a nested tensor.
+
+    See Also
+    --------
+    lodarrow.sequence_reshape : The same operator on LoDTensors (NumPy and CuPy arrays).
+    lodarrow.vjp : The backward of any operator, on NumPy and CuPy arrays.
 
     Examples
     --------
@@ -598,6 +661,11 @@ def lod_reset(x, y=None, target_lod=None, name=None):
     tuple or torch.Tensor
         ``(x, offsets)`` (a list of levels for a list ``y``), or a nested tensor for a
         nested ``y``.  The values are ``x`` itself: gradients flow through unchanged.
+
+    See Also
+    --------
+    lodarrow.lod_reset : The same operator on LoDTensors (NumPy and CuPy arrays).
+    lodarrow.vjp : The backward of any operator, on NumPy and CuPy arrays.
 
     Examples
     --------
@@ -642,6 +710,11 @@ def lod_append(x, level, name=None, *, x_offsets=None):
     -------
     tuple
         ``(x, [*levels, level])`` as a list of levels (``(x, level)`` when ``x`` had none).
+
+    See Also
+    --------
+    lodarrow.lod_append : The same operator on LoDTensors (NumPy and CuPy arrays).
+    lodarrow.vjp : The backward of any operator, on NumPy and CuPy arrays.
 
     Examples
     --------
@@ -688,6 +761,11 @@ def sequence_scatter(input, index, updates, name=None, *, index_offsets=None):
     -------
     torch.Tensor
         ``input``'s shape; differentiable in ``input`` and ``updates``.
+
+    See Also
+    --------
+    lodarrow.sequence_scatter : The same operator on LoDTensors (NumPy and CuPy arrays).
+    lodarrow.vjp : The backward of any operator, on NumPy and CuPy arrays.
 
     Examples
     --------
@@ -749,6 +827,11 @@ def sequence_conv(input, offsets=None, filter=None, context_start=None, context_
     -------
     tuple or torch.Tensor
         ``(values (N, F), offsets)`` (the same offsets) or a nested tensor.
+
+    See Also
+    --------
+    lodarrow.sequence_conv : The same operator on LoDTensors (NumPy and CuPy arrays).
+    lodarrow.vjp : The backward of any operator, on NumPy and CuPy arrays.
 
     Examples
     --------
@@ -818,6 +901,12 @@ def sequence_topk_avg_pooling(input, offsets=None, row=None, col=None, topks=Non
     tuple or torch.Tensor
         ``(values (sum(rows), len(topks) * channel_num), row_offsets)``, or a nested tensor
         when ``row`` is one.
+
+    See Also
+    --------
+    lodarrow.sequence_topk_avg_pooling : The same operator on LoDTensors (NumPy and CuPy
+        arrays).
+    lodarrow.vjp : The backward of any operator, on NumPy and CuPy arrays.
 
     Examples
     --------
