@@ -174,7 +174,7 @@ def test_the_readme_notes_explain_only_rows_that_are_behind():
     report = _json("bench.json")
     behind = {mine["op"] for mine, _ in _report.behind_rows(report)}
     noted = _behind_notes()
-    assert noted >= {"from_offsets", "from_arrow", "write_parquet", "sequence_first_step"}
+    assert noted >= {"from_offsets", "from_arrow", "write_parquet"}
     assert noted <= behind, noted - behind
     assert behind <= noted, f"rows behind with no note (or 'not known'): {behind - noted}"
     rows = {r["library"]: r for r in report["rows"] if r["op"] == "from_offsets"}
