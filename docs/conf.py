@@ -233,10 +233,35 @@ def _anchors(path):
     return found
 
 
+def _titles(path):
+    """``{anchor: title}`` of a Markdown file's headings, fenced blocks skipped, and ``{None:
+    the page's title}`` (its first heading): the titles as plain text, inline code, links and
+    emphasis reduced to their words, for the text of a link."""
+    found, fence = {}, None
+    for line in path.read_text().splitlines():
+        marker = re.match(r"\s*(`{3,}|~{3,})", line)
+        if marker and fence is None:
+            fence = marker[1]
+            continue
+        if marker and marker[1][0] == fence[0] and len(marker[1]) >= len(fence):
+            fence = None
+            continue
+        m = None if fence else re.match(r"#{1,6} (.+)", line)
+        if m:
+            title = m[1].strip()
+            anchor = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+            text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", title)  # a link: its text
+            text = re.sub(r"[`*]", "", text).replace("<", r"\<")
+            found.setdefault(anchor, text)
+            found.setdefault(None, text)
+    return found
+
+
 def _link_documents(app, what, name, obj, options, lines):
-    """Turn the docstrings' ``docs/X.md#anchor`` into links to page X of the site; a
-    reference to a missing page or heading is a warning (an error under -W).  Example lines
-    (``>>>``) and literal blocks are left as they are."""
+    """Turn the docstrings' ``docs/X.md#anchor`` into links to page X of the site, titled
+    as the heading they point at (the page's title without an anchor); a reference to a
+    missing page or heading is a warning (an error under -W).  Example lines (``>>>``) and
+    literal blocks are left as they are."""
     import posixpath
 
     from sphinx.util import logging
@@ -256,7 +281,7 @@ def _link_documents(app, what, name, obj, options, lines):
                                f"has no page or heading for")
                 return m[0]
             uri = posixpath.relpath(page, here or ".") + ".html" + (f"#{m[4]}" if m[4] else "")
-            text = m[0].strip("`")
+            text = _titles(path).get(m[4]) or m[0].strip("`")
             return f"`{text} <{uri}>`__"
 
         lines[i] = _DOC_REF.sub(link, line)

@@ -62,6 +62,16 @@ class Progress:
         with self.lock:
             self.files_done += 1
             self._draw(force=self.files_done == self.files)
+            if self.files_done == self.files:
+                # the last state ends its line now: what the caller prints next (a
+                # loader's last batch is still in use) starts on a line of its own
+                self._end_line()
+
+    def _end_line(self):
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.shown = False
 
     def _draw(self, force=False):
         now = time.perf_counter()
@@ -92,9 +102,7 @@ class Progress:
         with self.lock:
             if ok and self.files_done < self.files:  # else file_done drew the last state
                 self._draw(force=True)
-            if self.shown:
-                self.stream.write("\n")
-                self.stream.flush()
+            self._end_line()
 
 
 class NullProgress:

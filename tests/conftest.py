@@ -255,6 +255,10 @@ def spark():
     # the JVM and its Python workers inherit the driver's environment
     os.environ["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(Path(lodarrow.__file__).parent.parent), saved]))
+    # Spark's Python workers: this interpreter, also where its venv is not on PATH (the
+    # configs below name it too, but not every kind of worker reads them)
+    saved_python = os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
     session = (
         SparkSession.builder.master("local[2]").appName("lodarrow-tests")
         .config("spark.driver.memory", "1g")
@@ -274,10 +278,11 @@ def spark():
         yield session
     finally:
         session.stop()
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
+        for key, value in (("PYTHONPATH", saved), ("PYSPARK_PYTHON", saved_python)):
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -744,6 +744,18 @@ def test_progress_bar(dataset, capsys):
     assert "tokens/s" in err
 
 
+def test_progress_bar_ends_its_line_before_the_last_batch_is_used(dataset, capsys):
+    """The bar's last state ends with a newline once the last block is read, so what the
+    caller prints with the last batch starts a line of its own (not after the bar)."""
+    import sys
+
+    for batch in la.batch_loader(dataset, "ids", batch_size=64, progress=True):
+        sys.stderr.write("USER\n")
+    err = capsys.readouterr().err
+    assert err.endswith("\nUSER\n") and err.count("\n") == err.count("USER") + 1
+    assert "10/10 batches" in err.splitlines()[-2]
+
+
 def test_loader_errors(dataset):
     with pytest.raises(ValueError, match="batch_size, max_tokens or both"):
         la.batch_loader(dataset, "ids")

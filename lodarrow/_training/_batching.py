@@ -16,6 +16,10 @@ class BatchPlan:
     ``lengths`` the plan was made from, hence rows of the table or dataset).  Made by
     :func:`lodarrow.batch_plan`; see docs/training.md#plans.
 
+    A plan is a sequence of its batches: ``len(plan)`` is the number of batches, ``plan[b]``
+    batch ``b``'s rows (an integer ``b``, negative from the end; a view of ``indices``), and
+    iterating gives the batches in order.
+
     Attributes
     ----------
     offsets : numpy.ndarray of int64, shape (n_batches + 1,)
@@ -30,6 +34,17 @@ class BatchPlan:
         Whose share this is, of how many, and the randomness it was drawn with.
     windows : numpy.ndarray of int64, shape (n_batches,)
         The block each batch was cut from (a loader reads a block's batches together).
+
+    Examples
+    --------
+    >>> import lodarrow as la
+    >>> plan = la.batch_plan([3, 1, 2, 5, 4], batch_size=2, seed=0)
+    >>> len(plan), plan.sizes
+    (3, array([1, 2, 2]))
+    >>> plan[0], plan[-1]          # the rows of the first batch and of the last
+    (array([3]), array([4, 0]))
+    >>> [batch.tolist() for batch in plan]
+    [[3], [2, 1], [4, 0]]
     """
 
     def __init__(self, offsets, indices, tokens, longest, windows, *, rank=0, num_replicas=1,

@@ -566,9 +566,15 @@ class BatchLoader:
                             part_groups=em.part_source, pieces=self.position.pieces)
 
     def plan(self):
-        """This rank's :class:`BatchPlan` for the current epoch (sequence positions of the
-        whole source; ``windows`` is each batch's block), from the start of the epoch's
-        current leg (after a change of world size: the steps planned for this world)."""
+        """This rank's :class:`BatchPlan` for the current epoch.
+
+        Returns
+        -------
+        BatchPlan
+            The epoch's batches on this rank (sequence positions of the whole source;
+            ``windows`` is each batch's block), from the start of the epoch's current leg
+            (after a change of world size: the steps planned for this world).
+        """
         from lodarrow._training._batching import rank_plan
 
         plan, _ = self._epoch_plan()
@@ -593,9 +599,22 @@ class BatchLoader:
         """Use epoch ``epoch``'s plan from now on, from step ``start_step`` (call it on every
         rank, as with ``DistributedSampler``).
 
-        ``start_step`` is a counter the training loop keeps (the steps of this epoch it
-        received, as with any ``DataLoader``): iteration resumes with the first step not yet
-        received, on the same ``num_replicas``.
+        Parameters
+        ----------
+        epoch : int
+            The epoch, from 0: with the same ``seed``, the same epoch is the same plan.
+        start_step : int, default 0
+            A counter the training loop keeps (the steps of this epoch it received, as with
+            any ``DataLoader``): iteration resumes with the first step not yet received, on
+            the same ``num_replicas``.
+
+        Raises
+        ------
+        TypeError
+            If ``epoch`` or ``start_step`` is not an integer (a bool included).
+        ValueError
+            If ``epoch`` or ``start_step`` is negative, or ``start_step`` is past the
+            epoch's steps on this rank (``len(loader)`` after the call).
         """
         if isinstance(epoch, (bool, np.bool_)):
             raise TypeError("set_epoch: epoch must be an integer, got bool")
@@ -632,6 +651,14 @@ class BatchLoader:
             ``epoch``, ``cursor``, ``num_replicas`` and ``segments``: the epoch's legs, one
             ``[num_replicas, first_step]`` pair per world size it ran on, with the step that
             world began at (docs/training.md#resuming).
+
+        Raises
+        ------
+        TypeError
+            If ``steps`` is not an integer.
+        ValueError
+            If ``steps`` is negative or past the current epoch's steps on this rank
+            (``len(loader)``).
         """
         cursor = self.position.cursor
         if steps is not None:
@@ -666,6 +693,17 @@ class BatchLoader:
             naming every difference; False resumes anyway, at the saved epoch and step of
             this loader's plan, with no exactly-once guarantee (a ``UserWarning`` lists the
             differences).
+
+        Raises
+        ------
+        TypeError
+            If ``state`` is not a dict, or ``strict`` not a bool.
+        ValueError
+            If ``state`` is not what :meth:`state_dict` returns (another ``format``, a key
+            missing, a malformed ``cursor`` or ``segments``), its cursor is past the saved
+            epoch's steps, or (with ``strict=True``) it was saved for another source,
+            ``seed``, planning arguments or plan version: the message names every
+            difference.
         """
         strict = as_flag(strict, "load_state_dict: strict")
         expected = self.state_dict()
@@ -830,10 +868,22 @@ class BatchLoader:
         """This loader as a ``torch.utils.data.IterableDataset``.
 
         Give it to ``DataLoader(dataset, batch_size=None, num_workers=k)``: worker ``i`` makes
-        steps ``i, i + k, ...`` (with ``LODARROW_NUM_THREADS=1``), and the ``DataLoader``
-        hands them out in plan order.  ``set_epoch`` reaches persistent workers too; the
-        dataset follows torchdata's ``StatefulDataLoader`` protocol (``state_dict`` /
-        ``load_state_dict``).  See docs/training.md#loader.
+        steps ``i, i + k, ...``, each worker runs its kernels on one thread (lodarrow sets
+        ``LODARROW_NUM_THREADS=1`` in it), and the ``DataLoader`` hands them out in plan order.
+        ``set_epoch`` reaches persistent workers too; the dataset follows torchdata's
+        ``StatefulDataLoader`` protocol (``state_dict`` / ``load_state_dict``).  See
+        docs/training.md#loader.
+
+        Returns
+        -------
+        torch.utils.data.IterableDataset
+            This loader's batches for a ``DataLoader``, in plan order whatever the number of
+            workers; :meth:`set_epoch` and :meth:`load_state_dict` on the loader reach it.
+
+        Raises
+        ------
+        ImportError
+            If torch is not installed (the ``torch`` extra).
         """
         from lodarrow._interop._optional import import_optional
         from lodarrow._training._torch import torch_dataset
