@@ -297,6 +297,13 @@ def test_plan_is_data():
     assert len(plan) == 10 and plan[-1].tolist() == plan.indices[plan.offsets[-2]:].tolist()
     assert "10 batches" in repr(plan)
     assert 0 <= plan.padding_waste < 1
+    # a sequence of batches: slices as a list's, bad indices named
+    assert [b.tolist() for b in plan[2:5]] == [plan[k].tolist() for k in (2, 3, 4)]
+    assert plan[8:100][-1].tolist() == plan[-1].tolist() and plan[5:5] == []
+    with pytest.raises(IndexError, match="BatchPlan index 10 is out of range .10 batches"):
+        plan[10]
+    with pytest.raises(TypeError, match="integers or slices, not str"):
+        plan["0"]
 
 
 def test_ten_million_sequences_plan_quickly():

@@ -17,8 +17,8 @@ class BatchPlan:
     :func:`lodarrow.batch_plan`; see docs/training.md#plans.
 
     A plan is a sequence of its batches: ``len(plan)`` is the number of batches, ``plan[b]``
-    batch ``b``'s rows (an integer ``b``, negative from the end; a view of ``indices``), and
-    iterating gives the batches in order.
+    batch ``b``'s rows (an integer ``b``, negative from the end; a view of ``indices``),
+    ``plan[i:j]`` a list of those batches, and iterating gives the batches in order.
 
     Attributes
     ----------
@@ -45,6 +45,8 @@ class BatchPlan:
     (array([3]), array([4, 0]))
     >>> [batch.tolist() for batch in plan]
     [[3], [2, 1], [4, 0]]
+    >>> [batch.tolist() for batch in plan[1:]]
+    [[2, 1], [4, 0]]
     """
 
     def __init__(self, offsets, indices, tokens, longest, windows, *, rank=0, num_replicas=1,
@@ -57,7 +59,16 @@ class BatchPlan:
         return len(self.offsets) - 1
 
     def __getitem__(self, b):
-        b = range(len(self))[b]
+        if isinstance(b, slice):  # as a list of batches would: a list of the batches
+            return [self[k] for k in range(len(self))[b]]
+        try:
+            b = range(len(self))[b]
+        except TypeError:
+            raise TypeError(f"BatchPlan indices must be integers or slices, not "
+                            f"{type(b).__name__}") from None
+        except IndexError:
+            raise IndexError(f"BatchPlan index {b} is out of range ({len(self)} batches)") \
+                from None
         return self.indices[self.offsets[b]:self.offsets[b + 1]]
 
     def __iter__(self):
