@@ -194,7 +194,7 @@ def run_lodarrow(args, paths, weights, one_thread=False):
 
 def run_hf(args, paths, weights):
     import datasets
-    import pyarrow.compute as pc
+    import torch
 
     cache = Path(args.workdir) / "hf"
     sources = []
@@ -213,20 +213,20 @@ def run_hf(args, paths, weights):
         n = min(args.epoch_size, len(mixed))
         for k in range(first * bs, n, bs):
             t = mixed[k:min(k + bs, n)]
+            # Arrow holds the batch packed already: its values and offsets (rebased), no
+            # per-sequence arrays (the values copied once, as a writable torch tensor's)
             col = t.column("input_ids").combine_chunks()
-            off = pc.list_value_length(col).to_numpy(zero_copy_only=False)
-            flat = col.flatten().to_numpy()
-            ends = np.cumsum(off)
-            seqs = np.split(flat, ends[:-1])
-            b = packed(seqs)
+            o = col.offsets.to_numpy()
+            b = {"values": torch.from_numpy(np.array(col.flatten().to_numpy())),
+                 "cu_seqlens": torch.from_numpy((o - o[0]).astype(np.int32))}
             yield (b, t.column("src").to_numpy(), t.column("row").to_numpy(),
                    int(b["cu_seqlens"][-1]))
     return (epoch, lambda taken: {"epoch": 0, "batches": taken},
             lambda state: epoch(state["epoch"], state["batches"]),
             "interleave_datasets([d.shuffle(seed) ...], probabilities, seed, "
             "stopping_strategy='all_exhausted').with_format('arrow'); the first epoch_size "
-            "samples, ds[k:k+32] a batch, flattened with NumPy; resumed by skipping the "
-            "batches received")
+            "samples, ds[k:k+32] a batch, its Arrow values and offsets as the tensors; "
+            "resumed by skipping the batches received")
 
 
 def run_streaming(args, paths, weights):
@@ -255,8 +255,12 @@ def run_streaming(args, paths, weights):
                 w.write({"tokens": flat[off[j]:off[j + 1]], "src": int(src[j]),
                          "row": int(row[j])})
     streams = [streaming.Stream(local=p, proportion=w) for p, w in zip(locals_, weights)]
+    # predownload: the samples its threads prepare ahead; the default (8 batches) leaves
+    # them waiting on one another in 7 ms sleeps: an epoch's worth is its fast path here
+    # (local shards, one process)
     ds = streaming.StreamingDataset(streams=streams, epoch_size=args.epoch_size, shuffle=True,
-                                    shuffle_seed=args.seed, batch_size=args.batch_size)
+                                    shuffle_seed=args.seed, batch_size=args.batch_size,
+                                    predownload=args.epoch_size)
 
     def collate(samples):
         import torch
@@ -282,8 +286,8 @@ def run_streaming(args, paths, weights):
         return batches()
     return (epoch, lambda taken: data.state_dict(), resume,
             "StreamingDataset(streams=[Stream(local, proportion=w)], epoch_size, "
-            "shuffle=True, batch_size=32) + StreamingDataLoader; flattened with NumPy; "
-            "StreamingDataLoader.state_dict()")
+            "shuffle=True, batch_size=32, predownload=epoch_size) + StreamingDataLoader; "
+            "flattened with NumPy; StreamingDataLoader.state_dict()")
 
 
 def child(args):
@@ -357,7 +361,21 @@ def child(args):
                       "tokens_per_s": timed_tokens / timed_s if timed_s else None,
                       "timed_s": timed_s, "timed_tokens": timed_tokens, "cpu_s": timed_cpu,
                       "env": {"LODARROW_NUM_THREADS": os.environ.get("LODARROW_NUM_THREADS")},
-                      "epochs": per_epoch}))
+                      "versions": _versions(args.child), "epochs": per_epoch}))
+
+
+def _versions(peer):
+    """The versions the child's own interpreter runs (each peer has a venv of its own)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    dists = {"hf": ("datasets",), "streaming": ("mosaicml-streaming",)}.get(peer, ("lodarrow",))
+    out = {"python": sys.version.split()[0]}
+    for d in dists + ("numpy", "pyarrow", "torch"):
+        try:
+            out[d] = version(d)
+        except PackageNotFoundError:
+            pass
+    return out
 
 
 def cpu_seconds():
@@ -632,7 +650,18 @@ def header(report):
         f"first: {names(report['orders'][0])}); tokens/s the median of the rounds, the "
         f"measures of what was delivered the first round's.  "
         + "; ".join(how) + ("; " if how else "")
-        + "every process torch 1 thread, no DataLoader worker.", ""]
+        + "every process torch 1 thread, no DataLoader worker." + _versions_line(report), ""]
+
+
+def _versions_line(report):
+    """``"  Each loader's interpreter: ..."`` from the children's own versions (runs that
+    recorded them)."""
+    seen = [(r["peer"], r["versions"]) for r in report["results"] if r.get("versions")]
+    if not seen:
+        return ""
+    return ("  Each loader's own interpreter: " + "; ".join(
+        f"{LABELS.get(p, p)} " + ", ".join(f"{k} {v}" for k, v in vs.items())
+        for p, vs in seen) + ".")
 
 
 def markdown(report):
