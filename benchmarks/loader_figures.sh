@@ -45,7 +45,7 @@ else
 fi
 # mixing.py's loaders: lodarrow (defaults), lodarrow on one thread, HF, and MosaicML where
 # installed; 3 rounds, the order rotated, tokens/s the median
-mix_list=lodarrow,lodarrow-1thread,hf
+mix_list=lodarrow,lodarrow-1thread,lodarrow-arrow,hf
 mix_python=()
 for p in "${peers[@]}"; do
     case $p in

@@ -43,7 +43,7 @@ whether every round agreed).  The resume is measured once a loader, in the first
 Usage::
 
     python benchmarks/mixing.py --workdir /tmp/bench-mix --repeat 3 \\
-        --peers lodarrow,lodarrow-1thread,hf,streaming \\
+        --peers lodarrow,lodarrow-1thread,lodarrow-arrow,hf,streaming \\
         --json benchmarks/results/mixing.json \\
         --docs docs/training.md --readme benchmarks/README.md \\
         --peer-python hf=/path/venv/bin/python --peer-python streaming=/path/venv2/bin/python
@@ -81,11 +81,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 NAMES = ("web", "code", "books")
-PEERS = ("lodarrow", "lodarrow-1thread", "hf", "streaming")
+PEERS = ("lodarrow", "lodarrow-1thread", "lodarrow-arrow", "hf", "streaming")
 #: A loader's row in the tables and sentences.
-LABELS = {"lodarrow-1thread": "lodarrow, 1 thread"}
+LABELS = {"lodarrow-1thread": "lodarrow, 1 thread",
+          "lodarrow-arrow": "lodarrow, 1 thread, HF's Arrow files"}
 #: Each loader's environment beside the run's (the 1-thread row's, for its process only).
-ENV = {"lodarrow-1thread": {"LODARROW_NUM_THREADS": "1"}}
+ENV = {"lodarrow-1thread": {"LODARROW_NUM_THREADS": "1"},
+       "lodarrow-arrow": {"LODARROW_NUM_THREADS": "1"}}
 #: What the batches say, computed by :func:`measures`: the first round's, each later
 #: round's checked against them.
 MEASURES = ("max_gap", "epoch_sequences", "repeats", "beyond_copies", "coverage",
@@ -165,10 +167,27 @@ def packed(seqs):
 
 # --- the loaders (each in a child process) ---------------------------------------------------
 
-def run_lodarrow(args, paths, weights, one_thread=False):
+def hf_datasets(args, paths):
+    """The corpora as Hugging Face datasets saved to disk (Arrow files, memory-mapped when
+    loaded): made once from the Parquet files, read by the hf row and the lodarrow-arrow row."""
+    import datasets
+
+    out = []
+    for path in paths:
+        saved = Path(args.workdir) / "hf" / Path(path).name
+        if not saved.exists():
+            datasets.Dataset.from_parquet(str(Path(path) / "part-0.parquet")).save_to_disk(
+                str(saved))
+        out.append(datasets.load_from_disk(str(saved)))
+    return out
+
+
+def run_lodarrow(args, paths, weights, one_thread=False, arrow=False):
     import lodarrow as la
 
-    mixture = la.mix(dict(zip(NAMES, paths)), weights=weights, epoch_size=args.epoch_size)
+    # arrow: the same memory-mapped Arrow datasets as the hf row (no Parquet decoding)
+    sources = hf_datasets(args, paths) if arrow else paths
+    mixture = la.mix(dict(zip(NAMES, sources)), weights=weights, epoch_size=args.epoch_size)
     kwargs = {"prefetch": 0} if one_thread else {}  # else lodarrow's default (prefetch=2)
     loader = la.batch_loader(mixture, "input_ids", batch_size=args.batch_size, mode="packed",
                              to="torch", extra_columns=["src", "row"], seed=args.seed,
@@ -186,7 +205,8 @@ def run_lodarrow(args, paths, weights, one_thread=False):
         loader.load_state_dict(state)
         return rest()
     return (epoch, lambda taken: loader.state_dict(), resume,
-            "la.batch_loader(la.mix({web, code, books}, weights, epoch_size), batch_size=32, "
+            ("the hf row's datasets (load_from_disk); " if arrow else "")
+            + "la.batch_loader(la.mix({web, code, books}, weights, epoch_size), batch_size=32, "
             "mode='packed', to='torch', extra_columns=['src', 'row']"
             + (", prefetch=0); LODARROW_NUM_THREADS=1; " if one_thread else "); ")
             + "state_dict()")
@@ -196,14 +216,7 @@ def run_hf(args, paths, weights):
     import datasets
     import torch
 
-    cache = Path(args.workdir) / "hf"
-    sources = []
-    for name, path in zip(NAMES, paths):
-        out = cache / Path(path).name
-        if not out.exists():
-            datasets.Dataset.from_parquet(str(Path(path) / "part-0.parquet")).save_to_disk(
-                str(out))
-        sources.append(datasets.load_from_disk(str(out)))
+    sources = hf_datasets(args, paths)
     bs = args.batch_size
 
     def epoch(e, first=0):
@@ -298,7 +311,9 @@ def child(args):
     weights = [float(x) for x in args.weights.split(",")]
     t0 = time.perf_counter()
     run = {"lodarrow": run_lodarrow, "hf": run_hf, "streaming": run_streaming,
-           "lodarrow-1thread": lambda *a: run_lodarrow(*a, one_thread=True)}[args.child]
+           "lodarrow-1thread": lambda *a: run_lodarrow(*a, one_thread=True),
+           "lodarrow-arrow": lambda *a: run_lodarrow(*a, one_thread=True, arrow=True)
+           }[args.child]
     epoch, save, resume, how = run(args, paths, weights)
     made = time.perf_counter() - t0
     if args.resume_save:  # half of epoch 0, its state saved; then the process ends
@@ -640,6 +655,9 @@ def header(report):
     if "lodarrow-1thread" in peers:
         how.append("lodarrow, 1 thread: `prefetch=0` and `LODARROW_NUM_THREADS=1` in its "
                    "process")
+    if "lodarrow-arrow" in peers:
+        how.append("lodarrow, 1 thread, HF's Arrow files: the same, reading the hf row's "
+                   "memory-mapped `save_to_disk` datasets instead of the Parquet files")
     rounds = len(report["orders"])
     return run_header(report) + [
         f"Corpora: web, code, books of {', '.join(f'{int(x):,}' for x in sizes)} "
@@ -787,7 +805,7 @@ def summary_lines(report):
         + "; ".join(f"{label(r['peer'])} {r['tokens_per_s'] / 1e6:.1f} M" for r in ok)
         + "; on a shared machine: compare the rows, not the absolute figures.")
     peers = [r for r in ok if not r["peer"].startswith("lodarrow")]
-    for mine in ("lodarrow", "lodarrow-1thread"):
+    for mine in ("lodarrow", "lodarrow-1thread", "lodarrow-arrow"):
         if mine not in rows:
             continue
         others = peers + ([rows["lodarrow-1thread"]] if mine == "lodarrow"
