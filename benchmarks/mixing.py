@@ -587,7 +587,7 @@ def main(argv=None):
         return child(args)
     from lodarrow._bench._docs import publish, report_of
 
-    report = report_of(args, lambda args: measure(args, argv))
+    report = check_rounds(report_of(args, lambda args: measure(args, argv)))
     text = markdown(report)
     publish(args, text, [("docs", "mixing", FROM_JSON + " --docs docs/training.md",
                           lambda: docs_markdown(report)),
@@ -600,9 +600,14 @@ def main(argv=None):
 FROM_JSON = "python benchmarks/mixing.py --from-json benchmarks/results/mixing.json"
 
 
-def has_rounds(report):
-    """Whether the JSON is of a run in rounds (``--repeat``); older ones are one round."""
-    return "orders" in report
+def check_rounds(report):
+    """The JSON of a run in rounds (``--repeat``); an older one (a round, before the rounds
+    were kept) is refused by name: its tables are in git history, with the script of then."""
+    if "orders" not in report:
+        raise SystemExit("mixing.py: this JSON predates --repeat (no 'orders': one run a "
+                         "loader); measure again, or render it with the mixing.py of its "
+                         "commit (" + str(report.get("revision", {}).get("commit")) + ")")
+    return report
 
 
 def label(peer):
@@ -641,8 +646,6 @@ def header(report):
     """Command, commit, machine, corpora, rounds and threads of the run."""
     from lodarrow._bench._docs import run_header
 
-    if not has_rounds(report):
-        return _one_run_header(report)
     s = report["settings"]
     sizes = s["sizes"].split(",")
     threads = s.get("LODARROW_NUM_THREADS")
@@ -684,8 +687,6 @@ def _versions_line(report):
 
 def markdown(report):
     """The whole table (benchmarks/README.md's ``mixing-run`` block) and the sentences."""
-    if not has_rounds(report):
-        return _one_run_markdown(report)
     rounds = len(report["orders"])
     lines = header(report) + [
         f"| loader | how it mixes | tokens/s, median of {rounds_words(rounds)} | slowest-fastest "
@@ -726,8 +727,6 @@ def markdown(report):
 
 def docs_markdown(report):
     """The ``mixing`` block of docs/training.md: the run, a compact table, the sentences."""
-    if not has_rounds(report):
-        return _one_run_docs(report)
     rounds = len(report["orders"])
     lines = header(report) + [
         f"| loader | tokens/s, median of {rounds_words(rounds)} | largest gap to the weights in "
@@ -763,8 +762,6 @@ def against(a, b):
 
 def summary_lines(report):
     """The sentences under the table, each computed from the JSON."""
-    if not has_rounds(report):
-        return _one_run_summary(report)
     ok = [r for r in report["results"] if "error" not in r]
     if not ok:
         return []
@@ -823,48 +820,6 @@ def summary_lines(report):
     return lines
 
 
-def _one_run_header(report):
-    """Command, commit, machine and corpora of a run of one round (a JSON without
-    ``orders``), as it was written then."""
-    from lodarrow._bench._docs import run_header
-
-    s = report["settings"]
-    sizes = s["sizes"].split(",")
-    threads = s.get("LODARROW_NUM_THREADS")
-    return run_header(report) + [
-            f"Corpora: web, code, books of {', '.join(f'{int(x):,}' for x in sizes)} "
-            f"sequences (lognormal lengths, mean ~490 tokens); weights {s['weights']} by "
-            f"sequences, epochs of {s['epoch_size']:,}; packed batches of {s['batch_size']} "
-            f"(torch); {s['epochs']} epochs, the first untimed; torch 1 thread; "
-            f"`LODARROW_NUM_THREADS` {threads if threads else 'not set'}.", ""]
-
-
-def _one_run_markdown(report):
-    """The whole table of a run of one round, as it was written then."""
-    lines = _one_run_header(report) + [
-        "| loader | how it mixes | tokens/s | sequences an epoch | largest gap to the "
-        "weights in an epoch (sequences) | down-sampled sequences twice in an epoch | "
-        "upsampled beyond their copies | web covered in the fewest epochs that can | "
-        "largest gap per 10 steps | resumed at half an epoch in a new process: s to "
-        "the first batch, the epoch exact | load |",
-        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
-    for r in report["results"]:
-        if "error" in r:
-            lines.append(f"| {r['peer']} | failed: {r['error'].splitlines()[-1][:120]} "
-                         f"| | | | | | | | | |")
-            continue
-        seqs = r["epoch_sequences"]
-        seqs = (f"{seqs[0]:,} each" if len(set(seqs)) == 1
-                else ", ".join(f"{x:,}" for x in seqs))
-        lines.append(
-            f"| {r['peer']} | {r['how']} | {r['tokens_per_s']:,.0f} | {seqs} | "
-            f"{r['max_gap']:.0f} | {r['repeats']} | {r['beyond_copies']} | "
-            f"{r['coverage']:.1%} ({r['coverage_epochs']}) | "
-            f"{r['window_gap']:.3f} | {_resume_text(r)} | "
-            f"{r['load'][0]:.1f}-{r['load'][1]:.1f} |")
-    return "\n".join(lines + [""] + _one_run_summary(report)) + "\n"
-
-
 def noise(report):
     """A source's share of 10 consecutive batches under binomial noise alone: one standard
     deviation (the widest weight's) and, over the run's windows, the largest expected
@@ -877,48 +832,6 @@ def noise(report):
     windows = s["epochs"] * (s["epoch_size"] // s["batch_size"] // 10)
     return {"sequences": n, "sd": sd, "windows": windows,
             "worst": sd * math.sqrt(2 * math.log(windows)) if windows > 1 else sd}
-
-
-def _one_run_summary(report):
-    """The sentences under a one-round run's table, as they were written then."""
-    ok = [r for r in report["results"] if "error" not in r]
-    if not ok:
-        return []
-    exact = [r["peer"] for r in ok if r["max_gap"] < 1]
-    twice = [r["peer"] for r in ok if r["repeats"]]
-    beyond = [r["peer"] for r in ok if r["beyond_copies"]]
-    resumed_exact = [r["peer"] for r in ok if r.get("resume_exact") is True]
-    nz = noise(report)
-    return [
-        f"- {len(exact)} of the {len(ok)} loaders deliver each source's planned count exactly "
-        f"every epoch ({', '.join(exact) or 'none'}); {len(twice)} delivered a down-sampled "
-        f"sequence twice in one epoch, {len(beyond)} the upsampled source beyond its copies.",
-        f"- Over 10 steps ({nz['sequences']:,} sequences) binomial noise alone is about "
-        f"{nz['sd']:.3f} a window (one standard deviation), about {nz['worst']:.2f} at worst "
-        f"over the run's {nz['windows']:,} windows; the largest gaps: "
-        + ", ".join(f"{r['peer']} {r['window_gap']:.3f}" for r in ok) + ".",
-        f"- {len(resumed_exact)} of the {len(ok)} resume exactly in a new process from a state "
-        f"saved at half an epoch.",
-        "- Tokens/s: " + ", ".join(f"{r['peer']} {r['tokens_per_s'] / 1e6:.1f} M" for r in ok)
-        + "; one run a loader, on a shared machine: compare the rows, not the absolute "
-          "figures."]
-
-
-def _one_run_docs(report):
-    """The ``mixing`` block of a one-round run, as it was written then."""
-    lines = _one_run_header(report) + [
-        "| loader | tokens/s | largest gap to the weights in an epoch | web (down-sampled) "
-        "covered in the fewest epochs that can | largest gap per 10 steps | killed at half an "
-        "epoch, resumed in a new process |",
-        "| --- | ---: | ---: | ---: | ---: | --- |"]
-    for r in report["results"]:
-        if "error" in r:
-            lines.append(f"| {r['peer']} | failed | | | | |")
-            continue
-        lines.append(f"| {r['peer']} | {r['tokens_per_s'] / 1e6:.1f} M | {r['max_gap']:.0f} "
-                     f"sequences | {r['coverage']:.1%} ({r['coverage_epochs']}) | "
-                     f"{r['window_gap']:.2f} | {_resume_text(r)} |")
-    return "\n".join(lines + [""] + _one_run_summary(report)) + "\n"
 
 
 def _resume_text(r):
