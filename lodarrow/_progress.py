@@ -46,6 +46,7 @@ class Progress:
         self.t0 = self.last = time.perf_counter()
         self.lock = threading.Lock()
         self.shown = False
+        self.width = 0
 
     def advance(self, rows, nbytes, tokens=0):
         if not self.enabled:
@@ -55,6 +56,21 @@ class Progress:
             self.bytes += nbytes
             self.tokens += tokens
             self._draw()
+
+    def step_done(self, rows, nbytes, tokens=0):
+        """:meth:`advance` and :meth:`file_done` of one unit at once (a loader's batch):
+        one draw, with the unit already counted."""
+        if not self.enabled:
+            return
+        with self.lock:
+            self.rows += rows
+            self.bytes += nbytes
+            self.tokens += tokens
+            self.files_done += 1
+            last = self.files_done == self.files
+            self._draw(force=last)
+            if last:
+                self._end_line()
 
     def file_done(self):
         if not self.enabled:
@@ -89,10 +105,12 @@ class Progress:
         eta = f"{elapsed:.1f} s" if done or math.isnan(left) else f"{left:.0f} s left"
         extra = (f"{self.tokens:,} tokens  {self.tokens / elapsed:,.0f} tokens/s  "
                  if self.count_tokens else "")
-        line = (f"\r{self.label} [{'#' * fill}{'.' * (width - fill)}] "
+        line = (f"{self.label} [{'#' * fill}{'.' * (width - fill)}] "
                 f"{self.files_done}/{self.files} {self.unit}  {self.rows:,} rows  {extra}"
                 f"{mb(nbytes)}/{mb(self.total)}  {mb(rate)}/s  {eta}  ")
-        self.stream.write(line)
+        # as wide as the widest line drawn: a shorter one leaves no end of the last behind
+        self.width = max(self.width, len(line))
+        self.stream.write("\r" + line.ljust(self.width))
         self.stream.flush()
         self.shown = True
 

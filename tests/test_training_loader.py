@@ -756,6 +756,27 @@ def test_progress_bar_ends_its_line_before_the_last_batch_is_used(dataset, capsy
     assert "10/10 batches" in err.splitlines()[-2]
 
 
+def test_progress_bar_counts_a_batch_with_its_rows_and_clears_the_longer_line():
+    """One draw per batch with that batch counted (no count lagging its rows), each redraw
+    as wide as the widest before it (no end of a longer line left behind)."""
+    import io
+
+    from lodarrow._progress import Progress
+
+    out = io.StringIO()
+    bar = Progress(3, 300, True, stream=out, label="batch_loader", unit="batches")
+    bar.step_done(10, 100)
+    bar._draw(force=True)               # a mid-epoch redraw
+    bar.step_done(10, 100)
+    bar.step_done(10, 100)              # the last: drawn and its line ended
+    bar.close(True)
+    text = out.getvalue()
+    assert text.endswith("\n") and text.count("\n") == 1
+    lines = text.rstrip("\n").split("\r")[1:]
+    assert "1/3 batches  10 rows" in lines[0] and "3/3 batches  30 rows" in lines[-1]
+    assert all(len(b) >= len(a) for a, b in zip(lines, lines[1:]))
+
+
 def test_loader_errors(dataset):
     with pytest.raises(ValueError, match="batch_size, max_tokens or both"):
         la.batch_loader(dataset, "ids")

@@ -304,6 +304,8 @@ def test_plan_is_data():
         plan[10]
     with pytest.raises(TypeError, match="integers or slices, not str"):
         plan["0"]
+    with pytest.raises(TypeError, match="not bool"):
+        plan[True]
 
 
 def test_ten_million_sequences_plan_quickly():

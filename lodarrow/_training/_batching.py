@@ -19,6 +19,8 @@ class BatchPlan:
     A plan is a sequence of its batches: ``len(plan)`` is the number of batches, ``plan[b]``
     batch ``b``'s rows (an integer ``b``, negative from the end; a view of ``indices``),
     ``plan[i:j]`` a list of those batches, and iterating gives the batches in order.
+    Indexing raises ``IndexError`` for a batch out of range and ``TypeError`` for an index
+    that is not an integer or a slice (a bool included).
 
     Attributes
     ----------
@@ -61,6 +63,8 @@ class BatchPlan:
     def __getitem__(self, b):
         if isinstance(b, slice):  # as a list of batches would: a list of the batches
             return [self[k] for k in range(len(self))[b]]
+        if isinstance(b, (bool, np.bool_)):  # an index, not a flag (as set_epoch's)
+            raise TypeError("BatchPlan indices must be integers or slices, not bool")
         try:
             b = range(len(self))[b]
         except TypeError:

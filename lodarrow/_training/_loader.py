@@ -287,8 +287,8 @@ class BatchLoader:
     Iterating gives this rank's batches of the current epoch from the cursor on (the steps
     already received are skipped without being read); :meth:`set_epoch`,
     :meth:`state_dict` and :meth:`load_state_dict` move the cursor; ``len`` is the epoch's
-    steps on this rank; :meth:`statistics` says what the epoch's plan does; :meth:`torch`
-    gives a PyTorch ``IterableDataset`` (torchdata's ``StatefulDataLoader`` protocol
+    steps on this rank; :meth:`statistics` says what the epoch's plan does;
+    :meth:`~BatchLoader.torch` gives a PyTorch ``IterableDataset`` (torchdata's ``StatefulDataLoader`` protocol
     included).  Make one with :func:`lodarrow.batch_loader`, not by calling the class.
 
     See Also
@@ -822,8 +822,8 @@ class BatchLoader:
                 rank = self.select.rank
                 for step, batch, tokens in made:
                     at.cursor = base + step + 1
-                    bar.advance(int(plan.hi[rank, step] - plan.lo[rank, step]), share, tokens)
-                    bar.file_done()
+                    bar.step_done(int(plan.hi[rank, step] - plan.lo[rank, step]), share,
+                                  tokens)
                     yield batch
             ok = True
         finally:
