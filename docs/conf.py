@@ -15,6 +15,7 @@ fetches the inventories of Python, NumPy, pyarrow, pandas and torch), and the re
 those libraries' names are then left unresolved on purpose (``nitpick_ignore_regex``).
 """
 
+import functools
 import importlib.util
 import os
 import pathlib
@@ -225,14 +226,19 @@ _DOC_REF = re.compile(r"(``)?\b(docs/([\w-]+)|benchmarks/README)\.md(?:#([\w-]+)
 def _anchors(path):
     """The GitHub-style anchors of a Markdown file's headings (MyST gives the site's sections
     the same ids: myst_heading_anchors), as tests/test_docs.py computes them."""
-    found = set()
-    for line in path.read_text().splitlines():
-        m = re.match(r"#{1,6} (.+)", line)
-        if m:
-            found.add(re.sub(r"[^\w\- ]", "", m[1].strip().lower()).replace(" ", "-"))
-    return found
+    return set(_titles(path)) - {None}
 
 
+def _cited(page, anchor):
+    """The Markdown file a docs/``page``.md#``anchor`` citation names (None for
+    benchmarks/README.md), or None where the site has no such page or heading."""
+    path = HERE / f"{page}.md" if page else HERE.parent / "benchmarks" / "README.md"
+    if not path.exists() or (anchor and anchor not in _anchors(path)):
+        return None
+    return path
+
+
+@functools.lru_cache(maxsize=None)
 def _titles(path):
     """``{anchor: title}`` of a Markdown file's headings, fenced blocks skipped, and ``{None:
     the page's title}`` (its first heading): the titles as plain text, inline code, links and
@@ -275,8 +281,8 @@ def _link_documents(app, what, name, obj, options, lines):
 
         def link(m):
             page = m[3] or "benchmarks"
-            path = HERE / f"{page}.md" if m[3] else HERE.parent / "benchmarks" / "README.md"
-            if not path.exists() or (m[4] and m[4] not in _anchors(path)):
+            path = _cited(m[3], m[4])
+            if path is None:
                 logger.warning(f"{name}'s docstring cites {m[0].strip('`')}, which the site "
                                f"has no page or heading for")
                 return m[0]
@@ -513,8 +519,7 @@ def _link_plain_docs(text, where, uri):
 
     def link(m):
         page = m[2] or "benchmarks"
-        path = HERE / f"{page}.md" if m[2] else HERE.parent / "benchmarks" / "README.md"
-        if not path.exists() or (m[3] and m[3] not in _anchors(path)):
+        if _cited(m[2], m[3]) is None:
             logger.warning(f"{where} cites {m[0]}, which the site has no page or heading for")
             return m[0]
         target = uri(page)

@@ -52,10 +52,14 @@ class Progress:
         if not self.enabled:
             return
         with self.lock:
-            self.rows += rows
-            self.bytes += nbytes
-            self.tokens += tokens
+            self._count(rows, nbytes, tokens)
             self._draw()
+
+    def file_done(self):
+        if not self.enabled:
+            return
+        with self.lock:
+            self._unit_done()
 
     def step_done(self, rows, nbytes, tokens=0):
         """:meth:`advance` and :meth:`file_done` of one unit at once (a loader's batch):
@@ -63,25 +67,22 @@ class Progress:
         if not self.enabled:
             return
         with self.lock:
-            self.rows += rows
-            self.bytes += nbytes
-            self.tokens += tokens
-            self.files_done += 1
-            last = self.files_done == self.files
-            self._draw(force=last)
-            if last:
-                self._end_line()
+            self._count(rows, nbytes, tokens)
+            self._unit_done()
 
-    def file_done(self):
-        if not self.enabled:
-            return
-        with self.lock:
-            self.files_done += 1
-            self._draw(force=self.files_done == self.files)
-            if self.files_done == self.files:
-                # the last state ends its line now: what the caller prints next (a
-                # loader's last batch is still in use) starts on a line of its own
-                self._end_line()
+    def _count(self, rows, nbytes, tokens):
+        self.rows += rows
+        self.bytes += nbytes
+        self.tokens += tokens
+
+    def _unit_done(self):
+        self.files_done += 1
+        last = self.files_done == self.files
+        self._draw(force=last)
+        if last:
+            # the last state ends its line now: what the caller prints next (a loader's
+            # last batch is still in use) starts on a line of its own
+            self._end_line()
 
     def _end_line(self):
         if self.shown:
