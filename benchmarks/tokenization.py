@@ -12,7 +12,9 @@ One run, one generated corpus, one tokenizer trained here with ``tokenizers`` on
 - **tokenizer alone** (``tokenizer``): ``Tokenizer.encode_batch_fast`` over the corpus's
   texts, already in memory, in batches of the size ``la.tokenize`` uses, the ids read into
   Python lists (``[e.ids for e in ...]``): the limit the issue names, nothing read or
-  written; ``tokenizer_no_ids``: the same without reading the ids;
+  written; the tokenizer loaded from its JSON before each run, outside the timing (its word
+  cache starts empty, as in every other row; the load itself is timed in ``la.tokenize``'s
+  rows only); ``tokenizer_no_ids``: the same without reading the ids;
 - **lodarrow** (``lodarrow``): ``la.tokenize(corpus/, out/, tokenizer.json)`` end to end
   (load the tokenizer, read Parquet, tokenize, ids to Arrow, write Parquet with the lengths
   in the footers), its default (one process, the tokenizer's threads);
@@ -36,8 +38,10 @@ One run, one generated corpus, one tokenizer trained here with ``tokenizers`` on
 - Megatron-LM's ``tools/preprocess_data.py``: not run (its row says why,
   ``--megatron-note``); dolma's says why without ``--dolma`` (``--dolma-note``).
 
-Interleaved: every row once (warm-up), then ``--repeat`` rounds of every row in turn
-(A B C ... A B C ...), so that a change in the machine's load falls on every row alike.  A
+Interleaved: every row once (warm-up), then ``--repeat`` rounds of every row in turn, the
+order reversed every other round (A B C, C B A, ...), so that a change in the machine's load
+falls on every row alike; ``la.tokenize`` runs next to the tokenizer alone, each first in
+half the rounds, so that their per-round ratio is of two runs side by side.  A
 row's figures: its fastest wall time (best), its median, the CPU seconds of the fastest run
 (this process and its reaped worker processes) and the 1-minute load average after each
 run; ratios to the tokenizer alone both best over best and as the median of the per-round
@@ -252,7 +256,8 @@ def measure(args):
                            "datasets": _version("datasets"), "datatrove": _version("datatrove"),
                            "lodarrow": la.__version__},
               "settings": {"documents": args.documents, "files": args.files, "vocab": args.vocab,
-                           "repeat": args.repeat, "processes": args.processes,
+                           "repeat": args.repeat, "order": "alternating",
+                           "processes": args.processes,
                            "only": args.only, "goal": GOAL},
               "sources": source_hashes(Path(_tokenize.__file__))}
     work = args.work_dir or tempfile.mkdtemp(prefix="lodarrow-tokenize-bench-")
@@ -304,13 +309,24 @@ def measure(args):
             rows.append({"key": key, "name": TITLES[key][0].format(n=n),
                          "kind": TITLES[key][1], "note": why, "samples": None})
 
+    # the tokenizer alone encodes with a tokenizer loaded from its JSON before each run,
+    # untimed: its BPE word cache starts empty as every other row's does (the one trained
+    # above has seen the corpus: 3-4% faster here), its load not counted (it is in
+    # la.tokenize's rows)
+    fresh = {}
+
+    def load_fresh():
+        fresh["tok"] = Tokenizer.from_file(tok_path)
+
     def alone():
+        t = fresh.pop("tok")
         for s in range(0, len(texts), batch):
-            [e.ids for e in tok.encode_batch_fast(texts[s:s + batch])]
+            [e.ids for e in t.encode_batch_fast(texts[s:s + batch])]
 
     def encode_only():
+        t = fresh.pop("tok")
         for s in range(0, len(texts), batch):
-            tok.encode_batch_fast(texts[s:s + batch])
+            t.encode_batch_fast(texts[s:s + batch])
 
     def check_parquet(out, what):
         """The Parquet file ``out`` or those under it, in name order: their ``id`` column the corpus's
@@ -420,9 +436,13 @@ def measure(args):
     def no_check(what):
         return lambda: f"not checked: {what}"
 
-    add("tokenizer", (alone, None, no_check("nothing written")), "texts in memory, no I/O")
-    add("tokenizer_no_ids", (encode_only, None, no_check("nothing written")), "no ids read")
+    # la.tokenize next to the tokenizer alone: each round's ratio of the two is of runs
+    # side by side
+    add("tokenizer", (alone, None, no_check("nothing written"), load_fresh),
+        "texts in memory, no I/O; a tokenizer loaded before each run (untimed)")
     add("lodarrow", lodarrow(None), "tokenizer loaded from its JSON in the run")
+    add("tokenizer_no_ids", (encode_only, None, no_check("nothing written"), load_fresh),
+        "no ids read")
     add("lodarrow_processes", lodarrow(n), "one tokenizer thread a process")
     if _version("datasets"):
         fast = (f"features= {dtype} tokens, batch_size={batch:,}, text removed; ")
@@ -453,14 +473,24 @@ def measure(args):
         if out:
             shutil.rmtree(out, ignore_errors=True)
 
-    for key, (fn, out, check) in jobs:  # warm-up, then its output's ids checked (untimed)
-        clear(out)
-        fn()
-        by_key[key]["verified"] = check()
+    def setup(job):
+        """Before a run, untimed: the previous run's output removed (and the job's own
+        preparation, where it has one)."""
+        clear(job[1])
+        if len(job) > 3:
+            job[3]()
+
+    for key, job in jobs:  # warm-up, then its output's ids checked (untimed)
+        setup(job)
+        job[0]()
+        by_key[key]["verified"] = job[2]()
         print(f"  {key:<20} {by_key[key]['verified']}", flush=True)
-    for _ in range(args.repeat):
-        for key, (fn, out, check) in jobs:
-            clear(out)
+    for r in range(args.repeat):
+        # the order reversed every other round (A B C, C B A, ...): of two rows side by
+        # side, each runs first in half the rounds
+        for key, job in (jobs if r % 2 == 0 else jobs[::-1]):
+            fn = job[0]
+            setup(job)
             c0, t0 = _cpu(), time.perf_counter()
             fn()
             wall, cpu = time.perf_counter() - t0, _cpu() - c0
@@ -638,6 +668,15 @@ def _x(v):
     return "—" if v is None else f"{v:.2f}"
 
 
+def order_words(report):
+    """How the JSON's rounds were ordered: runs from before the order alternated (and the
+    tokenizer alone was loaded before each run) recorded neither."""
+    if report["settings"].get("order") != "alternating":
+        return ""
+    return (", the order reversed every other round; the tokenizer alone loaded from its "
+            "JSON before each of its runs, untimed")
+
+
 def markdown(report):
     from lodarrow._bench._docs import changes_words
 
@@ -664,7 +703,7 @@ def markdown(report):
         f"from its JSON (in `la.tokenize`'s rows, not in the tokenizer alone's) took "
         f"{c['tokenizer_load_s']:.2f} s.  Each row: the fastest of the "
         f"{report['settings']['repeat']} runs after a warm-up, the rows in turn (round "
-        f"robin); speed is the tokenizer alone's best over the row's best, per round the "
+        f"robin{order_words(report)}); speed is the tokenizer alone's best over the row's best, per round the "
         f"median of each round's ratio; CPU work is the tokenizer alone's CPU seconds over the "
         f"row's (above 1: less work a token than the tokenizer alone).")
     header = ("| run | wall s (best) | median | M tokens/s | speed vs the tokenizer alone | "
