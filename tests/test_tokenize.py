@@ -613,6 +613,34 @@ def test_the_udf_takes_batches_frames_and_pickles(tok, tmp_path, capsys):
     assert "tokenize [####################] 1/1 files" in err and "tokens/s" in err
 
 
+def test_a_tokenizer_file_is_loaded_once_a_process(tok, tmp_path):
+    # tokenizers keeps memory of every Tokenizer loaded: the same bytes give the one loaded
+    # before, wherever the file is; changed bytes give a new one (and its ids); a few kept
+    copy = tmp_path / "copy.json"
+    shutil.copyfile(tok.path, copy)
+    first, vocab = _tokenize._load_tokenizer(tok.path, "tokenize")
+    assert _tokenize._load_tokenizer(str(copy), "tokenize") == (first, vocab)
+    spec = json.loads(copy.read_text())
+    spec["added_tokens"].append({"id": vocab, "content": "<|zz|>", "single_word": False,
+                                 "lstrip": False, "rstrip": False, "normalized": False,
+                                 "special": True})
+    copy.write_text(json.dumps(spec))
+    changed, more = _tokenize._load_tokenizer(str(copy), "tokenize")
+    assert changed is not first and more == vocab + 1
+    assert changed.encode("<|zz|>").ids == [vocab]
+    la.tokenize(pa.table({"text": ["a <|zz|> b"]}), tmp_path / "out", str(copy))
+    assert vocab in pq.read_table(tmp_path / "out")["tokens"][0].as_py()
+    others = []
+    for k in range(_tokenize._LOADED_KEEP):
+        spec["added_tokens"][-1]["content"] = f"<|z{k}|>"
+        copy.write_text(json.dumps(spec))
+        others.append(_tokenize._load_tokenizer(str(copy), "tokenize")[0])
+    assert len(_tokenize._LOADED) == _tokenize._LOADED_KEEP and len(set(map(id, others))) == 4
+    assert _tokenize._load_tokenizer(tok.path, "tokenize")[0] is not first  # let go
+    with pytest.raises(ValueError, match="cannot read the tokenizer"):
+        _tokenize._load_tokenizer(str(tmp_path / "missing.json"), "tokenize")
+
+
 def test_the_benchmark_runs(tmp_path):
     """benchmarks/tokenization.py at a tiny size: its rows run and its JSON and table are made
     (``la.tokenize``'s token count is checked against the tokenizer's inside)."""
