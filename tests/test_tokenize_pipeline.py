@@ -151,37 +151,45 @@ def test_a_failure_at_a_file_boundary_lets_the_next_file_go(tmp_path, bad_call):
     threads_settle(before)
 
 
-def test_the_next_file_is_encoded_before_this_one_is_converted(tok, tmp_path):
-    """The tokenizer goes on to the next file's first batch as soon as it is done with this
-    file's last one, before that one is converted here."""
+def test_each_batch_is_encoded_then_converted_the_next_file_read_meanwhile(tok, tmp_path):
+    """The calling thread encodes a batch, then converts it, batch after batch: no conversion
+    runs beside the tokenizer's threads (they take every core).  Reading runs ahead, across
+    files: the next file's first batch is read before this file's last is converted."""
     src = tmp_path / "src"
     src.mkdir()
     for k in range(3):
         pq.write_table(pa.table({"text": make_texts(40, seed=40 + k)}), src / f"p{k}.parquet")
     events = []
-    real_raw, real_finish = _tokenize._Encoder._raw, _tokenize._Encoder.finish
+    real_texts, real_raw, real_finish = (_tokenize._Encoder.texts, _tokenize._Encoder._raw,
+                                         _tokenize._Encoder.finish)
+
+    def texts(self, table, start=0):
+        events.append(("read", threading.current_thread()))
+        return real_texts(self, table, start)
 
     def raw(self, texts):
-        events.append(("encode", texts[0]))
+        events.append(("encode", threading.current_thread()))
         return real_raw(self, texts)
 
     def finish(self, prepared):
-        time.sleep(0.05)  # a slow conversion: the encoding thread is not held up by it
-        events.append(("convert", None))
+        time.sleep(0.05)  # a slow conversion: reading goes on meanwhile
+        events.append(("convert", threading.current_thread()))
         return real_finish(self, prepared)
 
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_tokenize._Encoder, "texts", texts)
         mp.setattr(_tokenize._Encoder, "_raw", raw)
         mp.setattr(_tokenize._Encoder, "finish", finish)
         la.tokenize(src, tmp_path / "o", tok, batch_rows=20, progress=False)
+    work = [(k, t) for k, t in events if k != "read"]
+    assert [k for k, _ in work] == ["encode", "convert"] * 6
+    assert {t for _, t in work} == {threading.main_thread()}
+    assert threading.main_thread() not in {t for k, t in events if k == "read"}
     kinds = [k for k, _ in events]
-    assert kinds.count("encode") == kinds.count("convert") == 6
-    # the next file's first batch (the 3rd, the 5th encoded) is encoded before this file's
-    # last (the 2nd, the 4th) is converted
-    assert kinds.index("encode", kinds.index("encode") + 1) < kinds.index("convert")
-    encodes = [i for i, k in enumerate(kinds) if k == "encode"]
+    reads = [i for i, k in enumerate(kinds) if k == "read"]
     converts = [i for i, k in enumerate(kinds) if k == "convert"]
-    assert encodes[2] < converts[1] and encodes[4] < converts[3], kinds
+    # file k + 1's first batch (the 3rd, the 5th read) before file k's last is converted
+    assert reads[2] < converts[1] and reads[4] < converts[3], kinds
 
 
 def test_numpy_ids_of_an_empty_document_are_any_dtype(tok, tmp_path):
