@@ -613,20 +613,44 @@ def test_the_udf_takes_batches_frames_and_pickles(tok, tmp_path, capsys):
     assert "tokenize [####################] 1/1 files" in err and "tokens/s" in err
 
 
+def test_a_worker_loads_the_jobs_tokenizer_file_or_refuses(tok, tmp_path, monkeypatch):
+    # a udf (or a processes= worker) loads the path again: a relative path is the caller's,
+    # and a file whose bytes changed since the job loaded it is refused, not mixed in
+    import pickle
+
+    path = tmp_path / "tok.json"
+    shutil.copyfile(tok.path, path)
+    monkeypatch.chdir(tmp_path)
+    f = pickle.dumps(la.tokenize_udf("tok.json"))
+    monkeypatch.chdir(tmp_path.parent)
+    batch = pa.table({"text": TEXTS[:5]}).to_batches()[0]
+    assert pickle.loads(f)(batch)["tokens"].to_pylist() == encoded(tok, TEXTS[:5])
+    spec = json.loads(path.read_text())
+    spec["added_tokens"].append({"id": tok.get_vocab_size(), "content": "<|new|>",
+                                 "single_word": False, "lstrip": False, "rstrip": False,
+                                 "normalized": False, "special": True})
+    path.write_text(json.dumps(spec))
+    with pytest.raises(ValueError, match="changed since the job loaded it"):
+        pickle.loads(f)
+
+
 def test_a_tokenizer_file_is_loaded_once_a_process(tok, tmp_path):
     # tokenizers keeps memory of every Tokenizer loaded: the same bytes give the one loaded
     # before, wherever the file is; changed bytes give a new one (and its ids); a few kept
     copy = tmp_path / "copy.json"
     shutil.copyfile(tok.path, copy)
-    first, vocab = _tokenize._load_tokenizer(tok.path, "tokenize")
-    assert _tokenize._load_tokenizer(str(copy), "tokenize") == (first, vocab)
+    first, vocab, key = _tokenize._load_tokenizer(tok.path, "tokenize")
+    assert _tokenize._load_tokenizer(str(copy), "tokenize") == (first, vocab, key)
     spec = json.loads(copy.read_text())
     spec["added_tokens"].append({"id": vocab, "content": "<|zz|>", "single_word": False,
                                  "lstrip": False, "rstrip": False, "normalized": False,
                                  "special": True})
     copy.write_text(json.dumps(spec))
-    changed, more = _tokenize._load_tokenizer(str(copy), "tokenize")
+    changed, more, _ = _tokenize._load_tokenizer(str(copy), "tokenize")
     assert changed is not first and more == vocab + 1
+    # a worker loading the job's file again refuses changed bytes (no mixed dataset)
+    with pytest.raises(ValueError, match="changed since the job loaded it"):
+        _tokenize._load_tokenizer(str(copy), "tokenize", want=key)
     assert changed.encode("<|zz|>").ids == [vocab]
     la.tokenize(pa.table({"text": ["a <|zz|> b"]}), tmp_path / "out", str(copy))
     assert vocab in pq.read_table(tmp_path / "out")["tokens"][0].as_py()

@@ -80,8 +80,8 @@ _LOADED_LOCK = threading.Lock()
 
 
 def _from_file(Tokenizer, path):
-    """``Tokenizer.from_str`` of the file at ``path``, or the one loaded before from the
-    same bytes (:data:`_LOADED`)."""
+    """``(tokenizer, key)``: ``Tokenizer.from_str`` of the file at ``path``, or the one
+    loaded before from the same bytes (:data:`_LOADED`), and the SHA-256 of the bytes."""
     with open(path, "rb") as f:
         data = f.read()
     key = hashlib.sha256(data).digest()
@@ -89,19 +89,22 @@ def _from_file(Tokenizer, path):
         tok = _LOADED.get(key)
         if tok is not None:
             _LOADED.move_to_end(key)
-            return tok
+            return tok, key
     tok = Tokenizer.from_str(data.decode("utf-8"))
     with _LOADED_LOCK:
         tok = _LOADED.setdefault(key, tok)  # another thread's, if it loaded the same first
         _LOADED.move_to_end(key)
         while len(_LOADED) > _LOADED_KEEP:
             _LOADED.popitem(last=False)
-    return tok
+    return tok, key
 
 
-def _load_tokenizer(tokenizer, fn):
-    """``(tokenizer, vocabulary size or None)``: what encodes (a ``tokenizers.Tokenizer``,
-    or the callable) for a tokenizer argument."""
+def _load_tokenizer(tokenizer, fn, want=None):
+    """``(tokenizer, vocabulary size or None, key)``: what encodes (a
+    ``tokenizers.Tokenizer``, or the callable) for a tokenizer argument, and for a path the
+    SHA-256 of its bytes (else None); ``want``: the key the file must still have (a worker
+    loading the job's tokenizer again)."""
+    key = None
     if isinstance(tokenizer, (str, os.PathLike)):
         try:
             from tokenizers import Tokenizer
@@ -110,21 +113,24 @@ def _load_tokenizer(tokenizer, fn):
                               f"pip install tokenizers") from exc
         path = os.fspath(tokenizer)
         try:
-            tokenizer = _from_file(Tokenizer, path)
+            tokenizer, key = _from_file(Tokenizer, path)
         except Exception as exc:
             raise ValueError(f"{fn}: cannot read the tokenizer {path!r}: {exc}") from None
+        if want is not None and key != want:
+            raise ValueError(f"{fn}: the tokenizer {path!r} changed since the job loaded it "
+                             f"(its bytes differ); run the job again")
     backend = getattr(tokenizer, "backend_tokenizer", None)  # transformers' fast tokenizers
     if backend is not None and hasattr(backend, "encode_batch"):
         vocab = len(tokenizer)
-        return backend, max(vocab, backend.get_vocab_size(with_added_tokens=True))
+        return backend, max(vocab, backend.get_vocab_size(with_added_tokens=True)), key
     if hasattr(tokenizer, "encode_batch") and hasattr(tokenizer, "get_vocab_size"):
-        return tokenizer, tokenizer.get_vocab_size(with_added_tokens=True)
+        return tokenizer, tokenizer.get_vocab_size(with_added_tokens=True), key
     if hasattr(tokenizer, "is_fast") and not tokenizer.is_fast:
         raise TypeError(f"{fn}: {type(tokenizer).__name__} is a slow (Python) tokenizer; "
                         f"load the fast one (AutoTokenizer.from_pretrained(..., use_fast=True)) "
                         f"or pass a callable")
     if callable(tokenizer):
-        return tokenizer, None
+        return tokenizer, None, key
     raise TypeError(f"{fn}: tokenizer must be a tokenizers.Tokenizer, a path to a "
                     f"tokenizer.json, a transformers fast tokenizer or a callable mapping a "
                     f"list of str to lists of ids, got {type(tokenizer).__name__}")
@@ -155,8 +161,11 @@ class _Encoder:
 
     def __init__(self, tokenizer, text, out, columns, bos, eos, separator, max_length,
                  overflow, drop_empty, nulls, vocab_size, dtype, add_special_tokens, fn):
+        if isinstance(tokenizer, (str, os.PathLike)):  # a worker elsewhere loads it again
+            tokenizer = os.path.abspath(tokenizer)
         self._arg = tokenizer
-        encode, vocab = _load_tokenizer(tokenizer, fn)
+        # the key: a worker's load checks the file is still the one loaded here
+        encode, vocab, self._key = _load_tokenizer(tokenizer, fn)
         self._tok = encode
         if isinstance(text, str):
             text = (text,)
@@ -224,7 +233,7 @@ class _Encoder:
         self._fast = getattr(self._tok, "encode_batch_fast", None)
         self.batch_rows = None  # tokenize's batch_rows (None: about 4 MiB of text)
 
-    # -- pickling: a path is loaded again in the worker
+    # -- pickling: a path is loaded again in the worker (refused if its bytes changed)
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_fast"] = None
@@ -237,7 +246,7 @@ class _Encoder:
     def __setstate__(self, state):
         self.__dict__.update(state)
         if self._tok is None:
-            self._tok, _ = _load_tokenizer(self._arg, "tokenize")
+            self._tok, _, _ = _load_tokenizer(self._arg, "tokenize", want=self._key)
         self._fast = getattr(self._tok, "encode_batch_fast", None)
 
     @property
@@ -247,9 +256,8 @@ class _Encoder:
     def identity(self):
         """A text that changes with the tokenizer and every option (the resume key)."""
         tok = self._tok
-        if isinstance(self._arg, (str, os.PathLike)):  # the file's bytes: cheaper than to_str
-            with open(self._arg, "rb") as f:
-                who = hashlib.sha256(f.read()).hexdigest()
+        if self._key is not None:  # the bytes loaded (cheaper than to_str)
+            who = self._key.hex()
         elif hasattr(tok, "to_str"):
             who = hashlib.sha256(tok.to_str().encode()).hexdigest()
         else:
@@ -396,8 +404,7 @@ class _Encoder:
 
     def prepare(self, table, start=0):
         """The first half of :meth:`encode_table`: rows dropped, the tokenizer run (in its
-        own threads, without the GIL: ``tokenize`` runs it for the next batch while the ids
-        of this one are converted and written)."""
+        own threads, without the GIL)."""
         return self.encode(self.texts(table, start))
 
     def texts(self, table, start=0):
@@ -637,8 +644,8 @@ def tokenize_udf(tokenizer, *, text="text", out="tokens", columns=None, bos=None
     Parameters
     ----------
     tokenizer : tokenizers.Tokenizer, str, transformers fast tokenizer or callable
-        As for :func:`tokenize`.  It is pickled to the workers (a path is loaded again in
-        each worker).
+        As for :func:`tokenize`.  It is pickled to the workers (a path, made absolute, is
+        loaded again in each worker, which refuses a file whose bytes changed since).
     text : str or list of str, default "text"
         The text column(s), as for :func:`tokenize`.
     out : str, default "tokens"
@@ -1290,9 +1297,9 @@ def _tokenize_file(inp, enc, out_path, write_options, bar, fn, started=None, nxt
 
     ``started``: ``(schema, reader)`` of this input from :func:`_start_reading` (the
     previous file started it), or None.  ``nxt``: the next input's :class:`_NextFile`, or
-    None: its first batch is read once this input's last is (in this input's threads), so
-    that the tokenizer goes on to it, read already, once this file's last batch is
-    converted, while that one is written and its file closed.
+    None: its first batch is read once this input's last is, and encoded once this one's
+    last is encoded (in this input's threads), so that the tokenizer goes on to the next
+    file while this one's last batch is converted and written and its file closed.
     """
     import pyarrow.parquet as pq
 
@@ -1335,12 +1342,15 @@ def _read_ahead(inp, enc, fn, block=None, owed=0):
 def _start_reading(inp, enc, fn, block=None, owed=0, gate=None):
     """``(schema, reader)``: ``inp``'s batches read ahead (:func:`_read_ahead`) and, once
     ``gate`` (an Event, or None) is set, handed to the caller through a thread
-    (:class:`_Prefetch`), which encodes each (the tokenizer's threads, without the GIL)
-    and converts it; batch ``j`` is read once batch ``j - 2`` is taken by the caller (in
-    flight, this file's: one read ahead, one waiting, and the caller's).  ``reader.read``,
-    ``reader.encoded`` and ``reader.taken`` (:class:`_Moment`) happen once the last batch
-    is read, handed on, and taken by the caller; ``reader.passed()`` stands for one batch
-    taken (``owed``: another file's, taken after this reading started)."""
+    (:class:`_Prefetch`) as ``(item, encoded, last)``: the caller encodes each (the
+    tokenizer's threads, without the GIL) and converts it, but for the first batch of a
+    file with a gate (the next file, whose gate opens once the file before it has its last
+    batch encoded), encoded in that thread meanwhile.  Batch ``j`` is read once batch
+    ``j - 2`` is taken by the caller (in flight, this file's: one read ahead, one waiting,
+    and the caller's).  ``reader.read``, ``reader.encoded`` and ``reader.taken``
+    (:class:`_Moment`) happen once the last batch is read, encoded (the caller makes it
+    happen), and taken by the caller; ``reader.passed()`` stands for one batch taken
+    (``owed``: another file's, taken after this reading started)."""
     schema, ahead = _read_ahead(inp, enc, fn, block, owed)
     encoded = _Moment()
 
@@ -1349,10 +1359,21 @@ def _start_reading(inp, enc, fn, block=None, owed=0, gate=None):
             while gate is not None and not gate.wait(0.1):  # the first batch read meanwhile
                 if ahead.stopped:
                     return
+            # a next file's first batch is encoded here, in the time between the file
+            # before it having its last batch encoded (the gate) and being converted and
+            # finished: the tokenizer does not wait at a file's end; every other batch is
+            # encoded by the caller (see _tokenize_file_once)
+            ahead_of = gate is not None
             for item in ahead:
-                if ahead.at_end():  # the last batch: the next file's may be handed over now
-                    encoded.happen()
-                yield item
+                done = ahead_of
+                if ahead_of:
+                    ahead_of = False
+                    try:
+                        item = enc.encode(item)
+                    except BaseException:
+                        _flight(-1)
+                        raise
+                yield item, done, ahead.at_end()
                 del item
         finally:
             ahead.close()
@@ -1429,12 +1450,17 @@ def _tokenize_file_once(pq, inp, enc, out_path, write_options, bar, fn, block,
                 if getattr(exc, "row", None) is None:
                     raise
                 raise ValueError(f"{where}, {exc}") from exc
+            item, done, last = item
             start, n = item[1], item[3]["documents"]
             try:
                 # encoded here, not ahead in a thread: the tokenizer's threads take every
                 # core, and the conversion below run beside them only takes turns with them
                 # (3-4% more CPU a token measured, on two cores, and wider swings)
-                out, counts = enc.finish(enc.encode(item))
+                if not done:
+                    item = enc.encode(item)
+                if last:  # the next file's first batch is encoded meanwhile
+                    reader.encoded.happen()
+                out, counts = enc.finish(item)
             except (ValueError, TypeError) as exc:
                 _flight(-1)
                 raise type(exc)(f"{where}, {exc}" if getattr(exc, "row", None) is not None
@@ -1690,7 +1716,8 @@ def tokenize(source, dest, tokenizer, *, text="text", out="tokens", columns=None
         A Hugging Face ``tokenizers.Tokenizer``, a path to its ``tokenizer.json``, a
         ``transformers`` fast tokenizer (its ``backend_tokenizer`` encodes), or a callable
         mapping a list of str to a list of id sequences (lists, NumPy arrays) or a
-        ``pyarrow`` list array.
+        ``pyarrow`` list array.  A path is loaded once a process: a later call given a
+        file of the same bytes reuses that tokenizer (docs/tokenize.md).
     text : str or list of str, default "text"
         The text column.  Several columns are tokenized each on its own and joined per row
         with ``separator`` between them.
@@ -1731,8 +1758,8 @@ def tokenize(source, dest, tokenizer, *, text="text", out="tokens", columns=None
     processes : int, optional
         Worker processes, each tokenizing whole files with one tokenizer thread.  By
         default one process whose tokenizer uses every core (``encode_batch``'s own
-        threads, without the GIL) while reading, converting and writing overlap in other
-        threads: the faster of the two on a 2-core machine, and the only one that
+        threads, without the GIL) while reading and writing overlap in other threads: the
+        faster of the two on a 2-core machine, and the only one that
         parallelises a single file (docs/tokenize.md, "Measured").  Workers are started
         by "spawn": a script passing ``processes`` runs under
         ``if __name__ == "__main__":``.
@@ -1779,7 +1806,7 @@ def tokenize(source, dest, tokenizer, *, text="text", out="tokens", columns=None
     against the vocabulary in every batch before it is written; ``dest`` itself appears
     only when every file is complete (a staging directory renamed to it), so a run that
     fails leaves no dataset.  Memory: at most five batches in flight per process (one read
-    ahead, one being tokenized or waiting, one being converted to Arrow, one waiting to be
+    ahead, one waiting, one being tokenized and converted to Arrow, one waiting to be
     written, one being written; a batch is about 4 MiB of text, its ``Encoding`` objects
     and its ids), whatever the corpus's size.
 
@@ -1914,10 +1941,10 @@ def _run_locked(inputs, enc, staging, dest, resume, overwrite, write_options, pr
 class _NextFile:
     """The next input's reading, started by the file before it (in that file's threads):
     opened, its first batch read and its hand-over thread started once that file's last
-    batch is read (:meth:`open`), its first batch handed on once that one's last is
-    (:meth:`start`), its second read once that one's last is taken for conversion
-    (:meth:`passed`).  In flight at most five batches all told: that file's last being
-    encoded and converted and two being written, this one's first waiting and second read
+    batch is read (:meth:`open`), its first batch encoded (in that thread) once that one's
+    last is encoded (:meth:`start`), its second read once that one's last is taken for
+    conversion (:meth:`passed`).  In flight at most five batches all told: that file's last
+    being converted and two being written, this one's first being encoded and second read
     ahead.
     An input that cannot be opened here is opened again in its turn, which raises, naming
     it."""
