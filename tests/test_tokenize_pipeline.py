@@ -222,3 +222,17 @@ def test_numpy_ids_of_an_empty_document_are_any_dtype(tok, tmp_path):
         la.tokenize(src, tmp_path / "o2", floats, vocab_size=tok.get_vocab_size(),
                     progress=False)
     assert not (tmp_path / "o2").exists()
+
+
+def test_a_callable_tokenizers_own_error_keeps_its_type_and_says_where(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    pq.write_table(pa.table({"text": ["a", "b", "c"]}), src / "a.parquet")
+
+    def broken(batch):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom") as info:
+        la.tokenize(src, tmp_path / "o", broken, vocab_size=10, progress=False)
+    assert any("a.parquet" in n and "rows 0-2" in n for n in info.value.__notes__)
+    assert not (tmp_path / "o").exists()

@@ -1465,6 +1465,10 @@ def _tokenize_file_once(pq, inp, enc, out_path, write_options, bar, fn, block,
                 _flight(-1)
                 raise type(exc)(f"{where}, {exc}" if getattr(exc, "row", None) is not None
                                 else f"{where}, rows {start}-{start + n - 1}: {exc}") from exc
+            except Exception as exc:  # e.g. a callable tokenizer's own error: kept, located
+                _flight(-1)
+                exc.add_note(f"{where}, rows {start}-{start + n - 1}")
+                raise
             except BaseException:
                 _flight(-1)
                 raise
