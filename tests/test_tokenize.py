@@ -613,16 +613,15 @@ def test_the_udf_takes_batches_frames_and_pickles(tok, tmp_path, capsys):
     assert "tokenize [####################] 1/1 files" in err and "tokens/s" in err
 
 
-def test_a_worker_loads_the_jobs_tokenizer_file_or_refuses(tok, tmp_path, monkeypatch):
-    # a udf (or a processes= worker) loads the path again: a relative path is the caller's,
-    # and a file whose bytes changed since the job loaded it is refused, not mixed in
+def test_a_worker_loads_the_jobs_tokenizer_file_or_refuses(tok, tmp_path):
+    # a udf (or a processes= worker) loads the path again when first used: a file whose
+    # bytes changed since the job loaded it is refused there, naming it (not while
+    # unpickling, which would kill a process pool's worker), never mixed in
     import pickle
 
     path = tmp_path / "tok.json"
     shutil.copyfile(tok.path, path)
-    monkeypatch.chdir(tmp_path)
-    f = pickle.dumps(la.tokenize_udf("tok.json"))
-    monkeypatch.chdir(tmp_path.parent)
+    f = pickle.dumps(la.tokenize_udf(str(path)))
     batch = pa.table({"text": TEXTS[:5]}).to_batches()[0]
     assert pickle.loads(f)(batch)["tokens"].to_pylist() == encoded(tok, TEXTS[:5])
     spec = json.loads(path.read_text())
@@ -630,8 +629,23 @@ def test_a_worker_loads_the_jobs_tokenizer_file_or_refuses(tok, tmp_path, monkey
                                  "single_word": False, "lstrip": False, "rstrip": False,
                                  "normalized": False, "special": True})
     path.write_text(json.dumps(spec))
+    g = pickle.loads(f)
+    with pytest.raises(ValueError, match="tokenize_udf: the tokenizer .* changed since the "
+                                         "job loaded it"):
+        g(batch)
+    # a processes= worker: the error comes back through its future
+    src = tmp_path / "src"
+    src.mkdir()
+    for k in range(2):
+        pq.write_table(pa.table({"text": TEXTS[:20]}), src / f"p{k}.parquet")
+    shutil.copyfile(tok.path, path)
+    enc = _tokenize._Encoder(str(path), "text", "tokens", None, None, None, None, None,
+                             "split", False, "error", None, None, True, "tokenize")
+    path.write_text(json.dumps(spec))
+    inp = _tokenize._resolve(str(src / "p0.parquet"), "tokenize")[0][0]
     with pytest.raises(ValueError, match="changed since the job loaded it"):
-        pickle.loads(f)
+        _tokenize._worker((inp, pickle.loads(pickle.dumps(enc)), str(tmp_path / "w.parquet"),
+                           {}))
 
 
 def test_a_tokenizer_file_is_loaded_once_a_process(tok, tmp_path):

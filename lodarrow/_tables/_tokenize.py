@@ -118,7 +118,7 @@ def _load_tokenizer(tokenizer, fn, want=None):
             raise ValueError(f"{fn}: cannot read the tokenizer {path!r}: {exc}") from None
         if want is not None and key != want:
             raise ValueError(f"{fn}: the tokenizer {path!r} changed since the job loaded it "
-                             f"(its bytes differ); run the job again")
+                             f"(its bytes differ): start the job (or make the udf) again")
     backend = getattr(tokenizer, "backend_tokenizer", None)  # transformers' fast tokenizers
     if backend is not None and hasattr(backend, "encode_batch"):
         vocab = len(tokenizer)
@@ -161,9 +161,8 @@ class _Encoder:
 
     def __init__(self, tokenizer, text, out, columns, bos, eos, separator, max_length,
                  overflow, drop_empty, nulls, vocab_size, dtype, add_special_tokens, fn):
-        if isinstance(tokenizer, (str, os.PathLike)):  # a worker elsewhere loads it again
-            tokenizer = os.path.abspath(tokenizer)
         self._arg = tokenizer
+        self._fn = fn
         # the key: a worker's load checks the file is still the one loaded here
         encode, vocab, self._key = _load_tokenizer(tokenizer, fn)
         self._tok = encode
@@ -233,7 +232,9 @@ class _Encoder:
         self._fast = getattr(self._tok, "encode_batch_fast", None)
         self.batch_rows = None  # tokenize's batch_rows (None: about 4 MiB of text)
 
-    # -- pickling: a path is loaded again in the worker (refused if its bytes changed)
+    # -- pickling: a path is loaded again in the worker, when first used (refused if its
+    # bytes changed): an error while unpickling would kill a process pool's worker, not
+    # reach the caller
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_fast"] = None
@@ -245,9 +246,15 @@ class _Encoder:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        if self._tok is not None:
+            self._fast = getattr(self._tok, "encode_batch_fast", None)
+
+    def load(self):
+        """The tokenizer, loaded here if this encoder came pickled with a path."""
         if self._tok is None:
-            self._tok, _, _ = _load_tokenizer(self._arg, "tokenize", want=self._key)
-        self._fast = getattr(self._tok, "encode_batch_fast", None)
+            self._tok, _, _ = _load_tokenizer(self._arg, self._fn, want=self._key)
+            self._fast = getattr(self._tok, "encode_batch_fast", None)
+        return self._tok
 
     @property
     def arrow_type(self):
@@ -308,6 +315,7 @@ class _Encoder:
     # -- encoding
     def _raw(self, texts):
         """The tokenizer's output for ``texts`` (Encodings, or what a callable returns)."""
+        self.load()
         fast = self._fast or getattr(self._tok, "encode_batch", None)
         if fast is not None:
             return fast(texts, add_special_tokens=self.add_special_tokens)
@@ -644,8 +652,9 @@ def tokenize_udf(tokenizer, *, text="text", out="tokens", columns=None, bos=None
     Parameters
     ----------
     tokenizer : tokenizers.Tokenizer, str, transformers fast tokenizer or callable
-        As for :func:`tokenize`.  It is pickled to the workers (a path, made absolute, is
-        loaded again in each worker, which refuses a file whose bytes changed since).
+        As for :func:`tokenize`.  It is pickled to the workers (a path is loaded again
+        where each worker runs, when first used, and a file whose bytes changed since the
+        udf was made is refused with a ``ValueError``).
     text : str or list of str, default "text"
         The text column(s), as for :func:`tokenize`.
     out : str, default "tokens"
@@ -1297,9 +1306,9 @@ def _tokenize_file(inp, enc, out_path, write_options, bar, fn, started=None, nxt
 
     ``started``: ``(schema, reader)`` of this input from :func:`_start_reading` (the
     previous file started it), or None.  ``nxt``: the next input's :class:`_NextFile`, or
-    None: its first batch is read once this input's last is, and encoded once this one's
-    last is encoded (in this input's threads), so that the tokenizer goes on to the next
-    file while this one's last batch is converted and written and its file closed.
+    None: it is opened and its first batch read once this input's last is (in this input's
+    threads), so that the tokenizer goes on to it, read already, once this file's last
+    batch is converted, written and its file closed.
     """
     import pyarrow.parquet as pq
 
@@ -1342,15 +1351,13 @@ def _read_ahead(inp, enc, fn, block=None, owed=0):
 def _start_reading(inp, enc, fn, block=None, owed=0, gate=None):
     """``(schema, reader)``: ``inp``'s batches read ahead (:func:`_read_ahead`) and, once
     ``gate`` (an Event, or None) is set, handed to the caller through a thread
-    (:class:`_Prefetch`) as ``(item, encoded, last)``: the caller encodes each (the
-    tokenizer's threads, without the GIL) and converts it, but for the first batch of a
-    file with a gate (the next file, whose gate opens once the file before it has its last
-    batch encoded), encoded in that thread meanwhile.  Batch ``j`` is read once batch
-    ``j - 2`` is taken by the caller (in flight, this file's: one read ahead, one waiting,
-    and the caller's).  ``reader.read``, ``reader.encoded`` and ``reader.taken``
-    (:class:`_Moment`) happen once the last batch is read, encoded (the caller makes it
-    happen), and taken by the caller; ``reader.passed()`` stands for one batch taken
-    (``owed``: another file's, taken after this reading started)."""
+    (:class:`_Prefetch`); the caller encodes each (the tokenizer's threads, without the
+    GIL) and converts it.  Batch ``j`` is read once batch ``j - 2`` is taken by the caller
+    (in flight, this file's: one read ahead, one waiting, and the caller's).
+    ``reader.read``, ``reader.encoded`` and ``reader.taken`` (:class:`_Moment`) happen
+    once the last batch is read, handed on, and taken by the caller; ``reader.passed()``
+    stands for one batch taken (``owed``: another file's, taken after this reading
+    started)."""
     schema, ahead = _read_ahead(inp, enc, fn, block, owed)
     encoded = _Moment()
 
@@ -1359,21 +1366,10 @@ def _start_reading(inp, enc, fn, block=None, owed=0, gate=None):
             while gate is not None and not gate.wait(0.1):  # the first batch read meanwhile
                 if ahead.stopped:
                     return
-            # a next file's first batch is encoded here, in the time between the file
-            # before it having its last batch encoded (the gate) and being converted and
-            # finished: the tokenizer does not wait at a file's end; every other batch is
-            # encoded by the caller (see _tokenize_file_once)
-            ahead_of = gate is not None
             for item in ahead:
-                done = ahead_of
-                if ahead_of:
-                    ahead_of = False
-                    try:
-                        item = enc.encode(item)
-                    except BaseException:
-                        _flight(-1)
-                        raise
-                yield item, done, ahead.at_end()
+                if ahead.at_end():  # the last batch: the next file's may be handed over now
+                    encoded.happen()
+                yield item
                 del item
         finally:
             ahead.close()
@@ -1450,17 +1446,12 @@ def _tokenize_file_once(pq, inp, enc, out_path, write_options, bar, fn, block,
                 if getattr(exc, "row", None) is None:
                     raise
                 raise ValueError(f"{where}, {exc}") from exc
-            item, done, last = item
             start, n = item[1], item[3]["documents"]
             try:
                 # encoded here, not ahead in a thread: the tokenizer's threads take every
                 # core, and the conversion below run beside them only takes turns with them
                 # (3-4% more CPU a token measured, on two cores, and wider swings)
-                if not done:
-                    item = enc.encode(item)
-                if last:  # the next file's first batch is encoded meanwhile
-                    reader.encoded.happen()
-                out, counts = enc.finish(item)
+                out, counts = enc.finish(enc.encode(item))
             except (ValueError, TypeError) as exc:
                 _flight(-1)
                 raise type(exc)(f"{where}, {exc}" if getattr(exc, "row", None) is not None
@@ -1541,6 +1532,7 @@ def _rows_hint(inp):
 def _worker(args):
     """A worker process's file (``processes=``): one file, no progress bar."""
     inp, enc, out_path, write_options = args
+    enc.load()  # here, not while unpickling: an error reaches the caller through the future
     return _tokenize_file(inp, enc, out_path, write_options, Progress(1, 0, False), "tokenize")
 
 
@@ -1795,9 +1787,14 @@ def tokenize(source, dest, tokenizer, *, text="text", out="tokens", columns=None
     ValueError
         For a bad option value, a null text (``nulls="error"``) or an id outside the
         vocabulary (naming the file and the row), an input that cannot be parsed (naming
-        the file and, for JSON lines, the line), a URI ``source`` (local files only).
+        the file and, for JSON lines, the line), a URI ``source`` (local files only), a
+        tokenizer file that cannot be read, or whose bytes a ``processes=`` worker finds
+        changed since the job loaded it.
     FileNotFoundError, FileExistsError
         If ``source`` does not exist; if ``dest`` exists and ``overwrite`` is false.
+    Exception
+        A callable tokenizer's own error keeps its type, with a note naming the file and
+        the batch's rows.
 
     See Also
     --------
@@ -1809,7 +1806,7 @@ def tokenize(source, dest, tokenizer, *, text="text", out="tokens", columns=None
     Every input's schema is checked before anything is tokenized, and ids are checked
     against the vocabulary in every batch before it is written; ``dest`` itself appears
     only when every file is complete (a staging directory renamed to it), so a run that
-    fails leaves no dataset.  Memory: at most five batches in flight per process (one read
+    fails leaves no dataset.  Memory: at most five batches in flight per call (one read
     ahead, one waiting, one being tokenized and converted to Arrow, one waiting to be
     written, one being written; a batch is about 4 MiB of text, its ``Encoding`` objects
     and its ids), whatever the corpus's size.
@@ -1945,10 +1942,10 @@ def _run_locked(inputs, enc, staging, dest, resume, overwrite, write_options, pr
 class _NextFile:
     """The next input's reading, started by the file before it (in that file's threads):
     opened, its first batch read and its hand-over thread started once that file's last
-    batch is read (:meth:`open`), its first batch encoded (in that thread) once that one's
-    last is encoded (:meth:`start`), its second read once that one's last is taken for
-    conversion (:meth:`passed`).  In flight at most five batches all told: that file's last
-    being converted and two being written, this one's first being encoded and second read
+    batch is read (:meth:`open`), its first batch handed on once that one's last is
+    (:meth:`start`), its second read once that one's last is taken for conversion
+    (:meth:`passed`).  In flight at most five batches all told: that file's last being
+    encoded and converted and two being written, this one's first waiting and second read
     ahead.
     An input that cannot be opened here is opened again in its turn, which raises, naming
     it."""
