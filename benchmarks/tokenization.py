@@ -703,8 +703,8 @@ def markdown(report):
         f"{c['tokenizer']}; batches of {c['batch_rows']:,} documents; {load_words(report)}.  "
         f"Each row: the fastest of the "
         f"{report['settings']['repeat']} runs after a warm-up, the rows in turn (round "
-        f"robin{order_words(report)}); speed is the tokenizer alone's best over the row's best, per round the "
-        f"median of each round's ratio; CPU work is the tokenizer alone's CPU seconds over the "
+        f"robin{order_words(report)}); speed is the tokenizer alone's best over the row's "
+        f"best, per round the median of each round's ratio; CPU work is the tokenizer alone's CPU seconds over the "
         f"row's (above 1: less work a token than the tokenizer alone).")
     header = ("| run | wall s (best) | median | M tokens/s | speed vs the tokenizer alone | "
               "per round | CPU s | CPU work vs the tokenizer alone | load | note |")
