@@ -168,6 +168,19 @@ def test_the_bandwidth_table_renders_from_the_json_and_old_runs_without_it(tmp_p
     for b in under:
         del b["write_floor_allocator"]
     assert "no floor for them" in bench.floor_statement(under)
+    # sequence_conv is bound by arithmetic: judged by its FLOP rate (its backward runs two
+    # products of the forward's size), the memory share not used for it
+    assert bench.flop_ratio(conv) == pytest.approx(2 * conv["forward_s"] / conv["backward_s"])
+    assert bench.flop_ratio(pool) is None
+    cv = json.loads(json.dumps(conv))
+    cv.update(share_ratio=0.1, backward_s=2 * cv["forward_s"] / 0.95)   # 0.95x by FLOPs
+    said = bench.bandwidth_statement([cv])
+    assert "on 1 of 1 rows" in said and "0.95x the forward's, met." in said
+    cv["backward_s"] = 2 * cv["forward_s"] / 0.5
+    said = bench.bandwidth_statement([cv])
+    assert "on 0 of 1 rows" in said and "0.50x the forward's, not met." in said
+    assert (f"not met on: {bench.OP_TITLES['conv']} D16 (0.50x by its rate of floating-point "
+            f"operations)") in said
     # first / last pooling pass trivially (their forward under-counted): said and counted
     fl = json.loads(json.dumps(slow["bandwidth"][:1]))
     fl[0].update(op="pool_last", share_ratio=5.0)
