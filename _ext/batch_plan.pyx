@@ -415,7 +415,7 @@ def gather_rows(const uint8_t[::1] src, int64_t row_bytes, const int64_t[::1] st
 
 def packed_batch(const uint8_t[::1] src, int64_t row_bytes, const int64_t[::1] starts,
                  const int64_t[::1] lengths, const int64_t[::1] rows, threads,
-                 int64_t parallel_bytes):
+                 int64_t parallel_bytes, bint per_token=True):
     """One "packed" batch of the sequences ``rows`` (of ``starts`` / ``lengths``, value rows
     of ``row_bytes`` in ``src``), every array fresh, in one call (a batch's Python overhead
     is of the order of its copying); from ``parallel_bytes`` of values on, copied on
@@ -424,7 +424,9 @@ def packed_batch(const uint8_t[::1] src, int64_t row_bytes, const int64_t[::1] s
     Returns ``(values, position_ids, seq_idx, cu_seqlens, lengths, max_seqlen)``: the values'
     bytes back to back, int64 ``0..len-1`` a sequence, int32 the sequence's index, int32
     offsets, int64 the batch's lengths; None when the batch holds 2**31 tokens or more
-    (``cu_seqlens`` would not fit int32: the caller's general path says so).
+    (``cu_seqlens`` would not fit int32: the caller's general path says so).  Without
+    ``per_token`` ``position_ids`` and ``seq_idx`` are None (:func:`packed_tokens` makes
+    them from ``cu_seqlens``).
     """
     cdef Py_ssize_t k, n = rows.shape[0]
     cdef int64_t total = 0, longest = 0, ln
@@ -448,15 +450,19 @@ def packed_batch(const uint8_t[::1] src, int64_t row_bytes, const int64_t[::1] s
     dim = total * row_bytes
     cdef cnp.ndarray values = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_UINT8, 0)
     dim = total
-    cdef cnp.ndarray positions = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_INT64, 0)
-    cdef cnp.ndarray seq_idx = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_INT32, 0)
+    cdef object positions = None, seq_idx = None
     cdef _Items it
+    it.positions = NULL
+    it.token_ids = NULL
+    if per_token:
+        positions = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_INT64, 0)
+        seq_idx = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_INT32, 0)
+        it.positions = <int64_t*>cnp.PyArray_DATA(positions)
+        it.token_ids = <int32_t*>cnp.PyArray_DATA(seq_idx)
     it.src = &src[0] if src.shape[0] > 0 else NULL
     it.out = <uint8_t*>cnp.PyArray_DATA(values) if total * row_bytes > 0 else NULL
     it.pad = NULL
-    it.positions = <int64_t*>cnp.PyArray_DATA(positions)
     it.mask = NULL
-    it.token_ids = <int32_t*>cnp.PyArray_DATA(seq_idx)
     it.slot = NULL
     it.ids = NULL  # the item's own index
     it.starts = &starts[0] if starts.shape[0] > 0 else NULL
@@ -483,8 +489,26 @@ cdef inline void _packed_item(const _Items* it, const int64_t* rows, const int32
     cdef int64_t rb = it.row_bytes
     if ln > 0 and rb > 0:
         memcpy(it.out + d * rb, it.src + it.starts[rows[k]] * rb, ln * rb)
-    _iota(it.positions + d, ln)
-    _fill32(it.token_ids + d, ln, <int32_t>k)
+    if it.positions != NULL:
+        _iota(it.positions + d, ln)
+        _fill32(it.token_ids + d, ln, <int32_t>k)
+
+
+def packed_tokens(const int32_t[::1] cu):
+    """The per-token arrays of a "packed" batch from its ``cu_seqlens`` (see
+    :func:`packed_batch`): ``position_ids`` (int64, ``0..len-1`` a sequence) and ``seq_idx``
+    (int32, the sequence's index), each ``(cu[-1],)``."""
+    cdef Py_ssize_t n = cu.shape[0] - 1, k
+    cdef cnp.npy_intp dim = cu[n] if n > 0 else 0
+    cdef cnp.ndarray positions = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_INT64, 0)
+    cdef cnp.ndarray seq_idx = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_INT32, 0)
+    cdef int64_t* pos = <int64_t*>cnp.PyArray_DATA(positions)
+    cdef int32_t* sid = <int32_t*>cnp.PyArray_DATA(seq_idx)
+    with nogil:
+        for k in range(n):
+            _iota(pos + cu[k], cu[k + 1] - cu[k])
+            _fill32(sid + cu[k], cu[k + 1] - cu[k], <int32_t>k)
+    return positions, seq_idx
 
 
 ctypedef struct _Items:
@@ -608,8 +632,8 @@ def gather_padded(const uint8_t[::1] src, int64_t row_bytes, const int64_t[::1] 
                   int num_threads):
     """The padded batch of ``rows``: sequence ``rows[k]`` (value rows ``starts[rows[k]]...``,
     ``lengths[k]`` of them) to output rows ``k * longest...``, padded with ``pad_row`` to
-    ``longest``; ``mask`` gets 1 on the sequence, 0 on the padding.  One thread runs a plain
-    loop (no OpenMP region to start)."""
+    ``longest``; ``mask`` gets 1 on the sequence, 0 on the padding (an empty ``mask``: none
+    written).  One thread runs a plain loop (no OpenMP region to start)."""
     cdef Py_ssize_t k, n = rows.shape[0]
     if n == 0 or longest == 0:
         return
@@ -617,7 +641,7 @@ def gather_padded(const uint8_t[::1] src, int64_t row_bytes, const int64_t[::1] 
     pd.src = &src[0] if src.shape[0] > 0 else NULL
     pd.out = &out[0] if out.shape[0] > 0 else NULL
     pd.pad = &pad_row[0] if pad_row.shape[0] > 0 else NULL
-    pd.mask = &mask[0]
+    pd.mask = &mask[0] if mask.shape[0] > 0 else NULL
     pd.starts = &starts[0]
     pd.rows = &rows[0]
     pd.lengths = &lengths[0]
@@ -650,8 +674,9 @@ cdef inline void _pad_one(const _Padded* pd, Py_ssize_t k) noexcept nogil:
     cdef int64_t rb = pd.row_bytes
     if ln > 0 and rb > 0:
         memcpy(pd.out + d * rb, pd.src + pd.starts[pd.rows[k]] * rb, ln * rb)
-    memset(pd.mask + d, 1, ln)
-    memset(pd.mask + d + ln, 0, pd.longest - ln)
+    if pd.mask != NULL:
+        memset(pd.mask + d, 1, ln)
+        memset(pd.mask + d + ln, 0, pd.longest - ln)
     if rb > 0:
         _fill_rows(pd.out + (d + ln) * rb, pd.pad, rb, pd.longest - ln)
 

@@ -522,18 +522,24 @@ class Lodarrow(Peer):
     def describe_threads(self, workers, ctx):
         from lodarrow._threads import num_threads
 
+        # what crosses from a worker: the per-token arrays are made in the main process
+        rows_ = ("the values, cu_seqlens and each piece's sequence; position_ids, "
+                 "attention_mask and seq_idx made there by the collation kernel")
+        rows = {"packed_rows": rows_, "blocks": rows_,
+                "packed": ("the values and cu_seqlens; position_ids and seq_idx made there by "
+                           "the collation kernel"),
+                "padded": "the values and lengths; attention_mask made there",
+                }.get(self.mode)
+        rows = f" ({rows})" if rows else ""
         if workers and self.pickled:
             return (f"{workers} DataLoader workers (torch 1 thread, kernels 1 thread each); "
-                    f"{HAND_OVER}")
+                    f"{HAND_OVER}{rows.replace(' made there', ' made in the main process')}")
 
         how = ("LODARROW_NUM_THREADS" if os.environ.get("LODARROW_NUM_THREADS")
                else "load-aware")
         if workers:
             ahead = ("" if self.source == "table"
                      else " + a read-ahead thread decoding the next block")
-            rows = (" (packed rows and blocks: the values, cu_seqlens and each piece's "
-                    "sequence; position_ids, attention_mask and seq_idx made there by the "
-                    "collation kernel)" if self.mode in ("packed_rows", "blocks") else "")
             return (f"{workers} DataLoader workers (torch 1 thread, kernels up to "
                     f"{num_threads()} thread(s) ({how}; 1 in a worker unless set){ahead} "
                     f"each); batches through a shared-memory ring per worker, copied out into "

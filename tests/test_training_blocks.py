@@ -270,6 +270,56 @@ def test_a_batch_of_rows_sent_without_per_token_arrays_is_made_whole_again():
     assert not whole["attention_mask"][-2:].any() and (whole["seq_idx"][-2:] == -1).all()
 
 
+def test_a_packed_batch_sent_without_per_token_arrays_is_made_whole_again():
+    """A "packed" batch as a ``DataLoader`` worker sends it (values, cu_seqlens, lengths: no
+    ``position_ids`` or ``seq_idx``) gives back the batch made whole in one process, empty
+    sequences and a batch of none included; positions and indices checked against NumPy."""
+    from lodarrow._training import _collate as c
+
+    lengths = np.array([5, 0, 7, 3, 0, 9, 1])
+    seqs = c.as_sequences(_table(lengths), "ids", 0)
+    pad = np.zeros((), np.int64)
+    for rows in ([6, 0, 1, 3, 2, 5, 4], [1, 4], []):
+        rows = np.array(rows, np.int64)
+        whole = c.collate_rows(seqs, rows, "packed", pad)
+        sent = c.collate_rows(seqs, rows, "packed", pad, per_token=False)
+        assert {"position_ids", "seq_idx"}.isdisjoint(sent) and sent[c.PACKED_TOKENS] is True
+        made = c.rows_tokens(sent)
+        assert c.PACKED_TOKENS not in made and set(made) == set(whole)
+        for key in whole:
+            assert np.array_equal(np.asarray(made[key]), np.asarray(whole[key])), key
+        n = lengths[rows]
+        assert np.array_equal(made["position_ids"],
+                              np.concatenate([np.arange(k) for k in n] + [np.zeros(0, int)]))
+        assert np.array_equal(made["seq_idx"], np.repeat(np.arange(len(rows)), n))
+        assert made["position_ids"].dtype == np.int64 and made["seq_idx"].dtype == np.int32
+
+
+def test_a_padded_batch_sent_without_its_mask_is_made_whole_again():
+    """A "padded" batch as a ``DataLoader`` worker sends it (values and lengths, no
+    ``attention_mask``) gives back the batch made whole in one process: empty sequences, rows
+    of ``num_rows`` past the batch's and a width rounded up included."""
+    from lodarrow._training import _collate as c
+
+    lengths = np.array([5, 0, 7, 3, 0, 9, 1])
+    seqs = c.as_sequences(_table(lengths), "ids", 0)
+    pad = np.full((), -1, np.int32)
+    shapes = [c.check_shape("padded"), c.check_shape("padded", num_rows=9, pad_to_multiple_of=8)]
+    for shape in shapes:
+        for rows in ([6, 0, 1, 3, 2, 5, 4], [1, 4], []):
+            rows = np.array(rows, np.int64)
+            whole = c.collate_rows(seqs, rows, "padded", pad, shape=shape)
+            sent = c.collate_rows(seqs, rows, "padded", pad, shape=shape, per_token=False)
+            assert "attention_mask" not in sent and sent[c.PADDED_MASK] is True
+            made = c.rows_tokens(sent)
+            assert c.PADDED_MASK not in made and set(made) == set(whole)
+            for key in whole:
+                assert np.array_equal(np.asarray(made[key]), np.asarray(whole[key])), key
+            mask = made["attention_mask"]
+            assert mask.dtype == bool and mask.shape == made["values"].shape
+            assert (mask.sum(1) == made["lengths"]).all()
+
+
 TOKEN_MODES = [
     {"mode": "packed", "max_tokens": 64},
     {"mode": "packed_rows", "row_length": 320, "max_tokens": 1280},     # rows the plan places

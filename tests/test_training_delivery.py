@@ -110,9 +110,10 @@ def test_a_ranks_producer_makes_its_share(path, mode):
 
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_a_workers_producer_hands_each_host_batch_over(path, mode):
-    """A ``DataLoader`` worker's producer gives its ring each batch as NumPy arrays (packed
-    rows and blocks without their per-token arrays, which the main process makes) and
-    delivers what the ring returns; the producer it was made from is unchanged."""
+    """A ``DataLoader`` worker's producer gives its ring each batch as NumPy arrays, without
+    its per-token arrays (``attention_mask``, ``position_ids``, ``seq_idx``: the main process
+    makes them) and delivers what the ring returns; the producer it was made from is
+    unchanged."""
     producer, plan, _ = _producer(path, **MODES[mode])
     handed = []
 
@@ -124,6 +125,7 @@ def test_a_workers_producer_hands_each_host_batch_over(path, mode):
     steps = range(1, plan.steps, 3)  # worker 1 of 3
     assert [b for _, b, _ in worker.produce(plan, steps)] == list(range(1, len(steps) + 1))
     assert all(isinstance(b["values"], np.ndarray) for b in handed)
+    assert not any({"position_ids", "seq_idx", "attention_mask"} & set(b) for b in handed)
     want = [b for s, b, _ in producer.produce(plan, range(plan.steps)) if s in steps]
     _equal([rows_tokens(b) for b in handed], want)
     _equal(want, _loader_batches(path, **MODES[mode])[1::3])

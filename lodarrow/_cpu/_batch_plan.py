@@ -4,9 +4,9 @@
 twin.  The kernels trust their arguments, which ``lodarrow/_training`` checks."""
 
 from lodarrow._ext.batch_plan import (best_fit, best_fit_windows, cut_batches, gather_padded,
-                                      gather_rows, packed_batch, permutation, range_stats,
-                                      rows_batch, rows_tokens, sort_windows)
+                                      gather_rows, packed_batch, packed_tokens, permutation,
+                                      range_stats, rows_batch, rows_tokens, sort_windows)
 
 __all__ = ["best_fit", "best_fit_windows", "cut_batches", "gather_padded", "gather_rows",
-           "packed_batch", "permutation", "range_stats", "rows_batch", "rows_tokens",
-           "sort_windows"]
+           "packed_batch", "packed_tokens", "permutation", "range_stats", "rows_batch",
+           "rows_tokens", "sort_windows"]

@@ -574,9 +574,14 @@ def _narrow(a, key, fn):
 
 
 def collate_rows(seqs, rows, mode, pad, row_length=None, *, placement=None, shape=_NO_SHAPE,
-                 fn=_FN, trusted=False):
+                 fn=_FN, trusted=False, per_token=True):
     """:func:`collate` on trusted arguments (``pad`` an array of the feature shape, ``shape``
     from :func:`check_shape`).
+
+    Without ``per_token`` a "packed" batch of host data leaves out ``position_ids`` and
+    ``seq_idx``, a "padded" one ``attention_mask``, and says so (``PACKED_TOKENS``,
+    ``PADDED_MASK``): :func:`rows_tokens` makes them from ``cu_seqlens`` or ``lengths`` (a
+    ``DataLoader`` worker sends the rest, the main process makes these).
 
     With ``placement`` (mode "packed_rows": a :class:`Placement` whose ``seq`` indexes
     ``rows``) the batch is laid out as it says instead of packed again; it is checked to fit
@@ -587,12 +592,12 @@ def collate_rows(seqs, rows, mode, pad, row_length=None, *, placement=None, shap
                          f"(mode={mode!r})")
     rows = np.asarray(rows, dtype=np.int64)
     if mode == "packed" and not seqs.on_gpu:
-        out = _packed_host(seqs, rows)
+        out = _packed_host(seqs, rows, per_token)
         if out is not None:
             return out
     lengths = seqs.lengths[rows]
     if mode == "padded":
-        return _padded(seqs, rows, lengths, pad, shape, fn)
+        return _padded(seqs, rows, lengths, pad, shape, fn, per_token)
     if mode == "packed":
         return _packed(seqs, rows, lengths, pad)
     if mode == "segments":
@@ -620,7 +625,7 @@ def _width(need, shape, what, fn):
     return need
 
 
-def _padded(seqs, rows, lengths, pad, shape, fn):
+def _padded(seqs, rows, lengths, pad, shape, fn, per_token=True):
     n = len(rows)
     width = _width(int(lengths.max()) if n else 0, shape, "longest sequence", fn)
     n_out = n
@@ -639,7 +644,7 @@ def _padded(seqs, rows, lengths, pad, shape, fn):
     else:
         src, row_bytes = seqs.source_bytes()
         values = np.empty((n_out, width) + feature, dtype=seqs.values.dtype)
-        mask = np.empty((n_out, width), dtype=np.uint8)
+        mask = np.empty((n_out, width) if per_token else 0, dtype=np.uint8)
         _k.gather_padded(src, row_bytes, seqs.starts, rows, lengths, width, seqs.pad_bytes(pad),
                          values.reshape(-1).view(np.uint8), mask.reshape(-1),
                          num_threads() if values.nbytes >= _PARALLEL_BYTES else 1)
@@ -648,6 +653,8 @@ def _padded(seqs, rows, lengths, pad, shape, fn):
         mask = mask.view(bool)
     if n_out > n:
         lengths = np.concatenate([lengths, np.zeros(n_out - n, dtype=np.int64)])
+    if not per_token and not seqs.on_gpu:
+        return {"values": values, "lengths": lengths, PADDED_MASK: True}
     return {"values": values, "lengths": lengths, "attention_mask": mask}
 
 
@@ -668,18 +675,24 @@ def _packed(seqs, rows, lengths, pad):
             "seq_idx": seq_idx, "lengths": lengths}
 
 
-def _packed_host(seqs, rows):
-    """:func:`_packed` of host data in one kernel call (None: past int32, see _packed)."""
+def _packed_host(seqs, rows, per_token=True):
+    """:func:`_packed` of host data in one kernel call (None: past int32, see _packed);
+    without ``per_token``, ``PACKED_TOKENS`` in place of the per-token arrays."""
     src, row_bytes = seqs.source_bytes()
     made = _k.packed_batch(src, row_bytes, seqs.starts, seqs.lengths,
-                           np.ascontiguousarray(rows), num_threads, _PARALLEL_BYTES)
+                           np.ascontiguousarray(rows), num_threads, _PARALLEL_BYTES, per_token)
     if made is None:
         return None
     values, positions, seq_idx, cu, lengths, longest = made
-    feature = seqs.values.shape[1:]
-    return {"values": values.view(seqs.values.dtype).reshape((len(positions),) + feature),
-            "cu_seqlens": cu, "max_seqlen": longest, "position_ids": positions,
-            "seq_idx": seq_idx, "lengths": lengths}
+    shape = (int(cu[-1]),) + seqs.values.shape[1:]
+    out = {"values": values.view(seqs.values.dtype).reshape(shape), "cu_seqlens": cu,
+           "max_seqlen": longest}
+    if per_token:
+        out.update(position_ids=positions, seq_idx=seq_idx)
+    else:
+        out[PACKED_TOKENS] = True
+    out["lengths"] = lengths
+    return out
 
 
 def _segments(seqs, rows, lengths, pad, shape, fn):
@@ -819,6 +832,12 @@ def _gather_gpu(values, starts, lengths, dest, total, pad, positions, mask, ids,
 #: The key under which a batch of rows crosses from a ``DataLoader`` worker without its
 #: per-token arrays (:func:`rows_batch`); the main process replaces it (:func:`rows_tokens`).
 PIECE_IDS = "_lodarrow_piece_ids"
+#: The key under which a "packed" batch crosses from a ``DataLoader`` worker without its
+#: per-token arrays (:func:`collate_rows` without ``per_token``; its value is True, not an
+#: array); the main process makes them from ``cu_seqlens`` (:func:`rows_tokens`).
+PACKED_TOKENS = "_lodarrow_packed_tokens"
+#: The same for a "padded" batch sent without ``attention_mask``, made from ``lengths``.
+PADDED_MASK = "_lodarrow_padded_mask"
 #: The per-token arrays of a flat or rows batch that ``cu_seqlens`` determines (left out by
 #: ``batch_loader(token_arrays=False)``).
 TOKEN_ARRAYS = ("position_ids", "attention_mask", "seq_idx")
@@ -864,10 +883,31 @@ def rows_batch(seqs, seq, local, start, length, row, offset, num_rows, row_lengt
     return out, rows, first_item
 
 
+#: 0, 1, ...: a padded batch's mask is ``_ARANGE[:width] < lengths[:, None]``
+_ARANGE = np.arange(1 << 16, dtype=np.int64)
+
+
 def rows_tokens(arrays):
-    """A batch of rows sent without its per-token arrays (:func:`rows_batch` without
-    ``per_token``: ``piece_ids`` in their place) with them again, made by the collation
-    kernel from ``cu_seqlens`` and ``piece_ids``, in the order the batch has them."""
+    """A batch sent without its per-token arrays with them again, made by the collation
+    kernel: a batch of rows (:func:`rows_batch` without ``per_token``: ``piece_ids`` in their
+    place) from ``cu_seqlens`` and ``piece_ids``, a "packed" one (``PACKED_TOKENS`` in
+    place) from ``cu_seqlens``, a "padded" one's ``attention_mask`` (``PADDED_MASK``) from
+    ``lengths``; in the order the batch has them.  ``arrays``: the whole batch (its other
+    entries, e.g. ``max_seqlen``, are kept)."""
+    if arrays.get(PADDED_MASK):
+        values, lengths = arrays["values"], arrays["lengths"]
+        width = values.shape[1]
+        out = {"values": values, "lengths": lengths,
+               "attention_mask": _ARANGE[:width] < lengths[:, None] if width <= _ARANGE.size
+               else np.arange(width) < lengths[:, None]}
+        out.update((k, v) for k, v in arrays.items() if k not in out and k != PADDED_MASK)
+        return out
+    if arrays.get(PACKED_TOKENS):
+        positions, seq_idx = _k.packed_tokens(arrays["cu_seqlens"])
+        out = {"values": arrays["values"], "cu_seqlens": arrays["cu_seqlens"],
+               "position_ids": positions, "seq_idx": seq_idx}
+        out.update((k, v) for k, v in arrays.items() if k not in out and k != PACKED_TOKENS)
+        return out
     ids = arrays.get(PIECE_IDS)
     if ids is None:
         return arrays

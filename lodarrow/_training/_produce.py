@@ -13,7 +13,8 @@ import copy
 
 import numpy as np
 
-from lodarrow._training._collate import PIECE_IDS, TOKEN_ARRAYS, collate_rows, convert, rows_batch
+from lodarrow._training._collate import (PACKED_TOKENS, PIECE_IDS, TOKEN_ARRAYS, collate_rows,
+                                        convert, rows_batch)
 from lodarrow._training._readahead import ReadAhead
 
 __all__ = ["Producer", "blocks_of"]
@@ -201,9 +202,9 @@ class Producer:
             shape = self._shape
             out = collate_rows(seqs, local, shape.mode, self._pad, shape.row_length,
                                placement=placement, shape=shape.collate, fn=_FN,
-                               trusted=True)
+                               trusted=True, per_token=self._token_arrays)
             if not shape.token_arrays:
-                for key in TOKEN_ARRAYS:
+                for key in TOKEN_ARRAYS + (PACKED_TOKENS,):
                     out.pop(key, None)
         if self._mix is None:
             out["rows"] = rows

@@ -142,13 +142,13 @@ class _WireBatch:
 
 
 def _rebuild(arrays, rest):
+    import numpy as np
     import torch
 
     from lodarrow._training._collate import rows_tokens
 
-    out = {key: torch.from_numpy(value) for key, value in rows_tokens(arrays).items()}
-    out.update(rest)
-    return out
+    return {key: torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+            for key, value in rows_tokens({**arrays, **rest}).items()}
 
 
 def _dataset_in_worker(loader, link, shared, lock, ring):
