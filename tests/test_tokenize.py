@@ -675,8 +675,20 @@ def test_a_tokenizer_file_is_loaded_once_a_process(tok, tmp_path):
         others.append(_tokenize._load_tokenizer(str(copy), "tokenize")[0])
     assert len(_tokenize._LOADED) == _tokenize._LOADED_KEEP and len(set(map(id, others))) == 4
     assert _tokenize._load_tokenizer(tok.path, "tokenize")[0] is not first  # let go
-    with pytest.raises(ValueError, match="cannot read the tokenizer"):
-        _tokenize._load_tokenizer(str(tmp_path / "missing.json"), "tokenize")
+    # a missing file is a FileNotFoundError (as open() says), naming the argument and path;
+    # a directory keeps its OSError type; a file that is not a tokenizer.json a ValueError
+    missing = str(tmp_path / "missing.json")
+    with pytest.raises(FileNotFoundError, match=r"tokenize: cannot read the tokenizer .*"
+                                                r"missing\.json.*No such file"):
+        _tokenize._load_tokenizer(missing, "tokenize")
+    with pytest.raises(FileNotFoundError, match="missing.json"):
+        la.tokenize(pa.table({"text": ["a"]}), tmp_path / "never", missing)
+    assert not (tmp_path / "never").exists()
+    with pytest.raises(IsADirectoryError, match="cannot read the tokenizer"):
+        _tokenize._load_tokenizer(str(tmp_path), "tokenize")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"cannot read the tokenizer .*bad\.json"):
+        _tokenize._load_tokenizer(str(tmp_path / "bad.json"), "tokenize")
 
 
 def test_the_benchmark_runs(tmp_path):

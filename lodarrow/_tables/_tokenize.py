@@ -114,7 +114,10 @@ def _load_tokenizer(tokenizer, fn, want=None):
         path = os.fspath(tokenizer)
         try:
             tokenizer, key = _from_file(Tokenizer, path)
-        except Exception as exc:
+        except OSError as exc:  # no such file, a directory, no permission: the same type
+            raise type(exc)(f"{fn}: cannot read the tokenizer {path!r}: "
+                            f"{exc.strerror or exc}") from None
+        except Exception as exc:   # not a tokenizer.json: what tokenizers says, as a value
             raise ValueError(f"{fn}: cannot read the tokenizer {path!r}: {exc}") from None
         if want is not None and key != want:
             raise ValueError(f"{fn}: the tokenizer {path!r} changed since the job loaded it "
@@ -1788,10 +1791,12 @@ def tokenize(source, dest, tokenizer, *, text="text", out="tokens", columns=None
         For a bad option value, a null text (``nulls="error"``) or an id outside the
         vocabulary (naming the file and the row), an input that cannot be parsed (naming
         the file and, for JSON lines, the line), a URI ``source`` (local files only), a
-        tokenizer file that cannot be read, or whose bytes a ``processes=`` worker finds
-        changed since the job loaded it.
+        tokenizer file that is not a ``tokenizer.json``, or whose bytes a ``processes=``
+        worker finds changed since the job loaded it.
     FileNotFoundError, FileExistsError
-        If ``source`` does not exist; if ``dest`` exists and ``overwrite`` is false.
+        If ``source`` or the tokenizer file does not exist; if ``dest`` exists and
+        ``overwrite`` is false (another ``OSError`` reading the tokenizer file, e.g. a
+        directory, keeps its type).
     Exception
         A callable tokenizer's own error keeps its type, with a note naming the file and
         the batch's rows.
