@@ -729,7 +729,16 @@ def test_json_lines_are_checked_from_their_first_line(tok, tmp_path):
         la.tokenize(tmp_path / "a.jsonl.gz", dest, tok)
     with pytest.raises(ValueError, match="is a URI; tokenize reads local files"):
         la.tokenize("s3://bucket/corpus/", dest, tok)
-    assert sorted(os.listdir(tmp_path)) == ["a.jsonl", "a.jsonl.gz"]
+    # a file with no rows (empty, blank lines, compressed or not), among good ones, is
+    # refused before anything is written (pyarrow's reader cannot read it)
+    (tmp_path / "good.jsonl").write_text(json.dumps({"text": "x y"}) + "\n")
+    (tmp_path / "blank.jsonl").write_text("\n  \n")
+    (tmp_path / "empty.jsonl.gz").write_bytes(gzip.compress(b""))
+    for name in ("blank.jsonl", "empty.jsonl.gz"):
+        with pytest.raises(ValueError, match=rf"'.*{name.replace('.', '[.]')}': no rows"):
+            la.tokenize([tmp_path / "good.jsonl", tmp_path / name], dest, tok)
+    assert sorted(os.listdir(tmp_path)) == ["a.jsonl", "a.jsonl.gz", "blank.jsonl",
+                                            "empty.jsonl.gz", "good.jsonl"]
 
 
 def test_a_missing_text_key_is_not_a_null(tok, tmp_path):

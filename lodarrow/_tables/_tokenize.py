@@ -932,7 +932,8 @@ def _raise_read(exc, inp, where, enc):
 
 
 def _check_json_head(inp, enc, fn):
-    """A JSON lines file opens, and its first line is an object with string text fields."""
+    """A JSON lines file opens, holds a row, and its first line is an object with string
+    text fields."""
     import io
 
     where = f"{fn}: {inp.path!r}"
@@ -943,7 +944,10 @@ def _check_json_head(inp, enc, fn):
             while not line.strip():
                 line, number = f.readline(), number + 1
                 if not line:
-                    return  # no rows
+                    # pyarrow's JSON reader refuses it ("Empty JSON stream"): said now,
+                    # before anything is written, not when its turn comes
+                    raise ValueError(f"{where}: no rows (the file is empty or holds only "
+                                     f"blank lines): leave it out of source")
     except (OSError, UnicodeDecodeError, EOFError, pa.ArrowException) as exc:
         # a missing or forbidden file keeps its type; a file that does not decode
         # (a damaged gzip, not UTF-8) is a ValueError, as a damaged Parquet file is
