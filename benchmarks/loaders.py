@@ -523,13 +523,15 @@ class Lodarrow(Peer):
         from lodarrow._threads import num_threads
 
         # what crosses from a worker: the per-token arrays are made in the main process
+        # (token_arrays=False: left out, made nowhere)
         rows_ = ("the values, cu_seqlens and each piece's sequence; position_ids, "
                  "attention_mask and seq_idx made there by the collation kernel")
         rows = {"packed_rows": rows_, "blocks": rows_,
                 "packed": ("the values and cu_seqlens; position_ids and seq_idx made there by "
                            "the collation kernel"),
                 "padded": "the values and lengths; attention_mask made there",
-                }.get(self.mode)
+                }.get(self.mode) if self.token_arrays else (
+                    "the values and cu_seqlens; no per-token arrays, sent or made")
         rows = f" ({rows})" if rows else ""
         if workers and self.pickled:
             return (f"{workers} DataLoader workers (torch 1 thread, kernels 1 thread each); "
@@ -557,6 +559,21 @@ class Lodarrow(Peer):
                     "blocks of 4 row groups), joined in that order and cut; batches shuffled "
                     "within a block")
         return ctx.shuffle_scope(self.source) + "; batches shuffled within a block"
+
+
+#: What the equal-transport statements add where lodarrow's pickled batches crossed slim
+SLIM_WIRE = ("; lodarrow's batches cross without the per-token arrays the loop's carry, "
+             "made again in the main process: padded ones without attention_mask, packed "
+             "ones without position_ids and seq_idx, packed rows also without "
+             "attention_mask (segments whole)")
+
+
+def slim_wire(report):
+    """Whether the run's pickled lodarrow rows crossed without their per-token arrays (from
+    8b5ee23 on; what each row's threads description says), so the pickled column compares
+    the transport with fewer bytes on lodarrow's side."""
+    return any(r.get("peer", "").endswith("-pickled") and "made in the main process"
+               in r.get("threads", "") for r in report.get("results", []))
 
 
 def _pickle_worker_batches():
@@ -2023,7 +2040,7 @@ def summary_lines(report):
              "workers": f"With {s['workers']} `DataLoader` workers",
              "pickled": f"With {s['workers']} `DataLoader` workers and the loop's transport "
                         f"(batches pickled through the workers' queues, not lodarrow's "
-                        f"shared-memory ring)"}
+                        f"shared-memory ring{SLIM_WIRE if slim_wire(report) else ''})"}
     where = {"table": "the in-memory table", "parquet": "Parquet",
              "parquet-global": "Parquet with the global shuffle"}
     for variant, name in names.items():
@@ -2064,8 +2081,8 @@ def summary_lines(report):
         wire = [p["pickled_over"] for p in ps if p.get("pickled_over") is not None]
         if wire:
             more += (f"; with the peers' transport (its batches pickled, from the in-memory "
-                     f"table) ahead of {sum(x > 1 for x in wire)} of {len(wire)} "
-                     f"({_span(wire)})")
+                     f"table{'; without their per-token arrays' if slim_wire(report) else ''}) "
+                     f"ahead of {sum(x > 1 for x in wire)} of {len(wire)} ({_span(wire)})")
         lines.append(f"- The peers {where_w} deliver {_span(p['over_loop'] for p in ps)} the "
                      f"loop's tokens/s; lodarrow (same job, in-memory table, same workers) is "
                      f"ahead of {sum(x > 1 for x in mine)} of the {len(mine)} peer rows of the "
@@ -2106,9 +2123,9 @@ def summary_lines(report):
             if not v["cold"]:
                 continue
             where = f"with {s['workers']} workers" if w else "in one process"
+            why = ": the workers' start varies more than the lengths pass costs" if w else ""
             odd = (f" (the warm start the slower in {v['slower_warm']} of {len(v['cold'])} "
-                   f"cells: the workers' start varies more than the lengths pass costs)"
-                   if v["slower_warm"] else "")
+                   f"cells{why})" if v["slower_warm"] else "")
             parts.append(f"{where} {_span(v['cold'], 2, ' s')} cold, "
                          f"{_span(v['warm'], 2, ' s')} warm{odd}")
         lines.append(f"- Cold and warm starts from Parquet (per cell, the cold start made just "
@@ -2185,8 +2202,9 @@ def summary_table(report, cell=mega):
              + " | ÷ loop | prefetch=0" + (f", {one} thread " if one else " ")
              + f"| ÷ loop | loop, {w} DataLoader workers | lodarrow, {w} DataLoader workers "
              "| ÷ loop with workers "
-             + (f"| lodarrow, {w} workers, pickled as the loop's | ÷ loop with workers "
-                if pickled else "")
+             + (f"| lodarrow, {w} workers, pickled as the loop's"
+                + (" (per-token arrays made in the main process)" if slim_wire(report) else "")
+                + " | ÷ loop with workers " if pickled else "")
              + "| Parquet decode alone | lodarrow prefetch=2 ÷ decode |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
              + ("| ---: | ---: " if pickled else "") + "| ---: |"]

@@ -174,13 +174,15 @@ def test_the_bandwidth_table_renders_from_the_json_and_old_runs_without_it(tmp_p
     assert bench.flop_ratio(pool) is None
     cv = json.loads(json.dumps(conv))
     cv.update(share_ratio=0.1, backward_s=2 * cv["forward_s"] / 0.95)   # 0.95x by FLOPs
-    said = bench.bandwidth_statement([cv])
-    assert "on 1 of 1 rows" in said and "0.95x the forward's, met." in said
+    cv["samples_s"].update(forward=[1.0, 1.0], backward=[2 / 0.95, 2 / 0.5])
+    pool = dict(pool, share_ratio=1.0)
+    said = bench.bandwidth_statement([cv, pool])
+    assert "on 1 of 1 rows bound by memory" in said and "not met on" not in said
+    assert "by medians 0.95x the forward's, met; round by round" in said
+    assert "0.50x-0.95x, at or above 0.9x in 1 of 2." in said
     cv["backward_s"] = 2 * cv["forward_s"] / 0.5
-    said = bench.bandwidth_statement([cv])
-    assert "on 0 of 1 rows" in said and "0.50x the forward's, not met." in said
-    assert (f"not met on: {bench.OP_TITLES['conv']} D16 (0.50x by its rate of floating-point "
-            f"operations)") in said
+    said = bench.bandwidth_statement([cv, pool])
+    assert "by medians 0.50x the forward's, not met;" in said and "not met on" not in said
     # first / last pooling pass trivially (their forward under-counted): said and counted
     fl = json.loads(json.dumps(slow["bandwidth"][:1]))
     fl[0].update(op="pool_last", share_ratio=5.0)
@@ -193,7 +195,7 @@ def test_the_bandwidth_table_renders_from_the_json_and_old_runs_without_it(tmp_p
     assert f"{bench.OP_TITLES[r['op']]} {r['workload']} (0.50x)" in said
     assert bench.floor_statement(slow["bandwidth"]) == ""
     assert "| 0.50x | — |" in "\n".join(bench.bandwidth_markdown(slow))
-    assert f"of {len(rows)} rows" in said
+    assert f"of {len(rows) - 1} rows bound by memory" in said  # all but conv
     # a JSON from before the bandwidth rows: the same tables, without the second one
     old = {k: v for k, v in report.items() if k != "bandwidth"}
     old_text = bench.markdown(old)

@@ -7,6 +7,7 @@ trained here on the test corpus; every row of every format is checked against it
 uninterrupted run gives.
 """
 
+import errno
 import gzip
 import json
 import os
@@ -678,9 +679,10 @@ def test_a_tokenizer_file_is_loaded_once_a_process(tok, tmp_path):
     # a missing file is a FileNotFoundError (as open() says), naming the argument and path;
     # a directory keeps its OSError type; a file that is not a tokenizer.json a ValueError
     missing = str(tmp_path / "missing.json")
-    with pytest.raises(FileNotFoundError, match=r"tokenize: cannot read the tokenizer .*"
-                                                r"missing\.json.*No such file"):
+    with pytest.raises(FileNotFoundError, match=r"tokenize: cannot read the tokenizer: No "
+                                                r"such file.*missing\.json") as info:
         _tokenize._load_tokenizer(missing, "tokenize")
+    assert info.value.errno == errno.ENOENT and info.value.filename == missing
     with pytest.raises(FileNotFoundError, match="missing.json"):
         la.tokenize(pa.table({"text": ["a"]}), tmp_path / "never", missing)
     assert not (tmp_path / "never").exists()

@@ -790,6 +790,35 @@ def test_loader_errors(dataset):
         la.batch_loader(dataset, "ids", batch_size=2, extra_columns="label")
 
 
+@pytest.mark.parametrize("mode", ["padded", "packed", "packed_rows", "segments", "blocks"])
+def test_an_extra_column_may_not_take_a_batch_key(mode):
+    """A column named as a key the mode's batches hold (a tokenized dataset's
+    ``attention_mask``, a ``lengths`` column), or whose null mask would be one, is refused
+    when the loader is made: delivered, it would replace lodarrow's own array in one process
+    and be replaced by it from ``DataLoader`` workers."""
+    from lodarrow._training._select import BATCH_KEYS
+
+    kw = {"padded": dict(batch_size=2), "packed": dict(batch_size=2),
+          "packed_rows": dict(max_tokens=8, row_length=4), "segments": dict(max_tokens=8),
+          "blocks": dict(max_tokens=8, row_length=4)}[mode]
+    keys = sorted(BATCH_KEYS[mode])
+    table = pa.table({"ids": [[1, 2], [3]], "label": [1, None], "label_mask": [1, 1],
+                      "attention": [1, 2], **{k: [0, 1] for k in keys}})
+    assert {"values", "lengths", "rows", "source"} <= set(keys)
+    for k in keys:
+        with pytest.raises(ValueError, match=rf"extra_columns\[1\] '{k}' would be delivered "
+                                             rf"as the batch key '{k}', which mode='{mode}'"):
+            la.batch_loader(table, "ids", mode=mode, extra_columns=["label", k], **kw)
+    with pytest.raises(ValueError, match="its null mask is delivered as 'label_mask'"):
+        la.batch_loader(table, "ids", mode=mode, extra_columns=["label", "label_mask"], **kw)
+    if "attention_mask" in keys:
+        with pytest.raises(ValueError, match="where it has nulls, 'attention_mask'"):
+            la.batch_loader(table, "ids", mode=mode, extra_columns=["attention"], **kw)
+    batch = next(iter(la.batch_loader(table, "ids", mode=mode, progress=False,
+                                      extra_columns=["label"], **kw)))
+    assert set(batch) <= set(keys) | {"label", "label_mask"}
+
+
 @pytest.mark.engines
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_ray_data_iter_batches(dataset):

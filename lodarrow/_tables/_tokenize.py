@@ -115,8 +115,10 @@ def _load_tokenizer(tokenizer, fn, want=None):
         try:
             tokenizer, key = _from_file(Tokenizer, path)
         except OSError as exc:  # no such file, a directory, no permission: the same type
-            raise type(exc)(f"{fn}: cannot read the tokenizer {path!r}: "
-                            f"{exc.strerror or exc}") from None
+            # errno and filename kept: "[Errno 2] tokenize: cannot read the tokenizer: No
+            # such file or directory: 'tok.json'"
+            raise type(exc)(exc.errno, f"{fn}: cannot read the tokenizer: {exc.strerror}",
+                            path) from None
         except Exception as exc:   # not a tokenizer.json: what tokenizers says, as a value
             raise ValueError(f"{fn}: cannot read the tokenizer {path!r}: {exc}") from None
         if want is not None and key != want:

@@ -145,7 +145,9 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
     extra_columns : sequence of str, default ()
         Other columns (labels, ids ...) given with each batch (``level`` 0 only): numbers and
         bools as arrays of the batch's rows (a column with nulls keeps its dtype, with a bool
-        ``<name>_mask``); strings, lists and other types as ``pyarrow.Array``.
+        ``<name>_mask``); strings, lists and other types as ``pyarrow.Array``.  A name the
+        batches already hold (``attention_mask``, ``lengths``, ``rows`` ...), or whose
+        ``<name>_mask`` would be one, is a ``ValueError``: rename the column.
     bucket : bool, default True
         Sort by length inside each rank's share of a block (little padding); False: the
         share's order as ``shuffle`` leaves it (random, or the source order).

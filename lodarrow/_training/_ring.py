@@ -298,7 +298,7 @@ def _from_ring(ring_id, ring, generation, serial, start, layout, rest):
                            "without its shared memory (the dataset was made in another "
                            "process)")
     arrays = owner.take(RingBatch(ring_id, ring, generation, serial, start, layout, rest))
-    # a batch of rows or a packed one crosses without its per-token arrays: made here from
-    # cu_seqlens
+    # a padded, packed, packed-rows or blocks batch crosses without its per-token arrays:
+    # made here (from lengths or cu_seqlens)
     return {key: torch.from_numpy(value) if isinstance(value, np.ndarray) else value
             for key, value in rows_tokens({**arrays, **rest}).items()}

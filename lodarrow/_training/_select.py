@@ -23,6 +23,16 @@ NULLS = ("error", "empty", "drop")
 BALANCES = ("batches", "tokens", "compute")
 OVERSIZE = ("alone", "error", "drop", "split")
 
+#: The keys a batch of each mode holds (the loader adds ``rows``, and ``source`` for a
+#: mixture): an extra column may not take one of them.
+_COMMON = frozenset({"values", "lengths", "rows", "source"})
+_ROWS = _COMMON | {"position_ids", "attention_mask", "cu_seqlens", "seq_idx", "seq_row",
+                   "max_seqlen"}
+BATCH_KEYS = {"padded": _COMMON | {"attention_mask"},
+              "packed": _COMMON | {"cu_seqlens", "max_seqlen", "position_ids", "seq_idx"},
+              "segments": _COMMON | {"segment_ids", "num_segments", "position_ids"},
+              "packed_rows": _ROWS, "blocks": _ROWS}
+
 
 class Selection:
     """Which sequences go in which batch, on which rank: the options checked once."""
@@ -106,6 +116,24 @@ class Selection:
                              f"whatever number of sequences they hold); leave batch_size out, "
                              f"or give batch_size alone to pack each batch of that many "
                              f"sequences at collation")
+        # an extra column is delivered under its name, and a nullable numeric one also as
+        # "<name>_mask": neither may take a key the batch holds, or another column's name
+        taken = BATCH_KEYS[shape.mode]
+        for k, name in enumerate(self.extra_columns):
+            mask = name + "_mask"
+            if name in taken or mask in taken:
+                key = name if name in taken else mask
+                raise ValueError(
+                    f"{fn}: extra_columns[{k}] {name!r} would be delivered as "
+                    + (f"the batch key {key!r}" if key == name else
+                       f"{name!r} and, where it has nulls, {key!r}")
+                    + f", which mode={shape.mode!r} batches already hold ("
+                    + ", ".join(sorted(taken)) + "); rename the column (e.g. "
+                    "pyarrow.Table.rename_columns) or leave it out")
+            if mask in self.extra_columns:
+                raise ValueError(
+                    f"{fn}: extra_columns[{k}] {name!r} and {mask!r}: where {name!r} has "
+                    f"nulls, its null mask is delivered as {mask!r}; rename one of them")
         if shape.mode == "padded" and shape.collate.num_rows and self.max_tokens is not None:
             narrowest = int(shape.alone(np.array([1]))[0])
             if narrowest < 0 or narrowest > self.max_tokens:
