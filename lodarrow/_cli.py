@@ -439,8 +439,20 @@ def _tokenize(args):
     if args.compression is not None and not _known_codec(args.compression):
         return _error(f"tokenize: --compression {args.compression}: not a Parquet "
                       f"compression (none, snappy, gzip, brotli, lz4, zstd)")
-    if not os.path.isfile(args.tokenizer):
-        return _error(f"tokenize: --tokenizer {args.tokenizer}: no such file")
+    # the tokenizer is loaded here, so a bad one is a usage error (2); la.tokenize then finds
+    # it loaded (a tokenizer file is loaded once a process)
+    from lodarrow._tables._tokenize import _load_tokenizer
+
+    try:
+        _load_tokenizer(args.tokenizer, "tokenize")
+    except OSError as exc:
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        return _error(f"tokenize: --tokenizer {args.tokenizer}: {reason}")
+    except (ImportError, ValueError) as exc:
+        reason = str(exc).split(f"{args.tokenizer!r}: ", 1)[-1]
+        if isinstance(exc, ValueError):
+            reason = f"not a tokenizer.json ({reason})"
+        return _error(f"tokenize: --tokenizer {args.tokenizer}: {reason}")
     options = {} if args.compression is None else {"compression": args.compression}
     text = list(_split(args.text))
     try:

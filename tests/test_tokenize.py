@@ -573,6 +573,18 @@ def test_the_command_line(tok, corpus, tmp_path, capsys):
     assert rc == 1 and "eos id 500 is outside the vocabulary" in err and \
         "give --vocab-size" in err
     assert not (tmp_path / "x").exists()
+    # a bad --tokenizer is a usage error (2), in the command line's words: missing, a
+    # directory, not a tokenizer.json
+    (tmp_path / "bad.json").write_text("{not json")
+    for arg, words in ((tmp_path / "none.json", "no such file or directory"),
+                       (tmp_path, "is a directory"),
+                       (tmp_path / "bad.json", "not a tokenizer.json (")):
+        rc = cli(["tokenize", str(corpus / "a.parquet"), str(tmp_path / "x"), "--tokenizer",
+                  str(arg)])
+        err = capsys.readouterr().err
+        assert rc == 2 and f"lodarrow: tokenize: --tokenizer {arg}: {words}" in err, err
+        assert "tokenize: tokenize" not in err and "cannot read the tokenizer" not in err
+    assert not (tmp_path / "x").exists()
 
 
 def test_lines_longer_than_a_block_and_datasets_directories(tok, tmp_path, monkeypatch):

@@ -695,7 +695,11 @@ def tokenize_udf(tokenizer, *, text="text", out="tokens", columns=None, bos=None
     ------
     TypeError, ValueError
         For an argument :func:`tokenize` refuses; when called, for a batch without a string
-        text column, a null text (``nulls="error"``) or an id outside the vocabulary.
+        text column, a null text (``nulls="error"``) or an id outside the vocabulary; in a
+        worker, for a tokenizer file whose bytes changed since the udf was made.
+    FileNotFoundError, OSError
+        A tokenizer file that cannot be opened (missing: ``FileNotFoundError``), when the udf
+        is made or where a worker loads it again.
 
     See Also
     --------
