@@ -883,8 +883,10 @@ def rows_batch(seqs, seq, local, start, length, row, offset, num_rows, row_lengt
     return out, rows, first_item
 
 
-#: 0, 1, ...: a padded batch's mask is ``_ARANGE[:width] < lengths[:, None]``
-_ARANGE = np.arange(1 << 16, dtype=np.int64)
+def _made(arrays, marker, **first):
+    """``first``, then the rest of ``arrays`` in its order, ``marker`` left out."""
+    first.update((k, v) for k, v in arrays.items() if k not in first and k != marker)
+    return first
 
 
 def rows_tokens(arrays):
@@ -896,24 +898,16 @@ def rows_tokens(arrays):
     entries, e.g. ``max_seqlen``, are kept)."""
     if arrays.get(PADDED_MASK):
         values, lengths = arrays["values"], arrays["lengths"]
-        width = values.shape[1]
-        out = {"values": values, "lengths": lengths,
-               "attention_mask": _ARANGE[:width] < lengths[:, None] if width <= _ARANGE.size
-               else np.arange(width) < lengths[:, None]}
-        out.update((k, v) for k, v in arrays.items() if k not in out and k != PADDED_MASK)
-        return out
+        mask = np.arange(values.shape[1]) < lengths[:, None]
+        return _made(arrays, PADDED_MASK, values=values, lengths=lengths, attention_mask=mask)
     if arrays.get(PACKED_TOKENS):
         positions, seq_idx = _k.packed_tokens(arrays["cu_seqlens"])
-        out = {"values": arrays["values"], "cu_seqlens": arrays["cu_seqlens"],
-               "position_ids": positions, "seq_idx": seq_idx}
-        out.update((k, v) for k, v in arrays.items() if k not in out and k != PACKED_TOKENS)
-        return out
+        return _made(arrays, PACKED_TOKENS, values=arrays["values"],
+                     cu_seqlens=arrays["cu_seqlens"], position_ids=positions, seq_idx=seq_idx)
     ids = arrays.get(PIECE_IDS)
     if ids is None:
         return arrays
     values = arrays["values"]
     positions, mask, seq_idx = _k.rows_tokens(arrays["cu_seqlens"], ids, values.shape[1])
-    out = {"values": values, "position_ids": positions, "attention_mask": mask,
-           "cu_seqlens": arrays["cu_seqlens"], "seq_idx": seq_idx}
-    out.update((k, v) for k, v in arrays.items() if k not in out and k != PIECE_IDS)
-    return out
+    return _made(arrays, PIECE_IDS, values=values, position_ids=positions, attention_mask=mask,
+                 cu_seqlens=arrays["cu_seqlens"], seq_idx=seq_idx)

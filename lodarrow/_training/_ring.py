@@ -288,17 +288,23 @@ class RingBatch:
 
 
 def _from_ring(ring_id, ring, generation, serial, start, layout, rest):
-    import torch
-
-    from lodarrow._training._collate import rows_tokens
-
     owner = _RINGS.get(tuple(ring_id))
     if owner is None or owner._map is None:
         raise RuntimeError("BatchLoader.torch: a DataLoader worker's batch arrived in a process "
                            "without its shared memory (the dataset was made in another "
                            "process)")
     arrays = owner.take(RingBatch(ring_id, ring, generation, serial, start, layout, rest))
-    # a padded, packed, packed-rows or blocks batch crosses without its per-token arrays:
-    # made here (from lengths or cu_seqlens)
+    return as_tensors(arrays, rest)
+
+
+def as_tensors(arrays, rest):
+    """A worker's batch in the main process, through the ring or pickled: its NumPy
+    ``arrays`` as tensors (no copy) and its other entries ``rest``.  A padded, packed,
+    packed-rows or blocks batch crosses without its per-token arrays: made here (from
+    ``lengths`` or ``cu_seqlens``, :func:`~lodarrow._training._collate.rows_tokens`)."""
+    import torch
+
+    from lodarrow._training._collate import rows_tokens
+
     return {key: torch.from_numpy(value) if isinstance(value, np.ndarray) else value
             for key, value in rows_tokens({**arrays, **rest}).items()}

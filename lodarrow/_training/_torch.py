@@ -30,7 +30,7 @@ import warnings
 
 __all__ = ["stateful_loader_state", "torch_dataset"]
 
-from ._ring import BatchRing, SharedLock, alive, shared_array
+from ._ring import BatchRing, SharedLock, alive, as_tensors, shared_array
 
 _STATE_BYTES = 1 << 16
 #: How long a worker waits for the others' saved steps on a resume on another world.
@@ -142,13 +142,7 @@ class _WireBatch:
 
 
 def _rebuild(arrays, rest):
-    import numpy as np
-    import torch
-
-    from lodarrow._training._collate import rows_tokens
-
-    return {key: torch.from_numpy(value) if isinstance(value, np.ndarray) else value
-            for key, value in rows_tokens({**arrays, **rest}).items()}
+    return as_tensors(arrays, rest)
 
 
 def _dataset_in_worker(loader, link, shared, lock, ring):
