@@ -389,7 +389,8 @@ JOB_NAMES = {"padded": "padded", "packed": "packed (cu_seqlens)",
 KIND_OF = {"padded": "padded", "packed": "packed", "packed_rows": "rows",
            "segments": "segments", "blocks": "blocks"}
 SOURCE_NAMES = {"table": "in-memory table", "parquet": "Parquet",
-                "parquet-global": "Parquet, global shuffle"}
+                "parquet-global": "Parquet, global shuffle",
+                "parquet-decoded": "Parquet through the decoded cache"}
 
 
 class Lodarrow(Peer):
@@ -451,6 +452,8 @@ class Lodarrow(Peer):
             kw["row_groups"] = ctx.row_groups
         else:
             kw["row_groups"] = ctx.row_groups_total
+        if self.source == "parquet-decoded":
+            kw["decoded_cache"] = True
         if self.prefetch is not None:
             kw["prefetch"] = self.prefetch
         if not self.token_arrays:
@@ -539,9 +542,10 @@ class Lodarrow(Peer):
 
         how = ("LODARROW_NUM_THREADS" if os.environ.get("LODARROW_NUM_THREADS")
                else "load-aware")
+        reads = ("mapping the next block's row groups from the decoded cache"
+                 if self.source == "parquet-decoded" else "decoding the next block")
         if workers:
-            ahead = ("" if self.source == "table"
-                     else " + a read-ahead thread decoding the next block")
+            ahead = ("" if self.source == "table" else f" + a read-ahead thread {reads}")
             return (f"{workers} DataLoader workers (torch 1 thread, kernels up to "
                     f"{num_threads()} thread(s) ({how}; 1 in a worker unless set){ahead} "
                     f"each); batches through a shared-memory ring per worker, copied out into "
@@ -550,7 +554,7 @@ class Lodarrow(Peer):
         extra = "a batch prefetch thread (works while the consumer is away)" if pf else (
             "no prefetch thread")
         if pf and self.source != "table":
-            extra += " + a read-ahead thread decoding the next block"
+            extra += f" + a read-ahead thread {reads}"
         return f"main + {extra}; kernels up to {num_threads()} thread(s) ({how})"
 
     def describe_shuffle(self, ctx):
@@ -1467,8 +1471,10 @@ def _all_peers():
     peers += [DecodeOnly()]
     # blocks: documents shuffled and joined, with each piece's positions (a richer job than
     # cutting the stored stream: labelled so in the table)
+    # and through the decoded cache (row groups decoded by the warm-up epoch, then mapped:
+    # what litdata's TokensLoader reads is its own optimize's output, made before the runs)
     peers += [Lodarrow("blocks", source, token_arrays=t) for t in (True, False)
-              for source in ("table", "parquet")]
+              for source in ("table", "parquet", "parquet-decoded")]
     peers += [LoopBlocks(), HFPadded(), HFPacked(), HFIterable(), TorchdataStateful(),
               TorchdataNodes(), Mosaic(), MosaicConcat(), LitData(), LitDataDecode0(),
               LitDataTokens()]
@@ -1477,6 +1483,10 @@ def _all_peers():
 
 
 PEERS = _all_peers()
+#: The sources of lodarrow's blocks rows, as the statements name them.
+BLOCK_SOURCES = {"table": "from the in-memory table", "parquet": "from Parquet",
+                 "parquet-decoded": "from Parquet through the decoded cache (decoded once, "
+                                    "by the warm-up epoch)"}
 JOBS = [("padded", "padded"), ("packed", "packed (cu_seqlens)"), ("rows", "packed_rows"),
         ("segments", "segments (JAX)"),
         ("blocks", "concatenated blocks: a different job (no sequence boundaries)"),
@@ -1992,7 +2002,7 @@ def claims(report):
         {"source": src, "workers": w,
          "over_litdata": by[(f"lodarrow-blocks-{src}", w)]["tokens_per_s"]
          / by[("litdata-tokens", w)]["tokens_per_s"]}
-        for src in ("table", "parquet") for w in sorted({r["workers"] for r in results})
+        for src in BLOCK_SOURCES for w in sorted({r["workers"] for r in results})
         if (f"lodarrow-blocks-{src}", w) in by and ("litdata-tokens", w) in by]
     spreads = [(max(x) / min(x), r["label"], r["workers"]) for r in results
                for x in [[s["tokens_per_s"] for s in r.get("samples", [])
@@ -2090,11 +2100,11 @@ def summary_lines(report):
     if c["blocks"]:
         b = c["blocks"]
         where = "; ".join(
-            f"from {'the in-memory table' if src == 'table' else 'Parquet'} "
+            f"{BLOCK_SOURCES[src]} "
             f"{sum(x['over_litdata'] > 1 for x in b if x['source'] == src)} of "
             f"{sum(x['source'] == src for x in b)} "
             f"({_span(x['over_litdata'] for x in b if x['source'] == src)})"
-            for src in ("table", "parquet") if any(x["source"] == src for x in b))
+            for src in BLOCK_SOURCES if any(x["source"] == src for x in b))
         lines.append(f"- Concatenated blocks (another job): lodarrow's `mode=\"blocks\"`, which "
                      f"also gives each piece's positions and boundaries, is ahead of litdata's "
                      f"`TokensLoader` (reading its own chunk files) in "

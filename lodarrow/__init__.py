@@ -38,6 +38,7 @@ from lodarrow._interop._pandas import from_pandas
 from lodarrow._tables._dataset import map_parquet
 from lodarrow._tables._lengths_store import clear_lengths_cache
 from lodarrow._tables._data_cache import clear_data_cache
+from lodarrow._tables._decoded_cache import clear_decoded_cache
 from lodarrow import _ops
 from lodarrow._ops import *  # noqa: F401,F403  (the operators, listed once: _ops.__all__)
 from lodarrow._tables._apply import apply, col
@@ -90,6 +91,7 @@ __all__ += ["from_awkward", "from_torch", "to_awkward", "to_torch"]  # the conve
 __all__ += ["from_jax", "to_jax", "from_tf", "to_tf", "from_paddle", "to_paddle"]
 __all__ += ["clear_lengths_cache"]  # the lengths cache (docs/training.md#lengths-cache)
 __all__ += ["clear_data_cache"]  # docs/training.md#a-local-cache-for-remote-corpora
+__all__ += ["clear_decoded_cache"]  # docs/training.md#a-decoded-cache
 __all__ += ["mix"]  # docs/training.md#mixing-corpora
 __all__ += ["vjp"]  # gradients (docs/gradients.md)
 __all__ += ["tokenize", "tokenize_udf"]  # text to token lists (docs/tokenize.md)

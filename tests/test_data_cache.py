@@ -183,6 +183,31 @@ def test_a_later_run_reads_the_cache_and_a_local_source_is_never_cached(files, s
     assert not (tmp_path / "other" / "data-v1").exists()
 
 
+
+def test_a_remote_source_through_the_decoded_cache_reads_only_footers_later(files, s3,
+                                                                             tmp_path):
+    """decoded_cache=True over a remote corpus (docs/training.md#a-decoded-cache): the first
+    run fetches and decodes; a later run fetches only each file's listing and tail."""
+    fs, bucket = s3
+    upload(files, fs, f"{bucket}/corpus")
+    cache = tmp_path / "cache"
+    want = la.batch_loader(files, "ids", cache_dir=False, **ARGS)
+    first = la.batch_loader(f"{bucket}/corpus", "ids",
+                            filesystem=pafs.PyFileSystem(CountingHandler(fs)), cache_dir=cache,
+                            decoded_cache=True, **ARGS)
+    _same_batches(first, want)
+    handler = CountingHandler(fs)
+    later = la.batch_loader(f"{bucket}/corpus", "ids", filesystem=pafs.PyFileSystem(handler),
+                            cache_dir=cache, decoded_cache=True, **ARGS)
+    start = handler.counter["bytes"]
+    assert start <= 3 * (64 << 10)
+    for epoch in (0, 1):
+        later.set_epoch(epoch)
+        want.set_epoch(epoch)
+        _same_batches(later, want)
+    assert handler.counter["bytes"] == start  # no column chunk fetched
+
+
 # ---------------------------------------------------------------------------- the limit
 def test_the_size_limit_holds_under_eviction(files, s3, tmp_path):
     fs, bucket = s3

@@ -51,7 +51,7 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
                  bucket=True, window=65536, row_groups=4, num_rows=None,
                  pad_to_multiple_of=None, pad_widths=None, num_segments=None, separator=None,
                  remainder=None, token_arrays=True, prefetch=2, progress=None,
-                 filesystem=None, cache_dir=None, cache_bytes=None):
+                 filesystem=None, cache_dir=None, cache_bytes=None, decoded_cache=False):
     """Stream model-ready batches from a Parquet dataset or a table, following one global plan.
 
     The lengths are read first (:func:`lodarrow.sequence_lengths`, no values) and everything
@@ -202,6 +202,14 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
         again, so a second epoch that fits fetches nothing.  Least recently used files are
         evicted first, never one a process is reading.  Default: no data cache; a local
         source is always read in place.
+    decoded_cache : bool, default False
+        Keep every row group of a Parquet source, once read and decoded, as an uncompressed
+        Arrow IPC file under ``cache_dir``'s ``decoded-v1/``
+        (docs/training.md#a-decoded-cache): later reads (the next epochs, ``DataLoader``
+        workers, other ranks and later runs on the machine) map it into memory instead of
+        decoding the file again.  It takes the decoded columns' size on disk (4 bytes an
+        int32 token), unbounded: :func:`lodarrow.clear_decoded_cache` empties it.  Only for a
+        Parquet source (or a mixture with one).
 
     Returns
     -------
@@ -272,6 +280,7 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
     deliver = Delivery(to=to, prefetch=prefetch, progress=progress, fn=_FN)
     select.bind(shape)
     from lodarrow._tables._data_cache import data_cache
+    from lodarrow._tables._decoded_cache import decoded_cache as decoded_cache_of
     from lodarrow._tables._filesystems import as_filesystem
     from lodarrow._tables._lengths_store import check_cache_dir
 
@@ -280,7 +289,8 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
     cache_dir = check_cache_dir(cache_dir, _FN)
     return BatchLoader(source, column, select, deliver,
                        filesystem=as_filesystem(filesystem, _FN), cache_dir=cache_dir,
-                       data_cache=data_cache(cache_bytes, cache_dir, _FN))
+                       data_cache=data_cache(cache_bytes, cache_dir, _FN),
+                       decoded_cache=decoded_cache_of(decoded_cache, cache_dir, _FN))
 
 
 class BatchLoader:
@@ -317,10 +327,10 @@ class BatchLoader:
     """
 
     def __init__(self, source, column, select, deliver, *, filesystem=None, cache_dir=None,
-                 data_cache=None):
+                 data_cache=None, decoded_cache=None):
         self.select, self.shape, self.deliver = select, select.shape, deliver
         self._filesystem, self._cache_dir = filesystem, cache_dir
-        self._data_cache = data_cache
+        self._data_cache, self._decoded_cache = data_cache, decoded_cache
         # epoch, cursor, legs (segments): read and written through it alone (_resume.Position)
         self.position = Position(self.select.num_replicas)
         self._plans = {}
@@ -334,7 +344,7 @@ class BatchLoader:
             src = self._mixture_source(source, column)
         elif is_parquet_source(source):
             src = ParquetSource(source, column, self.select, _FN, filesystem=filesystem,
-                                cache=data_cache, cache_dir=cache_dir)
+                                cache=data_cache, cache_dir=cache_dir, decoded=decoded_cache)
         elif is_ray_source(source):
             if self.select.num_replicas != 1:
                 raise ValueError(f"{_FN}: num_replicas must be 1 for a Ray source (Ray Data "
@@ -343,6 +353,10 @@ class BatchLoader:
                             self.select.extra_columns, _FN, nulls=self.select.read_nulls)
         else:
             src = TableSource(source, column, self.select, _FN)
+        if decoded_cache is not None and not isinstance(src, ParquetSource):
+            raise ValueError(f"{_FN}: decoded_cache=True keeps the row groups of Parquet files "
+                             f"decoded, and this source has none (it is read as it is held); "
+                             f"leave decoded_cache out")
         self._use(src)
         self._ahead = ReadAhead(self._read) if src.kind == "blocks" else None
         self._producer = self._new_producer()  # the delivery stage (_produce)
@@ -381,7 +395,8 @@ class BatchLoader:
         columns = mixture.columns(column, _FN)
         if mixture.on_parquet(_FN):
             parts = MixedParts(mixture, columns, self.select.extra_columns, _FN,
-                               filesystem=self._filesystem, cache=self._data_cache)
+                               filesystem=self._filesystem, cache=self._data_cache,
+                               decoded=self._decoded_cache)
             src = ParquetSource(None, None, self.select, _FN, parts=parts,
                                 cache_dir=self._cache_dir)
             members = members_of_parts(parts.parts, src.part_starts, parts.owner,

@@ -337,7 +337,8 @@ class MixedParts:
     source's name); ``extra_columns``: the common names, each in every source.
     """
 
-    def __init__(self, mixture, columns, extra_columns, fn, filesystem=None, cache=None):
+    def __init__(self, mixture, columns, extra_columns, fn, filesystem=None, cache=None,
+                 decoded=None):
         from lodarrow._training._source import ParquetParts
 
         self.fn = fn
@@ -346,7 +347,7 @@ class MixedParts:
         for k, (name, src) in enumerate(zip(mixture.names, mixture.sources)):
             if is_parquet_source(src):
                 parts = ParquetParts(src, fn, f"source {name!r}", filesystem=filesystem,
-                                     cache=cache)
+                                     cache=cache, decoded=decoded)
             else:  # an in-memory source mixed with Parquet ones
                 table = _as_table(src)
                 if table is None:

@@ -43,9 +43,10 @@ class ParquetSource:
         The name errors start with.
     parts : MixedParts, optional
         A mixture's files listed together (each source's column picked there).
-    filesystem, cache, cache_dir
+    filesystem, cache, cache_dir, decoded
         Where the files are (a ``pyarrow.fs.FileSystem``, or None: from the paths), the data
-        cache of remote row groups, the lengths cache's directory.
+        cache of remote row groups, the lengths cache's directory, the decoded cache (None:
+        none).
 
     Attributes
     ----------
@@ -58,12 +59,13 @@ class ParquetSource:
     kind = "blocks"
 
     def __init__(self, source, column, select, fn, *, parts=None, filesystem=None, cache=None,
-                 cache_dir=None):
+                 cache_dir=None, decoded=None):
         self.fn, self.level, self.read_nulls = fn, select.level, select.read_nulls
         self.extra_columns = list(select.extra_columns)
         self.separator = None
         if parts is None:
-            parts = ParquetParts(source, fn, filesystem=filesystem, cache=cache)
+            parts = ParquetParts(source, fn, filesystem=filesystem, cache=cache,
+                                 decoded=decoded)
             if parts.schema is None:
                 raise ValueError(f"{fn}: the source holds no Parquet file")
             self.label = (repr(parts.name(parts.files[0])) if len(parts.files) == 1 else

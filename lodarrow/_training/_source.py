@@ -165,10 +165,12 @@ class ParquetParts:
     each file.  :meth:`unify` checks the columns the loader reads across files.  ``cache``
     (a ``lodarrow._tables._data_cache.DataCache``, or None): where the row groups of a remote
     source are read through (docs/training.md#a-local-cache-for-remote-corpora); a local
-    source is read in place.
+    source is read in place.  ``decoded`` (a
+    ``lodarrow._tables._decoded_cache.DecodedCache``, or None): where row groups are kept
+    decoded once read (docs/training.md#a-decoded-cache), local or remote.
     """
 
-    def __init__(self, source, fn, arg="source", filesystem=None, cache=None):
+    def __init__(self, source, fn, arg="source", filesystem=None, cache=None, decoded=None):
         from lodarrow._tables._lengths_store import fingerprint
         from lodarrow._tables._sources import resolve_source
 
@@ -204,6 +206,7 @@ class ParquetParts:
         self._fingerprint_of = dict(zip(self.files, self.fingerprints))
         self.sizes = [fp.size for fp in self.fingerprints]
         self.cache = cache if self.filesystem is not None else None
+        self.decoded = decoded
 
     def unify(self, columns):
         """The type each of ``columns`` is read as: the same in every file, or a safe widening
@@ -255,7 +258,26 @@ class ParquetParts:
     def read_group(self, k, columns):
         """Columns ``columns`` of row group ``k`` as stored; an error names the file and the
         row group.  A remote file is read by ranged requests for those column chunks only,
-        through the data cache when there is one (then what it holds is not fetched again)."""
+        through the data cache when there is one (then what it holds is not fetched again).
+        With a decoded cache, what it holds is mapped instead of read (a local file checked
+        unchanged first), and what it does not is put there once decoded."""
+        if self.decoded is None:
+            return self._decode_group(k, columns)
+        path, g, _ = self.parts[k]
+        fp = self._fingerprint_of[path]
+        if self.filesystem is None:
+            try:
+                self._check_unchanged(path, os.stat(path))
+            except OSError as exc:
+                raise self._read_error(path, g, exc) from None
+        table = self.decoded.get(fp, g, columns)
+        if table is None:
+            table = self._decode_group(k, columns)
+            self.decoded.put(fp, g, columns, table)
+        return table
+
+    def _decode_group(self, k, columns):
+        """:meth:`read_group` from the data file (or the data cache)."""
         import pyarrow.parquet as pq
 
         from lodarrow._tables._filesystems import open_input, open_parquet
