@@ -533,6 +533,8 @@ class Lodarrow(Peer):
                 "packed": ("the values and cu_seqlens; position_ids and seq_idx made there by "
                            "the collation kernel"),
                 "padded": "the values and lengths; attention_mask made there",
+                "segments": ("the values and lengths; segment_ids and position_ids made there "
+                             "by the collation kernel"),
                 }.get(self.mode) if self.token_arrays else (
                     "the values and cu_seqlens; no per-token arrays, sent or made")
         rows = f" ({rows})" if rows else ""
@@ -569,7 +571,18 @@ class Lodarrow(Peer):
 SLIM_WIRE = ("; lodarrow's batches cross without the per-token arrays the loop's carry, "
              "made again in the main process: padded ones without attention_mask, packed "
              "ones without position_ids and seq_idx, packed rows also without "
-             "attention_mask (segments whole)")
+             "attention_mask{segments}")
+
+
+def slim_wire_text(report):
+    """:data:`SLIM_WIRE` for ``report``: segments batches cross without their per-token
+    arrays from the run whose pickled segments row says so (a187e0b's successor on)."""
+    slim_segments = any(r.get("peer", "").startswith("lodarrow-segments-")
+                        and r.get("peer", "").endswith("-pickled")
+                        and "segment_ids and position_ids made" in r.get("threads", "")
+                        for r in report.get("results", []))
+    return SLIM_WIRE.format(segments=", segments ones without segment_ids and position_ids"
+                            if slim_segments else " (segments whole)")
 
 
 def slim_wire(report):
@@ -2050,7 +2063,7 @@ def summary_lines(report):
              "workers": f"With {s['workers']} `DataLoader` workers",
              "pickled": f"With {s['workers']} `DataLoader` workers and the loop's transport "
                         f"(batches pickled through the workers' queues, not lodarrow's "
-                        f"shared-memory ring{SLIM_WIRE if slim_wire(report) else ''})"}
+                        f"shared-memory ring{slim_wire_text(report) if slim_wire(report) else ''})"}
     where = {"table": "the in-memory table", "parquet": "Parquet",
              "parquet-global": "Parquet with the global shuffle"}
     for variant, name in names.items():

@@ -220,14 +220,23 @@ def test_pickled_column_and_sentence(workdir, tmp_path):
     assert bench.slim_wire(report)
     assert ("| lodarrow, 2 workers, pickled as the loop's (per-token arrays made in the main "
             "process) |") in table
-    assert any(bench.SLIM_WIRE in line for line in bench.summary_lines(report))
+    assert any(bench.slim_wire_text(report) in line for line in bench.summary_lines(report))
+    # the run's segments rows (none here) decide what the sentence says of them
+    assert bench.slim_wire_text(report).endswith("(segments whole)")
+    seg = json.loads(json.dumps(report))
+    seg["results"].append({"peer": "lodarrow-segments-table-pickled", "workers": 2,
+                           "threads": "... (the values and lengths; segment_ids and "
+                                      "position_ids made there by the collation kernel)"})
+    assert bench.slim_wire_text(seg).endswith("segments ones without segment_ids and "
+                                              "position_ids")
     older = json.loads(json.dumps(report))
     for r in older["results"]:
         r["threads"] = r["threads"].split(" (")[0]
     assert not bench.slim_wire(older)
     assert "| lodarrow, 2 workers, pickled as the loop's |" in "\n".join(
         bench.summary_table(older))
-    assert not any(bench.SLIM_WIRE in line for line in bench.summary_lines(older))
+    assert not any("lodarrow's batches cross without" in line
+                   for line in bench.summary_lines(older))
     row = next(line for line in table.splitlines() if line.startswith("| packed (cu_seqlens) |"))
     assert f"| {mine['tokens_per_s'] / loop['tokens_per_s']:.2f} |" in row
     c = bench.claims(report)["pickled"]

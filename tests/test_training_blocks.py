@@ -320,6 +320,41 @@ def test_a_padded_batch_sent_without_its_mask_is_made_whole_again():
             assert (mask.sum(1) == made["lengths"]).all()
 
 
+
+def test_a_segments_batch_sent_without_its_ids_and_positions_is_made_whole_again():
+    """A "segments" batch as a ``DataLoader`` worker sends it (values and lengths, no
+    ``segment_ids`` or ``position_ids``) gives back the batch made whole in one process:
+    empty sequences, segments of ``num_segments`` past the batch's and a flat length rounded
+    up included, in the keys' order."""
+    from lodarrow._training import _collate as c
+
+    lengths = np.array([5, 0, 7, 3, 0, 9, 1])
+    seqs = c.as_sequences(_table(lengths), "ids", 0)
+    pad = np.full((), -1, np.int32)
+    shapes = [c.check_shape("segments"),
+              c.check_shape("segments", num_segments=9, pad_to_multiple_of=16)]
+    for shape in shapes:
+        for rows in ([6, 0, 1, 3, 2, 5, 4], [1, 4], [2], []):
+            rows = np.array(rows, np.int64)
+            whole = c.collate_rows(seqs, rows, "segments", pad, shape=shape)
+            sent = c.collate_rows(seqs, rows, "segments", pad, shape=shape, per_token=False)
+            assert {"segment_ids", "position_ids"}.isdisjoint(sent)
+            assert sent[c.SEGMENT_TOKENS] is True
+            made = c.rows_tokens(sent)
+            assert list(made) == list(whole)
+            for key in whole:
+                assert np.array_equal(np.asarray(made[key]), np.asarray(whole[key])), key
+                assert np.asarray(made[key]).dtype == np.asarray(whole[key]).dtype, key
+            # NumPy's own reading of the layout: each token's segment and place in it
+            n, m = len(rows), made["num_segments"]
+            total = int(lengths[rows].sum())
+            ids = np.repeat(np.arange(n), lengths[rows])
+            assert (made["segment_ids"][:total] == ids).all()
+            assert (made["segment_ids"][total:] == m).all()
+            starts = np.repeat(np.cumsum(lengths[rows]) - lengths[rows], lengths[rows])
+            assert (made["position_ids"][:total] == np.arange(total) - starts).all()
+            assert (made["position_ids"][total:] == 0).all()
+
 TOKEN_MODES = [
     {"mode": "packed", "max_tokens": 64},
     {"mode": "packed_rows", "row_length": 320, "max_tokens": 1280},     # rows the plan places

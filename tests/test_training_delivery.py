@@ -29,6 +29,7 @@ MODES = {
     "packed": dict(max_tokens=256, mode="packed", extra_columns=["label"]),
     "packed_rows": dict(max_tokens=256, mode="packed_rows", row_length=64),
     "blocks": dict(max_tokens=256, mode="blocks", row_length=64, extra_columns=["label"]),
+    "segments": dict(max_tokens=256, mode="segments", extra_columns=["label"]),
 }
 
 
@@ -111,8 +112,8 @@ def test_a_ranks_producer_makes_its_share(path, mode):
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_a_workers_producer_hands_each_host_batch_over(path, mode):
     """A ``DataLoader`` worker's producer gives its ring each batch as NumPy arrays, without
-    its per-token arrays (``attention_mask``, ``position_ids``, ``seq_idx``: the main process
-    makes them) and delivers what the ring returns; the producer it was made from is
+    its per-token arrays (``attention_mask``, ``position_ids``, ``seq_idx``, ``segment_ids``:
+    the main process makes them) and delivers what the ring returns; the producer it was made from is
     unchanged."""
     producer, plan, _ = _producer(path, **MODES[mode])
     handed = []
@@ -125,7 +126,8 @@ def test_a_workers_producer_hands_each_host_batch_over(path, mode):
     steps = range(1, plan.steps, 3)  # worker 1 of 3
     assert [b for _, b, _ in worker.produce(plan, steps)] == list(range(1, len(steps) + 1))
     assert all(isinstance(b["values"], np.ndarray) for b in handed)
-    assert not any({"position_ids", "seq_idx", "attention_mask"} & set(b) for b in handed)
+    assert not any({"position_ids", "seq_idx", "attention_mask", "segment_ids"} & set(b)
+                   for b in handed)
     want = [b for s, b, _ in producer.produce(plan, range(plan.steps)) if s in steps]
     _equal([rows_tokens(b) for b in handed], want)
     _equal(want, _loader_batches(path, **MODES[mode])[1::3])

@@ -158,12 +158,12 @@ def test_batches_too_large_for_the_ring_cross_pickled_among_the_others(table, mo
     assert 0 < through_ring < len(own)
 
 
-def test_blocks_crossing_pickled_are_made_whole_in_the_main_process(table, monkeypatch):
-    """A batch of blocks pickled through the pipe (no room in a ring) also travels without
-    its per-token arrays, made again in the main process."""
-    kw = MODES[-1]
+@pytest.mark.parametrize("kw", MODES[1:], ids=[m["mode"] for m in MODES[1:]])
+def test_batches_crossing_pickled_are_made_whole_in_the_main_process(table, monkeypatch, kw):
+    """A batch pickled through the pipe (no room in a ring) also travels without its
+    per-token arrays, made again in the main process."""
     own = list(_loader(table, **kw))
-    monkeypatch.setattr(_ring, "RING_BYTES", 1024)  # every batch over half a ring
+    monkeypatch.setattr(_ring, "RING_BYTES", 64)  # every batch over half a ring
     dataset = _loader(table, **kw).torch()
     data = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2,
                                        persistent_workers=True)

@@ -579,9 +579,10 @@ def collate_rows(seqs, rows, mode, pad, row_length=None, *, placement=None, shap
     from :func:`check_shape`).
 
     Without ``per_token`` a "packed" batch of host data leaves out ``position_ids`` and
-    ``seq_idx``, a "padded" one ``attention_mask``, and says so (``PACKED_TOKENS``,
-    ``PADDED_MASK``): :func:`rows_tokens` makes them from ``cu_seqlens`` or ``lengths`` (a
-    ``DataLoader`` worker sends the rest, the main process makes these).
+    ``seq_idx``, a "padded" one ``attention_mask``, a "segments" one ``segment_ids`` and
+    ``position_ids``, and says so (``PACKED_TOKENS``, ``PADDED_MASK``, ``SEGMENT_TOKENS``):
+    :func:`rows_tokens` makes them from ``cu_seqlens`` or ``lengths`` (a ``DataLoader``
+    worker sends the rest, the main process makes these).
 
     With ``placement`` (mode "packed_rows": a :class:`Placement` whose ``seq`` indexes
     ``rows``) the batch is laid out as it says instead of packed again; it is checked to fit
@@ -601,7 +602,7 @@ def collate_rows(seqs, rows, mode, pad, row_length=None, *, placement=None, shap
     if mode == "packed":
         return _packed(seqs, rows, lengths, pad)
     if mode == "segments":
-        return _segments(seqs, rows, lengths, pad, shape, fn)
+        return _segments(seqs, rows, lengths, pad, shape, fn, per_token)
     if placement is None and mode == "blocks":
         placement = block_placement(lengths, row_length, remainder=shape.remainder)
     elif placement is None:
@@ -695,7 +696,7 @@ def _packed_host(seqs, rows, per_token=True):
     return out
 
 
-def _segments(seqs, rows, lengths, pad, shape, fn):
+def _segments(seqs, rows, lengths, pad, shape, fn, per_token=True):
     n = len(rows)
     num_segments = shape.num_segments if shape.num_segments is not None else n
     if n > num_segments:
@@ -704,12 +705,17 @@ def _segments(seqs, rows, lengths, pad, shape, fn):
     cu = _cu_seqlens(lengths)
     total = int(cu[-1])
     width = _width(total, shape, "token count", fn)
+    slim = not per_token and not seqs.on_gpu
     values, positions, _, segment_ids = _gather(seqs, seqs.starts[rows], lengths, cu[:-1],
-                                                width, pad, covered=total, positions=True,
-                                                ids=np.arange(n, dtype=np.int32),
+                                                width, pad, covered=total,
+                                                positions=not slim,
+                                                ids=None if slim else np.arange(n, dtype=np.int32),
                                                 fill_id=num_segments)
     if num_segments > n:
         lengths = np.concatenate([lengths, np.zeros(num_segments - n, dtype=np.int64)])
+    if slim:
+        return {"values": values, "num_segments": num_segments, "lengths": lengths,
+                SEGMENT_TOKENS: True}
     return {"values": values, "segment_ids": segment_ids, "num_segments": num_segments,
             "position_ids": positions, "lengths": lengths}
 
@@ -838,6 +844,9 @@ PIECE_IDS = "_lodarrow_piece_ids"
 PACKED_TOKENS = "_lodarrow_packed_tokens"
 #: The same for a "padded" batch sent without ``attention_mask``, made from ``lengths``.
 PADDED_MASK = "_lodarrow_padded_mask"
+#: The same for a "segments" batch sent without ``segment_ids`` and ``position_ids``, made
+#: from ``lengths`` and ``num_segments``.
+SEGMENT_TOKENS = "_lodarrow_segment_tokens"
 #: The per-token arrays of a flat or rows batch that ``cu_seqlens`` determines (left out by
 #: ``batch_loader(token_arrays=False)``).
 TOKEN_ARRAYS = ("position_ids", "attention_mask", "seq_idx")
@@ -894,8 +903,20 @@ def rows_tokens(arrays):
     kernel: a batch of rows (:func:`rows_batch` without ``per_token``: ``piece_ids`` in their
     place) from ``cu_seqlens`` and ``piece_ids``, a "packed" one (``PACKED_TOKENS`` in
     place) from ``cu_seqlens``, a "padded" one's ``attention_mask`` (``PADDED_MASK``) from
-    ``lengths``; in the order the batch has them.  ``arrays``: the whole batch (its other
-    entries, e.g. ``max_seqlen``, are kept)."""
+    ``lengths``, a "segments" one's ``segment_ids`` and ``position_ids``
+    (``SEGMENT_TOKENS``) from ``lengths`` and ``num_segments``; in the order the batch has
+    them.  ``arrays``: the whole batch (its other entries, e.g. ``max_seqlen``, are kept)."""
+    if arrays.get(SEGMENT_TOKENS):
+        values, lengths = arrays["values"], arrays["lengths"]
+        cu = np.zeros(len(lengths) + 1, np.int32)
+        np.cumsum(lengths, out=cu[1:])
+        total, width = int(cu[-1]), values.shape[0]
+        positions = np.zeros(width, np.int64)   # 0 on padding
+        segment_ids = np.full(width, arrays["num_segments"], np.int32)  # num_segments there
+        positions[:total], segment_ids[:total] = _k.packed_tokens(cu)
+        return _made(arrays, SEGMENT_TOKENS, values=values, segment_ids=segment_ids,
+                     num_segments=arrays["num_segments"], position_ids=positions,
+                     lengths=lengths)
     if arrays.get(PADDED_MASK):
         values, lengths = arrays["values"], arrays["lengths"]
         mask = np.arange(values.shape[1]) < lengths[:, None]

@@ -300,8 +300,8 @@ def _from_ring(ring_id, ring, generation, serial, start, layout, rest):
 def as_tensors(arrays, rest):
     """A worker's batch in the main process, through the ring or pickled: its NumPy
     ``arrays`` as tensors (no copy) and its other entries ``rest``.  A padded, packed,
-    packed-rows or blocks batch crosses without its per-token arrays: made here (from
-    ``lengths`` or ``cu_seqlens``, :func:`~lodarrow._training._collate.rows_tokens`)."""
+    packed-rows, blocks or segments batch crosses without its per-token arrays: made here
+    (from ``lengths`` or ``cu_seqlens``, :func:`~lodarrow._training._collate.rows_tokens`)."""
     import torch
 
     from lodarrow._training._collate import rows_tokens
