@@ -26,7 +26,7 @@ MODES = {"padded": dict(batch_size=16), "packed": dict(batch_size=16),
 
 
 def _corpus(root, seed, files=2, rows=300, nulls=False):
-    """Parquet files of an int32 token column (some empty sequences) and a label column."""
+    """Parquet files of an int32 token column (some empty sequences) and two others."""
     rng = np.random.default_rng(seed)
     root.mkdir(parents=True, exist_ok=True)
     for k in range(files):
@@ -36,7 +36,8 @@ def _corpus(root, seed, files=2, rows=300, nulls=False):
         ids = pa.ListArray.from_arrays(pa.array(offsets),
                                        pa.array(rng.integers(0, 50000, offsets[-1]), pa.int32()),
                                        mask=None if mask is None else pa.array(mask))
-        table = pa.table({"ids": ids, "label": pa.array(rng.integers(0, 9, rows))})
+        table = pa.table({"ids": ids, "label": pa.array(rng.integers(0, 9, rows)),
+                          "doc": pa.array(rng.random(rows))})
         pq.write_table(table, root / f"part-{k}.parquet", row_group_size=64)
     return root
 
@@ -128,14 +129,28 @@ def test_dataloader_workers_fill_and_read_the_cache(tmp_path):
         assert len(_entries(cache)) == 20
 
 
+def _versions(cache):
+    """The version folders kept per data file."""
+    root = os.path.join(cache, "decoded-v1")
+    return {f: sorted(os.listdir(os.path.join(root, f))) for f in os.listdir(root)}
+
+
 def test_a_changed_file_is_never_served_from_its_old_entries(tmp_path):
     src = _corpus(tmp_path / "data", 3, files=1)
     cache = str(tmp_path / "cache")
     args = dict(batch_size=8, seed=0, cache_dir=cache, decoded_cache=True)
     _batches(la.batch_loader(str(src), "ids", **args))
+    (old,) = _versions(cache).values()
     _corpus(tmp_path / "data", 4, files=1)  # rewritten: other values, the same name
     plain = _batches(la.batch_loader(str(src), "ids", batch_size=8, seed=0, cache_dir=cache))
     _assert_same(plain, _batches(la.batch_loader(str(src), "ids", **args)))
+    # the old version's entries went with the first entry of the new one: no stale copy
+    (new,) = _versions(cache).values()
+    assert len(old) == len(new) == 1 and old != new
+    os.utime(src / "part-0.parquet")  # touched: a new version, the same values
+    _assert_same(plain, _batches(la.batch_loader(str(src), "ids", **args)))
+    (touched,) = _versions(cache).values()
+    assert len(touched) == 1 and touched != new
     # and a file rewritten while a loader reads it is an error naming it, as without the cache
     loader = la.batch_loader(str(src), "ids", **args)
     _corpus(tmp_path / "data", 5, files=1, rows=301)
@@ -185,8 +200,42 @@ def test_a_cache_that_cannot_be_written_warns_once_and_reads_on(tmp_path):
     _assert_same(want, got)
 
 
+def test_the_lengths_pass_keeps_nothing_and_the_columns_order_does_not_matter(tmp_path):
+    """A start that decodes the lengths (no footer lengths, an empty lengths cache) reads the
+    sequence column alone: nothing of it is kept, only what the batches read; extra columns
+    asked for in another order read the same entries."""
+    src = str(_corpus(tmp_path / "data", 12))
+    cache = str(tmp_path / "cache")
+    args = dict(batch_size=16, seed=0, cache_dir=cache, decoded_cache=True)
+    first = _batches(la.batch_loader(src, "ids", extra_columns=["label", "doc"], **args))
+    entries = _entries(cache)
+    assert len(entries) == 2 * 5 * 2  # one entry (and its checksum) a row group
+    again = _batches(la.batch_loader(src, "ids", extra_columns=["doc", "label"], **args))
+    _assert_same(first, again)
+    assert _entries(cache) == entries
+
+
+def test_an_entry_of_another_row_group_is_not_served(tmp_path):
+    src = str(_corpus(tmp_path / "data", 13, files=1, rows=300))  # row groups of 64 and 44
+    cache = str(tmp_path / "cache")
+    args = dict(batch_size=8, seed=0, cache_dir=cache)
+    want = _batches(la.batch_loader(src, "ids", **args))
+    _batches(la.batch_loader(src, "ids", decoded_cache=True, **args))
+    files = sorted(e for e in _entries(cache) if e.endswith(".arrow"))
+    first = next(f for f in files if os.path.basename(f).startswith("0-"))
+    last = next(f for f in files if os.path.basename(f).startswith("4-"))
+    for suffix in ("", ".crc32"):  # a valid entry, with its checksum, of 44 rows for 64
+        with open(last + suffix, "rb") as a, open(first + suffix, "wb") as b:
+            b.write(a.read())
+    _assert_same(want, _batches(la.batch_loader(src, "ids", decoded_cache=True, **args)))
+    assert pa.ipc.open_file(pa.OSFile(first)).read_all().num_rows == 64  # written again
+
+
 def test_arguments_are_checked_where_they_enter(tmp_path):
     src = str(_corpus(tmp_path / "data", 8, files=1))
+    got = _batches(la.batch_loader(src, "ids", batch_size=4, decoded_cache=np.True_,
+                                   cache_dir=str(tmp_path / "c")), (0,))
+    assert got and _entries(str(tmp_path / "c"))
     with pytest.raises(TypeError, match="decoded_cache must be True or False, got str"):
         la.batch_loader(src, "ids", batch_size=4, decoded_cache="yes")
     with pytest.raises(ValueError, match="cache_dir=False turns the cache directory off"):
@@ -217,3 +266,8 @@ def test_clear_decoded_cache_removes_the_entries(tmp_path):
     assert la.clear_decoded_cache(cache) == 5
     assert _entries(cache) == [] and la.clear_decoded_cache(cache) == 0
     assert os.path.isdir(os.path.join(cache, "lengths-v1"))  # the lengths cache is left
+    assert la.clear_decoded_cache(False) == 0  # no cache directory: nothing to clear
+    with open(os.path.join(cache, "decoded-v1"), "w") as f:  # not a folder: removed
+        f.write("x")
+    assert la.clear_decoded_cache(cache) == 0
+    assert not os.path.exists(os.path.join(cache, "decoded-v1"))

@@ -13,10 +13,13 @@ process.  This is what Hugging Face ``datasets`` does with a Parquet corpus (its
 files), here filled as the loader reads.
 
 Layout, under ``<cache dir>/decoded-v1/`` (the lengths cache's directory,
-:func:`lodarrow._tables._lengths_store.cache_root`): a folder per data file, named by the
-SHA-256 of its :class:`~lodarrow._tables._lengths_store.Fingerprint` (path or URI, size,
-modification time and footer digest: a changed file gets another folder and is never served
-stale), holding ``<row group>-<columns digest>.arrow`` per row group and set of columns read.
+:func:`lodarrow._tables._lengths_store.cache_root`): a folder per data file (the SHA-256 of
+its path or URI), holding a folder per version of it, named by the SHA-256 of its
+:class:`~lodarrow._tables._lengths_store.Fingerprint` (path or URI, size, modification time
+and footer digest: a changed file gets another folder and is not served from the old one),
+holding ``<row group>-<columns digest>.arrow`` per row group and set of columns read (in any
+order).  The first entry a process writes for a version removes the file's other versions'
+folders: a corpus rewritten in place does not leave a stale copy of itself behind.
 An entry is written under a temporary name and moved into place (``os.replace``), after its
 CRC-32 (``<entry>.crc32``): a reader never sees a torn file.  Each process checks an entry
 against its checksum the first time it maps it (about 6 GB/s; once, not at every epoch), so
@@ -26,9 +29,9 @@ again.  Entries are replaced, never rewritten in place, so a file still mapped b
 stays valid.
 
 The cache takes the disk of the decoded columns (a ``list<int32>`` column: 4 bytes a token
-plus 4 a sequence) and is not bounded: :func:`clear_decoded_cache` empties it.  An entry that
-cannot be written (the disk full, a read-only directory) is a ``RuntimeWarning`` once, and the
-row group is read from the data file as without the cache.
+plus 4 a sequence) and is not bounded: :func:`clear_decoded_cache` empties it.  The first
+entry that cannot be written (the disk full, a read-only directory) is a ``RuntimeWarning``,
+and from then on that loader writes none (its reads decode what the cache lacks).
 """
 
 import hashlib
@@ -57,10 +60,9 @@ _CRC = ".crc32"
 def decoded_cache(flag, cache_dir, fn):
     """The :class:`DecodedCache` that ``decoded_cache=flag`` and ``cache_dir`` (already
     checked by ``check_cache_dir``) ask for, or None."""
-    if not isinstance(flag, bool):
-        raise TypeError(f"{fn}: decoded_cache must be True or False, got "
-                        f"{type(flag).__name__}")
-    if not flag:
+    from lodarrow._validation import as_flag
+
+    if not as_flag(flag, f"{fn}: decoded_cache"):
         return None
     if cache_dir is False:
         raise ValueError(f"{fn}: decoded_cache=True keeps decoded row groups in the cache "
@@ -84,6 +86,7 @@ class DecodedCache:
         self._lock = threading.Lock()
         self._failed = False
         self._checked = set()  # (path, inode, size, mtime) of entries whose checksum held
+        self._pruned = set()   # files whose other versions' folders this process removed
 
     def __getstate__(self):  # sent to DataLoader workers: no lock, a fresh warning state
         return {"cache_dir": self.cache_dir}
@@ -91,15 +94,20 @@ class DecodedCache:
     def __setstate__(self, state):
         self.__init__(state["cache_dir"])
 
-    def entry(self, fp, g, columns):
-        """The path of row group ``g``'s ``columns`` of the file ``fp`` (a Fingerprint)."""
-        names = hashlib.sha256(json.dumps(list(columns)).encode()).hexdigest()[:16]
-        return os.path.join(self.root, fp.key(), f"{g}-{names}{_SUFFIX}")
+    def _file_dir(self, fp):
+        """The folder of every version of the file ``fp`` names (its path or URI)."""
+        return os.path.join(self.root, hashlib.sha256(fp.name.encode()).hexdigest()[:32])
 
-    def get(self, fp, g, columns):
-        """The table kept for row group ``g``'s ``columns``, memory-mapped; None when there
-        is none, or when it does not match its checksum (then it is removed, to be written
-        again)."""
+    def entry(self, fp, g, columns):
+        """The path of row group ``g``'s ``columns`` (in any order) of the file ``fp`` (a
+        Fingerprint): ``<file>/<version>/<row group>-<columns>.arrow``."""
+        names = hashlib.sha256(json.dumps(sorted(columns)).encode()).hexdigest()[:16]
+        return os.path.join(self._file_dir(fp), fp.key(), f"{g}-{names}{_SUFFIX}")
+
+    def get(self, fp, g, columns, num_rows):
+        """The table kept for row group ``g``'s ``columns`` (``num_rows`` rows, as the footer
+        says), memory-mapped; None when there is none, or when it does not match its
+        checksum or its row group (then it is removed, to be written again)."""
         path = self.entry(fp, g, columns)
         try:
             fd = os.open(path, os.O_RDONLY)
@@ -129,9 +137,11 @@ class DecodedCache:
         except (OSError, pa.ArrowException):
             _remove(path)
             return None
-        if set(table.column_names) != set(columns):  # a digest collision, a foreign file
+        # another row group's entry copied over this one, a digest collision: not served
+        if table.num_rows != num_rows or set(table.column_names) != set(columns):
+            _remove(path)
             return None
-        return table
+        return table.select(list(columns))
 
     def put(self, fp, g, columns, table):
         """Keep ``table`` (row group ``g``'s ``columns``, as decoded) for later reads: the
@@ -142,6 +152,8 @@ class DecodedCache:
         path = self.entry(fp, g, columns)
         tmp = f"{path}.{uuid.uuid4().hex}.tmp"
         try:
+            if fp.name not in self._pruned:
+                self._prune(fp)
             sink = pa.BufferOutputStream()
             with pa.ipc.new_file(sink, table.schema) as writer:
                 writer.write_table(table)
@@ -165,6 +177,20 @@ class DecodedCache:
             warnings.warn(f"batch_loader: the decoded cache cannot keep row groups in "
                           f"{self.root!r} ({exc}); they are decoded from their files again "
                           f"at every read", RuntimeWarning, stacklevel=2)
+
+    def _prune(self, fp):
+        """Remove the folders of the file's other versions (changed, touched, rewritten):
+        never read again, each the size of the file's decoded columns.  A process still
+        mapping one of their entries keeps its mapping."""
+        self._pruned.add(fp.name)
+        here = self._file_dir(fp)
+        try:
+            names = os.listdir(here)
+        except OSError:
+            return
+        for name in names:
+            if name != fp.key():
+                shutil.rmtree(os.path.join(here, name), ignore_errors=True)
 
 
 def _read_crc(path):
@@ -205,9 +231,10 @@ def clear_decoded_cache(cache_dir=None):
 
     Notes
     -----
-    Only the cache's own subdirectory (``decoded-v1``) is removed.  A loader reading at that
-    moment keeps the entries it has mapped (removing a file leaves its mapping valid) and
-    decodes the others from their files again.
+    Only the cache's own subdirectory (``decoded-v1``) is removed, with what a killed writer
+    left there (``*.tmp``, not counted).  A loader reading at that moment keeps the entries
+    it has mapped (removing a file leaves its mapping valid) and decodes the others from
+    their files again.
 
     Examples
     --------
@@ -215,8 +242,13 @@ def clear_decoded_cache(cache_dir=None):
     >>> la.clear_decoded_cache(tempfile.mkdtemp())
     0
     """
-    root = os.path.join(cache_root(check_cache_dir(cache_dir, "clear_decoded_cache")),
-                        _SUBDIR)
+    cache_dir = check_cache_dir(cache_dir, "clear_decoded_cache")
+    if cache_dir is False:
+        return 0
+    root = os.path.join(cache_root(cache_dir), _SUBDIR)
+    if os.path.isfile(root) or os.path.islink(root):  # not a folder: nothing kept, removed
+        _remove(root)
+        return 0
     n = 0
     for _, _, names in os.walk(root):
         n += sum(1 for name in names if name.endswith(_SUFFIX))

@@ -145,7 +145,7 @@ def parquet_part_lengths(parts, name, level, with_nulls=False, cache_dir=None):
         leaf = leaves.get(path)
         if leaf is None:
             leaf = leaves[path] = leaf_to_read(parts.metas[f], name)
-        col = parts.read_group(k, [leaf]).column(name)
+        col = parts.read_group(k, [leaf], keep=False).column(name)
         lengths, nulls = _in_memory_lengths(col, level), null_rows(col)
         mask = None
         if len(nulls):
@@ -182,7 +182,7 @@ def parquet_part_lengths(parts, name, level, with_nulls=False, cache_dir=None):
         if found is None:
             found = _value_nulls_known(parts, k, name, level, lengths, nulls)
         if found is None:  # the footer cannot rule them out: read the column to know
-            found = value_null_rows(parts.read_group(k, [name]).column(name))[0]
+            found = value_null_rows(parts.read_group(k, [name], keep=False).column(name))[0]
         values.append(found)
     return [o[0] for o in out], [o[1] for o in out], values
 

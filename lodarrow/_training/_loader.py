@@ -190,7 +190,8 @@ def batch_loader(source, column=None, *, batch_size=None, max_tokens=None, cost=
         Where a Parquet source's paths live; ``s3://`` and ``gs://`` URIs name their own
         (docs/scale-out.md#remote-corpora).  Only the column chunks read are fetched.
     cache_dir : str, path-like or False, optional
-        The lengths cache (docs/training.md#lengths-cache): by default
+        The lengths cache's directory (docs/training.md#lengths-cache), also that of the
+        data cache and the decoded cache where they are asked for: by default
         ``$LODARROW_CACHE_DIR``, else ``$XDG_CACHE_HOME/lodarrow``, else
         ``~/.cache/lodarrow``; False: none.  A start whose lengths the cache (or the
         footers of lodarrow's writers) holds decodes no column before the first batch.

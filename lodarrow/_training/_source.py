@@ -255,22 +255,23 @@ class ParquetParts:
 
         return display_path(path, self.filesystem)
 
-    def read_group(self, k, columns):
+    def read_group(self, k, columns, keep=True):
         """Columns ``columns`` of row group ``k`` as stored; an error names the file and the
         row group.  A remote file is read by ranged requests for those column chunks only,
         through the data cache when there is one (then what it holds is not fetched again).
         With a decoded cache, what it holds is mapped instead of read (a local file checked
-        unchanged first), and what it does not is put there once decoded."""
-        if self.decoded is None:
+        unchanged first), and what it does not is put there once decoded; not with
+        ``keep=False`` (the lengths pass: a column the batches never read alone)."""
+        if self.decoded is None or not keep:
             return self._decode_group(k, columns)
-        path, g, _ = self.parts[k]
+        path, g, rows = self.parts[k]
         fp = self._fingerprint_of[path]
         if self.filesystem is None:
             try:
                 self._check_unchanged(path, os.stat(path))
             except OSError as exc:
                 raise self._read_error(path, g, exc) from None
-        table = self.decoded.get(fp, g, columns)
+        table = self.decoded.get(fp, g, columns, rows)
         if table is None:
             table = self._decode_group(k, columns)
             self.decoded.put(fp, g, columns, table)
