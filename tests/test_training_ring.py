@@ -118,7 +118,7 @@ def _holders(dataset):
 def _equal_batches(got, expected):
     assert len(got) == len(expected)
     for k, (a, b) in enumerate(zip(got, expected)):
-        assert a.keys() == b.keys(), k
+        assert list(a) == list(b), k  # the same keys in the same order
         for key in a:
             if isinstance(a[key], torch.Tensor):
                 assert a[key].dtype == b[key].dtype and torch.equal(a[key], b[key]), (k, key)

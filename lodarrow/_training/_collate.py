@@ -923,8 +923,10 @@ def rows_tokens(arrays):
         return _made(arrays, PADDED_MASK, values=values, lengths=lengths, attention_mask=mask)
     if arrays.get(PACKED_TOKENS):
         positions, seq_idx = _k.packed_tokens(arrays["cu_seqlens"])
+        # in the order of a batch made in one process (_packed_host)
         return _made(arrays, PACKED_TOKENS, values=arrays["values"],
-                     cu_seqlens=arrays["cu_seqlens"], position_ids=positions, seq_idx=seq_idx)
+                     cu_seqlens=arrays["cu_seqlens"], max_seqlen=arrays["max_seqlen"],
+                     position_ids=positions, seq_idx=seq_idx)
     ids = arrays.get(PIECE_IDS)
     if ids is None:
         return arrays

@@ -297,6 +297,11 @@ def _from_ring(ring_id, ring, generation, serial, start, layout, rest):
     return as_tensors(arrays, rest)
 
 
+#: The entry of a worker's ``rest`` holding its batch's keys in order (arrays and the rest
+#: travel apart).
+KEY_ORDER = "_lodarrow_key_order"
+
+
 def as_tensors(arrays, rest):
     """A worker's batch in the main process, through the ring or pickled: its NumPy
     ``arrays`` as tensors (no copy) and its other entries ``rest``.  A padded, packed,
@@ -306,5 +311,9 @@ def as_tensors(arrays, rest):
 
     from lodarrow._training._collate import rows_tokens
 
+    batch = {**arrays, **rest}
+    order = batch.pop(KEY_ORDER, None)
+    if order is not None:  # as the worker made it, so the rebuilt batch's keys are in order
+        batch = {key: batch[key] for key in order}
     return {key: torch.from_numpy(value) if isinstance(value, np.ndarray) else value
-            for key, value in rows_tokens({**arrays, **rest}).items()}
+            for key, value in rows_tokens(batch).items()}

@@ -30,7 +30,7 @@ import warnings
 
 __all__ = ["stateful_loader_state", "torch_dataset"]
 
-from ._ring import BatchRing, SharedLock, alive, as_tensors, shared_array
+from ._ring import KEY_ORDER, BatchRing, SharedLock, alive, as_tensors, shared_array
 
 _STATE_BYTES = 1 << 16
 #: How long a worker waits for the others' saved steps on a resume on another world.
@@ -120,6 +120,7 @@ def _for_the_wire(ring, out):
 
     arrays = {k: v for k, v in out.items() if isinstance(v, np.ndarray)}
     rest = {k: v for k, v in out.items() if not isinstance(v, np.ndarray)}
+    rest[KEY_ORDER] = tuple(out)  # the batch's keys come back in its order
     batch = ring.put(arrays, rest)
     return _WireBatch(arrays, rest) if batch is None else batch
 
