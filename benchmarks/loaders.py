@@ -1497,9 +1497,10 @@ def _all_peers():
 
 PEERS = _all_peers()
 #: The sources of lodarrow's blocks rows, as the statements name them.
-BLOCK_SOURCES = {"table": "from the in-memory table", "parquet": "from Parquet",
+BLOCK_SOURCES = {"table": "from the in-memory table",
+                 "parquet": "from Parquet decoding every epoch",
                  "parquet-decoded": "from Parquet through the decoded cache (decoded once, "
-                                    "by the warm-up epoch)"}
+                                    "before the timed epochs)"}
 JOBS = [("padded", "padded"), ("packed", "packed (cu_seqlens)"), ("rows", "packed_rows"),
         ("segments", "segments (JAX)"),
         ("blocks", "concatenated blocks: a different job (no sequence boundaries)"),
@@ -1915,6 +1916,36 @@ def _cell_rounds(report, variant):
     return out
 
 
+def _round_ratios(own, base):
+    """lodarrow's runs over the loop's, round by round (the rounds both ran)."""
+    mine = {x["round"]: x["tokens_per_s"] for x in own.get("samples", [])
+            if x.get("tokens_per_s") and "round" in x}
+    theirs = {x["round"]: x["tokens_per_s"] for x in base.get("samples", [])
+              if x.get("tokens_per_s") and "round" in x}
+    return [mine[k] / theirs[k] for k in sorted(mine.keys() & theirs.keys())]
+
+
+def _either_way(report, variant):
+    """``(job, source, per-round ratios)`` of the cells of ``variant`` that were ahead in some
+    rounds and behind in others."""
+    results = [r for r in report["results"] if "error" not in r]
+    out = []
+    for (mode, source, _, _), verdict in zip(_cells(report, variant),
+                                             _cell_rounds(report, variant)):
+        if verdict != "noise":
+            continue
+        stem = f"lodarrow-{mode.replace('_', '-')}-{source}"
+        name = {"prefetch0": stem + "-prefetch0", "pickled": stem + "-pickled"}.get(
+            variant, stem)
+        workers = variant in ("workers", "pickled")
+        own = next(r for r in results if r["peer"] == name and bool(r["workers"]) == workers)
+        base = next(r for r in results if r["peer"].startswith("loop-")
+                    and r["kind"] == KIND_OF[mode] and r["source"] == source
+                    and bool(r["workers"]) == workers)
+        out.append((JOB_NAMES[mode], source, _round_ratios(own, base)))
+    return out
+
+
 def _by_round(own, base):
     """lodarrow's cell ``own`` against the loop's ``base`` round by round (runs of the same
     round ran one after the other): "ahead" if every round's ratio is above 1, "behind" if
@@ -2011,6 +2042,9 @@ def claims(report):
                              if from_file else None,
                              "pickled_over": pickled["tokens_per_s"] / r["tokens_per_s"]
                              if pickled else None})
+    out["decoded_fill"] = [r["cold_start_s"] for r in results
+                           if r["peer"].startswith("lodarrow-blocks-parquet-decoded")
+                           and r.get("cold_start_s") is not None]
     out["blocks"] = [
         {"source": src, "workers": w,
          "over_litdata": by[(f"lodarrow-blocks-{src}", w)]["tokens_per_s"]
@@ -2078,6 +2112,11 @@ def summary_lines(report):
             said = (f"; round by round (each run against the loop's of the same round): ahead "
                     f"in every round in {rounds.count('ahead')}, behind in every round in "
                     f"{rounds.count('behind')}, either way in {rounds.count('noise')}")
+            ways = _either_way(report, variant)
+            if ways:  # a tie within the machine's noise, not a lead: named, with its rounds
+                said += " (" + "; ".join(
+                    f"{job} from {where[src]}: " + ", ".join(f"{x:.2f}x" for x in ratios)
+                    for job, src, ratios in ways) + ")"
         lines.append(f"- {name} lodarrow is ahead of the NumPy/Arrow loop in {v['ahead']} of "
                      f"{v['cells']} cells of the four jobs that keep sequence boundaries by "
                      f"medians ({_span(v['ratios'])}; {parts}){said}.")
@@ -2107,22 +2146,31 @@ def summary_lines(report):
                      f"table{'; without their per-token arrays' if slim_wire(report) else ''}) "
                      f"ahead of {sum(x > 1 for x in wire)} of {len(wire)} ({_span(wire)})")
         lines.append(f"- The peers {where_w} deliver {_span(p['over_loop'] for p in ps)} the "
-                     f"loop's tokens/s; lodarrow (same job, in-memory table, same workers) is "
-                     f"ahead of {sum(x > 1 for x in mine)} of the {len(mine)} peer rows of the "
+                     f"loop's tokens/s; lodarrow (on its defaults; same job, in-memory table, "
+                     f"same workers) is ahead of {sum(x > 1 for x in mine)} of the {len(mine)} peer rows of the "
                      f"jobs it shares ({_span(mine)} their tokens/s){more}.")
     if c["blocks"]:
         b = c["blocks"]
         where = "; ".join(
-            f"{BLOCK_SOURCES[src]} "
+            f"{BLOCK_SOURCES[src]} ahead in "
             f"{sum(x['over_litdata'] > 1 for x in b if x['source'] == src)} of "
             f"{sum(x['source'] == src for x in b)} "
             f"({_span(x['over_litdata'] for x in b if x['source'] == src)})"
             for src in BLOCK_SOURCES if any(x["source"] == src for x in b))
+        fill = c.get("decoded_fill") or []
+        filled = (f"  The decoded cache is filled before the timed epochs, untimed, as "
+                  f"litdata's chunks are made before its runs; the cold start (an empty cache "
+                  f"directory) of those rows, {_span(fill, 2, ' s')}, includes filling it "
+                  f"(at {report.get('revision', {}).get('commit', 'the measured commit')}: the "
+                  f"lengths pass kept what it decoded; later commits keep what the first "
+                  f"epoch reads)." if fill else "")
         lines.append(f"- Concatenated blocks (another job): lodarrow's `mode=\"blocks\"`, which "
-                     f"also gives each piece's positions and boundaries, is ahead of litdata's "
-                     f"`TokensLoader` (reading its own chunk files) in "
-                     f"{sum(x['over_litdata'] > 1 for x in b)} of {len(b)} cells "
-                     f"({_span(x['over_litdata'] for x in b)} its tokens/s; {where}).")
+                     f"also gives each piece's positions and boundaries, against litdata's "
+                     f"`TokensLoader` (reading the raw token chunks its `optimize` wrote), by "
+                     f"medians: {where}.  lodarrow's rows with workers cross through its "
+                     f"shared-memory ring, litdata's pickled (NumPy, as every peer's here); in "
+                     f"one process lodarrow runs on its defaults (a prefetch and a read-ahead "
+                     f"thread), litdata with its chunk thread.{filled}")
     pad = c["padding"]
     if pad[("lodarrow", "table")]:
         lines.append(f"- Padding of the padded job: lodarrow "
@@ -2226,7 +2274,8 @@ def summary_table(report, cell=mega):
              + f"| ÷ loop | loop, {w} DataLoader workers | lodarrow, {w} DataLoader workers "
              "| ÷ loop with workers "
              + (f"| lodarrow, {w} workers, pickled as the loop's"
-                + (" (per-token arrays made in the main process)" if slim_wire(report) else "")
+                + (" (its slimmer batches: per-token arrays made in the main process; the "
+                   "loop's carry them)" if slim_wire(report) else "")
                 + " | ÷ loop with workers " if pickled else "")
              + "| Parquet decode alone | lodarrow prefetch=2 ÷ decode |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
@@ -2336,13 +2385,18 @@ def markdown(report):
                              f"{r['error'][:200]} | | | | | | | | | | | | |"
                              + (" |" if cold else ""))
                 continue
+            # the epochs and seconds of the run whose tokens/s is published (the median)
+            mid = median_run([s for s in r.get("samples", []) if s.get("tokens_per_s")]
+                             or [r])
+            epochs = f"{mid.get('timed_epochs', r['timed_epochs'])} " \
+                     f"({mid.get('timed_s', r['timed_s']):.1f})"
             rss = f"{r['rss_main_mib']:,.0f}"
             if r["workers"]:
                 rss += f" / {r['rss_worker_mib']:,.0f}" if r.get("rss_worker_mib") else " / —"
             lines.append(
                 f"| {r['label']} | {workers_text(r)} | {fmt(r['tokens_per_s'], thousands=True)} "
                 f"| {ratio(r, loops)} | {fmt(r['padding_pct'])} | {fmt(r['packing_pct'])} "
-                f"| {r['timed_epochs']} ({r['timed_s']:.1f}) | {fmt(r['start_s'], 2)} "
+                f"| {epochs} | {fmt(r['start_s'], 2)} "
                 + (f"| {fmt(r.get('cold_start_s'), 2)} " if cold else "")
                 + f"| {resumed(r)} | {r['resume'] or 'not supported'} | {rss} "
                 f"| {r['load_before']:.1f}-{r['load_after']:.1f} "
@@ -2399,11 +2453,12 @@ SAMPLE_KEYS = ("round", "position", "tokens_per_s", "timed_epochs", "timed_s", "
 
 
 def aggregate(samples):
-    """One cell from its runs: the first good run's fields, each of :data:`MEDIANS` the
-    median over the good runs, the load the lowest before and the highest after, and every
-    run in ``samples`` (a cell whose runs all failed keeps the first error)."""
+    """One cell from its runs: the fields of its median run (by tokens/s: its epochs, its
+    threads), each of :data:`MEDIANS` the median over the good runs, the load the lowest
+    before and the highest after, and every run in ``samples`` (a cell whose runs all failed
+    keeps the first error)."""
     ok = [s for s in samples if "error" not in s]
-    out = dict(ok[0] if ok else samples[0])
+    out = dict(median_run(ok) if ok else samples[0])
     for key in MEDIANS:
         values = [s[key] for s in ok if s.get(key) is not None]
         if values:
@@ -2415,6 +2470,12 @@ def aggregate(samples):
     out["runs"], out["runs_ok"] = len(samples), len(ok)
     out["samples"] = [{k: s[k] for k in SAMPLE_KEYS if k in s} for s in samples]
     return out
+
+
+def median_run(runs):
+    """The run whose tokens/s is the cell's median (the lower middle one of an even count)."""
+    ranked = sorted(runs, key=lambda s: s.get("tokens_per_s") or 0)
+    return ranked[(len(ranked) - 1) // 2]
 
 
 def settings(args, meta):
@@ -2498,6 +2559,12 @@ def driver(args):
         r["python"] = python
         report["results"].append(r)
     report["load_at_end"] = os.getloadavg()[0]
+    end = revision()
+    if end != report["revision"]:  # the checkout moved under the run: its cells mixed code
+        report["revision_at_end"] = end
+        print(f"loaders.py: the checkout changed during the run ({report['revision']} at the "
+              f"start, {end} at the end): run it again from a checkout nothing edits (a git "
+              f"worktree)", file=sys.stderr)
     report["finished"] = utc_now()
     report["wall_s"] = time.time() - started
     return report

@@ -218,8 +218,8 @@ def test_pickled_column_and_sentence(workdir, tmp_path):
     # lodarrow's batches crossed without their per-token arrays: the header and the
     # sentence say so (read from the run's hand-over descriptions), an older run's do not
     assert bench.slim_wire(report)
-    assert ("| lodarrow, 2 workers, pickled as the loop's (per-token arrays made in the main "
-            "process) |") in table
+    assert ("| lodarrow, 2 workers, pickled as the loop's (its slimmer batches: per-token "
+            "arrays made in the main process; the loop's carry them) |") in table
     assert any(bench.slim_wire_text(report) in line for line in bench.summary_lines(report))
     # the run's segments rows (none here) decide what the sentence says of them
     assert bench.slim_wire_text(report).endswith("(segments whole)")
