@@ -51,7 +51,7 @@ def reference_lengths(pylist, level, depth):
 @pytest.fixture
 def no_decoding(monkeypatch):
     """Make any read of a row group's column fail: what a cached start must not do."""
-    def refuse(self, k, columns):
+    def refuse(self, k, columns, keep=True):
         raise AssertionError(f"row group {k} was read: {columns}")
 
     monkeypatch.setattr(_source.ParquetParts, "read_group", refuse)
@@ -82,7 +82,7 @@ def test_cached_start_reads_no_column(tmp_path, monkeypatch):
     entries = list((cache / "lengths-v1").rglob("*.lengths"))
     assert len(entries) == 1  # one entry per file, column and level
     monkeypatch.setattr(_source.ParquetParts, "read_group",
-                        lambda *a: (_ for _ in ()).throw(AssertionError("decoded")))
+                        lambda *a, **k: (_ for _ in ()).throw(AssertionError("decoded")))
     np.testing.assert_array_equal(la.sequence_lengths(path, cache_dir=cache), want)
     np.testing.assert_array_equal(la.sequence_lengths(str(path), "ids", cache_dir=cache), want)
     with pytest.raises(AssertionError, match="decoded"):  # no cache: decoded
@@ -126,7 +126,7 @@ def test_null_rows_are_kept_with_the_lengths(tmp_path, monkeypatch):
     want, nulls = write_tokens(path, 4000, nulls=True, row_group_size=700)
     cold = la.batch_loader(path, "ids", batch_size=64, nulls="drop", cache_dir=cache)
     monkeypatch.setattr(_source.ParquetParts, "read_group",
-                        lambda *a: (_ for _ in ()).throw(AssertionError("decoded")))
+                        lambda *a, **k: (_ for _ in ()).throw(AssertionError("decoded")))
     warm = la.batch_loader(path, "ids", batch_size=64, nulls="drop", cache_dir=cache)
     assert warm.statistics()["dropped"]["nulls"] == cold.statistics()["dropped"]["nulls"] \
         == len(nulls) > 0
@@ -728,7 +728,7 @@ def test_sidecars_of_earlier_releases_are_still_read(tmp_path, monkeypatch):
     write_legacy_sidecar(path)
     assert read_sidecar(fingerprint(str(path))[0]) is not None
     monkeypatch.setattr(_source.ParquetParts, "read_group",
-                        lambda *a: (_ for _ in ()).throw(AssertionError("decoded")))
+                        lambda *a, **k: (_ for _ in ()).throw(AssertionError("decoded")))
     np.testing.assert_array_equal(la.sequence_lengths(tmp_path, cache_dir=False), want)
     loader = la.batch_loader(tmp_path, "ids", batch_size=64, nulls="drop", cache_dir=False)
     assert loader.statistics()["dropped"]["nulls"] == len(nulls) > 0

@@ -96,7 +96,7 @@ def encoded(tok, texts):
 def no_lengths_pass(monkeypatch):
     from lodarrow._training import _source
 
-    def refuse(self, k, columns):
+    def refuse(self, k, columns, keep=True):
         raise AssertionError(f"row group {k} was decoded for its lengths: {columns}")
 
     monkeypatch.setattr(_source.ParquetParts, "read_group", refuse)

@@ -114,11 +114,11 @@ def test_a_read_error_comes_where_its_block_starts(dataset, monkeypatch, prefetc
     bad = int(np.searchsorted(loader._part_starts, second[0], side="right") - 1)
     read_group = ParquetParts.read_group
 
-    def failing(self, k, columns):
+    def failing(self, k, columns, keep=True):
         if k == bad:
             raise ValueError(f"batch_loader: cannot read row group {self.parts[k][1]} of "
                              f"'part': broken")
-        return read_group(self, k, columns)
+        return read_group(self, k, columns, keep)
 
     monkeypatch.setattr(ParquetParts, "read_group", failing)
     loader = la.batch_loader(dataset, "ids", batch_size=16, row_groups=2, seed=4,
@@ -297,9 +297,9 @@ def _counting_reads(monkeypatch):
 
     reads, read_group = [], ParquetParts.read_group
 
-    def counted(self, k, columns):
+    def counted(self, k, columns, keep=True):
         reads.append(k)
-        return read_group(self, k, columns)
+        return read_group(self, k, columns, keep)
 
     monkeypatch.setattr(ParquetParts, "read_group", counted)
     return reads
@@ -378,11 +378,11 @@ def test_a_next_epochs_read_that_fails_is_made_again_where_its_block_starts(data
     read_group = ParquetParts.read_group
     calls, failing = [0], [None]
 
-    def flaky(self, k, columns):
+    def flaky(self, k, columns, keep=True):
         calls[0] += 1
         if failing[0] is not None and failing[0](calls[0]):
             raise ValueError("batch_loader: cannot read row group 0 of 'part': broken")
-        return read_group(self, k, columns)
+        return read_group(self, k, columns, keep)
 
     monkeypatch.setattr(ParquetParts, "read_group", flaky)
     loader = la.batch_loader(dataset, "ids", prefetch=2, **kw)
@@ -473,10 +473,10 @@ def test_a_pass_broken_off_begins_no_further_row_group(dataset, monkeypatch):
     monkeypatch.setenv("LODARROW_NUM_THREADS", "1")  # a block's row groups one by one
     reads, read_group = [], ParquetParts.read_group
 
-    def slow(self, k, columns):
+    def slow(self, k, columns, keep=True):
         reads.append(k)
         time.sleep(0.05)
-        return read_group(self, k, columns)
+        return read_group(self, k, columns, keep)
 
     kw = dict(batch_size=16, row_groups=4, seed=4, progress=False)
     want = list(la.batch_loader(dataset, "ids", prefetch=0, **kw))
@@ -507,10 +507,10 @@ def test_a_pass_waiting_for_a_block_decodes_its_row_groups_left(dataset, monkeyp
     loader = la.batch_loader(dataset, "ids", prefetch=2, **kw)  # their lengths read, uncounted
     reads, read_group = [], ParquetParts.read_group
 
-    def slow(self, k, columns):
+    def slow(self, k, columns, keep=True):
         reads.append(threading.current_thread().name.startswith("lodarrow-read-ahead"))
         time.sleep(0.05)
-        return read_group(self, k, columns)
+        return read_group(self, k, columns, keep)
 
     monkeypatch.setattr(ParquetParts, "read_group", slow)
     want = list(inline)
@@ -581,11 +581,11 @@ from lodarrow._training._source import ParquetParts
 
 read_group = ParquetParts.read_group
 
-def slow(self, k, columns):
+def slow(self, k, columns, keep=True):
     with open({str(log)!r}, "a") as f:
         f.write(f"{{k}}\\n")
     time.sleep(0.1)
-    return read_group(self, k, columns)
+    return read_group(self, k, columns, keep)
 
 ParquetParts.read_group = slow
 loader = la.batch_loader({dataset!r}, "ids", batch_size=16, row_groups=4, seed=4,
