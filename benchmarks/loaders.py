@@ -2147,8 +2147,8 @@ def summary_lines(report):
                      f"ahead of {sum(x > 1 for x in wire)} of {len(wire)} ({_span(wire)})")
         lines.append(f"- The peers {where_w} deliver {_span(p['over_loop'] for p in ps)} the "
                      f"loop's tokens/s; lodarrow (on its defaults; same job, in-memory table, "
-                     f"same workers) is ahead of {sum(x > 1 for x in mine)} of the {len(mine)} peer rows of the "
-                     f"jobs it shares ({_span(mine)} their tokens/s){more}.")
+                     f"same workers) is ahead of {sum(x > 1 for x in mine)} of the "
+                     f"{len(mine)} peer rows of the jobs it shares ({_span(mine)} their tokens/s){more}.")
     if c["blocks"]:
         b = c["blocks"]
         where = "; ".join(

@@ -113,8 +113,8 @@ def test_a_ranks_producer_makes_its_share(path, mode):
 def test_a_workers_producer_hands_each_host_batch_over(path, mode):
     """A ``DataLoader`` worker's producer gives its ring each batch as NumPy arrays, without
     its per-token arrays (``attention_mask``, ``position_ids``, ``seq_idx``, ``segment_ids``:
-    the main process makes them) and delivers what the ring returns; the producer it was made from is
-    unchanged."""
+    the main process makes them) and delivers what the ring returns; the producer it was
+    made from is unchanged."""
     producer, plan, _ = _producer(path, **MODES[mode])
     handed = []
 
