@@ -1488,6 +1488,10 @@ def _all_peers():
     # what litdata's TokensLoader reads is its own optimize's output, made before the runs)
     peers += [Lodarrow("blocks", source, token_arrays=t) for t in (True, False)
               for source in ("table", "parquet", "parquet-decoded")]
+    # and against litdata on its terms: one thread (prefetch=0), batches pickled from workers
+    peers += [Lodarrow("blocks", source, prefetch=0) for source in ("table", "parquet-decoded")]
+    peers += [Lodarrow("blocks", source, pickled=True)
+              for source in ("table", "parquet-decoded")]
     peers += [LoopBlocks(), HFPadded(), HFPacked(), HFIterable(), TorchdataStateful(),
               TorchdataNodes(), Mosaic(), MosaicConcat(), LitData(), LitDataDecode0(),
               LitDataTokens()]
@@ -1999,6 +2003,33 @@ def notes_of(results):
     return list(seen.items())
 
 
+def claims_blocks(by, results):
+    """The blocks claims against litdata's ``TokensLoader``: each lodarrow blocks source's
+    ratio (``blocks``), the rows on litdata's terms (``blocks_equal``: one thread, pickled
+    from workers) and the decoded cache's cold starts (``decoded_fill``); ``by`` maps
+    ``(peer, workers)`` to the cell."""
+    out = {}
+    out["decoded_fill"] = [r["cold_start_s"] for r in results
+                           if r["peer"].startswith("lodarrow-blocks-parquet-decoded")
+                           and r.get("cold_start_s") is not None]
+    out["blocks"] = [
+        {"source": src, "workers": w,
+         "over_litdata": by[(f"lodarrow-blocks-{src}", w)]["tokens_per_s"]
+         / by[("litdata-tokens", w)]["tokens_per_s"]}
+        for src in BLOCK_SOURCES for w in sorted({r["workers"] for r in results})
+        if (f"lodarrow-blocks-{src}", w) in by and ("litdata-tokens", w) in by]
+    # on litdata's terms: one thread in one process, pickled from workers
+    out["blocks_equal"] = [
+        {"source": src, "workers": w, "how": how,
+         "over_litdata": by[(f"lodarrow-blocks-{src}-{tail}", w)]["tokens_per_s"]
+         / by[("litdata-tokens", w)]["tokens_per_s"]}
+        for src in BLOCK_SOURCES for tail, how in (("prefetch0", "one thread"),
+                                                   ("pickled", "pickled"))
+        for w in sorted({r["workers"] for r in results})
+        if (f"lodarrow-blocks-{src}-{tail}", w) in by and ("litdata-tokens", w) in by]
+    return out
+
+
 def claims(report):
     """What the summary sentences state, computed from the report (tests check them)."""
     results = [r for r in report["results"] if "error" not in r]
@@ -2042,15 +2073,7 @@ def claims(report):
                              if from_file else None,
                              "pickled_over": pickled["tokens_per_s"] / r["tokens_per_s"]
                              if pickled else None})
-    out["decoded_fill"] = [r["cold_start_s"] for r in results
-                           if r["peer"].startswith("lodarrow-blocks-parquet-decoded")
-                           and r.get("cold_start_s") is not None]
-    out["blocks"] = [
-        {"source": src, "workers": w,
-         "over_litdata": by[(f"lodarrow-blocks-{src}", w)]["tokens_per_s"]
-         / by[("litdata-tokens", w)]["tokens_per_s"]}
-        for src in BLOCK_SOURCES for w in sorted({r["workers"] for r in results})
-        if (f"lodarrow-blocks-{src}", w) in by and ("litdata-tokens", w) in by]
+    out.update(claims_blocks(by, results))
     spreads = [(max(x) / min(x), r["label"], r["workers"]) for r in results
                for x in [[s["tokens_per_s"] for s in r.get("samples", [])
                           if s.get("tokens_per_s")]] if len(x) > 1]
@@ -2157,6 +2180,14 @@ def summary_lines(report):
             f"{sum(x['source'] == src for x in b)} "
             f"({_span(x['over_litdata'] for x in b if x['source'] == src)})"
             for src in BLOCK_SOURCES if any(x["source"] == src for x in b))
+        terms = []
+        for x in c.get("blocks_equal") or []:
+            where_x = f"{x['workers']} workers, " if x["workers"] else "one process, "
+            terms.append(f"{BLOCK_SOURCES[x['source']]} ({where_x}{x['how']}) "
+                         f"{x['over_litdata']:.2f}x")
+        equal = ("  On litdata's terms (lodarrow with `prefetch=0` and one kernel thread in "
+                 "one process; its workers' batches pickled, as litdata's are): "
+                 + "; ".join(terms) + "." if terms else "")
         fill = c.get("decoded_fill") or []
         filled = (f"  The decoded cache is filled before the timed epochs, untimed, as "
                   f"litdata's chunks are made before its runs; the cold start (an empty cache "
@@ -2170,7 +2201,7 @@ def summary_lines(report):
                      f"medians: {where}.  lodarrow's rows with workers cross through its "
                      f"shared-memory ring, litdata's pickled (NumPy, as every peer's here); in "
                      f"one process lodarrow runs on its defaults (a prefetch and a read-ahead "
-                     f"thread), litdata with its chunk thread.{filled}")
+                     f"thread), litdata with its chunk thread.{equal}{filled}")
     pad = c["padding"]
     if pad[("lodarrow", "table")]:
         lines.append(f"- Padding of the padded job: lodarrow "

@@ -322,6 +322,37 @@ def test_a_cell_against_the_loop_round_by_round():
     assert bench._by_round(cell(3), {"samples": []}) is None
 
 
+def test_the_blocks_sentence_against_litdata():
+    """The blocks claims from a report: each source's count against litdata's TokensLoader,
+    the rows on litdata's terms (one thread; pickled from workers) and the decoded cache's
+    cold start, all from the JSON; a cell's published epochs are its median run's."""
+    def row(peer, workers, rate, **more):
+        return {"peer": peer, "workers": workers, "tokens_per_s": rate, "kind": "blocks",
+                "source": "own", "label": peer, **more}
+
+    results = [row("litdata-tokens", 0, 100.0), row("litdata-tokens", 2, 50.0),
+               row("lodarrow-blocks-table", 0, 150.0), row("lodarrow-blocks-table", 2, 60.0),
+               row("lodarrow-blocks-parquet", 0, 70.0),
+               row("lodarrow-blocks-parquet-decoded", 0, 140.0, cold_start_s=0.25),
+               row("lodarrow-blocks-table-prefetch0", 0, 120.0),
+               row("lodarrow-blocks-parquet-decoded-pickled", 2, 40.0)]
+    by = {(r["peer"], r["workers"]): r for r in results}
+    got = {(x["source"], x["workers"]): round(x["over_litdata"], 2)
+           for x in bench.claims_blocks(by, results)["blocks"]}
+    assert got == {("table", 0): 1.5, ("table", 2): 1.2, ("parquet", 0): 0.7,
+                   ("parquet-decoded", 0): 1.4}
+    equal = {(x["source"], x["workers"], x["how"]): round(x["over_litdata"], 2)
+             for x in bench.claims_blocks(by, results)["blocks_equal"]}
+    assert equal == {("table", 0, "one thread"): 1.2,
+                     ("parquet-decoded", 2, "pickled"): 0.8}
+    assert bench.claims_blocks(by, results)["decoded_fill"] == [0.25]
+    # a cell's epochs: its median run's
+    runs = [{"tokens_per_s": 3.0, "timed_epochs": 9}, {"tokens_per_s": 1.0, "timed_epochs": 2},
+            {"tokens_per_s": 2.0, "timed_epochs": 5}]
+    assert bench.median_run(runs)["timed_epochs"] == 5
+    assert bench.aggregate([dict(r, round=k) for k, r in enumerate(runs)])["timed_epochs"] == 5
+
+
 def test_the_json_and_the_blocks(workdir, tmp_path, monkeypatch):
     """Cells run round robin, every run in the JSON with its load; the blocks of the
     documents generated from the JSON, and written again from it byte for byte."""
