@@ -2190,11 +2190,9 @@ def summary_lines(report):
                  + "; ".join(terms) + "." if terms else "")
         fill = c.get("decoded_fill") or []
         filled = (f"  The decoded cache is filled before the timed epochs, untimed, as "
-                  f"litdata's chunks are made before its runs; the cold start (an empty cache "
-                  f"directory) of those rows, {_span(fill, 2, ' s')}, includes filling it "
-                  f"(at {report.get('revision', {}).get('commit', 'the measured commit')}: the "
-                  f"lengths pass kept what it decoded; later commits keep what the first "
-                  f"epoch reads)." if fill else "")
+                  f"litdata's chunks are made before its runs: the cold start (an empty cache "
+                  f"directory) of those rows, {_span(fill, 2, ' s')}, keeps what its first "
+                  f"batch reads, the warm-up epoch the rest." if fill else "")
         lines.append(f"- Concatenated blocks (another job): lodarrow's `mode=\"blocks\"`, which "
                      f"also gives each piece's positions and boundaries, against litdata's "
                      f"`TokensLoader` (reading the raw token chunks its `optimize` wrote), by "
