@@ -1903,10 +1903,10 @@ def _cells(report, variant):
     return out
 
 
-def _cell_rounds(report, variant):
-    """:func:`_by_round` of each cell :func:`_cells` gives, in its order."""
+def _cell_pairs(report, variant):
+    """``(mode, source, own, base)`` of each cell :func:`_cells` gives, in its order: lodarrow's
+    cell of ``variant`` and the loop's of the same job, source and workers (None if none)."""
     results = [r for r in report["results"] if "error" not in r]
-    out = []
     for mode, source, _, _ in _cells(report, variant):
         stem = f"lodarrow-{mode.replace('_', '-')}-{source}"
         name = {"prefetch0": stem + "-prefetch0", "pickled": stem + "-pickled"}.get(
@@ -1916,8 +1916,13 @@ def _cell_rounds(report, variant):
         base = next((r for r in results if r["peer"].startswith("loop-")
                      and r["kind"] == KIND_OF[mode] and r["source"] == source
                      and bool(r["workers"]) == workers), None)
-        out.append(None if base is None else _by_round(own, base))
-    return out
+        yield mode, source, own, base
+
+
+def _cell_rounds(report, variant):
+    """:func:`_by_round` of each cell :func:`_cells` gives, in its order."""
+    return [None if base is None else _by_round(own, base)
+            for _, _, own, base in _cell_pairs(report, variant)]
 
 
 def _round_ratios(own, base):
@@ -1932,33 +1937,16 @@ def _round_ratios(own, base):
 def _either_way(report, variant):
     """``(job, source, per-round ratios)`` of the cells of ``variant`` that were ahead in some
     rounds and behind in others."""
-    results = [r for r in report["results"] if "error" not in r]
-    out = []
-    for (mode, source, _, _), verdict in zip(_cells(report, variant),
-                                             _cell_rounds(report, variant)):
-        if verdict != "noise":
-            continue
-        stem = f"lodarrow-{mode.replace('_', '-')}-{source}"
-        name = {"prefetch0": stem + "-prefetch0", "pickled": stem + "-pickled"}.get(
-            variant, stem)
-        workers = variant in ("workers", "pickled")
-        own = next(r for r in results if r["peer"] == name and bool(r["workers"]) == workers)
-        base = next(r for r in results if r["peer"].startswith("loop-")
-                    and r["kind"] == KIND_OF[mode] and r["source"] == source
-                    and bool(r["workers"]) == workers)
-        out.append((JOB_NAMES[mode], source, _round_ratios(own, base)))
-    return out
+    return [(JOB_NAMES[mode], source, _round_ratios(own, base))
+            for mode, source, own, base in _cell_pairs(report, variant)
+            if base is not None and _by_round(own, base) == "noise"]
 
 
 def _by_round(own, base):
     """lodarrow's cell ``own`` against the loop's ``base`` round by round (runs of the same
     round ran one after the other): "ahead" if every round's ratio is above 1, "behind" if
     every one is below, else "noise"; None without rounds to pair."""
-    mine = {x["round"]: x["tokens_per_s"] for x in own.get("samples", [])
-            if x.get("tokens_per_s") and "round" in x}
-    theirs = {x["round"]: x["tokens_per_s"] for x in base.get("samples", [])
-              if x.get("tokens_per_s") and "round" in x}
-    ratios = [mine[k] / theirs[k] for k in sorted(mine.keys() & theirs.keys())]
+    ratios = _round_ratios(own, base)
     if not ratios:
         return None
     return "ahead" if min(ratios) > 1 else "behind" if max(ratios) < 1 else "noise"
