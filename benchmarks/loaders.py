@@ -1490,8 +1490,10 @@ def _all_peers():
               for source in ("table", "parquet", "parquet-decoded")]
     # and against litdata on its terms: one thread (prefetch=0), batches pickled from workers
     peers += [Lodarrow("blocks", source, prefetch=0) for source in ("table", "parquet-decoded")]
-    peers += [Lodarrow("blocks", source, pickled=True)
-              for source in ("table", "parquet-decoded")]
+    # (and with token_arrays=False: what litdata's batches hold, the per-token arrays costed
+    # apart by the pair)
+    peers += [Lodarrow("blocks", source, token_arrays=t, pickled=True)
+              for t in (True, False) for source in ("table", "parquet-decoded")]
     peers += [LoopBlocks(), HFPadded(), HFPacked(), HFIterable(), TorchdataStateful(),
               TorchdataNodes(), Mosaic(), MosaicConcat(), LitData(), LitDataDecode0(),
               LitDataTokens()]
@@ -1991,10 +1993,15 @@ def notes_of(results):
     return list(seen.items())
 
 
+#: How a blocks row pickled with ``token_arrays=False`` is named: litdata's batch (token ids
+#: and nothing a token more), beside the same row with the per-token arrays
+IDS_PICKLED = "pickled, token_arrays=False: the values and cu_seqlens, as litdata's ids"
+
+
 def claims_blocks(by, results):
     """The blocks claims against litdata's ``TokensLoader``: each lodarrow blocks source's
     ratio (``blocks``), the rows on litdata's terms (``blocks_equal``: one thread, pickled
-    from workers) and the decoded cache's cold starts (``decoded_fill``); ``by`` maps
+    from workers, with and without the per-token arrays) and the decoded cache's cold starts (``decoded_fill``); ``by`` maps
     ``(peer, workers)`` to the cell."""
     out = {}
     out["decoded_fill"] = [r["cold_start_s"] for r in results
@@ -2012,7 +2019,8 @@ def claims_blocks(by, results):
          "over_litdata": by[(f"lodarrow-blocks-{src}-{tail}", w)]["tokens_per_s"]
          / by[("litdata-tokens", w)]["tokens_per_s"]}
         for src in BLOCK_SOURCES for tail, how in (("prefetch0", "one thread"),
-                                                   ("pickled", "pickled"))
+                                                   ("pickled", "pickled"),
+                                                   ("ids-pickled", IDS_PICKLED))
         for w in sorted({r["workers"] for r in results})
         if (f"lodarrow-blocks-{src}-{tail}", w) in by and ("litdata-tokens", w) in by]
     return out

@@ -335,7 +335,8 @@ def test_the_blocks_sentence_against_litdata():
                row("lodarrow-blocks-parquet", 0, 70.0),
                row("lodarrow-blocks-parquet-decoded", 0, 140.0, cold_start_s=0.25),
                row("lodarrow-blocks-table-prefetch0", 0, 120.0),
-               row("lodarrow-blocks-parquet-decoded-pickled", 2, 40.0)]
+               row("lodarrow-blocks-parquet-decoded-pickled", 2, 40.0),
+               row("lodarrow-blocks-table-ids-pickled", 2, 55.0)]
     by = {(r["peer"], r["workers"]): r for r in results}
     got = {(x["source"], x["workers"]): round(x["over_litdata"], 2)
            for x in bench.claims_blocks(by, results)["blocks"]}
@@ -344,7 +345,8 @@ def test_the_blocks_sentence_against_litdata():
     equal = {(x["source"], x["workers"], x["how"]): round(x["over_litdata"], 2)
              for x in bench.claims_blocks(by, results)["blocks_equal"]}
     assert equal == {("table", 0, "one thread"): 1.2,
-                     ("parquet-decoded", 2, "pickled"): 0.8}
+                     ("parquet-decoded", 2, "pickled"): 0.8,
+                     ("table", 2, bench.IDS_PICKLED): 1.1}
     assert bench.claims_blocks(by, results)["decoded_fill"] == [0.25]
     # a cell's epochs: its median run's
     runs = [{"tokens_per_s": 3.0, "timed_epochs": 9}, {"tokens_per_s": 1.0, "timed_epochs": 2},
