@@ -935,6 +935,22 @@ class DatasetLink:
         and the epoch step it starts at."""
         return self.loader._epoch_plan()
 
+    def share_decoding(self, root, worker, num_workers):
+        """In ``DataLoader`` worker ``worker`` (of ``num_workers``): hand the row groups it
+        decodes to the other workers, and take theirs, through the folder ``root``
+        (:mod:`._exchange`), for a Parquet source without a decoded cache (which shares them
+        already); once a process."""
+        from lodarrow._training._exchange import Exchange
+
+        parts = self.loader._parts
+        children = [p for p in getattr(parts, "children", [parts])
+                    if hasattr(p, "exchange") and p.decoded is None]
+        if not children or any(p.exchange is not None for p in children):
+            return
+        exchange = Exchange(root, worker, num_workers)
+        for p in children:
+            p.exchange = exchange
+
     def produce(self, plan, steps, next_first=0, hand_over=None):
         """``(step, batch, tokens)`` for each step of ``steps`` of ``plan``, each block read
         once; ``next_first``: the next pass's first step to read ahead (None: none);

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from lodarrow._training._epoch import shuffled
+from lodarrow._training._readahead import DEFERRED
 from lodarrow._training._source import (check_level, hf_table, is_parquet_source, list_depth,
                                         pick_column, widen)
 from lodarrow._validation import as_nonnegative_int, as_positive_int, check_choice
@@ -459,6 +460,8 @@ class MixedParts:
         have = [n for n in columns if names[n] is not None]
         table = self.children[c].read(k - int(self._first[c]), [names[n] for n in have],
                                       lo, hi)
+        if table is DEFERRED:  # another worker decodes it (_exchange.reading)
+            return table
         table = table.rename_columns(have)
         if len(have) < len(columns):  # extra columns this source lacks: nulls
             table = pa.table({n: table.column(n) if names[n] is not None

@@ -17,7 +17,7 @@ from lodarrow._training._collate import as_sequences, with_separator
 from lodarrow._training._columns import ExtraColumn, fill_value_nulls
 from lodarrow._training._lengths import parquet_part_lengths
 from lodarrow._training._mix import MixedParts
-from lodarrow._training._readahead import Shared, Stopped
+from lodarrow._training._readahead import DEFERRED, Shared, Stopped, reading
 from lodarrow._training._source import (ParquetParts, check_level, check_sequence_type,
                                         list_depth, pick_column)
 
@@ -227,4 +227,25 @@ def _read_all(parts, ranges, columns, stop=None, shared=None):
         shared = Shared()
     else:
         threads -= 1
-    return shared.run(read, ranges, min(threads, len(ranges)))
+    if not _shares_decoding(parts):
+        return shared.run(read, ranges, min(threads, len(ranges)))
+
+    # DataLoader workers sharing what they decode (_exchange): first every row group this
+    # worker takes or decodes itself, then those another worker was decoding meanwhile
+    def first(r):
+        with reading(first=True):
+            return read(r)
+
+    for p in getattr(parts, "children", [parts]):
+        if getattr(p, "exchange", None) is not None:
+            p.exchange.begin()
+            break  # one Exchange a process, shared by a mixture's files
+    tables = shared.run(first, ranges, min(threads, len(ranges)))
+    with reading(first=False, stop=stop):
+        return [read(r) if t is DEFERRED else t for r, t in zip(ranges, tables)]
+
+
+def _shares_decoding(parts):
+    """Whether ``parts`` (or a mixture's) hand decoded row groups between workers."""
+    return any(getattr(p, "exchange", None) is not None
+               for p in getattr(parts, "children", [parts]))

@@ -23,11 +23,40 @@ from concurrent.futures import thread as _pool_thread  # noqa: F401  (its exit h
 
 import numpy as np
 
-__all__ = ["ReadAhead", "Shared", "Stopped"]
+__all__ = ["DEFERRED", "ReadAhead", "Shared", "Stopped", "reading"]
 
 
 class Stopped(Exception):
     """A read made ahead that was stopped (its block is read again where it is due)."""
+
+
+#: What a row group's read returns in a block's first pass when another ``DataLoader`` worker
+#: is decoding it (:mod:`._exchange`): it is read in the second pass
+DEFERRED = object()
+
+_phase = threading.local()
+
+
+class reading:
+    """``with reading(first=True)``: this thread's row group reads return :data:`DEFERRED`
+    for a row group another worker is decoding (a block's first pass); ``first=False`` (its
+    second pass): they wait for it, until ``stop`` (a ``threading.Event``) is set."""
+
+    def __init__(self, first, stop=None):
+        self.first, self.stop = first, stop
+
+    def __enter__(self):
+        self._saved = getattr(_phase, "now", None)
+        _phase.now = self
+        return self
+
+    def __exit__(self, *exc):
+        _phase.now = self._saved
+
+    @staticmethod
+    def now():
+        """This thread's phase (a ``reading``), or None outside one."""
+        return getattr(_phase, "now", None)
 
 
 class Shared:

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from lodarrow._tensor import LoDTensor
 from lodarrow._training._buffers import list_offsets
+from lodarrow._training._readahead import DEFERRED
 
 #: The Parquet source grammar is map_parquet's (a file, a directory, a glob, a list of files).
 _PATH_TYPES = (str, os.PathLike, list, tuple)
@@ -207,6 +208,7 @@ class ParquetParts:
         self.sizes = [fp.size for fp in self.fingerprints]
         self.cache = cache if self.filesystem is not None else None
         self.decoded = decoded
+        self.exchange = None  # a DataLoader worker's (_exchange.Exchange): set there
 
     def unify(self, columns):
         """The type each of ``columns`` is read as: the same in every file, or a safe widening
@@ -263,7 +265,11 @@ class ParquetParts:
         unchanged first), and what it does not is put there once decoded; not with
         ``keep=False`` (the lengths pass: a column the batches never read alone)."""
         if self.decoded is None or not keep:
-            return self._decode_group(k, columns)
+            if self.exchange is None or not keep:
+                return self._decode_group(k, columns)
+            path, g, rows = self.parts[k]  # decoded once for the workers (_exchange)
+            return self.exchange.read(self._fingerprint_of[path], g, columns, rows,
+                                      lambda: self._decode_group(k, columns))
         path, g, rows = self.parts[k]
         fp = self._fingerprint_of[path]
         if self.filesystem is None:
@@ -357,6 +363,8 @@ class ParquetParts:
         """Rows ``[lo, hi)`` of row group ``k`` (its own row numbers), ``columns`` cast to the
         unified types; errors name the file and the row group."""
         table = self.read_group(k, columns)
+        if table is DEFERRED:  # another worker decodes it (_exchange.reading)
+            return table
         if lo or (hi is not None and hi < table.num_rows):
             table = table.slice(lo, (table.num_rows if hi is None else hi) - lo)
         want = [self.types.get(c) for c in columns]

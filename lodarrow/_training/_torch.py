@@ -27,9 +27,11 @@ import functools
 import json
 import os
 import warnings
+import weakref
 
 __all__ = ["stateful_loader_state", "torch_dataset"]
 
+from ._exchange import exchange_root, remove_root
 from ._ring import KEY_ORDER, BatchRing, SharedLock, alive, as_tensors, shared_array
 
 _STATE_BYTES = 1 << 16
@@ -146,7 +148,7 @@ def _rebuild(arrays, rest):
     return as_tensors(arrays, rest)
 
 
-def _dataset_in_worker(loader, link, shared, lock, ring):
+def _dataset_in_worker(loader, link, shared, lock, ring, xroot):
     import torch
 
     global _CLASS
@@ -154,6 +156,7 @@ def _dataset_in_worker(loader, link, shared, lock, ring):
         _CLASS = _make_class(torch)
     dataset = _CLASS.__new__(_CLASS)
     dataset.loader, dataset._link, dataset._ring = loader, link, ring
+    dataset._xroot = xroot
     dataset._shared, dataset._lock = shared, lock
     dataset._version, dataset._made, dataset._first = 0, 0, None
     dataset._restored, dataset._passes = False, (None, 0)
@@ -179,6 +182,9 @@ def _make_class(torch):
             self._restored = False  # a StatefulDataLoader restored this worker's position
             self._passes = (None, 0)  # (pid, passes begun by that process's worker)
             self._ring = BatchRing()  # workers' batches to the main process (_ring.py)
+            # the workers' folder for row groups decoded once for all of them (_exchange.py)
+            self._xroot = exchange_root()
+            weakref.finalize(self, remove_root, self._xroot, os.getpid())
             self._published = 0   # the version of the position published last
             self._publish()
             link.watch(self)  # loader.set_epoch / load_state_dict publish too
@@ -186,7 +192,7 @@ def _make_class(torch):
         def __reduce__(self):
             # a worker started by spawn / forkserver: the same loader, shared block and ring
             return _dataset_in_worker, (self.loader, self._link, self._shared, self._lock,
-                                        self._ring)
+                                        self._ring, self._xroot)
 
         # --- the position, shared with the workers ----------------------------------------
         def _publish(self):
@@ -327,6 +333,8 @@ def _make_class(torch):
                 return iter(self.loader)
             os.environ["LODARROW_NUM_THREADS"] = "1"  # the workers share the cores
             _exit_with_parent()
+            if info.num_workers > 1:  # each row group decoded by one of them (_exchange)
+                self._link.share_decoding(self._xroot, info.id, info.num_workers)
             hand_over = None  # torch batches cross through the worker's ring
             if self.loader.deliver.to == "torch":
                 hand_over = functools.partial(_for_the_wire, self._ring)
