@@ -2,6 +2,7 @@
 (lodarrow/_training/_exchange.py): the same batches, fewer decodes, and every failure a
 decode rather than a wrong batch or a hang."""
 
+import errno
 import gc
 import os
 import subprocess
@@ -56,6 +57,7 @@ def _dead_pid():
 @pytest.fixture
 def pair(tmp_path):
     root = str(tmp_path / "x")
+    os.makedirs(root)
     return Exchange(root, 0, 2), Exchange(root, 1, 2)
 
 
@@ -183,27 +185,83 @@ def test_files_not_taken_since_the_previous_block_are_dropped(pair):
     a.read(FP, 7, COLS, 50, Decoder(t))  # handed to b, which never reads it
     time.sleep(0.02)
     b.begin()  # the next block: kept (handed after the previous block began)
-    assert any(n.endswith(".for-1") for n in os.listdir(b.root))
-    time.sleep(0.02)
-    b.begin()  # one more: dropped
+    handed = [n for n in os.listdir(b.root) if n.endswith(".for-1")]
+    assert handed
+    # one more block, begun well after it was handed (a second's margin for the clock)
+    os.utime(os.path.join(b.root, handed[0]), (time.time() - 60,) * 2)
+    b.begin()
     assert not any(n.endswith(".for-1") for n in os.listdir(b.root))
 
 
-def test_folders_of_dead_processes_are_removed_and_only_the_namer_removes_its_own(
+def test_a_claim_that_names_no_process_is_taken_over_at_once(pair):
+    a, b = pair
+    base = b._base(FP, 8, COLS)
+    open(base + ".claim", "w").close()  # empty: not one this module writes
+    dec = Decoder(_table())
+    start = time.monotonic()
+    assert b.read(FP, 8, COLS, 50, dec).num_rows == 50 and dec.calls == 1
+    assert time.monotonic() - start < 5
+
+
+def test_a_full_folder_turns_sharing_off_with_a_decode_and_nothing_left(pair, monkeypatch):
+    a, b = pair
+    t = _table()
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_exchange.os, "link", full)
+    dec = Decoder(t)
+    assert b.read(FP, 9, COLS, 50, dec).equals(t) and dec.calls == 1 and b.off
+    assert sorted(os.listdir(b.root)) == ["off-1"]
+    monkeypatch.undo()
+    # the other worker hands nothing to it from then on
+    assert a.read(FP, 9, COLS, 50, Decoder(t)).equals(t)
+    assert sorted(os.listdir(a.root)) == ["off-1"]
+
+
+def test_files_handed_to_a_worker_whose_sharing_is_off_are_still_dropped(pair):
+    a, b = pair
+    b.begin()
+    a.read(FP, 10, COLS, 50, Decoder(_table()))  # handed before b turned off
+    b.off = True
+    for name in os.listdir(b.root):
+        os.utime(os.path.join(b.root, name), (time.time() - 60,) * 2)
+    b.begin()
+    assert not any(n.endswith(".for-1") for n in os.listdir(b.root))
+
+
+def test_folders_whose_owner_is_gone_are_removed_and_only_the_maker_removes_its_own(
         tmp_path, monkeypatch):
     monkeypatch.setattr(_exchange, "_base_dir", lambda: str(tmp_path))
-    dead = tmp_path / f"{_exchange._PREFIX}{_dead_pid()}-abc"
-    live = tmp_path / f"{_exchange._PREFIX}{os.getppid()}-abc"
-    dead.mkdir()
-    live.mkdir()
-    root = _exchange.exchange_root()
-    assert not dead.exists() and live.exists()
-    assert os.path.dirname(root) == str(tmp_path) and f"-{os.getpid()}-" in root
-    os.makedirs(root)
-    _exchange.remove_root(root, os.getpid() + 1)  # a forked worker's finalizer: nothing
-    assert os.path.exists(root)
-    _exchange.remove_root(root, os.getpid())
-    assert not os.path.exists(root)
+    # a killed trainer's folder: its lock file, not held (whatever its pid: 1 in a container)
+    gone = tmp_path / f"{_exchange._PREFIX}1-abc"
+    gone.mkdir()
+    (gone / ".owner").write_text("")
+    (gone / "3-x.for-1").write_bytes(b"x" * 100)
+    live = _exchange.ExchangeRoot()  # removes the gone one, holds its own lock
+    assert not gone.exists() and os.path.isdir(live.path)
+    assert os.path.dirname(live.path) == str(tmp_path)
+    other = _exchange.ExchangeRoot()  # another dataset: the live folder stays
+    assert os.path.isdir(live.path) and os.path.isdir(other.path)
+    # a forked worker's copy removes nothing
+    child = os.fork()
+    if child == 0:
+        live.remove()
+        os._exit(0)
+    os.waitpid(child, 0)
+    assert os.path.isdir(live.path)
+    live.remove()
+    other.remove()
+    assert not os.path.exists(live.path) and not os.path.exists(other.path)
+
+
+def test_a_base_that_takes_no_folder_shares_nothing(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setattr(_exchange, "_base_dir", lambda: str(blocker))
+    root = _exchange.ExchangeRoot()
+    assert root.path is None and Exchange(root.path, 0, 2).off
 
 
 # --- DataLoader workers ---------------------------------------------------------------------
@@ -271,7 +329,9 @@ def test_workers_decode_each_row_group_about_once_and_deliver_the_same_batches(
     made = decodes() - before
     # each of the two workers decoding all it reads: about 2 x groups an epoch
     assert groups * 2 <= made <= groups * 2 * 1.5, (made, groups)
-    root = dataset._xroot
+    root = dataset._xroot.path
+    # between epochs at most the next epoch's first block's row groups, read ahead
+    assert len([n for n in os.listdir(root) if ".for-" in n]) <= 2 * 4
     del data, dataset
     gc.collect()
     assert not os.path.exists(root)
@@ -282,10 +342,10 @@ def test_one_worker_or_a_decoded_cache_shares_nothing(corpus, tmp_path):
                              batch_size=16, cache_dir=str(tmp_path / "c"))
     dataset = loader.torch()
     list(torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=1))
-    assert not os.path.exists(dataset._xroot)
+    assert os.listdir(dataset._xroot.path) == [".owner"]
     cached = la.batch_loader(corpus, "ids", to="torch", progress=False, mode="packed",
                              batch_size=16, cache_dir=str(tmp_path / "c"), decoded_cache=True)
     dataset = cached.torch()
     _same(list(torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)),
           list(cached))
-    assert not os.path.exists(dataset._xroot)
+    assert os.listdir(dataset._xroot.path) == [".owner"]

@@ -19,13 +19,17 @@ memory file system (``/dev/shm``) where there is one:
 - Whatever goes wrong costs a decode, never a batch or a hang: a claim released with no file
   (its owner could not write one) is claimed again by the waiting worker; a claim whose
   process died is taken over; a wait is bounded; a file that does not hold the row group's
-  rows is not used; a folder that cannot take a file turns sharing off for that worker (it
-  decodes what it reads, as without sharing).
+  rows is not used; a folder that cannot take a file (full) turns sharing off for that
+  worker, which says so (``off-<worker>``) so that nothing more is handed to it, and
+  decodes what it reads, as without sharing.
 
-The folder is named by the training process and removed when its dataset is collected or
-the process exits; folders left by killed processes are removed by the next dataset made.
+The training process makes the folder with its dataset and holds an ``flock`` on a file in
+it; the folder is removed when the dataset is collected or the process exits, and a folder
+whose lock is free (its process killed) by the next dataset made, in any pid namespace that
+shares the file system.
 """
 
+import fcntl
 import hashlib
 import json
 import mmap
@@ -40,26 +44,47 @@ import pyarrow as pa
 from lodarrow._training._readahead import DEFERRED, Stopped, reading
 from lodarrow._training._ring import alive
 
-__all__ = ["Exchange", "exchange_root", "remove_root"]
+__all__ = ["Exchange", "ExchangeRoot"]
 
 _PREFIX = "lodarrow-workers-"
 #: The longest a worker waits for a row group another live worker claimed, then decodes it
 WAIT_S = 120.0
 
 
-def exchange_root():
-    """A folder name (not made yet) for one dataset's workers; folders of dead training
-    processes are removed first."""
-    base = _base_dir()
-    _prune(base)
-    return os.path.join(base, f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}")
+class ExchangeRoot:
+    """The folder of one dataset's workers, made by the training process, which holds an
+    ``flock`` on its ``.owner`` file while the folder is in use (forked workers share the
+    lock): a folder whose lock can be taken was left by a process that is gone, whatever
+    the process ids say (another pid namespace sharing ``/dev/shm``, pid 1 in a
+    container).  Folders of gone processes are removed first."""
 
+    def __init__(self):
+        base = _base_dir()
+        _prune(base)
+        self.path = os.path.join(base, f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}")
+        self._owner = os.getpid()
+        self._fd = None
+        try:
+            os.mkdir(self.path, 0o700)
+            self._fd = os.open(os.path.join(self.path, ".owner"), os.O_CREAT | os.O_RDWR,
+                               0o600)
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # no folder, or no lock: the workers decode what they read
+            self.remove()
+            self.path = None
 
-def remove_root(root, owner):
-    """Remove ``root``, in the process ``owner`` that named it only (not in a forked
-    worker that inherited the finalizer)."""
-    if os.getpid() == owner:
-        shutil.rmtree(root, ignore_errors=True)
+    def remove(self):
+        """Remove the folder (in the process that made it only: not in a forked worker)."""
+        if os.getpid() != self._owner:
+            return
+        if self.path is not None:
+            shutil.rmtree(self.path, ignore_errors=True)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __getstate__(self):  # to workers started by spawn: the path (the lock stays here)
+        return {"path": self.path, "_owner": self._owner, "_fd": None}
 
 
 def _base_dir():
@@ -70,6 +95,7 @@ def _base_dir():
 
 
 def _prune(base):
+    """Remove the folders in ``base`` whose owner's lock is free (their process is gone)."""
     try:
         names = os.listdir(base)
     except OSError:
@@ -77,12 +103,20 @@ def _prune(base):
     for name in names:
         if not name.startswith(_PREFIX):
             continue
+        path = os.path.join(base, name)
         try:
-            pid = int(name[len(_PREFIX):].split("-")[0])
-        except ValueError:
+            fd = os.open(os.path.join(path, ".owner"), os.O_RDWR)
+        except FileNotFoundError:  # being made now, or half removed: left alone
             continue
-        if pid != os.getpid() and not alive(pid):
-            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: in use
+            os.close(fd)
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        os.close(fd)
 
 
 def _unlink(path):
@@ -105,12 +139,9 @@ class Exchange:
 
     def __init__(self, root, worker, num_workers):
         self.root, self.worker, self.num_workers = root, int(worker), int(num_workers)
-        self.off = False
         self._begun = None  # when this worker's previous block read began
-        try:
-            os.makedirs(root, exist_ok=True)
-        except OSError:
-            self.off = True
+        # the training process made the folder (ExchangeRoot); none: nothing shared
+        self.off = root is None or not os.path.isdir(root)
 
     def read(self, fp, g, columns, num_rows, decode):
         """Row group ``g`` of the file ``fp`` (a Fingerprint), its ``columns`` (``num_rows``
@@ -141,33 +172,45 @@ class Exchange:
         return os.path.join(self.root, f"{g}-{digest.hexdigest()[:24]}")
 
     def _claim(self, base):
-        """True: claimed here; False: claimed by another; None: sharing is off (no file)."""
+        """True: claimed here; False: claimed by another; None: sharing is off.  The claim
+        is a file holding this process's id, written whole, then linked into place (a link
+        is made once or fails: exclusive, and never seen empty)."""
+        tmp = f"{base}.{uuid.uuid4().hex}.tmp"
         try:
-            fd = os.open(base + ".claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            with open(tmp, "w") as f:
+                f.write(str(os.getpid()))
+            os.link(tmp, base + ".claim")
         except FileExistsError:
             return False
-        except OSError:
-            self.off = True
+        except OSError:  # e.g. the folder full
+            self._turn_off()
             return None
-        try:
-            os.write(fd, str(os.getpid()).encode())
         finally:
-            os.close(fd)
+            _unlink(tmp)
         return True
 
+    def _turn_off(self):
+        """Decode from now on, and tell the other workers to hand nothing here."""
+        self.off = True
+        try:
+            open(os.path.join(self.root, f"off-{self.worker}"), "w").close()
+        except OSError:
+            pass  # then begin() drops what is handed here, block by block
+
     def _owner(self, base):
-        """The claiming process's pid; 0 while it is being written; None: no claim."""
+        """The claiming process's pid; None: no claim; -1: a claim that names no process
+        (not one this module made: removed as a dead one's)."""
         try:
             with open(base + ".claim", "rb") as f:
                 text = f.read(32)
         except FileNotFoundError:
             return None
         except OSError:
-            return 0
+            return -1
         try:
             return int(text)
         except ValueError:
-            return 0
+            return -1
 
     def _decode_and_hand(self, base, decode):
         try:
@@ -178,7 +221,7 @@ class Exchange:
         try:
             self._hand(base, table)
         except (OSError, pa.ArrowException):
-            self.off = True  # e.g. /dev/shm full: the askers decode it themselves
+            self._turn_off()  # e.g. /dev/shm full: the others decode it themselves
         finally:
             _unlink(base + ".claim")  # after the files: an asker then finds its own
         return table
@@ -188,7 +231,7 @@ class Exchange:
         since its previous block read began (row groups its steps did not need)."""
         now, before = time.time(), self._begun
         self._begun = now
-        if self.off or before is None:
+        if before is None:  # (also with sharing off: what others hand here must go)
             return
         tail = f".for-{self.worker}"
         try:
@@ -198,15 +241,16 @@ class Exchange:
         for name in names:
             if name.endswith(tail):
                 path = os.path.join(self.root, name)
-                try:
-                    if os.stat(path).st_mtime < before:
+                try:  # (a second's margin: a file system's clock is coarse)
+                    if os.stat(path).st_mtime < before - 1.0:
                         os.unlink(path)
                 except OSError:
                     pass
 
     def _hand(self, base, table):
         """One IPC file of ``table``, linked for every other worker."""
-        askers = [w for w in range(self.num_workers) if w != self.worker]
+        askers = [w for w in range(self.num_workers) if w != self.worker
+                  and not os.path.exists(os.path.join(self.root, f"off-{w}"))]
         if not askers:
             return
         tmp = f"{base}.{uuid.uuid4().hex}.tmp"
@@ -259,7 +303,7 @@ class Exchange:
                     took = True
                     return table
                 owner = self._owner(base)
-                if owner is not None and owner and not alive(owner):
+                if owner is not None and (owner <= 0 or not alive(owner)):
                     _unlink(base + ".claim")  # its process died: taken over
                     owner = None
                 if owner is None:  # released: handed before (taken above) or not at all

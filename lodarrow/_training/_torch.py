@@ -31,7 +31,7 @@ import weakref
 
 __all__ = ["stateful_loader_state", "torch_dataset"]
 
-from ._exchange import exchange_root, remove_root
+from ._exchange import ExchangeRoot
 from ._ring import KEY_ORDER, BatchRing, SharedLock, alive, as_tensors, shared_array
 
 _STATE_BYTES = 1 << 16
@@ -183,8 +183,8 @@ def _make_class(torch):
             self._passes = (None, 0)  # (pid, passes begun by that process's worker)
             self._ring = BatchRing()  # workers' batches to the main process (_ring.py)
             # the workers' folder for row groups decoded once for all of them (_exchange.py)
-            self._xroot = exchange_root()
-            weakref.finalize(self, remove_root, self._xroot, os.getpid())
+            self._xroot = ExchangeRoot()
+            weakref.finalize(self, self._xroot.remove)
             self._published = 0   # the version of the position published last
             self._publish()
             link.watch(self)  # loader.set_epoch / load_state_dict publish too
@@ -334,7 +334,7 @@ def _make_class(torch):
             os.environ["LODARROW_NUM_THREADS"] = "1"  # the workers share the cores
             _exit_with_parent()
             if info.num_workers > 1:  # each row group decoded by one of them (_exchange)
-                self._link.share_decoding(self._xroot, info.id, info.num_workers)
+                self._link.share_decoding(self._xroot.path, info.id, info.num_workers)
             hand_over = None  # torch batches cross through the worker's ring
             if self.loader.deliver.to == "torch":
                 hand_over = functools.partial(_for_the_wire, self._ring)
