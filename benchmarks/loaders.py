@@ -546,6 +546,9 @@ class Lodarrow(Peer):
                else "load-aware")
         reads = ("mapping the next block's row groups from the decoded cache"
                  if self.source == "parquet-decoded" else "decoding the next block")
+        if workers and workers > 1 and self.source in ("parquet", "parquet-global"):
+            reads = ("reading the next block, its row groups decoded once between the "
+                     "workers")
         if workers:
             ahead = ("" if self.source == "table" else f" + a read-ahead thread {reads}")
             return (f"{workers} DataLoader workers (torch 1 thread, kernels up to "
