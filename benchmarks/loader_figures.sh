@@ -54,7 +54,7 @@ for p in "${peers[@]}"; do
     esac
 done
 
-"$PYTHON" benchmarks/loaders.py --sequences 100000 --workers 2 --seconds 1 --repeat 3 \
+"$PYTHON" benchmarks/loaders.py --sequences 100000 --workers 2 --seconds 2 --repeat 3 \
     --workdir "$WORKDIR/loaders" "${peers[@]}" \
     --json benchmarks/results/loaders.json --docs docs/training.md \
     --readme benchmarks/README.md >/dev/null

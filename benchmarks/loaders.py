@@ -78,6 +78,7 @@ import fnmatch
 import functools
 import gc
 import importlib
+import itertools
 import json
 import math
 import os
@@ -304,6 +305,19 @@ class Run:
         self._close = None
 
 
+def first_epoch(peer, run):
+    """Real tokens of ``run``'s epoch 0, read to its end."""
+    return sum(peer.counts(batch)[0] for _, batch in
+               itertools.takewhile(lambda eb: eb[1] is not END, with_epochs(run, peer)))
+
+
+def scratch_dir(ctx, prefix):
+    """A fresh folder under the work directory (the corpus's disk), for one measurement."""
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=ctx.workdir))
+
+
 class Peer:
     """One loader configuration (a row per worker count it runs with).
 
@@ -365,6 +379,15 @@ class Peer:
         one between starts that the timed start then uses (None: no such cache)."""
         return None
 
+    #: measured from scratch (:meth:`from_scratch`): the corpus's Parquet file to the end of
+    #: a first epoch, whatever the loader prepares first included
+    scratch = False
+
+    def from_scratch(self, ctx):
+        """``{"seconds", "tokens", ...}``: from the corpus's Parquet file, with nothing made
+        before (no conversion, no cache), to the end of epoch 0 in one process."""
+        raise NotImplementedError
+
     def runs_with(self, workers):
         return self.workers_modes is None or workers in self.workers_modes
 
@@ -421,6 +444,10 @@ class Lodarrow(Peer):
         # the equal-threads column: one thread in all, the loop's; every other lodarrow cell
         # runs on its defaults (the environment as given: load-aware kernel threads)
         self.env = {"LODARROW_NUM_THREADS": "1"} if prefetch == 0 else {}
+        # blocks from Parquet on its defaults: litdata's TokensLoader reads only what its
+        # optimize wrote, so from the Parquet file the two are timed with what they prepare
+        self.scratch = (mode == "blocks" and source in ("parquet", "parquet-decoded")
+                        and prefetch is None and token_arrays and not pickled)
 
     def runs_with(self, workers):
         # the pickled transport is a workers' row: in one process nothing crosses
@@ -461,6 +488,23 @@ class Lodarrow(Peer):
         if self.source != "table" and getattr(ctx, "cache_dir", None):
             kw["cache_dir"] = ctx.cache_dir
         return kw
+
+    def from_scratch(self, ctx):
+        """Epoch 0 in one process with an empty ``cache_dir``: the lengths read from the
+        file, and through the decoded cache each row group decoded and written there."""
+        import shutil
+
+        cache = scratch_dir(ctx, "lodarrow-scratch-")
+        ctx.cache_dir = str(cache)
+        try:
+            t0 = time.perf_counter()
+            run = self.open(ctx, 0)
+            tokens = first_epoch(self, run)
+            seconds = time.perf_counter() - t0
+            run.close()
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+        return {"seconds": seconds, "tokens": tokens}
 
     def cold_start(self, ctx, workers):
         """From Parquet, with an empty lengths cache (a fresh ``cache_dir``): the corpus's
@@ -1239,27 +1283,30 @@ class LitData(Peer):
              "re-decoding: its own row")
 
     def prepare(self, ctx):
-
-        import litdata
-
         out = ctx.conversion(self.out)
         if (out / "index.json").exists():
             return 0.0
         t = time.perf_counter()
+        self.optimize(ctx, out)
+        return time.perf_counter() - t
+
+    def optimize(self, ctx, out):
+        """litdata's ``optimize`` of the corpus into ``out`` (2 processes: the cores)."""
+        import litdata
+
         groups = list(range(pq.ParquetFile(ctx.corpus).num_row_groups))
         litdata.optimize(fn=functools.partial(_litdata_rows, path=str(ctx.corpus)),
                          inputs=groups, output_dir=str(out), num_workers=2, verbose=False,
                          **self.optimize_kwargs(ctx))
-        return time.perf_counter() - t
 
     def optimize_kwargs(self, ctx):
         return {"chunk_bytes": "64MB"}
 
-    def dataset(self, ctx):
+    def dataset(self, ctx, path=None):
         import litdata
 
         kw = {} if self.batch_decode is None else {"batch_decode": self.batch_decode}
-        return litdata.StreamingDataset(str(ctx.conversion(self.out)), shuffle=True,
+        return litdata.StreamingDataset(str(path or ctx.conversion(self.out)), shuffle=True,
                                         seed=ctx.seed, **kw)
 
     def batch_size(self, ctx):
@@ -1268,10 +1315,11 @@ class LitData(Peer):
     def collate(self, items):
         return packed_from_list(items)
 
-    def open(self, ctx, workers, state=None):
+    def open(self, ctx, workers, state=None, path=None):
         import litdata
 
-        data = litdata.StreamingDataLoader(self.dataset(ctx), batch_size=self.batch_size(ctx),
+        data = litdata.StreamingDataLoader(self.dataset(ctx, path),
+                                           batch_size=self.batch_size(ctx),
                                            num_workers=workers,
                                            collate_fn=worker_collate(self.collate, workers),
                                            persistent_workers=workers > 0)
@@ -1334,13 +1382,32 @@ class LitDataTokens(LitData):
 
         return {"chunk_size": ctx.row_length * 1024, "item_loader": litdata.TokensLoader()}
 
-    def dataset(self, ctx):
+    def dataset(self, ctx, path=None):
         import litdata
 
-        return litdata.StreamingDataset(str(ctx.conversion(self.out)), shuffle=True,
+        return litdata.StreamingDataset(str(path or ctx.conversion(self.out)), shuffle=True,
                                         seed=ctx.seed, drop_last=True,
                                         item_loader=litdata.TokensLoader(
                                             block_size=ctx.row_length))
+
+    scratch = True
+
+    def from_scratch(self, ctx):
+        """``optimize`` into a fresh folder, then epoch 0 from it in one process."""
+        import shutil
+
+        out = scratch_dir(ctx, "litdata-scratch-")
+        try:
+            t0 = time.perf_counter()
+            self.optimize(ctx, out / "chunks")
+            t1 = time.perf_counter()
+            run = self.open(ctx, 0, path=out / "chunks")
+            tokens = first_epoch(self, run)
+            t2 = time.perf_counter()
+            run.close()
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+        return {"seconds": t2 - t0, "prepare_s": t1 - t0, "tokens": tokens}
 
     def batch_size(self, ctx):
         return ctx.rows_per_batch
@@ -1696,6 +1763,23 @@ def run_one(peer, ctx, workers, seconds, warmup, max_epochs=1000):
     return result
 
 
+def scratch_one(peer, ctx):
+    """:meth:`Peer.from_scratch` with the row's imports made first (not its work) and the
+    load around it."""
+    import torch
+
+    torch.set_num_threads(1)
+    for name in peer.requires:
+        _import(name)
+    peer.warm_imports()
+    try:
+        import pandas  # noqa: F401 - pyarrow's first conversion imports it (run_one)
+    except ImportError:
+        pass
+    load = round(os.getloadavg()[0], 2)
+    return dict(peer.from_scratch(ctx), load_before=load)
+
+
 def child_main(args):
     """``--job run|prepare --peer PEER``: one job, its JSON on the last line of stdout."""
     meta = json.loads((Path(args.workdir) / "corpus.json").read_text())
@@ -1703,6 +1787,8 @@ def child_main(args):
     peer = PEERS[args.peer]
     if args.job == "prepare":
         out = {"prepare_s": peer.prepare(ctx)}
+    elif args.job == "scratch":
+        out = scratch_one(peer, ctx)
     else:
         out = run_one(peer, ctx, args.workers, args.seconds, args.warmup, args.max_epochs)
     out["versions"] = versions(peer)
@@ -1762,6 +1848,8 @@ def inline(args, job, peer, workers=0):
     try:
         if job == "prepare":
             return {"prepare_s": PEERS[peer].prepare(ctx)}
+        if job == "scratch":
+            return scratch_one(PEERS[peer], ctx)
         return run_one(PEERS[peer], ctx, workers, args.seconds, args.warmup, args.max_epochs)
     except Exception as exc:   # noqa: BLE001 - reported in the table
         return {"error": f"{type(exc).__name__}: {exc}"}
@@ -2029,6 +2117,38 @@ def claims_blocks(by, results):
     return out
 
 
+#: The rows measured from scratch, as the blocks sentence names them
+SCRATCH_ROWS = {"lodarrow-blocks-parquet-decoded": "lodarrow through the decoded cache "
+                                                   "(which that epoch fills)",
+                "lodarrow-blocks-parquet": "lodarrow decoding Parquet"}
+
+
+def claims_scratch(samples):
+    """From the Parquet file to the end of a first epoch (``report["scratch"]``): litdata's
+    median seconds (and its ``optimize``'s), and each lodarrow row's median with the ratio
+    of litdata's seconds over its own, round by round; None without litdata's."""
+    runs = {}
+    for r in samples or ():
+        if "error" not in r:
+            runs.setdefault(r["peer"], {})[r["round"]] = r
+    lit = runs.pop("litdata-tokens", None)
+    if not lit or not runs:
+        return None
+    rows = []
+    for peer in [p for p in SCRATCH_ROWS if p in runs]:
+        own = runs[peer]
+        rounds = sorted(set(own) & set(lit))
+        rows.append({"peer": peer, "seconds": statistics.median(
+            x["seconds"] for x in own.values()),
+            "tokens": statistics.median(x["tokens"] for x in own.values()),
+            "over": [lit[k]["seconds"] / own[k]["seconds"] for k in rounds]})
+    return {"litdata": {"seconds": statistics.median(x["seconds"] for x in lit.values()),
+                        "prepare_s": statistics.median(x["prepare_s"] for x in lit.values()),
+                        "tokens": statistics.median(x["tokens"] for x in lit.values()),
+                        "rounds": len(lit)},
+            "rows": rows}
+
+
 def claims(report):
     """What the summary sentences state, computed from the report (tests check them)."""
     results = [r for r in report["results"] if "error" not in r]
@@ -2073,6 +2193,7 @@ def claims(report):
                              "pickled_over": pickled["tokens_per_s"] / r["tokens_per_s"]
                              if pickled else None})
     out.update(claims_blocks(by, results))
+    out["scratch"] = claims_scratch(report.get("scratch"))
     spreads = [(max(x) / min(x), r["label"], r["workers"]) for r in results
                for x in [[s["tokens_per_s"] for s in r.get("samples", [])
                           if s.get("tokens_per_s")]] if len(x) > 1]
@@ -2105,6 +2226,28 @@ def claims(report):
                                    if r["peer"] == f"{who}-padded-{src}" and not r["workers"]]
                       for who in ("lodarrow", "loop") for src in SOURCES}
     return out
+
+
+def scratch_sentence(sc):
+    """The from-scratch comparison, as the blocks line ends (empty where it did not run)."""
+    if not sc or not sc["rows"]:
+        return ""
+    lit = sc["litdata"]
+    parts = []
+    for row in sc["rows"]:
+        over = row["over"]
+        verdict = ("ahead in every round" if over and min(over) > 1 else
+                   "behind in every round" if over and max(over) < 1 else
+                   "either way round by round")
+        parts.append(f"{SCRATCH_ROWS[row['peer']]} {row['seconds']:.2f} s "
+                     f"({row['tokens'] / 1e6:.1f} M tokens), {verdict} "
+                     f"({', '.join(f'{x:.2f}x' for x in over)})")
+    return (f"  From the corpus's Parquet file with nothing made before (no conversion, no "
+            f"cache) to the end of a first epoch, in one process, the medians of "
+            f"{lit['rounds']} rounds run in turn after each round's cells: litdata "
+            f"{lit['seconds']:.2f} s (its `optimize`, 2 processes, {lit['prepare_s']:.2f} s, "
+            f"then the epoch: {lit['tokens'] / 1e6:.1f} M tokens); " + "; ".join(parts)
+            + " (litdata's seconds over lodarrow's, each round).")
 
 
 def summary_lines(report):
@@ -2192,13 +2335,22 @@ def summary_lines(report):
                   f"litdata's chunks are made before its runs: the cold start (an empty cache "
                   f"directory) of those rows, {_span(fill, 2, ' s')}, keeps what its first "
                   f"batch reads, the warm-up epoch the rest." if fill else "")
+        decode, lit0 = c.get("decode"), [x for x in report["results"]
+                                          if x["peer"] == "litdata-tokens"
+                                          and x["workers"] == 0]
+        floor = (f"  Parquet's decode of the column alone (the decode row: one thread, no "
+                 f"batches) runs at {decode['tokens_per_s'] / 1e6:.1f} M tokens/s, litdata's "
+                 f"whole TokensLoader at {lit0[0]['tokens_per_s'] / 1e6:.1f} M in one process: "
+                 f"its chunks hold the ids decoded once, as the decoded cache does."
+                 if decode and lit0 and any(x["source"] == "parquet" for x in b) else "")
         lines.append(f"- Concatenated blocks (another job): lodarrow's `mode=\"blocks\"`, which "
                      f"also gives each piece's positions and boundaries, against litdata's "
                      f"`TokensLoader` (reading the raw token chunks its `optimize` wrote), by "
                      f"medians: {where}.  lodarrow's rows with workers cross through its "
                      f"shared-memory ring, litdata's pickled (NumPy, as every peer's here); in "
                      f"one process lodarrow runs on its defaults (a prefetch and a read-ahead "
-                     f"thread), litdata with its chunk thread.{equal}{filled}")
+                     f"thread), litdata with its chunk thread.{floor}{equal}{filled}"
+                     f"{scratch_sentence(c.get('scratch'))}")
     pad = c["padding"]
     if pad[("lodarrow", "table")]:
         lines.append(f"- Padding of the padded job: lodarrow "
@@ -2574,6 +2726,15 @@ def driver(args):
                     f"{r['tokens_per_s']:,.0f} tokens/s over {r['timed_epochs']} epochs, "
                     f"start {r['start_s']:.2f} s, resume {fmt(r.get('resume_s'), 2)} s, "
                     f"load {r['load_before']}-{r['load_after']}"), file=sys.stderr)
+            # the rows measured from scratch, after the round's cells, in turn (the order
+            # reversed every other round)
+            scratch = [(n, py) for n, py, w in cells if w == 0 and PEERS[n].scratch]
+            for name, python in scratch[::-1] if rnd % 2 else scratch:
+                r = child(args, python, "scratch", name, timeout=args.timeout * 4)
+                r.update(peer=name, round=rnd, load_after=round(os.getloadavg()[0], 2))
+                report.setdefault("scratch", []).append(r)
+                print(f"[{rnd + 1}/{args.repeat}] {name} from scratch: " + (
+                    r["error"] if "error" in r else f"{r['seconds']:.2f} s"), file=sys.stderr)
     for (name, python, workers), runs in samples.items():
         if not runs:
             continue
@@ -2672,7 +2833,7 @@ def parse(argv):
     p.add_argument("--readme", help="rewrite the loaders-run block of this Markdown file "
                                     "(benchmarks/README.md)")
     p.add_argument("--from-json", help="measure nothing: the Markdown from this JSON")
-    p.add_argument("--job", choices=["run", "prepare"], help=argparse.SUPPRESS)
+    p.add_argument("--job", choices=["run", "prepare", "scratch"], help=argparse.SUPPRESS)
     p.add_argument("--peer", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.argv = list(argv)

@@ -82,8 +82,16 @@ def test_peer_row(name, workdir, tmp_path):
     with warnings.catch_warnings():     # the peers' own warnings are not under test here
         warnings.simplefilter("ignore")
         bench.main(argv)
-    [result] = json.loads(js.read_text())["results"]
+    report = json.loads(js.read_text())
+    [result] = report["results"]
     assert "error" not in result, result["error"]
+    if peer.scratch:  # from the Parquet file, nothing made before, to epoch 0's end
+        [scratch] = report["scratch"]
+        assert "error" not in scratch, scratch["error"]
+        assert scratch["peer"] == name and scratch["round"] == 0 and scratch["seconds"] > 0
+        assert scratch["tokens"] == result["tokens_per_epoch"]
+    else:
+        assert "scratch" not in report
     assert result["tokens_per_s"] > 0 and result["timed_batches"] >= 1
     assert 0 <= result["padding_pct"] < 100
     if peer.kind == "packed":
@@ -348,6 +356,24 @@ def test_the_blocks_sentence_against_litdata():
                      ("parquet-decoded", 2, "pickled"): 0.8,
                      ("table", 2, bench.IDS_PICKLED): 1.1}
     assert bench.claims_blocks(by, results)["decoded_fill"] == [0.25]
+    # from scratch: litdata's seconds over each lodarrow row's, paired by round
+    scratch = [{"peer": "litdata-tokens", "round": k, "seconds": sec, "prepare_s": sec - 1,
+                "tokens": 90} for k, sec in enumerate((8.0, 6.0, 7.0))]
+    scratch += [{"peer": "lodarrow-blocks-parquet-decoded", "round": k, "seconds": sec,
+                 "tokens": 100} for k, sec in enumerate((2.0, 3.0, 8.0))]
+    scratch += [{"peer": "lodarrow-blocks-parquet", "round": 0, "error": "boom"}]
+    sc = bench.claims_scratch(scratch)
+    assert sc["litdata"] == {"seconds": 7.0, "prepare_s": 6.0, "tokens": 90, "rounds": 3}
+    [row] = sc["rows"]
+    assert row["peer"] == "lodarrow-blocks-parquet-decoded" and row["seconds"] == 3.0
+    assert [round(x, 3) for x in row["over"]] == [4.0, 2.0, 0.875]
+    text = bench.scratch_sentence(sc)
+    assert "litdata 7.00 s (its `optimize`, 2 processes, 6.00 s" in text
+    assert "(which that epoch fills) 3.00 s (0.0 M tokens), either way round by round " \
+           "(4.00x, 2.00x, 0.88x)" in text
+    scratch[5]["seconds"] = 3.5
+    assert "ahead in every round" in bench.scratch_sentence(bench.claims_scratch(scratch))
+    assert bench.claims_scratch(scratch[3:]) is None and bench.scratch_sentence(None) == ""
     # a cell's epochs: its median run's
     runs = [{"tokens_per_s": 3.0, "timed_epochs": 9}, {"tokens_per_s": 1.0, "timed_epochs": 2},
             {"tokens_per_s": 2.0, "timed_epochs": 5}]
