@@ -227,7 +227,8 @@ def _read_all(parts, ranges, columns, stop=None, shared=None):
         shared = Shared()
     else:
         threads -= 1
-    if not _shares_decoding(parts):
+    exchange = _exchange_of(parts)
+    if exchange is None:
         return shared.run(read, ranges, min(threads, len(ranges)))
 
     # DataLoader workers sharing what they decode (_exchange): first every row group this
@@ -236,16 +237,15 @@ def _read_all(parts, ranges, columns, stop=None, shared=None):
         with reading(first=True):
             return read(r)
 
-    for p in getattr(parts, "children", [parts]):
-        if getattr(p, "exchange", None) is not None:
-            p.exchange.begin()
-            break  # one Exchange a process, shared by a mixture's files
+    exchange.begin()
     tables = shared.run(first, ranges, min(threads, len(ranges)))
     with reading(first=False, stop=stop):
         return [read(r) if t is DEFERRED else t for r, t in zip(ranges, tables)]
 
 
-def _shares_decoding(parts):
-    """Whether ``parts`` (or a mixture's) hand decoded row groups between workers."""
-    return any(getattr(p, "exchange", None) is not None
-               for p in getattr(parts, "children", [parts]))
+def _exchange_of(parts):
+    """The :class:`~lodarrow._training._exchange.Exchange` through which ``parts`` (or a
+    mixture's files: one a process, shared by them) hand decoded row groups between
+    ``DataLoader`` workers; None where they do not."""
+    return next((p.exchange for p in getattr(parts, "children", [parts])
+                 if getattr(p, "exchange", None) is not None), None)
