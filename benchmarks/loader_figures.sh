@@ -12,10 +12,10 @@
 # The peers run in their own interpreters: PEERS_PYTHON (Hugging Face datasets, transformers,
 # Grain, litdata; default /work/venv-peers/bin/python) and MDS_PYTHON (MosaicML streaming;
 # default /work/venv-mds/bin/python); one that does not exist is left out and its rows say
-# "not run".  WORKDIR keeps the corpora and the peers' conversions between runs.  About 35
-# minutes on 2 cores (the 68-cell run took 28.6; 80 cells since the torchdata, HF iterable,
-# litdata and Grain variants; benchmarks/README.md, "Every published loader figure: one command"),
-# a few more since mixing.py runs every loader in 3 rounds.
+# "not run".  WORKDIR keeps the corpora and the peers' conversions between runs.  About an
+# hour on 2 cores: loaders.py alone (98 cells x 3 rounds at --seconds 2, and the blocks timed
+# from scratch after each round) took 40 minutes; then mixing.py (every loader in 3 rounds)
+# and the cache scripts (benchmarks/README.md, "Every published loader figure: one command").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
