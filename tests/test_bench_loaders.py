@@ -427,3 +427,18 @@ def test_the_json_and_the_blocks(workdir, tmp_path, monkeypatch):
             in text)
     bench.main(["--from-json", str(js), "--docs", str(doc), "--readme", str(readme)])
     assert doc.read_text() == text and readme.read_text() == readme_text
+
+
+def test_the_sentences_with_litdata_failed():
+    """The published JSON written again with litdata's one-process row failed: the blocks
+    sentence leaves out what needs it (the decode floor beside litdata's rate), nothing
+    raises."""
+    report = json.loads((ROOT / "benchmarks" / "results" / "loaders.json").read_text())
+    for r in report["results"]:
+        if r["peer"] == "litdata-tokens" and r["workers"] == 0:
+            for key in ("tokens_per_s", "samples"):
+                r.pop(key, None)
+            r["error"] = "RuntimeError: boom"
+    text = "\n".join(bench.summary_lines(report))
+    assert "Parquet's decode of the column alone" not in text
+    assert "From the corpus's Parquet file with nothing made before" in text
