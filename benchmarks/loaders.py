@@ -2688,6 +2688,10 @@ def driver(args):
     names = select_peers(args.peers)
     modes = [int(m) for m in args.modes.split(",")] if args.modes else [0, args.workers]
     meta = ensure_corpus(args)
+    for stale in Path(args.workdir).glob("*-scratch-*"):  # a timed-out run's (scratch_dir)
+        import shutil
+
+        shutil.rmtree(stale, ignore_errors=True)
     print(f"corpus: {meta['sequences']:,} sequences, {meta['tokens']:,} tokens, "
           f"{meta['parquet_mib']} MiB", file=sys.stderr)
     from lodarrow._bench._docs import command_line, machine, revision, utc_now

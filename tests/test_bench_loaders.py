@@ -85,6 +85,7 @@ def test_peer_row(name, workdir, tmp_path):
     report = json.loads(js.read_text())
     [result] = report["results"]
     assert "error" not in result, result["error"]
+    assert not list(workdir.glob("*-scratch-*"))  # each measurement's folder removed
     if peer.scratch:  # from the Parquet file, nothing made before, to epoch 0's end
         [scratch] = report["scratch"]
         assert "error" not in scratch, scratch["error"]
@@ -166,6 +167,18 @@ def test_absent_peer_is_named(workdir, tmp_path, monkeypatch):
     text = md.read_text()
     assert "- a loader not installed: no_such_module_here: ModuleNotFoundError" in text
     assert "| a loader not installed |" not in text
+
+
+def test_a_timed_out_scratch_folder_is_removed_at_the_next_run(workdir, tmp_path):
+    """A from-scratch measurement killed at its timeout leaves its folder (scratch_dir): the
+    next run removes it before measuring."""
+    left = bench.scratch_dir(bench.Context(bench.parse(TINY + ["--workdir", str(workdir)]),
+                                           json.loads((workdir / "corpus.json").read_text())),
+                             "litdata-scratch-")
+    (left / "chunk-0.bin").write_bytes(b"x")
+    bench.main(TINY + ["--workdir", str(workdir), "--peers", "decode-parquet", "--json",
+                       str(tmp_path / "t.json")])
+    assert not left.exists() and (workdir / "corpus.parquet").exists()
 
 
 def test_unknown_peer_is_refused(workdir):
