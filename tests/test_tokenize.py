@@ -796,3 +796,26 @@ def test_a_dictionary_encoded_text_column(tok, tmp_path):
     frame = pd.DataFrame({"text": pd.Categorical(["x y", "x"])})
     udf = la.tokenize_udf(tok)
     assert [list(r) for r in udf(frame)["tokens"]] == encoded(tok, ["x y", "x"])
+
+
+def test_a_padding_tokenizer_writes_each_documents_own_ids(tok, tmp_path):
+    """A tokenizer.json saved with padding on (common on the Hub) pads a batch to its
+    longest; the ids written are still each document's ``encode`` (padding off, the
+    caller's tokenizer left as it was); a transformers tokenizer's backend likewise, its
+    truncation too, as ``ft(text)`` does."""
+    from tokenizers import Tokenizer
+
+    padded = Tokenizer.from_str(tok.to_str())
+    padded.enable_padding(pad_id=2, pad_token="<pad>")
+    padded.save(str(tmp_path / "pad.json"))
+    want = encoded(tok, TEXTS)
+    for arg in (padded, str(tmp_path / "pad.json")):
+        out = tmp_path / f"out{len(os.listdir(tmp_path))}"
+        la.tokenize(corpus_table(), out, arg, progress=False)
+        assert pq.read_table(out)["tokens"].to_pylist() == want
+    assert padded.padding is not None  # the caller's, unchanged
+    transformers = pytest.importorskip("transformers")
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "pad.json"))
+    fast.backend_tokenizer.enable_truncation(4)  # left by an earlier call's truncation=True
+    got = la.tokenize_udf(fast)(corpus_table())
+    assert got["tokens"].to_pylist() == [fast(t)["input_ids"] for t in TEXTS] == want

@@ -99,6 +99,21 @@ def _from_file(Tokenizer, path):
     return tok, key
 
 
+def _unpadded(tok, truncation=True):
+    """``tok``, or a copy of it with padding off (and without ``truncation``, truncation
+    off): a batch encode with padding on pads every document to the batch's longest, so
+    its ids would differ from ``encode(text).ids`` and depend on the batch.  The caller's
+    tokenizer is left as it is."""
+    if getattr(tok, "padding", None) is None and (truncation or
+                                                  getattr(tok, "truncation", None) is None):
+        return tok
+    tok = type(tok).from_str(tok.to_str())
+    tok.no_padding()
+    if not truncation:
+        tok.no_truncation()
+    return tok
+
+
 def _load_tokenizer(tokenizer, fn, want=None):
     """``(tokenizer, vocabulary size or None, key)``: what encodes (a
     ``tokenizers.Tokenizer``, or the callable) for a tokenizer argument, and for a path the
@@ -127,9 +142,12 @@ def _load_tokenizer(tokenizer, fn, want=None):
     backend = getattr(tokenizer, "backend_tokenizer", None)  # transformers' fast tokenizers
     if backend is not None and hasattr(backend, "encode_batch"):
         vocab = len(tokenizer)
+        # ft(text) turns the backend's padding and truncation off unless asked for; the
+        # backend keeps whatever the file or an earlier call left there
+        backend = _unpadded(backend, truncation=False)
         return backend, max(vocab, backend.get_vocab_size(with_added_tokens=True)), key
     if hasattr(tokenizer, "encode_batch") and hasattr(tokenizer, "get_vocab_size"):
-        return tokenizer, tokenizer.get_vocab_size(with_added_tokens=True), key
+        return _unpadded(tokenizer), tokenizer.get_vocab_size(with_added_tokens=True), key
     if hasattr(tokenizer, "is_fast") and not tokenizer.is_fast:
         raise TypeError(f"{fn}: {type(tokenizer).__name__} is a slow (Python) tokenizer; "
                         f"load the fast one (AutoTokenizer.from_pretrained(..., use_fast=True)) "
